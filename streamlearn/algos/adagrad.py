@@ -1,0 +1,72 @@
+"""Diagonal AdaGrad (``--algo adagrad``, the default learner).
+
+Duchi, Hazan & Singer (2011), diagonal version: ``G += g*g``, ``w -= eta g / sqrt(G)``.
+With ``--normalized``: the normalized, adaptive, importance-invariant update that Vowpal
+Wabbit's default learner uses (Ross, Mineiro & Langford 2013), so VW users find their default
+(VW: ``-l 0.5``, the default here when ``--normalized`` is given).
+
+State: ``w``, ``G`` (and ``N``, the per-feature scale, for ``--normalized``) as float32 arrays
+of length ``2**b``, like VW's weight table; arithmetic is float64.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Learner, Param
+
+__all__ = ["AdaGrad"]
+
+
+def _k():
+    from . import _adagrad_kernels
+    return _adagrad_kernels
+
+
+class AdaGrad(Learner):
+    name = "adagrad"
+    PARAMS = (
+        Param("learning_rate", float, None,
+              "Step size eta (adagrad: 0.1; with --normalized: 0.5, VW's default).", short="-l"),
+        Param("normalized", bool, False,
+              "Use VW's default update: normalized, adaptive, importance-invariant (Ross et al. 2013).",
+              structural=True),
+    )
+
+    def __init__(self, **hyper):
+        super().__init__(**hyper)
+        size = 1 << self.bits
+        self.w = np.zeros(size, np.float32)
+        self.G = np.zeros(size, np.float32)
+        self.N = np.zeros(size if self.hyper["normalized"] else 1, np.float32)
+        self.scal = np.zeros(4, np.float64)  # sum_norm_x, total_weight, min_label, max_label
+        self._apply_hyper()
+
+    def _apply_hyper(self):
+        lr = self.hyper["learning_rate"]
+        self.eta = float(lr if lr is not None else (0.5 if self.hyper["normalized"] else 0.1))
+
+    def _run(self, batch, learn):
+        pred = np.empty(batch.n)
+        loss = np.empty(batch.n)
+        n = _k().adagrad_run(batch.offsets, batch.indices, batch.values, batch.labels, batch.weights,
+                             self.w, self.G, self.N, self.scal, self.mask, self.loss.code, self.eta,
+                             bool(self.hyper["normalized"]), learn, pred, loss)
+        self.examples_learned += n
+        return pred, loss
+
+    def learn_batch(self, batch):
+        return self._run(batch, True)
+
+    def predict_batch(self, batch):
+        return self._run(batch, False)
+
+    def _arrays(self):
+        return {"w": self.w, "G": self.G, "N": self.N, "scal": self.scal}
+
+    def _load_arrays(self, arrays):
+        for k in ("w", "G", "N", "scal"):
+            a = np.asarray(arrays[k])
+            cur = getattr(self, k)
+            if a.shape != cur.shape or a.dtype != cur.dtype:
+                raise ValueError(f"array {k}: shape/dtype {a.shape}/{a.dtype} does not fit {cur.shape}/{cur.dtype}")
+            setattr(self, k, np.array(a, copy=True))

@@ -1,0 +1,135 @@
+"""The learner protocol shared by every algorithm.
+
+A learner is a small class: hyper-parameters in the constructor, state as NumPy arrays,
+compiled work in a sibling ``_<name>_kernels.py`` module (imported lazily, so that
+``streamlearn --help`` never loads numba).
+
+Protocol
+--------
+``PARAMS``
+    Declarative hyper-parameters (:class:`Param`). The CLI turns each into an option
+    (``--name``, kebab-case alias, optional short flag); the model file stores them all.
+``learn_batch(batch) -> (pred, loss)``
+    Progressive validation, inside the kernel: for every example in order, predict, record
+    the prediction and its loss, then learn (unlabeled rows: predict only). ``pred`` is the
+    raw prediction (class id for multiclass learners); ``loss`` is ``NaN`` where unlabeled.
+    Results never depend on how the stream is cut into batches.
+``predict_batch(batch) -> (pred, loss)``
+    Same, without updates.
+``state_dict() -> (meta, arrays)`` / ``from_state(meta, arrays)``
+    ``meta`` is JSON-able (``algo`` plus every hyper-parameter and counter); ``arrays`` a dict
+    of NumPy arrays. ``from_state(*state_dict())`` must give a learner whose every future
+    prediction and update is bit-identical.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .losses import Loss, get_loss
+
+__all__ = ["Param", "Learner", "COMMON_PARAMS"]
+
+
+@dataclass(frozen=True)
+class Param:
+    """One hyper-parameter: its CLI option is ``--<name>``.
+
+    ``structural`` parameters fix the shape of the state and cannot change when training
+    continues from a saved model (``-i``); the others may be overridden on the command line.
+    """
+
+    name: str
+    type: Any  # int, float, bool, str or a tuple of allowed strings
+    default: Any
+    help: str
+    short: str | None = None
+    structural: bool = False
+
+
+COMMON_PARAMS = (
+    Param("bit_precision", int, 18, "Number of bits in the feature table (weights index = hash mod 2^b).",
+          short="-b", structural=True),
+    Param("loss_function", ("squared", "logistic", "hinge"), "squared",
+          "Loss function: squared, logistic or hinge.", structural=True),
+)
+
+
+class Learner:
+    """Base class: stores the common hyper-parameters and implements the plumbing."""
+
+    name: ClassVar[str] = "?"
+    PARAMS: ClassVar[tuple[Param, ...]] = ()
+    multiclass: ClassVar[bool] = False
+
+    def __init__(self, **hyper):
+        known = {p.name: p for p in COMMON_PARAMS + self.PARAMS}
+        unknown = set(hyper) - set(known)
+        if unknown:
+            raise ValueError(f"--algo {self.name} does not take option(s): "
+                             + ", ".join("--" + u for u in sorted(unknown)))
+        self.hyper = {}
+        for p in known.values():
+            v = hyper.get(p.name)
+            self.hyper[p.name] = p.default if v is None else v
+        self.bits = int(self.hyper["bit_precision"])
+        if not 1 <= self.bits <= 32:
+            raise ValueError(f"-b/--bit_precision must be in 1..32, got {self.bits}")
+        self.mask = (1 << self.bits) - 1
+        self.loss: Loss = get_loss(self.hyper["loss_function"])
+        self.examples_learned = 0
+
+    # -- protocol ---------------------------------------------------------------------------
+    def learn_batch(self, batch):
+        raise NotImplementedError
+
+    def predict_batch(self, batch):
+        raise NotImplementedError
+
+    def _arrays(self) -> dict:
+        raise NotImplementedError
+
+    def _load_arrays(self, arrays: dict) -> None:
+        raise NotImplementedError
+
+    def state_dict(self):
+        meta = {"algo": self.name, "hyper": dict(self.hyper), "examples_learned": self.examples_learned}
+        meta.update(self._extra_meta())
+        return meta, self._arrays()
+
+    def _extra_meta(self) -> dict:
+        return {}
+
+    def _load_extra_meta(self, meta: dict) -> None:
+        pass
+
+    @classmethod
+    def from_state(cls, meta: dict, arrays: dict):
+        obj = cls(**meta["hyper"])
+        obj.examples_learned = int(meta.get("examples_learned", 0))
+        obj._load_extra_meta(meta)
+        obj._load_arrays(arrays)
+        return obj
+
+    def override(self, **hyper) -> None:
+        """Change non-structural hyper-parameters (when continuing from a saved model)."""
+        params = {p.name: p for p in COMMON_PARAMS + self.PARAMS}
+        for k, v in hyper.items():
+            if v is None:
+                continue
+            if k not in params:
+                raise ValueError(f"--algo {self.name} does not take option --{k}")
+            if params[k].structural and v != self.hyper[k]:
+                raise ValueError(f"--{k} {v} differs from the model's {self.hyper[k]}; "
+                                 "it cannot change when continuing from a saved model")
+            self.hyper[k] = v
+        self._apply_hyper()
+
+    def _apply_hyper(self) -> None:
+        """Re-read non-structural hyper-parameters from ``self.hyper``."""
+
+    @property
+    def model_arrays_bytes(self) -> int:
+        return int(sum(np.asarray(a).nbytes for a in self._arrays().values()))

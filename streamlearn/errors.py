@@ -1,0 +1,18 @@
+"""Library exceptions. The CLI maps them to exit codes (all of these: exit 1, one line)."""
+__all__ = ["StreamlearnError", "InputError", "ModelFileError", "ConfigError"]
+
+
+class StreamlearnError(Exception):
+    """Base class of every error streamlearn reports to a user."""
+
+
+class InputError(StreamlearnError):
+    """Unreadable / malformed input data (names the file and, where known, the line)."""
+
+
+class ModelFileError(StreamlearnError):
+    """A model file that is corrupt, foreign, or written by a newer format version."""
+
+
+class ConfigError(StreamlearnError):
+    """Options that do not fit together (an option that does not apply to the algorithm, ...)."""
