@@ -16,6 +16,10 @@ Protocol
     Results never depend on how the stream is cut into batches.
 ``predict_batch(batch) -> (pred, loss)``
     Same, without updates.
+``finish()``
+    End of stream: flush buffered updates (minibatch learners).
+``extra_summary() -> dict``
+    Extra figures for the run summary / metrics (e.g. a sketch's compression factor).
 ``state_dict() -> (meta, arrays)`` / ``from_state(meta, arrays)``
     ``meta`` is JSON-able (``algo`` plus every hyper-parameter and counter); ``arrays`` a dict
     of NumPy arrays. ``from_state(*state_dict())`` must give a learner whose every future
@@ -87,6 +91,14 @@ class Learner:
 
     def predict_batch(self, batch):
         raise NotImplementedError
+
+    def finish(self) -> None:
+        """End of stream (or of a pass): learn from anything still buffered (e.g. a partial
+        minibatch). Predictions are never delayed; only updates may be."""
+
+    def extra_summary(self) -> dict:
+        """Learner-specific figures for the end-of-run summary and the metrics JSON."""
+        return {}
 
     def _arrays(self) -> dict:
         raise NotImplementedError

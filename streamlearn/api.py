@@ -1,0 +1,280 @@
+"""The Python API: ``train`` / ``predict`` over a config object, ``load_model`` / ``save_model``.
+
+Nothing here prints: progress rows, warnings and the summary go through the ``log``
+callback (the CLI passes one that writes to stderr).
+
+>>> from streamlearn.api import RunConfig, train
+>>> summary = train(RunConfig(data=["sample_data/a9a_small.libsvm"], hyper={"loss_function": "logistic"}))
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import __version__
+from .algos import get_learner_class
+from .errors import ConfigError, InputError, ModelFileError
+from .evaluate import ProgressSchedule, run_stream
+
+__all__ = ["RunConfig", "train", "predict", "load_model", "save_model", "make_learner"]
+
+
+@dataclass
+class RunConfig:
+    """Everything a train / predict run needs (the CLI fills it from its options)."""
+
+    data: list = field(default_factory=lambda: ["-"])
+    fmt: str = "auto"
+    algo: str | None = None  # None: the model's (with -i) or adagrad
+    hyper: dict = field(default_factory=dict)  # learner hyper-parameters given explicitly
+    quadratic: tuple = ()
+    constant: bool = True
+    initial_model: str | None = None
+    final_model: str | None = None
+    predictions: str | None = None  # path, "-" for stdout, None for none
+    link: str = "identity"
+    test_only: bool = False
+    passes: int = 1
+    progress: str = "2.0"
+    quiet: bool = False
+    strict: bool = False
+    metrics: str | None = None
+    select_out: str | None = None
+    label_column: str | None = None
+    chunk_bytes: int = 1 << 22
+    keep_names: bool | None = None
+
+
+def make_learner(algo: str, hyper: dict):
+    cls = get_learner_class(algo)
+    try:
+        return cls(**hyper)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def save_model(path: str, learner, reader: dict) -> int:
+    """Write ``learner`` (and the reader's hashing settings) to ``path``; returns bytes."""
+    from .io.model_file import write_model
+
+    meta, arrays = learner.state_dict()
+    return write_model(path, learner.name, meta, arrays, reader)
+
+
+def load_model(path: str):
+    """Read a model file; returns ``(learner, reader_settings, header)``."""
+    from .algos import LEARNERS
+    from .io.model_file import read_model
+
+    header, arrays = read_model(path)
+    algo = header.get("algo")
+    if algo not in LEARNERS:
+        raise ModelFileError(f"{path}: model uses algorithm {algo!r}, which this streamlearn "
+                             f"({__version__}) does not have")
+    try:
+        learner = LEARNERS[algo].from_state(header["meta"], arrays)
+    except (KeyError, ValueError, TypeError) as e:
+        raise ModelFileError(f"{path}: model state does not fit algorithm {algo!r} ({e})") from None
+    return learner, header.get("reader", {}), header
+
+
+class _PredictionSink:
+    """Writes predictions (``pred [tag]`` per line, as VW's ``-p``) as they are produced, so
+    predictions already made survive a later input error. Stops quietly on a closed pipe."""
+
+    def __init__(self, path, link, multiclass):
+        self.path = path
+        self.link = link
+        self.multiclass = multiclass
+        self.f = None
+        self.broken = False
+        self.count = 0
+
+    def open(self):
+        if self.path == "-":
+            self.f = sys.stdout
+        else:
+            try:
+                self.f = open(self.path, "w", buffering=1 << 20)
+            except OSError as e:
+                raise InputError(f"{self.path}: cannot write predictions: {e.strerror or e}") from None
+
+    def __call__(self, batch, pred):
+        if self.broken:
+            return
+        if self.multiclass:
+            vals = [str(int(p)) for p in pred.tolist()]
+        else:
+            p = 1.0 / (1.0 + np.exp(-pred)) if self.link == "logistic" else pred
+            vals = list(map("{:.9g}".format, p.tolist()))
+        if batch.tag_start is not None and np.any(batch.tag_start >= 0):
+            tags = batch.tags()
+            vals = [v if t is None else f"{v} {t}" for v, t in zip(vals, tags)]
+        try:
+            self.f.write("\n".join(vals))
+            self.f.write("\n")
+            self.count += len(vals)
+        except BrokenPipeError:
+            self.broken = True
+            _silence_stdout()
+
+    def close(self):
+        if self.f is None:
+            return
+        try:
+            self.f.flush()
+        except BrokenPipeError:
+            self.broken = True
+            _silence_stdout()
+        if self.f is not sys.stdout:
+            self.f.close()
+
+
+def _silence_stdout():
+    """After a closed pipe (``| head``): point stdout at /dev/null so exit stays quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _reader_settings(cfg: RunConfig) -> dict:
+    return {"quadratic": list(cfg.quadratic), "constant": bool(cfg.constant)}
+
+
+def _check_inputs(paths):
+    for p in paths:
+        if p == "-":
+            continue
+        if not os.path.exists(p):
+            raise InputError(f"{p}: no such file")
+        if os.path.isdir(p):
+            if not any(f.endswith(".parquet") for f in os.listdir(p)):
+                raise InputError(f"{p}: is a directory (with no .parquet files)")
+            continue
+        if not os.access(p, os.R_OK):
+            raise InputError(f"{p}: permission denied")
+
+
+def _batches(cfg: RunConfig, reader: dict, keep_names: bool):
+    from .io import ReaderConfig, read_batches
+
+    rc = ReaderConfig(fmt=cfg.fmt, quadratic=tuple(reader.get("quadratic", ())),
+                      constant=bool(reader.get("constant", True)), keep_names=keep_names,
+                      chunk_bytes=cfg.chunk_bytes, strict=cfg.strict)
+    if cfg.label_column is not None:
+        rc.label_column = cfg.label_column
+    for _ in range(cfg.passes):
+        yield from read_batches(list(cfg.data), rc)
+
+
+def _run(cfg: RunConfig, learn: bool, log=None):
+    log = log or (lambda line: None)
+    if cfg.passes < 1:
+        raise ConfigError("--passes must be >= 1")
+    if cfg.passes > 1 and "-" in cfg.data:
+        raise ConfigError("--passes > 1 needs file inputs (standard input can be read only once)")
+    _check_inputs(cfg.data)
+
+    if cfg.initial_model:
+        learner, reader, _ = load_model(cfg.initial_model)
+        if cfg.algo and cfg.algo != learner.name:
+            raise ConfigError(f"--algo {cfg.algo} differs from the model's {learner.name}")
+        try:
+            learner.override(**cfg.hyper)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        if cfg.quadratic and list(cfg.quadratic) != reader.get("quadratic", []):
+            raise ConfigError("-q differs from the model's interactions " + repr(reader.get("quadratic")))
+    else:
+        learner = make_learner(cfg.algo or "adagrad", cfg.hyper)
+        reader = _reader_settings(cfg)
+    keep_names = cfg.keep_names if cfg.keep_names is not None else bool(getattr(learner, "wants_names", False))
+
+    sink = None
+    if cfg.predictions is not None:
+        sink = _PredictionSink(cfg.predictions, cfg.link, learner.multiclass)
+        sink.open()
+
+    schedule = None if cfg.quiet else ProgressSchedule(cfg.progress)
+    header_done = [False]
+
+    def emit_row(*row):
+        from .report import table_header, table_row
+        if not header_done[0]:
+            for h in table_header():
+                log(h)
+            header_done[0] = True
+        log(table_row(*row, multiclass=learner.multiclass))
+
+    def on_errors(errs):
+        if not cfg.quiet:
+            for src, line, reason in errs:
+                log(f"warning: {src}:{line}: {reason}; line skipped")
+
+    if not cfg.quiet:
+        for line in _settings_lines(cfg, learner, reader, learn):
+            log(line)
+    try:
+        ev = run_stream(learner, _batches(cfg, reader, keep_names), learn=learn and not cfg.test_only,
+                        schedule=schedule, emit_row=emit_row,
+                        on_predictions=sink, on_errors=on_errors)
+    finally:
+        if sink is not None:
+            sink.close()
+    summary = ev.summary(learner.loss)
+    summary["algo"] = learner.name
+    summary["learner"] = learner.extra_summary()
+    summary["model_bytes"] = None
+    if cfg.final_model:
+        summary["model_bytes"] = save_model(cfg.final_model, learner, reader)
+    summary["model_array_bytes"] = learner.model_arrays_bytes
+    if cfg.select_out:
+        from .select import write_selection
+        write_selection(learner, cfg.select_out)
+    if cfg.metrics:
+        from .io.model_file import atomic_writer
+        with atomic_writer(cfg.metrics) as f:
+            f.write(json.dumps(summary, indent=2, sort_keys=True).encode() + b"\n")
+    if not cfg.quiet:
+        from .report import summary_lines
+        for line in summary_lines(summary):
+            log(line)
+    return summary
+
+
+def _settings_lines(cfg, learner, reader, learn):
+    lines = [f"algorithm = {learner.name}", f"Num weight bits = {learner.bits}"]
+    for k, v in learner.hyper.items():
+        if k != "bit_precision" and v is not None:
+            lines.append(f"{k} = {v}")
+    if reader.get("quadratic"):
+        lines.append("quadratic = " + " ".join(reader["quadratic"]))
+    if cfg.initial_model:
+        lines.append(f"initial model = {cfg.initial_model}")
+    if cfg.final_model:
+        lines.append(f"final model = {cfg.final_model}")
+    if cfg.predictions:
+        lines.append(f"predictions = {cfg.predictions}")
+    if not learn or cfg.test_only:
+        lines.append("only testing")
+    lines.append("data = " + " ".join("<stdin>" if d == "-" else d for d in cfg.data))
+    return lines
+
+
+def train(cfg: RunConfig, log=None) -> dict:
+    """One progressive-validation pass (``cfg.passes`` passes) over ``cfg.data``; returns the summary."""
+    return _run(cfg, learn=True, log=log)
+
+
+def predict(cfg: RunConfig, log=None) -> dict:
+    """Test-only run of ``cfg.initial_model`` over ``cfg.data`` (no updates)."""
+    if not cfg.initial_model:
+        raise ConfigError("predict needs a model: -i MODEL")
+    cfg.test_only = True
+    return _run(cfg, learn=False, log=log)

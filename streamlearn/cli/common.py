@@ -1,0 +1,32 @@
+"""Running an API call from a command: stderr logging and error -> exit code mapping."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import ConfigError, StreamlearnError
+
+__all__ = ["run_api", "stderr_log"]
+
+
+def stderr_log(line: str) -> None:
+    sys.stderr.write(line + "\n")
+
+
+def run_api(fn, cfg):
+    try:
+        return fn(cfg, log=stderr_log)
+    except ConfigError as e:
+        raise click.UsageError(str(e)) from None
+    except StreamlearnError as e:
+        sys.stderr.write(f"streamlearn: error: {e}\n")
+        sys.exit(1)
+    except BrokenPipeError:
+        from ..api import _silence_stdout
+        _silence_stdout()
+        sys.exit(0)
+    except OSError as e:
+        name = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        sys.stderr.write(f"streamlearn: error: {name}{e.strerror or e}\n")
+        sys.exit(1)

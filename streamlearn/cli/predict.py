@@ -1,0 +1,26 @@
+"""``streamlearn predict``: test-only run of a saved model (no updates)."""
+from __future__ import annotations
+
+import click
+
+from .options import input_options, output_options
+
+
+@click.command(short_help="Predict with a saved model (no updates).")
+@input_options
+@click.option("-i", "--initial_regressor", "--initial-regressor", "initial_model", required=True,
+              type=click.Path(dir_okay=False), help="Model file to predict with (needs no other flag).")
+@output_options
+def predict(files, data, **kw):
+    """Predict FILES with a saved model; reports loss and error when labels are present.
+
+    Predictions go to -p FILE, or to stdout when -p is not given.
+    """
+    from ..api import RunConfig, predict as api_predict
+    from .common import run_api
+
+    cfg = RunConfig(data=list(data) + list(files) or ["-"], fmt=kw["fmt"], initial_model=kw["initial_model"],
+                    predictions=kw["predictions"] or "-", link=kw["link"], progress=kw["progress"],
+                    quiet=kw["quiet"], strict=kw["strict"], metrics=kw["metrics"],
+                    label_column=kw["label_column"])
+    run_api(api_predict, cfg)

@@ -1,0 +1,51 @@
+"""``streamlearn train``: one progressive-validation pass, optionally saving the model."""
+from __future__ import annotations
+
+import click
+
+from .options import collect_hyper, input_options, learner_options, output_options
+
+
+def _algo_names():
+    from ..algos import LEARNERS
+    return list(LEARNERS)
+
+
+@click.command(short_help="Learn from a stream with progressive validation.")
+@input_options
+@click.option("--algo", type=click.Choice(_algo_names()), default=None,
+              help="Learning algorithm (default: adagrad, or the model's with -i).")
+@learner_options
+@click.option("-q", "--quadratic", "quadratic", multiple=True, metavar="AB",
+              help="Quadratic interactions between namespaces starting with letters A and B (may repeat).")
+@click.option("--noconstant", is_flag=True, help="Do not add the constant (bias) feature.")
+@click.option("-i", "--initial_regressor", "--initial-regressor", "initial_model", type=click.Path(dir_okay=False),
+              default=None, help="Start from this model file (continue training).")
+@click.option("-f", "--final_regressor", "--final-regressor", "final_model", type=click.Path(dir_okay=False),
+              default=None, help="Save the model to this file at the end (written atomically).")
+@output_options
+@click.option("-t", "--testonly", "test_only", is_flag=True, help="Predict and score only; no updates.")
+@click.option("--passes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Passes over the input files (not for stdin).")
+@click.option("--select_out", "--select-out", "select_out", type=click.Path(dir_okay=False), default=None,
+              help="Feature-selection learners: write the selected features (TSV) here at the end.")
+def train(files, data, algo, quadratic, noconstant, **kw):
+    """Train on FILES (VW text, LIBSVM or Parquet; gzip ok; '-' or none = stdin).
+
+    Every example is predicted and scored before it is learned (progressive validation);
+    VW's progress table and summary go to stderr.
+    """
+    from ..api import RunConfig, train as api_train
+    from .common import run_api
+
+    for q in quadratic:
+        if len(q) != 2:
+            raise click.BadParameter(f"{q!r}: give two namespace letters, e.g. -q ab", param_hint="-q")
+    hyper = collect_hyper(kw)
+    cfg = RunConfig(data=list(data) + list(files) or ["-"], fmt=kw["fmt"], algo=algo, hyper=hyper,
+                    quadratic=tuple(quadratic), constant=not noconstant,
+                    initial_model=kw["initial_model"], final_model=kw["final_model"],
+                    predictions=kw["predictions"], link=kw["link"], test_only=kw["test_only"],
+                    passes=kw["passes"], progress=kw["progress"], quiet=kw["quiet"], strict=kw["strict"],
+                    metrics=kw["metrics"], select_out=kw["select_out"], label_column=kw["label_column"])
+    run_api(api_train, cfg)

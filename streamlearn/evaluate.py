@@ -1,0 +1,164 @@
+"""Progressive validation over a stream of batches.
+
+The learner's kernel does the per-example work (predict, record, then learn); this module
+aggregates what it records, vectorised per batch: running sums, VW's progress rows at
+doubling (or fixed) intervals, predictions for the sink, and the final summary.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .algos.losses import best_constant
+
+__all__ = ["ProgressSchedule", "Evaluation", "run_stream"]
+
+
+@dataclass
+class ProgressSchedule:
+    """VW's ``-P``: a float is multiplicative (default 2.0: rows at 1, 2, 4, ...),
+    an integer additive (every N examples)."""
+
+    spec: str = "2.0"
+    next_at: float = 1.0
+
+    def __post_init__(self):
+        s = str(self.spec)
+        self.multiplicative = "." in s or "e" in s.lower()
+        self.step = float(s)
+        if self.step <= (1.0 if self.multiplicative else 0.0):
+            raise ValueError(f"-P/--progress must be > {'1.0' if self.multiplicative else '0'}, got {s}")
+        self.next_at = 1.0 if self.multiplicative else self.step
+
+    def advance(self):
+        self.next_at = self.next_at * self.step if self.multiplicative else self.next_at + self.step
+
+
+@dataclass
+class Evaluation:
+    """Running sums of a progressive-validation (or test-only) run."""
+
+    loss_name: str
+    classification: bool
+    multiclass: bool = False
+    examples: int = 0
+    labeled: int = 0
+    weighted_examples: float = 0.0
+    weighted_labeled: float = 0.0
+    weighted_label_sum: float = 0.0
+    weighted_label_sq_sum: float = 0.0
+    weighted_pos: float = 0.0
+    loss_sum: float = 0.0
+    err_sum: float = 0.0
+    binary_labels: bool = True
+    total_features: int = 0
+    skipped_lines: int = 0
+    last_row_loss: float = 0.0
+    last_row_weight: float = 0.0
+    t0: float = field(default_factory=time.perf_counter)
+
+    def add(self, batch, pred, loss, schedule: ProgressSchedule | None, emit_row=None):
+        """Fold one batch of recorded predictions and losses into the sums."""
+        n = batch.n
+        if n == 0:
+            return
+        labeled = ~np.isnan(batch.labels)
+        w = np.where(labeled, batch.weights, 0.0)
+        lab = np.where(labeled, batch.labels, 0.0)
+        wl = np.where(labeled, loss, 0.0) * w
+        nfeat = np.diff(batch.offsets)
+        if self.multiclass:
+            err = (pred != lab).astype(np.float64) * w
+            target = lab
+        else:
+            if self.classification:
+                target = np.where(lab > 0, 1.0, -1.0)
+            else:
+                target = lab
+                if self.binary_labels and np.any(labeled & (lab != 1.0) & (lab != -1.0) & (lab != 0.0)):
+                    self.binary_labels = False
+            thr_lab = np.where(lab > 0, 1.0, -1.0)
+            thr_pred = np.where(pred > (0.5 if (not self.classification and np.all(lab[labeled] >= 0)) else 0.0), 1.0, -1.0) \
+                if not self.classification else np.where(pred > 0, 1.0, -1.0)
+            err = (thr_lab != thr_pred).astype(np.float64) * w
+        if schedule is not None and emit_row is not None:
+            cw = np.cumsum(w)
+            cl = np.cumsum(wl)
+            base_count = self.examples
+            while schedule.next_at <= base_count + n:
+                i = int(math.ceil(schedule.next_at)) - base_count - 1
+                i = max(i, 0)
+                tot_w = self.weighted_labeled + cw[i]
+                tot_l = self.loss_sum + cl[i]
+                avg = tot_l / tot_w if tot_w > 0 else float("nan")
+                dw = tot_w - self.last_row_weight
+                since = (tot_l - self.last_row_loss) / dw if dw > 0 else float("nan")
+                self.last_row_loss, self.last_row_weight = tot_l, tot_w
+                emit_row(avg, since, base_count + i + 1, float(batch.weights[i]),
+                         float(batch.labels[i]), float(pred[i]), int(nfeat[i]))
+                schedule.advance()
+        self.examples += n
+        self.labeled += int(labeled.sum())
+        self.weighted_examples += float(batch.weights.sum())
+        self.weighted_labeled += float(w.sum())
+        self.weighted_label_sum += float((w * target).sum())
+        self.weighted_label_sq_sum += float((w * target * target).sum())
+        self.weighted_pos += float(w[target > 0].sum())
+        self.loss_sum += float(wl.sum())
+        self.err_sum += float(err.sum())
+        self.total_features += int(batch.nnz)
+
+    def summary(self, loss) -> dict:
+        secs = time.perf_counter() - self.t0
+        avg = self.loss_sum / self.weighted_labeled if self.weighted_labeled > 0 else None
+        s = {
+            "examples": self.examples,
+            "labeled_examples": self.labeled,
+            "weighted_examples": self.weighted_examples,
+            "weighted_label_sum": self.weighted_label_sum,
+            "loss_function": self.loss_name,
+            "average_loss": avg,
+            "error_rate": None,
+            "best_constant": None,
+            "best_constant_loss": None,
+            "total_features": self.total_features,
+            "skipped_lines": self.skipped_lines,
+            "seconds": secs,
+            "examples_per_second": self.examples / secs if secs > 0 else 0.0,
+        }
+        if self.weighted_labeled > 0:
+            if self.multiclass or self.classification or self.binary_labels:
+                s["error_rate"] = self.err_sum / self.weighted_labeled
+            if not self.multiclass:
+                c, cl = best_constant(loss, self.weighted_labeled, self.weighted_label_sum,
+                                      self.weighted_pos, self.weighted_label_sq_sum)
+                s["best_constant"], s["best_constant_loss"] = float(c), float(cl)
+        return s
+
+
+def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on_predictions=None,
+               on_errors=None, evaluation=None):
+    """Run the learner over ``batches``; returns the :class:`Evaluation`.
+
+    ``on_predictions(batch, pred)`` receives every batch's recorded predictions (for ``-p``);
+    ``on_errors(list)`` the malformed lines a reader skipped in each batch.
+    """
+    ev = evaluation or Evaluation(learner.loss.name, learner.loss.classification, learner.multiclass)
+    for batch in batches:
+        errs = batch.extra.get("errors") if batch.extra else None
+        if errs:
+            ev.skipped_lines += len(errs)
+            if on_errors is not None:
+                on_errors(errs)
+        if batch.n == 0:
+            continue
+        pred, loss = learner.learn_batch(batch) if learn else learner.predict_batch(batch)
+        ev.add(batch, pred, loss, schedule, emit_row)
+        if on_predictions is not None:
+            on_predictions(batch, pred)
+    if learn:
+        learner.finish()
+    return ev

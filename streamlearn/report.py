@@ -1,0 +1,49 @@
+"""Formats VW's progress table and end-of-run summary (pure string formatting)."""
+from __future__ import annotations
+
+import math
+
+__all__ = ["table_header", "table_row", "summary_lines"]
+
+
+def table_header() -> list[str]:
+    return [
+        "average  since         example        example        current        current  current",
+        "loss     last          counter         weight          label        predict features",
+    ]
+
+
+def _fmt_num(x, multiclass=False):
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "unknown"
+    if multiclass:
+        return str(int(x))
+    return f"{x:.4f}"
+
+
+def table_row(avg, since, count, weight, label, pred, features, multiclass=False) -> str:
+    a = "n.a." if avg is None or math.isnan(avg) else f"{avg:.6f}"
+    s = "n.a." if since is None or math.isnan(since) else f"{since:.6f}"
+    return (f"{a:<8} {s:<8} {count:>12d} {weight:>14.1f} {_fmt_num(label, multiclass):>14} "
+            f"{_fmt_num(pred, multiclass):>14} {features:>8d}")
+
+
+def summary_lines(s: dict) -> list[str]:
+    """VW's end summary, plus streamlearn's extra lines (error rate, speed, skipped lines)."""
+    out = ["", "finished run"]
+    out.append(f"number of examples = {s['examples']}")
+    out.append(f"weighted example sum = {s['weighted_examples']:.6f}")
+    out.append(f"weighted label sum = {s['weighted_label_sum']:.6f}")
+    out.append("average loss = " + ("n.a." if s.get("average_loss") is None else f"{s['average_loss']:.6f}"))
+    if s.get("best_constant") is not None:
+        out.append(f"best constant = {s['best_constant']:.6f}")
+        out.append(f"best constant's loss = {s['best_constant_loss']:.6f}")
+    if s.get("error_rate") is not None:
+        out.append(f"error rate = {s['error_rate']:.6f}")
+    out.append(f"total feature number = {s['total_features']}")
+    if s.get("skipped_lines"):
+        out.append(f"skipped lines = {s['skipped_lines']}")
+    for k, v in (s.get("learner") or {}).items():
+        out.append(f"{k.replace('_', ' ')} = {v}")
+    out.append(f"seconds = {s['seconds']:.3f} ({s['examples_per_second']:.0f} examples/s)")
+    return out
