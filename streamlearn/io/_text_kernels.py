@@ -1,0 +1,597 @@
+"""Compiled parsers for VW text and LIBSVM/SVMlight chunks (only ``@njit`` functions and
+their constant tables).
+
+One call of :func:`parse_chunk` parses a whole chunk of bytes (complete lines) and hashes every
+feature; Python never loops over lines or features. Output arrays start from an estimate and
+are doubled inside the kernel when needed.
+
+Float parsing (:func:`parse_float`): a decimal parser for ``[+-]digits[.digits][(e|E)[+-]digits]``
+(at least one mantissa digit; ``inf``/``nan`` and anything else are rejected). Up to 18
+significant digits are kept in an integer mantissa ``m`` with a decimal exponent ``q``.
+
+* Exact fast path (Clinger 1990): ``m < 2**53`` and ``|q| <= 22`` -> one multiplication or
+  division by an exactly representable power of ten, hence correctly rounded.
+* Otherwise ``m * 10**q`` is formed in double-double arithmetic (Dekker 1971 two-product)
+  from a table of 10**q as a (hi, lo) pair computed exactly in Python; its ~106-bit accuracy
+  gives the correctly rounded double except when the true value lies within about 2**-100
+  (relative) of a rounding boundary, or for subnormal results.
+"""
+from fractions import Fraction
+
+import numpy as np
+from numba import njit
+
+from ._hash_kernels import CONSTANT_HASH, hashstring, quadratic_hash
+
+__all__ = [
+    "parse_float",
+    "parse_chunk",
+    "FMT_VW",
+    "FMT_LIBSVM",
+    "ERROR_REASONS",
+]
+
+FMT_VW = 0
+FMT_LIBSVM = 1
+
+# --- status codes of a line (0 = ok) -----------------------------------------------------
+ERR_LABEL = 1
+ERR_IMPORTANCE = 2
+ERR_BASE = 3
+ERR_LABEL_TOKENS = 4
+ERR_FEATURE_VALUE = 5
+ERR_NS_WEIGHT = 6
+ERR_NO_COLON = 7
+ERR_INDEX = 8
+
+#: Short text of each error code (the reason reported with ``FILE:LINE``).
+ERROR_REASONS = {
+    ERR_LABEL: "non-numeric label",
+    ERR_IMPORTANCE: "bad importance weight",
+    ERR_BASE: "bad base (initial prediction) value",
+    ERR_LABEL_TOKENS: "too many tokens before '|' (expected: label [importance [base]] ['tag])",
+    ERR_FEATURE_VALUE: "bad feature value (expected name:number)",
+    ERR_NS_WEIGHT: "bad namespace weight (expected |namespace:number)",
+    ERR_NO_COLON: "LIBSVM token without ':' (expected index:value)",
+    ERR_INDEX: "LIBSVM feature index is not a non-negative integer",
+}
+
+# --- powers of ten as double-double (hi, lo), 10**q for q in [_PMIN, _PMAX] -----------------
+_PMIN = -360
+_PMAX = 310
+
+
+def _pow10_tables():
+    hi = np.empty(_PMAX - _PMIN + 1)
+    lo = np.empty(_PMAX - _PMIN + 1)
+    for q in range(_PMIN, _PMAX + 1):
+        x = Fraction(10) ** q
+        try:
+            h = float(x)
+        except OverflowError:  # pragma: no cover - q <= 308 always fits
+            h = float("inf")
+        lo_v = float(x - Fraction(h)) if h != float("inf") else 0.0
+        hi[q - _PMIN] = h
+        lo[q - _PMIN] = lo_v
+    return hi, lo
+
+
+_P10_HI, _P10_LO = _pow10_tables()
+_EXACT_P10 = np.array([10.0 ** i for i in range(23)])
+_SPLITTER = 134217729.0  # 2**27 + 1
+_TWO53 = 9007199254740992
+
+
+@njit(cache=True, nogil=True)
+def _two_prod(a, b):
+    """Dekker's exact product: returns (p, e) with p + e == a * b exactly (no overflow)."""
+    p = a * b
+    t = _SPLITTER * a
+    ah = t - (t - a)
+    al = a - ah
+    t = _SPLITTER * b
+    bh = t - (t - b)
+    bl = b - bh
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return p, e
+
+
+@njit(cache=True, nogil=True)
+def _scale(m, q):
+    """Double nearest to ``m * 10**q`` for an integer ``0 < m < 10**18``."""
+    if q >= 0 and q <= 22 and m < _TWO53:
+        return float(m) * _EXACT_P10[q]
+    if q < 0 and q >= -22 and m < _TWO53:
+        return float(m) / _EXACT_P10[-q]
+    if q > _PMAX:
+        return np.inf
+    if q < _PMIN:
+        return 0.0
+    # m as double-double (m < 2**63, so the int64 subtraction is exact)
+    mh = float(m)
+    ml = float(np.int64(m) - np.int64(mh))
+    ph = _P10_HI[q - _PMIN]
+    pl = _P10_LO[q - _PMIN]
+    if ph > 1e300:  # avoid overflow in the splitting; precision is not at risk here
+        return (mh * (ph / 1e10)) * 1e10
+    if ph < 1e-290:  # near the subnormal range: plain product (approximation)
+        return (mh * (ph * 1e30)) / 1e30
+    p, e = _two_prod(mh, ph)
+    e += mh * pl + ml * ph
+    return p + e
+
+
+@njit(cache=True, nogil=True)
+def parse_float(buf, s, e):
+    """Parse the decimal number ``buf[s:e]`` (must be consumed entirely).
+
+    Returns ``(value, ok)``. Accepts ``[+-]d+[.d*]``, ``[+-].d+``, with an optional exponent
+    ``(e|E)[+-]d+``. Overflow gives ``inf`` (as ``float()``), callers check finiteness."""
+    i = s
+    neg = False
+    if i < e and (buf[i] == 43 or buf[i] == 45):  # + -
+        neg = buf[i] == 45
+        i += 1
+    m = np.int64(0)
+    nd = 0  # significant digits kept in m
+    q = 0
+    any_digit = False
+    while i < e:
+        c = buf[i]
+        if c < 48 or c > 57:
+            break
+        any_digit = True
+        if nd < 18:
+            m = m * 10 + (c - 48)
+            if m > 0:
+                nd += 1
+        else:
+            q += 1
+        i += 1
+    if i < e and buf[i] == 46:  # '.'
+        i += 1
+        while i < e:
+            c = buf[i]
+            if c < 48 or c > 57:
+                break
+            any_digit = True
+            if nd < 18:
+                m = m * 10 + (c - 48)
+                if m > 0:
+                    nd += 1
+                q -= 1
+            i += 1
+    if not any_digit:
+        return 0.0, False
+    if i < e and (buf[i] == 101 or buf[i] == 69):  # e E
+        i += 1
+        eneg = False
+        if i < e and (buf[i] == 43 or buf[i] == 45):
+            eneg = buf[i] == 45
+            i += 1
+        if i >= e:
+            return 0.0, False
+        x = 0
+        while i < e:
+            c = buf[i]
+            if c < 48 or c > 57:
+                return 0.0, False
+            if x < 100000:
+                x = x * 10 + (c - 48)
+            i += 1
+        q += -x if eneg else x
+    if i != e:
+        return 0.0, False
+    if m == 0:
+        v = 0.0
+    else:
+        v = _scale(m, q)
+    return (-v if neg else v), True
+
+
+@njit(cache=True, nogil=True)
+def _is_ws(c):
+    return c == 32 or c == 9 or c == 13 or c == 11 or c == 12
+
+
+@njit(cache=True, nogil=True)
+def _parse_num(buf, s, e):
+    """A finite number spanning exactly ``buf[s:e]`` -> (value, ok)."""
+    v, ok = parse_float(buf, s, e)
+    if ok and not np.isfinite(v):
+        ok = False
+    return v, ok
+
+
+@njit(cache=True, nogil=True)
+def _grow(a, n, cap):
+    b = np.empty(cap, a.dtype)
+    b[:n] = a[:n]
+    return b
+
+
+@njit(cache=True, nogil=True)
+def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
+    """Parse all lines of ``buf`` (``uint8``; complete lines, the last one may lack ``\\n``).
+
+    Parameters
+    ----------
+    buf : uint8 array
+    fmt : int
+        ``FMT_VW`` or ``FMT_LIBSVM``.
+    qa, qb : int64 arrays
+        Quadratic interactions: first byte of the namespaces of each pair (``-q ab`` ->
+        ``qa=[ord('a')]``, ``qb=[ord('b')]``); LIBSVM features live in namespace ``' '``.
+    add_constant : bool
+        Append VW's constant feature (hash 11650396, value 1) to every example.
+    keep_names : bool
+        Fill name / namespace spans (else those arrays are empty).
+
+    Returns
+    -------
+    offsets, indices, values, labels, weights, ex_line, tag_start, tag_end,
+    name_start, name_end, ns_start, ns_end, err_line, err_code, n_lines
+        ``ex_line`` / ``err_line`` are 0-based line numbers within the chunk; ``n_lines`` is
+        the number of lines (blank ones included) in the chunk.
+    """
+    L = len(buf)
+    # upper bound on the number of lines
+    n_nl = 0
+    for p in range(L):
+        if buf[p] == 10:
+            n_nl += 1
+    max_lines = n_nl + 1
+    offsets = np.empty(max_lines + 1, np.int64)
+    labels = np.empty(max_lines, np.float64)
+    weights = np.empty(max_lines, np.float64)
+    ex_line = np.empty(max_lines, np.int64)
+    tag_start = np.empty(max_lines, np.int64)
+    tag_end = np.empty(max_lines, np.int64)
+    err_line = np.empty(16, np.int64)
+    err_code = np.empty(16, np.int64)
+    n_err = 0
+
+    cap = L // 4 + max_lines * (2 if add_constant else 1) + 16
+    indices = np.empty(cap, np.uint32)
+    values = np.empty(cap, np.float64)
+    letters = np.empty(cap, np.uint8)
+    ncap = cap if keep_names else 0
+    name_start = np.empty(ncap, np.int64)
+    name_end = np.empty(ncap, np.int64)
+    ns_start = np.empty(ncap, np.int64)
+    ns_end = np.empty(ncap, np.int64)
+
+    npairs = len(qa)
+    scr_a = np.empty(16, np.int64)
+    scr_b = np.empty(16, np.int64)
+
+    offsets[0] = 0
+    nnz = 0
+    n_ex = 0
+    line = 0
+    pos = 0
+    while pos < L:
+        eol = pos
+        while eol < L and buf[eol] != 10:
+            eol += 1
+        s = pos
+        e = eol
+        pos = eol + 1
+        cur_line = line
+        line += 1
+        if fmt == FMT_LIBSVM:
+            for p in range(s, e):
+                if buf[p] == 35:  # '#': comment to end of line
+                    e = p
+                    break
+        while s < e and _is_ws(buf[s]):
+            s += 1
+        while e > s and _is_ws(buf[e - 1]):
+            e -= 1
+        if s == e:
+            continue  # blank line
+
+        # ensure room for the linear features of this line (+ constant)
+        need = nnz + (e - s + 1) // 2 + 2
+        if need > cap:
+            newcap = max(2 * cap, need)
+            indices = _grow(indices, nnz, newcap)
+            values = _grow(values, nnz, newcap)
+            letters = _grow(letters, nnz, newcap)
+            if keep_names:
+                name_start = _grow(name_start, nnz, newcap)
+                name_end = _grow(name_end, nnz, newcap)
+                ns_start = _grow(ns_start, nnz, newcap)
+                ns_end = _grow(ns_end, nnz, newcap)
+            cap = newcap
+
+        ex_start = nnz
+        status = 0
+        label = np.nan
+        weight = 1.0
+        t0 = -1
+        t1 = -1
+        if fmt == FMT_VW:
+            bar = s
+            while bar < e and buf[bar] != 124:  # '|'
+                bar += 1
+            # --- label section: tokens in [s, bar)
+            ts0 = -1
+            te0 = -1
+            ts1 = -1
+            te1 = -1
+            ts2 = -1
+            te2 = -1
+            ts3 = -1
+            te3 = -1
+            ntok = 0
+            p = s
+            while p < bar:
+                if _is_ws(buf[p]):
+                    p += 1
+                    continue
+                q = p
+                while q < bar and not _is_ws(buf[q]):
+                    q += 1
+                if ntok == 0:
+                    ts0 = p
+                    te0 = q
+                elif ntok == 1:
+                    ts1 = p
+                    te1 = q
+                elif ntok == 2:
+                    ts2 = p
+                    te2 = q
+                elif ntok == 3:
+                    ts3 = p
+                    te3 = q
+                else:
+                    # keep the last token in slot 3 (it may be the tag)
+                    ts3 = p
+                    te3 = q
+                ntok += 1
+                p = q
+            if ntok > 0:
+                # the last token is the tag if it starts with ' or touches the bar (VW 9)
+                if ntok == 1:
+                    ls = ts0
+                    le = te0
+                elif ntok == 2:
+                    ls = ts1
+                    le = te1
+                elif ntok == 3:
+                    ls = ts2
+                    le = te2
+                else:
+                    ls = ts3
+                    le = te3
+                if buf[ls] == 39:
+                    t0 = ls + 1
+                    t1 = le
+                    ntok -= 1
+                elif bar < e and le == bar:
+                    t0 = ls
+                    t1 = le
+                    ntok -= 1
+            if ntok > 3:
+                status = ERR_LABEL_TOKENS
+            else:
+                if ntok >= 1:
+                    label, ok = _parse_num(buf, ts0, te0)
+                    if not ok:
+                        status = ERR_LABEL
+                if status == 0 and ntok >= 2:
+                    weight, ok = _parse_num(buf, ts1, te1)
+                    if not ok:
+                        status = ERR_IMPORTANCE
+                if status == 0 and ntok >= 3:
+                    _, ok = _parse_num(buf, ts2, te2)
+                    if not ok:
+                        status = ERR_BASE
+            # --- features
+            ns_hash = np.uint64(0)
+            letter = 32
+            nsw = 1.0
+            nss = -1
+            nse = -1
+            i = bar
+            while status == 0 and i < e:
+                c = buf[i]
+                if c == 124:  # '|' starts a namespace
+                    i += 1
+                    nsw = 1.0
+                    if i >= e or _is_ws(buf[i]) or buf[i] == 124:
+                        ns_hash = np.uint64(0)
+                        letter = 32
+                        nss = -1
+                        nse = -1
+                    else:
+                        j = i
+                        while j < e and not _is_ws(buf[j]) and buf[j] != 58 and buf[j] != 124:
+                            j += 1
+                        nss = i
+                        nse = j
+                        letter = buf[i]
+                        ns_hash = hashstring(buf, i, j, np.uint64(0))
+                        if j < e and buf[j] == 58:  # ':' namespace weight
+                            k = j + 1
+                            while k < e and not _is_ws(buf[k]) and buf[k] != 124:
+                                k += 1
+                            nsw, ok = _parse_num(buf, j + 1, k)
+                            if not ok:
+                                status = ERR_NS_WEIGHT
+                            j = k
+                        i = j
+                    continue
+                if _is_ws(c):
+                    i += 1
+                    continue
+                j = i
+                while j < e and not _is_ws(buf[j]) and buf[j] != 58 and buf[j] != 124:
+                    j += 1
+                v = 1.0
+                nxt = j
+                if j < e and buf[j] == 58:
+                    k = j + 1
+                    while k < e and not _is_ws(buf[k]) and buf[k] != 124:
+                        k += 1
+                    v, ok = _parse_num(buf, j + 1, k)
+                    if not ok:
+                        status = ERR_FEATURE_VALUE
+                        break
+                    nxt = k
+                val = v * nsw
+                if val != 0.0:
+                    indices[nnz] = np.uint32(hashstring(buf, i, j, ns_hash))
+                    values[nnz] = val
+                    letters[nnz] = letter
+                    if keep_names:
+                        name_start[nnz] = i
+                        name_end[nnz] = j
+                        ns_start[nnz] = nss
+                        ns_end[nnz] = nse
+                    nnz += 1
+                i = nxt
+        else:
+            # --- LIBSVM / SVMlight: label idx:val ... [qid:N]
+            p = s
+            while p < e and not _is_ws(buf[p]):
+                p += 1
+            label, ok = _parse_num(buf, s, p)
+            if not ok:
+                status = ERR_LABEL
+            i = p
+            while status == 0 and i < e:
+                if _is_ws(buf[i]):
+                    i += 1
+                    continue
+                j = i
+                colon = -1
+                while j < e and not _is_ws(buf[j]):
+                    if buf[j] == 58 and colon < 0:
+                        colon = j
+                    j += 1
+                if colon < 0:
+                    status = ERR_NO_COLON
+                    break
+                if (colon - i == 3 and buf[i] == 113 and buf[i + 1] == 105
+                        and buf[i + 2] == 100):  # qid:N is ignored
+                    i = j
+                    continue
+                if colon == i:
+                    status = ERR_INDEX
+                    break
+                for p2 in range(i, colon):
+                    if buf[p2] < 48 or buf[p2] > 57:
+                        status = ERR_INDEX
+                        break
+                if status != 0:
+                    break
+                v, ok = _parse_num(buf, colon + 1, j)
+                if not ok:
+                    status = ERR_FEATURE_VALUE
+                    break
+                if v != 0.0:
+                    indices[nnz] = np.uint32(hashstring(buf, i, colon, np.uint64(0)))
+                    values[nnz] = v
+                    letters[nnz] = 32
+                    if keep_names:
+                        name_start[nnz] = i
+                        name_end[nnz] = colon
+                        ns_start[nnz] = -1
+                        ns_end[nnz] = -1
+                    nnz += 1
+                i = j
+
+        if status != 0:
+            nnz = ex_start
+            if n_err == len(err_line):
+                err_line = _grow(err_line, n_err, 2 * n_err)
+                err_code = _grow(err_code, n_err, 2 * n_err)
+            err_line[n_err] = cur_line
+            err_code[n_err] = status
+            n_err += 1
+            continue
+
+        lin_end = nnz
+        if add_constant:
+            indices[nnz] = np.uint32(CONSTANT_HASH)
+            values[nnz] = 1.0
+            letters[nnz] = 0
+            if keep_names:
+                name_start[nnz] = -1
+                name_end[nnz] = -1
+                ns_start[nnz] = -1
+                ns_end[nnz] = -1
+            nnz += 1
+
+        if npairs > 0:
+            nlin = lin_end - ex_start
+            if len(scr_a) < nlin:
+                scr_a = np.empty(2 * nlin, np.int64)
+                scr_b = np.empty(2 * nlin, np.int64)
+            # count the quadratic features first
+            total = 0
+            for pr in range(npairs):
+                na = 0
+                nb = 0
+                for k in range(ex_start, lin_end):
+                    if letters[k] == qa[pr]:
+                        na += 1
+                    if letters[k] == qb[pr]:
+                        nb += 1
+                if qa[pr] == qb[pr]:
+                    total += na * (na + 1) // 2
+                else:
+                    total += na * nb
+            if nnz + total > cap:
+                newcap = max(2 * cap, nnz + total)
+                indices = _grow(indices, nnz, newcap)
+                values = _grow(values, nnz, newcap)
+                letters = _grow(letters, nnz, newcap)
+                if keep_names:
+                    name_start = _grow(name_start, nnz, newcap)
+                    name_end = _grow(name_end, nnz, newcap)
+                    ns_start = _grow(ns_start, nnz, newcap)
+                    ns_end = _grow(ns_end, nnz, newcap)
+                cap = newcap
+            for pr in range(npairs):
+                na = 0
+                nb = 0
+                for k in range(ex_start, lin_end):
+                    if letters[k] == qa[pr]:
+                        scr_a[na] = k
+                        na += 1
+                    if letters[k] == qb[pr]:
+                        scr_b[nb] = k
+                        nb += 1
+                same = qa[pr] == qb[pr]
+                for ia in range(na):
+                    ka = scr_a[ia]
+                    h1 = np.uint64(indices[ka])
+                    v1 = values[ka]
+                    for ib in range(ia if same else 0, nb):
+                        kb = scr_b[ib]
+                        indices[nnz] = np.uint32(quadratic_hash(h1, np.uint64(indices[kb])))
+                        values[nnz] = v1 * values[kb]
+                        letters[nnz] = 0
+                        if keep_names:
+                            name_start[nnz] = -1
+                            name_end[nnz] = -1
+                            ns_start[nnz] = -1
+                            ns_end[nnz] = -1
+                        nnz += 1
+
+        labels[n_ex] = label
+        weights[n_ex] = weight
+        ex_line[n_ex] = cur_line
+        tag_start[n_ex] = t0
+        tag_end[n_ex] = t1
+        n_ex += 1
+        offsets[n_ex] = nnz
+
+    nn = nnz if keep_names else 0
+    return (offsets[:n_ex + 1], indices[:nnz], values[:nnz], labels[:n_ex], weights[:n_ex],
+            ex_line[:n_ex], tag_start[:n_ex], tag_end[:n_ex],
+            name_start[:nn], name_end[:nn], ns_start[:nn], ns_end[:nn],
+            err_line[:n_err], err_code[:n_err], line)

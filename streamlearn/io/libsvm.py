@@ -1,0 +1,44 @@
+"""LIBSVM / SVMlight text format reader.
+
+Each line: ``label index:value ...`` with optional ``qid:N`` (ignored) and a trailing
+``# comment`` (ignored). The feature "name" is the index's digits hashed in the default
+namespace, so its hash is ``int(index)`` (mod 2**32): exactly what VW gives for the same line
+written as ``label | index:value``. Labels are kept as written (``+1``, ``-1``, ``0``, ``3``);
+learners map them for their loss. Zero values are dropped (as VW drops zero features).
+Malformed lines (non-numeric label or value, a token without ``:``, a non-integer index) are
+skipped and reported, or raise with ``strict``.
+"""
+from __future__ import annotations
+
+import io
+from typing import Iterator
+
+from ..batch import Batch, concat_batches
+from .source import ReaderConfig, register_reader, text_batches
+
+__all__ = ["read_libsvm", "parse_libsvm"]
+
+
+def read_libsvm(stream, name: str, cfg: ReaderConfig) -> Iterator[Batch]:
+    """Yield batches from a binary stream of LIBSVM text."""
+    return text_batches(stream, name, cfg, "libsvm")
+
+
+def parse_libsvm(text: str | bytes, cfg: ReaderConfig | None = None,
+                 name: str = "<string>") -> Batch:
+    """Parse LIBSVM text held in memory into one batch (for tests and the Python API)."""
+    cfg = cfg or ReaderConfig(fmt="libsvm")
+    data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    cfg1 = ReaderConfig(fmt="libsvm", quadratic=cfg.quadratic, constant=cfg.constant,
+                        keep_names=cfg.keep_names, chunk_bytes=max(len(data) + 1, 1),
+                        strict=cfg.strict)
+    batches = list(text_batches(io.BytesIO(data), name, cfg1, "libsvm"))
+    if len(batches) == 1:
+        return batches[0]
+    out = concat_batches(batches)
+    out.source = name
+    out.extra["errors"] = [e for b in batches for e in b.extra.get("errors", [])]
+    return out
+
+
+register_reader("libsvm", read_libsvm)

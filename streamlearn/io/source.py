@@ -1,0 +1,381 @@
+"""Input sources: open files / stdin, detect gzip and the format, cut text into chunks of
+complete lines, and dispatch to a format reader. Entry point: :func:`read_batches`.
+
+Format readers are looked up in :data:`READERS` (format name -> function). A reader is called
+as ``reader(stream, name, cfg)`` and yields :class:`~streamlearn.batch.Batch` objects, where
+
+* ``stream`` is a binary file object positioned at the start of the data (already
+  decompressed if the input was gzip; a regular uncompressed file is passed as the opened,
+  seekable file object; standard input is not seekable);
+* ``name`` is the display name of the source (the path, or ``"<stdin>"``);
+* ``cfg`` is the :class:`ReaderConfig`.
+
+Binary formats announce a magic number with :func:`register_reader` (e.g. Parquet:
+``register_reader("parquet", read_parquet, magic=b"PAR1")``); ``fmt="auto"`` checks these
+magic numbers on the raw bytes first. Formats listed in :data:`LAZY_READERS` are imported on
+first use (the module is expected to call :func:`register_reader`).
+"""
+from __future__ import annotations
+
+import gzip
+import importlib
+import io
+import re
+import sys
+import zlib
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator
+
+import numpy as np
+
+from ..batch import Batch
+from ..errors import ConfigError, InputError
+from ._text_kernels import ERROR_REASONS, FMT_LIBSVM, FMT_VW, parse_chunk
+
+__all__ = [
+    "ReaderConfig",
+    "read_batches",
+    "register_reader",
+    "READERS",
+    "MAGIC",
+    "LAZY_READERS",
+    "LAZY_MAGIC",
+    "open_input",
+    "iter_chunks",
+    "text_batches",
+    "quadratic_pairs",
+    "sniff_text_format",
+]
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+#: format name -> reader function ``reader(stream, name, cfg) -> Iterator[Batch]``.
+READERS: dict[str, Callable] = {}
+#: magic bytes at the very start of a (raw) file -> format name, checked by ``fmt="auto"``.
+MAGIC: dict[bytes, str] = {}
+#: format name -> module imported on first use (it registers the reader).
+LAZY_READERS: dict[str, str] = {"parquet": "streamlearn.io.parquet"}
+#: magic bytes of the lazily imported formats (so ``auto`` need not import them to sniff).
+LAZY_MAGIC: dict[bytes, str] = {b"PAR1": "parquet"}
+
+
+def register_reader(fmt: str, reader: Callable, magic: bytes | None = None) -> None:
+    """Register ``reader`` for format ``fmt`` (and the magic bytes that identify it)."""
+    READERS[fmt] = reader
+    if magic:
+        MAGIC[bytes(magic)] = fmt
+
+
+@dataclass
+class ReaderConfig:
+    """How to read input.
+
+    Parameters
+    ----------
+    fmt : str
+        ``"auto"`` (Parquet by magic bytes if a Parquet reader is available; else the first
+        non-blank line decides: a ``|`` means VW text, otherwise LIBSVM), ``"vw"``,
+        ``"libsvm"`` or any registered format.
+    quadratic : tuple of str
+        VW ``-q`` pairs of namespace first letters, e.g. ``("ab",)``. Duplicates are removed
+        as VW 9 does (see :func:`quadratic_pairs`).
+    constant : bool
+        Add VW's constant feature (hash 11650396, value 1) to every example.
+    keep_names : bool
+        Fill ``Batch.name_start/name_end/ns_start/ns_end`` (spans into ``Batch.text``).
+    chunk_bytes : int
+        Approximate number of bytes parsed per call (one batch per chunk).
+    strict : bool
+        Raise :class:`~streamlearn.errors.InputError` at the first malformed line instead of
+        skipping it (skipped lines are listed in ``batch.extra["errors"]``).
+    """
+
+    fmt: str = "auto"
+    quadratic: tuple = ()
+    constant: bool = True
+    keep_names: bool = False
+    chunk_bytes: int = 1 << 22
+    strict: bool = False
+
+    def __post_init__(self):
+        if isinstance(self.quadratic, str):
+            self.quadratic = (self.quadratic,)
+        self.quadratic = tuple(self.quadratic or ())
+        quadratic_pairs(self.quadratic)  # validate early
+        if int(self.chunk_bytes) < 1:
+            raise ConfigError("chunk_bytes must be positive")
+        self.chunk_bytes = int(self.chunk_bytes)
+
+
+def quadratic_pairs(quadratic) -> tuple[np.ndarray, np.ndarray]:
+    """VW ``-q`` pairs -> (first bytes, second bytes) as ``int64`` arrays.
+
+    Each pair names two namespaces by their first character (byte). As VW 9 does without
+    ``--leave_duplicate_interactions``, pairs with the same two namespaces are merged: identical
+    repeats keep their order (``-q ba -q ba`` -> ``ba``), while a pair given in both orders
+    becomes the sorted one (``-q ba -q ab`` -> ``ab``; checked against VW 9.11.9)."""
+    pairs = []
+    for q in quadratic:
+        b = q.encode("utf-8") if isinstance(q, str) else bytes(q)
+        if len(b) != 2:
+            raise ConfigError(
+                f"quadratic interaction {q!r}: give exactly two namespace letters, e.g. 'ab'")
+        pairs.append(b)
+    groups: dict[bytes, list[bytes]] = {}
+    order: list[bytes] = []
+    for b in pairs:
+        key = bytes(sorted(b))
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(b)
+    out = []
+    for key in order:
+        members = groups[key]
+        out.append(members[0] if all(m == members[0] for m in members) else key)
+    qa = np.array([b[0] for b in out], dtype=np.int64)
+    qb = np.array([b[1] for b in out], dtype=np.int64)
+    return qa, qb
+
+
+# ----------------------------------------------------------------------------------------
+# opening and chunking
+
+
+class _Prefixed(io.RawIOBase):
+    """A non-seekable stream that first returns ``prefix`` and then the rest of ``raw``."""
+
+    def __init__(self, prefix: bytes, raw):
+        self._prefix = prefix
+        self._raw = raw
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        if self._prefix:
+            n = min(len(b), len(self._prefix))
+            b[:n] = self._prefix[:n]
+            self._prefix = self._prefix[n:]
+            return n
+        data = self._raw.read1(len(b)) if hasattr(self._raw, "read1") else self._raw.read(len(b))
+        n = len(data)
+        b[:n] = data
+        return n
+
+
+def _read_head(raw, n: int) -> bytes:
+    head = b""
+    while len(head) < n:
+        d = raw.read(n - len(head))
+        if not d:
+            break
+        head += d
+    return head
+
+
+class _Input:
+    """An opened input: ``raw`` (file object), ``head`` (first raw bytes), ``stream``
+    (decompressed data from the start), ``gz``, ``name``."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.name = "<stdin>" if path == "-" else str(path)
+        self._own = None
+        try:
+            if path == "-":
+                raw = sys.stdin.buffer
+            else:
+                raw = open(path, "rb")
+                self._own = raw
+            seekable = raw.seekable() if path != "-" else False
+            head = _read_head(raw, 8)
+            if seekable:
+                raw.seek(0)
+            else:
+                raw = _Prefixed(head, raw)
+        except OSError as e:
+            self.close()
+            raise InputError(f"{self.name}: cannot read input file: {e.strerror or e}") from None
+        self.raw = raw
+        self.head = head
+        self.gz = head[:2] == GZIP_MAGIC
+        self.stream = gzip.GzipFile(fileobj=raw, mode="rb") if self.gz else raw
+
+    def close(self):
+        if self._own is not None:
+            try:
+                self._own.close()
+            except OSError:
+                pass
+            self._own = None
+
+
+def open_input(path: str) -> _Input:
+    """Open ``path`` (``"-"`` = standard input, binary); gzip is detected by its magic bytes.
+    Raises :class:`InputError` for a missing/unreadable file."""
+    return _Input(path)
+
+
+def _readinto_full(stream, mv, name: str) -> int:
+    """Fill ``mv`` from ``stream`` as far as possible; returns bytes read (short only at EOF)."""
+    n = 0
+    total = len(mv)
+    try:
+        while n < total:
+            r = stream.readinto(mv[n:])
+            if not r:
+                break
+            n += r
+    except EOFError:
+        raise InputError(f"{name}: gzip stream is truncated") from None
+    except (gzip.BadGzipFile, zlib.error) as e:
+        raise InputError(f"{name}: corrupt gzip stream ({e})") from None
+    except OSError as e:
+        raise InputError(f"{name}: read error: {e.strerror or e}") from None
+    return n
+
+
+def iter_chunks(stream, name: str, chunk_bytes: int) -> Iterator[np.ndarray]:
+    """Yield ``uint8`` arrays of complete lines (each ends with ``\\n`` except possibly the
+    last chunk of the stream). Each array is a zero-copy view of a fresh buffer, so it stays
+    valid after the next chunk is read. A line longer than ``chunk_bytes`` makes the chunk grow."""
+    carry = b""
+    size = chunk_bytes
+    while True:
+        buf = bytearray(max(size, len(carry) + 1))
+        c = len(carry)
+        buf[:c] = carry
+        mv = memoryview(buf)
+        n = c + _readinto_full(stream, mv[c:], name)
+        mv.release()
+        if n < len(buf):  # end of stream
+            if n:
+                yield np.frombuffer(buf, dtype=np.uint8, count=n)
+            return
+        k = buf.rfind(b"\n", 0, n)
+        if k < 0:  # no complete line yet: read a bigger piece
+            carry = bytes(buf)
+            size = 2 * len(buf)
+            continue
+        carry = bytes(buf[k + 1:n])
+        size = chunk_bytes
+        yield np.frombuffer(buf, dtype=np.uint8, count=k + 1)
+
+
+_NONBLANK = re.compile(rb"[^ \t\r\n\v\f]")
+
+
+def sniff_text_format(chunk: np.ndarray) -> str | None:
+    """``"vw"`` if the first non-blank line contains ``|``, ``"libsvm"`` if it does not,
+    ``None`` if the chunk is blank."""
+    data = chunk.data
+    m = _NONBLANK.search(data)
+    if m is None:
+        return None
+    start = m.start()
+    end = start
+    n = len(chunk)
+    nl = np.flatnonzero(chunk[start:] == 10)
+    end = start + int(nl[0]) if len(nl) else n
+    return "vw" if 124 in chunk[start:end] else "libsvm"
+
+
+def text_batches(stream, name: str, cfg: ReaderConfig, fmt: str) -> Iterator[Batch]:
+    """Parse a text stream in ``fmt`` (``"vw"``, ``"libsvm"`` or ``"auto"``) into batches,
+    one per chunk."""
+    qa, qb = quadratic_pairs(cfg.quadratic)
+    line_base = 0
+    keep = bool(cfg.keep_names)
+    for chunk in iter_chunks(stream, name, cfg.chunk_bytes):
+        if fmt == "auto":
+            fmt = sniff_text_format(chunk) or "auto"
+        code = FMT_LIBSVM if fmt == "libsvm" else FMT_VW
+        (offsets, indices, values, labels, weights, ex_line, tag_start, tag_end,
+         name_start, name_end, ns_start, ns_end, err_line, err_code, n_lines) = parse_chunk(
+            chunk, code, qa, qb, bool(cfg.constant), keep)
+        errors = [(name, line_base + int(ln) + 1, ERROR_REASONS.get(int(c), f"error {int(c)}"))
+                  for ln, c in zip(err_line, err_code)]
+        if errors and cfg.strict:
+            src, ln, reason = errors[0]
+            raise InputError(f"{src}:{ln}: {reason}")
+        lines = ex_line + (line_base + 1)
+        line_base += int(n_lines)
+        if len(labels) == 0 and not errors:
+            continue
+        yield Batch(
+            offsets=offsets,
+            indices=indices,
+            values=values,
+            labels=labels,
+            weights=weights,
+            lines=lines,
+            source=name,
+            text=chunk,
+            tag_start=tag_start,
+            tag_end=tag_end,
+            name_start=name_start if keep else None,
+            name_end=name_end if keep else None,
+            ns_start=ns_start if keep else None,
+            ns_end=ns_end if keep else None,
+            extra={"errors": errors},
+        )
+
+
+def _reader_for(fmt: str) -> Callable:
+    if fmt not in READERS and fmt in LAZY_READERS:
+        try:
+            importlib.import_module(LAZY_READERS[fmt])
+        except ModuleNotFoundError as e:
+            if e.name != LAZY_READERS[fmt]:
+                raise
+    if fmt not in READERS:
+        known = ", ".join(sorted(set(READERS) | {"auto"}))
+        raise ConfigError(f"unknown input format {fmt!r} (known: {known})")
+    return READERS[fmt]
+
+
+def _magic_format(head: bytes) -> str | None:
+    for magic, fmt in MAGIC.items():
+        if head.startswith(magic):
+            return fmt
+    for magic, fmt in LAZY_MAGIC.items():
+        if head.startswith(magic):
+            return fmt
+    return None
+
+
+def read_batches(paths: str | Iterable[str], cfg: ReaderConfig | None = None) -> Iterator[Batch]:
+    """Read the inputs ``paths`` in order (``"-"`` = standard input) and yield batches.
+
+    Gzip is detected by its magic bytes (files and stdin). Errors in the data raise
+    :class:`~streamlearn.errors.InputError` naming the file (and line where known):
+    missing/unreadable file, truncated or corrupt gzip, and with ``cfg.strict`` the first
+    malformed line. Without ``strict``, malformed lines are skipped and listed in
+    ``batch.extra["errors"]`` as ``(source, line, reason)``. Line numbers restart at 1 in
+    each file.
+    """
+    cfg = cfg or ReaderConfig()
+    if isinstance(paths, (str, bytes)):
+        paths = [paths]
+    if cfg.fmt != "auto":
+        _reader_for(cfg.fmt)  # unknown format -> ConfigError before any I/O
+    for path in paths:
+        src = open_input(path)
+        try:
+            fmt = cfg.fmt
+            if fmt == "auto":
+                fmt = (None if src.gz else _magic_format(src.head)) or "auto"
+            if fmt == "auto":
+                yield from text_batches(src.stream, src.name, cfg, "auto")
+                continue
+            try:
+                reader = _reader_for(fmt)
+            except ConfigError:
+                if cfg.fmt == "auto":
+                    raise InputError(f"{src.name}: looks like {fmt}, but no {fmt} reader is "
+                                     "available") from None
+                raise
+            yield from reader(src.stream, src.name, cfg)
+        finally:
+            src.close()

@@ -1,0 +1,62 @@
+"""Vowpal Wabbit text format reader.
+
+Grammar (VW 9, simple labels)::
+
+    [label [importance [base]]] ['tag]|namespace[:weight] feature[:value] ... |other ...
+
+* The label part may be empty (unlabeled example: label NaN); importance defaults to 1; the
+  base (initial prediction) is validated and ignored. Multiclass labels like ``3`` are read
+  as plain numbers.
+* The tag is the last token before the first ``|`` when it starts with ``'`` (the quote is
+  dropped) **or when it touches the bar** (``1 abc| f`` has tag ``abc``; as in VW, ``1| f``
+  therefore has tag ``1`` and no label).
+* ``|`` followed by a blank is the default namespace (hash 0); otherwise the namespace name
+  runs to the first blank or ``:``, and ``:w`` multiplies the values of its features. Its
+  first byte is its "letter" for ``-q``.
+* A feature without ``:value`` has value 1; features whose value (times the namespace weight)
+  is 0 are dropped, as VW does. A feature name runs to a blank, ``:`` or ``|``.
+* Blank lines are skipped (VW uses them to end multi-line examples; there are none here).
+
+Differences from VW, on purpose: a non-numeric feature value (``a:x``, ``a:``), a non-numeric
+label / importance / namespace weight, or more than three label tokens make the line
+malformed (skipped and reported, or an error with ``strict``) where VW warns and substitutes.
+
+Hashing follows :mod:`streamlearn.io.hashing`; parsing is done by
+:func:`streamlearn.io._text_kernels.parse_chunk`, one compiled call per chunk.
+"""
+from __future__ import annotations
+
+import io
+from typing import Iterator
+
+from ..batch import Batch, concat_batches
+from .source import ReaderConfig, register_reader, text_batches
+
+__all__ = ["read_vw", "parse_vw"]
+
+
+def read_vw(stream, name: str, cfg: ReaderConfig) -> Iterator[Batch]:
+    """Yield batches from a binary stream of VW text."""
+    return text_batches(stream, name, cfg, "vw")
+
+
+def parse_vw(text: str | bytes, cfg: ReaderConfig | None = None, name: str = "<string>") -> Batch:
+    """Parse VW text held in memory into one batch (for tests and the Python API).
+
+    The result keeps spans into its ``text`` and the list of skipped lines in
+    ``extra["errors"]``."""
+    cfg = cfg or ReaderConfig(fmt="vw")
+    data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    cfg1 = ReaderConfig(fmt="vw", quadratic=cfg.quadratic, constant=cfg.constant,
+                        keep_names=cfg.keep_names, chunk_bytes=max(len(data) + 1, 1),
+                        strict=cfg.strict)
+    batches = list(text_batches(io.BytesIO(data), name, cfg1, "vw"))
+    if len(batches) == 1:
+        return batches[0]
+    out = concat_batches(batches)
+    out.source = name
+    out.extra["errors"] = [e for b in batches for e in b.extra.get("errors", [])]
+    return out
+
+
+register_reader("vw", read_vw)
