@@ -5,11 +5,15 @@ Each learner lives in ``algos/<name>.py`` with its compiled kernels in
 """
 from .adagrad import AdaGrad
 from .base import COMMON_PARAMS, Learner, Param
+from .bear import Bear
+from .mission import Mission
 
 __all__ = ["LEARNERS", "Learner", "Param", "COMMON_PARAMS", "get_learner_class"]
 
 LEARNERS: dict[str, type[Learner]] = {
     AdaGrad.name: AdaGrad,
+    Bear.name: Bear,
+    Mission.name: Mission,
 }
 
 

@@ -1,0 +1,291 @@
+"""Compiled kernels of :mod:`streamlearn.algos.bear` (BEAR, Aghazadeh et al., Alg. 1-2).
+
+The parameter vector is indexed by *coordinates* ``(c, h)`` = (class, 32-bit feature hash),
+packed as the int64 ``c << 32 | h``; for binary / regression there is one class. The oLBFGS
+history is a ring buffer of ``tau`` sparse pairs ``(s_i, r_i)``, each stored on its own support
+(keys + values, capacity grown as needed); the newest pair is at ``head - 1``, a new pair
+overwrites the oldest.
+"""
+import math
+
+import numpy as np
+from numba import njit
+
+from ._mission_kernels import step_size
+from ._sketch_kernels import (build_active, copy_name, eff_weights, hll_add, heap_offer,
+                              mb_gradient, mb_loss_and_pred, mb_predict, predict_example,
+                              sketch_add, sketch_query)
+
+__all__ = ["two_loop", "bear_update", "bear_run", "ring_push"]
+
+_FIB64 = np.uint64(0x9E3779B97F4A7C15)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _home64(key, tmask):
+    return np.int64((np.uint64(key) * _FIB64) >> np.uint64(40)) & tmask
+
+
+@njit(cache=True, nogil=True)
+def _find_or_add(tbl, tkeys, nU, key):
+    """Index of coordinate ``key`` in the union table; added (as ``nU[0]``) if absent."""
+    tmask = tbl.shape[0] - 1
+    j = _home64(key, tmask)
+    while True:
+        u = tbl[j]
+        if u < 0:
+            u = nU[0]
+            tbl[j] = u
+            tkeys[u] = key
+            nU[0] = u + 1
+            return u
+        if tkeys[u] == key:
+            return u
+        j = (j + 1) & tmask
+
+
+@njit(cache=True, nogil=True)
+def two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr,
+             head, count):
+    """oLBFGS descent direction (BEAR Alg. 1) for the gradient ``g`` on coordinates ``ckeys``.
+
+    Works on the union U of ``ckeys`` and the supports of the stored pairs (sparse dot
+    products through a local index map), so the recursion equals the dense one exactly;
+    returns ``z`` restricted to ``ckeys`` (the active set, Alg. 2 line 6). Pairs are used
+    newest to oldest in the first loop and oldest to newest in the second; the initial scaling
+    is ``s.r / r.r`` of the newest pair. With no pairs, ``z = g``.
+    """
+    D = ckeys.shape[0]
+    z_out = np.empty(D, np.float64)
+    if count == 0:
+        for d in range(D):
+            z_out[d] = g[d]
+        return z_out
+    tau = rs_keys.shape[0]
+    tot = D
+    for j in range(count):
+        slot = (head - 1 - j) % tau
+        tot += rs_len[slot] + rr_len[slot]
+    T = 8
+    while T < 2 * tot:
+        T *= 2
+    tbl = np.full(T, -1, np.int64)
+    tkeys = np.empty(tot, np.int64)
+    nU = np.zeros(1, np.int64)
+    for d in range(D):
+        _find_or_add(tbl, tkeys, nU, ckeys[d])
+    cap = rs_keys.shape[1]
+    posS = np.empty((count, cap), np.int64)
+    posR = np.empty((count, cap), np.int64)
+    for j in range(count):
+        slot = (head - 1 - j) % tau
+        for e in range(rs_len[slot]):
+            posS[j, e] = _find_or_add(tbl, tkeys, nU, rs_keys[slot, e])
+        for e in range(rr_len[slot]):
+            posR[j, e] = _find_or_add(tbl, tkeys, nU, rr_keys[slot, e])
+    q = np.zeros(nU[0], np.float64)
+    for d in range(D):
+        q[d] = g[d]
+    alpha = np.empty(count, np.float64)
+    # first loop: newest (j = 0) to oldest
+    for j in range(count):
+        slot = (head - 1 - j) % tau
+        rho = 1.0 / ring_sr[slot]
+        dot = 0.0
+        for e in range(rs_len[slot]):
+            dot += rs_vals[slot, e] * q[posS[j, e]]
+        alpha[j] = rho * dot
+        for e in range(rr_len[slot]):
+            q[posR[j, e]] -= alpha[j] * rr_vals[slot, e]
+    newest = (head - 1) % tau
+    gamma = ring_sr[newest] / ring_rr[newest]
+    for u in range(nU[0]):
+        q[u] *= gamma
+    # second loop: oldest to newest (q now holds z)
+    for j in range(count - 1, -1, -1):
+        slot = (head - 1 - j) % tau
+        rho = 1.0 / ring_sr[slot]
+        dot = 0.0
+        for e in range(rr_len[slot]):
+            dot += rr_vals[slot, e] * q[posR[j, e]]
+        bj = rho * dot
+        for e in range(rs_len[slot]):
+            q[posS[j, e]] += rs_vals[slot, e] * (alpha[j] - bj)
+    for d in range(D):
+        z_out[d] = q[d]
+    return z_out
+
+
+@njit(cache=True, nogil=True)
+def ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
+              ring_sr, ring_rr, counters, eps):
+    """Curvature guard, then store the pair ``(s, r)`` (dense over ``ckeys``) on its own
+    supports at the ring's head, overwriting the oldest pair. The guard is relative:
+    the pair is kept only if ``s.r > eps * |s| |r|`` (and finite). ``counters[1]`` = head,
+    ``counters[2]`` = count, ``counters[3]`` = pairs rejected. Returns the ring arrays
+    (reallocated with a larger capacity if a support does not fit)."""
+    D = ckeys.shape[0]
+    sr = 0.0
+    ss = 0.0
+    rr = 0.0
+    ns = 0
+    nr = 0
+    for d in range(D):
+        sr += s[d] * r[d]
+        ss += s[d] * s[d]
+        rr += r[d] * r[d]
+        if s[d] != 0.0:
+            ns += 1
+        if r[d] != 0.0:
+            nr += 1
+    if not (math.isfinite(sr) and math.isfinite(ss) and math.isfinite(rr)) or rr <= 0.0 \
+            or sr <= eps * math.sqrt(ss * rr):
+        counters[3] += 1
+        return rs_keys, rs_vals, rr_keys, rr_vals
+    tau = rs_keys.shape[0]
+    cap = rs_keys.shape[1]
+    need = max(ns, nr)
+    if need > cap:
+        newcap = max(need, 2 * cap)
+        a = np.zeros((tau, newcap), np.int64)
+        b = np.zeros((tau, newcap), np.float64)
+        c = np.zeros((tau, newcap), np.int64)
+        e = np.zeros((tau, newcap), np.float64)
+        a[:, :cap] = rs_keys
+        b[:, :cap] = rs_vals
+        c[:, :cap] = rr_keys
+        e[:, :cap] = rr_vals
+        rs_keys, rs_vals, rr_keys, rr_vals = a, b, c, e
+    slot = counters[1]
+    j = 0
+    for d in range(D):
+        if s[d] != 0.0:
+            rs_keys[slot, j] = ckeys[d]
+            rs_vals[slot, j] = s[d]
+            j += 1
+    rs_len[slot] = j
+    j = 0
+    for d in range(D):
+        if r[d] != 0.0:
+            rr_keys[slot, j] = ckeys[d]
+            rr_vals[slot, j] = r[d]
+            j += 1
+    rr_len[slot] = j
+    ring_sr[slot] = sr
+    ring_rr[slot] = rr
+    counters[1] = (slot + 1) % tau
+    if counters[2] < tau:
+        counters[2] += 1
+    return rs_keys, rs_vals, rr_keys, rr_vals
+
+
+@njit(cache=True, nogil=True)
+def bear_update(offsets, indices, values, labels, weights, mb, nmb,
+                text, name_start, name_end, ns_start, ns_end,
+                sketch, seeds, hkeys, hw, htpos, hname, htbl, hsize, names, name_len, hll,
+                rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr,
+                counters, code, eta, eps):
+    """One BEAR iteration (Alg. 2 lines 2-10) on the minibatch ``mb[:nmb]``.
+
+    Line 3: QUERY A_t intersect top-k (others 0); 4: mean gradient on A_t; 5: oLBFGS
+    direction (Alg. 1); 6: ADD ``-eta z`` on A_t; 7: re-QUERY A_t; 10: offer A_t to the heap;
+    then the effective weights ``beta_{t+1}`` (QUERYed values of the members after the heap
+    update) give ``s = beta_{t+1} - beta_t`` -- the change of the weights the model actually
+    uses, so ``(s, r)`` is an exact secant pair (NOTES_BEAR item 2) -- and 8-9: ``r`` is the
+    gradient change on the same minibatch.
+    """
+    K = sketch.shape[0]
+    R = sketch.shape[1]
+    W = sketch.shape[2]
+    akeys, aocc, loc, abk, asg = build_active(offsets, indices, mb, nmb, seeds, W)
+    nA = akeys.shape[0]
+    D = K * nA
+    ckeys = np.empty(D, np.int64)
+    for c in range(K):
+        for a in range(nA):
+            ckeys[c * nA + a] = (np.int64(c) << 32) | np.int64(akeys[a])
+    tmp = np.empty(R, np.float64)
+    beta0 = np.empty((K, nA), np.float64)
+    inheap = np.empty((K, nA), np.bool_)
+    eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta0, inheap, tmp)
+    P = np.empty((nmb, K), np.float64)
+    mb_predict(offsets, values, mb, nmb, loc, beta0, P)
+    G0 = np.empty((K, nA), np.float64)
+    mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0)
+    z = two_loop(G0.ravel(), ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
+                 ring_sr, ring_rr, counters[1], counters[2])
+    for a in range(nA):
+        hll_add(hll, akeys[a])
+        for c in range(K):
+            d = z[c * nA + a]
+            if d != 0.0:
+                sketch_add(sketch[c], abk[a], asg[a], -eta * d)
+    for c in range(K):
+        for a in range(nA):
+            v = sketch_query(sketch[c], abk[a], asg[a], tmp)
+            nid = heap_offer(hkeys[c], hw[c], htpos[c], hname[c], htbl[c], hsize[c:c + 1],
+                             akeys[a], v)
+            if nid >= 0:
+                copy_name(names[c], name_len[c], nid, aocc[a], text, name_start, name_end,
+                          ns_start, ns_end)
+    beta1 = np.empty((K, nA), np.float64)
+    eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta1, inheap, tmp)
+    mb_predict(offsets, values, mb, nmb, loc, beta1, P)
+    G1 = np.empty((K, nA), np.float64)
+    mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G1)
+    s = (beta1 - beta0).ravel()
+    r = (G1 - G0).ravel()
+    return ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
+                     ring_sr, ring_rr, counters, eps)
+
+
+@njit(cache=True, nogil=True)
+def bear_run(offsets, indices, values, labels, weights,
+             text, name_start, name_end, ns_start, ns_end,
+             sketch, seeds, hkeys, hw, htpos, hname, htbl, hsize, names, name_len, hll,
+             rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr,
+             counters, code, eta0, schedule, t0, eps, b, learn, flush, skip,
+             pred_out, loss_out, pending_out):
+    """Progressive validation + minibatch BEAR; same contract as
+    :func:`streamlearn.algos._mission_kernels.mission_run`. Returns ``(examples learned,
+    rows pending, rs_keys, rs_vals, rr_keys, rr_vals)`` (ring arrays possibly reallocated)."""
+    n = labels.shape[0]
+    K = sketch.shape[0]
+    R = sketch.shape[1]
+    mb = np.empty(n + 1, np.int64)
+    nmb = 0
+    learned = 0
+    p = np.empty(K, np.float64)
+    bk = np.empty(R, np.int64)
+    sg = np.empty(R, np.float64)
+    tmp = np.empty(R, np.float64)
+    out = np.empty(2, np.float64)
+    for i in range(n + 1):
+        last = i == n
+        if not last:
+            if i >= skip:
+                predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk,
+                                sg, tmp)
+                mb_loss_and_pred(code, p, K, labels[i], out)
+                pred_out[i] = out[0]
+                loss_out[i] = out[1]
+            if not learn or math.isnan(labels[i]):
+                continue
+            mb[nmb] = i
+            nmb += 1
+        if nmb == 0 or not learn:
+            continue
+        if nmb >= b or (last and flush):
+            eta = step_size(eta0, schedule, t0, counters[0])
+            rs_keys, rs_vals, rr_keys, rr_vals = bear_update(
+                offsets, indices, values, labels, weights, mb, nmb,
+                text, name_start, name_end, ns_start, ns_end,
+                sketch, seeds, hkeys, hw, htpos, hname, htbl, hsize, names, name_len, hll,
+                rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr,
+                counters, code, eta, eps)
+            counters[0] += 1
+            learned += nmb
+            nmb = 0
+    for q in range(nmb):
+        pending_out[q] = mb[q]
+    return learned, nmb, rs_keys, rs_vals, rr_keys, rr_vals

@@ -1,0 +1,507 @@
+"""Compiled Count Sketch, top-k heap and minibatch helpers shared by BEAR and MISSION.
+
+Count Sketch (Charikar, Chen & Farach-Colton 2002; BEAR paper Sec. 2): ``R`` rows of ``W``
+buckets. Feature ``h`` (its full 32-bit hash) lands in bucket ``bucket_r(h)`` of row ``r`` with
+sign ``sign_r(h)``; ADD(h, d) adds ``sign_r(h) * d`` to each row's bucket and QUERY(h) is the
+median over rows of ``sign_r(h) * cell``. Bucket and sign come from *independent* hashes:
+MurmurHash3 x86_32 of the 4 little-endian key bytes, with a distinct seed per row and per role
+(the public reference code derived both from one hash, so colliding features never cancelled).
+
+Top-k heap (BEAR Alg. 2 line 10): an exact min-heap of at most ``k`` members keyed by
+``|weight|``; a position map (open addressing, linear probing, backward-shift deletion, no
+tombstones) maps a member's hash to its heap slot, so a member is updated in place and is never
+duplicated or lost. Each member owns a stable *name id* indexing a fixed ``k x NAME_BYTES``
+buffer holding the feature's original ``namespace^name`` (truncated to ``NAME_BYTES`` bytes;
+the stored length is the full length so truncation is visible).
+
+HyperLogLog (Flajolet et al. 2007, 2^12 one-byte registers) counts distinct features seen in
+constant memory, for the compression factor.
+"""
+import math
+
+import numpy as np
+from numba import njit
+
+from ._loss_kernels import loss_deriv, loss_value, target
+
+__all__ = [
+    "NAME_BYTES", "HLL_BITS", "SOFTMAX", "murmur3_u32", "murmur3_u32_array",
+    "sketch_positions", "sketch_query", "sketch_add", "sketch_query_keys", "sketch_add_keys",
+    "tbl_find", "heap_offer", "heap_lookup", "hll_add", "build_active", "eff_weights",
+    "predict_example", "mb_predict", "mb_gradient", "mb_loss_and_pred", "copy_name",
+]
+
+NAME_BYTES = 64
+HLL_BITS = 12
+HLL_SEED = 0x5EED1E55
+SOFTMAX = 3  # loss code used for --oaa (the binary codes 0..2 come from _loss_kernels)
+
+_M32 = np.uint64(0xFFFFFFFF)
+_C1 = np.uint64(0xCC9E2D51)
+_C2 = np.uint64(0x1B873593)
+_FIB = np.uint64(0x9E3779B1)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _rotl(x, r):
+    return ((x << np.uint64(r)) | (x >> np.uint64(32 - r))) & _M32
+
+
+@njit(cache=True, nogil=True)
+def murmur3_u32(key, seed):
+    """MurmurHash3 x86_32 of the 4 little-endian bytes of ``key`` (uint32) with ``seed``;
+    equals ``mmh3.hash(key.to_bytes(4, 'little'), seed, signed=False)``."""
+    k = np.uint64(key) & _M32
+    k = (k * _C1) & _M32
+    k = _rotl(k, 15)
+    k = (k * _C2) & _M32
+    h = (np.uint64(seed) & _M32) ^ k
+    h = _rotl(h, 13)
+    h = (h * np.uint64(5) + np.uint64(0xE6546B64)) & _M32
+    h ^= np.uint64(4)
+    h ^= h >> np.uint64(16)
+    h = (h * np.uint64(0x85EBCA6B)) & _M32
+    h ^= h >> np.uint64(13)
+    h = (h * np.uint64(0xC2B2AE35)) & _M32
+    h ^= h >> np.uint64(16)
+    return h
+
+
+@njit(cache=True, nogil=True)
+def murmur3_u32_array(keys, seed, out):
+    """``out[i] = murmur3_u32(keys[i], seed)`` (for tests and seeding)."""
+    for i in range(keys.shape[0]):
+        out[i] = murmur3_u32(keys[i], seed)
+
+
+# ------------------------------------------------------------------------------------------
+# Count Sketch
+# ------------------------------------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def sketch_positions(key, seeds, width, bk, sg):
+    """Bucket ``bk[r]`` and sign ``sg[r]`` of ``key`` in each row ``r``.
+
+    ``seeds[r, 0]`` seeds the bucket hash, ``seeds[r, 1]`` the sign hash (independent).
+    Bucket = ``(h * W) >> 32`` (multiply-shift range reduction), sign = top bit of the other hash.
+    """
+    W = np.uint64(width)
+    for r in range(seeds.shape[0]):
+        hb = murmur3_u32(key, seeds[r, 0])
+        hs = murmur3_u32(key, seeds[r, 1])
+        bk[r] = np.int64((hb * W) >> np.uint64(32))
+        sg[r] = 1.0 if (hs >> np.uint64(31)) == np.uint64(0) else -1.0
+
+
+@njit(cache=True, nogil=True)
+def sketch_query(sk, bk, sg, tmp):
+    """Median over rows of ``sg[r] * sk[r, bk[r]]`` (``sk`` is one class's ``R x W`` sketch;
+    ``tmp`` a scratch array of length ``R``). Even ``R``: mean of the two middle values."""
+    R = bk.shape[0]
+    for r in range(R):
+        v = sg[r] * sk[r, bk[r]]
+        j = r
+        while j > 0 and tmp[j - 1] > v:
+            tmp[j] = tmp[j - 1]
+            j -= 1
+        tmp[j] = v
+    if R & 1:
+        return tmp[R // 2]
+    return 0.5 * (tmp[R // 2 - 1] + tmp[R // 2])
+
+
+@njit(cache=True, nogil=True)
+def sketch_add(sk, bk, sg, delta):
+    """ADD: ``sk[r, bk[r]] += sg[r] * delta`` for every row."""
+    for r in range(bk.shape[0]):
+        sk[r, bk[r]] += sg[r] * delta
+
+
+@njit(cache=True, nogil=True)
+def sketch_query_keys(sk, seeds, keys, out):
+    """QUERY every key of ``keys`` (uint32) into ``out``."""
+    R = seeds.shape[0]
+    W = sk.shape[1]
+    bk = np.empty(R, np.int64)
+    sg = np.empty(R, np.float64)
+    tmp = np.empty(R, np.float64)
+    for i in range(keys.shape[0]):
+        sketch_positions(keys[i], seeds, W, bk, sg)
+        out[i] = sketch_query(sk, bk, sg, tmp)
+
+
+@njit(cache=True, nogil=True)
+def sketch_add_keys(sk, seeds, keys, deltas):
+    """ADD ``deltas[i]`` for every key ``keys[i]``."""
+    R = seeds.shape[0]
+    W = sk.shape[1]
+    bk = np.empty(R, np.int64)
+    sg = np.empty(R, np.float64)
+    for i in range(keys.shape[0]):
+        sketch_positions(keys[i], seeds, W, bk, sg)
+        sketch_add(sk, bk, sg, deltas[i])
+
+
+# ------------------------------------------------------------------------------------------
+# Top-k heap with a position map (one class's arrays; all 1-D views)
+#   hkeys[slot] uint32, hw[slot] float64, htpos[slot] int32 (index of its table entry),
+#   hname[slot] int32 (stable name id), tbl[T] int32 (slot or -1), T a power of two >= 2k,
+#   size[0] the number of members.
+# ------------------------------------------------------------------------------------------
+@njit(cache=True, nogil=True, inline="always")
+def _home(key, tmask):
+    return np.int64(((np.uint64(key) * _FIB) & _M32) >> np.uint64(8)) & tmask
+
+
+@njit(cache=True, nogil=True)
+def tbl_find(tbl, hkeys, key):
+    """Heap slot of ``key`` or -1."""
+    tmask = tbl.shape[0] - 1
+    i = _home(key, tmask)
+    while True:
+        s = tbl[i]
+        if s < 0:
+            return -1
+        if hkeys[s] == key:
+            return s
+        i = (i + 1) & tmask
+
+
+@njit(cache=True, nogil=True)
+def heap_lookup(tbl, hkeys, key):
+    """Alias of :func:`tbl_find` (is ``key`` a member; its slot)."""
+    return tbl_find(tbl, hkeys, key)
+
+
+@njit(cache=True, nogil=True)
+def _tbl_insert(tbl, hkeys, htpos, slot):
+    tmask = tbl.shape[0] - 1
+    i = _home(hkeys[slot], tmask)
+    while tbl[i] >= 0:
+        i = (i + 1) & tmask
+    tbl[i] = slot
+    htpos[slot] = i
+
+
+@njit(cache=True, nogil=True)
+def _tbl_delete(tbl, hkeys, htpos, e):
+    """Remove table entry ``e`` by backward-shift deletion (no tombstones)."""
+    tmask = tbl.shape[0] - 1
+    i = e
+    tbl[i] = -1
+    j = i
+    while True:
+        j = (j + 1) & tmask
+        s = tbl[j]
+        if s < 0:
+            return
+        home = _home(hkeys[s], tmask)
+        # entry j may stay if its home lies cyclically in (i, j]
+        if i <= j:
+            if i < home <= j:
+                continue
+        else:
+            if home > i or home <= j:
+                continue
+        tbl[i] = s
+        htpos[s] = i
+        tbl[j] = -1
+        i = j
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _swap(hkeys, hw, htpos, hname, tbl, a, b):
+    hkeys[a], hkeys[b] = hkeys[b], hkeys[a]
+    hw[a], hw[b] = hw[b], hw[a]
+    htpos[a], htpos[b] = htpos[b], htpos[a]
+    hname[a], hname[b] = hname[b], hname[a]
+    tbl[htpos[a]] = a
+    tbl[htpos[b]] = b
+
+
+@njit(cache=True, nogil=True)
+def _sift_up(hkeys, hw, htpos, hname, tbl, i):
+    while i > 0:
+        p = (i - 1) >> 1
+        if abs(hw[i]) < abs(hw[p]):
+            _swap(hkeys, hw, htpos, hname, tbl, i, p)
+            i = p
+        else:
+            return i
+    return i
+
+
+@njit(cache=True, nogil=True)
+def _sift_down(hkeys, hw, htpos, hname, tbl, i, n):
+    while True:
+        l = 2 * i + 1
+        if l >= n:
+            return i
+        m = l
+        r = l + 1
+        if r < n and abs(hw[r]) < abs(hw[l]):
+            m = r
+        if abs(hw[m]) < abs(hw[i]):
+            _swap(hkeys, hw, htpos, hname, tbl, i, m)
+            i = m
+        else:
+            return i
+
+
+@njit(cache=True, nogil=True)
+def heap_offer(hkeys, hw, htpos, hname, tbl, size, key, val):
+    """Offer ``(key, val)`` to the heap (BEAR Alg. 2 line 10).
+
+    A member gets its weight replaced (and is re-sifted); a non-member enters if the heap is
+    not full (and ``val != 0``) or if ``|val|`` beats the smallest member, which is evicted.
+    Returns the new member's name id (the caller copies its name there), or -1 if ``key`` did
+    not newly enter.
+    """
+    k = hkeys.shape[0]
+    n = size[0]
+    s = tbl_find(tbl, hkeys, key)
+    if s >= 0:
+        old = abs(hw[s])
+        hw[s] = val
+        if abs(val) < old:
+            _sift_up(hkeys, hw, htpos, hname, tbl, s)
+        elif abs(val) > old:
+            _sift_down(hkeys, hw, htpos, hname, tbl, s, n)
+        return -1
+    if val == 0.0 or k == 0:
+        return -1
+    if n < k:
+        hkeys[n] = key
+        hw[n] = val
+        _tbl_insert(tbl, hkeys, htpos, n)
+        size[0] = n + 1
+        nid = hname[n]  # slots >= size hold the free name ids; the id moves with the element
+        _sift_up(hkeys, hw, htpos, hname, tbl, n)
+        return nid
+    if abs(val) <= abs(hw[0]):
+        return -1
+    _tbl_delete(tbl, hkeys, htpos, htpos[0])
+    hkeys[0] = key
+    hw[0] = val
+    _tbl_insert(tbl, hkeys, htpos, 0)
+    nid = hname[0]
+    _sift_down(hkeys, hw, htpos, hname, tbl, 0, n)
+    return nid
+
+
+@njit(cache=True, nogil=True)
+def copy_name(names, name_len, nid, k, text, name_start, name_end, ns_start, ns_end):
+    """Copy feature entry ``k``'s ``namespace^name`` (or ``name``) into name slot ``nid``.
+
+    At most ``NAME_BYTES`` bytes are stored; ``name_len[nid]`` is the full length (so a
+    reader can tell a truncated name). No name known: length 0.
+    """
+    name_len[nid] = 0
+    if name_start.shape[0] == 0 or name_start[k] < 0:
+        return
+    pos = 0
+    L = names.shape[1]
+    if ns_start.shape[0] > 0 and ns_start[k] >= 0:
+        for t in range(ns_start[k], ns_end[k]):
+            if pos < L:
+                names[nid, pos] = text[t]
+            pos += 1
+        if pos < L:
+            names[nid, pos] = 94  # '^'
+        pos += 1
+    for t in range(name_start[k], name_end[k]):
+        if pos < L:
+            names[nid, pos] = text[t]
+        pos += 1
+    name_len[nid] = pos
+
+
+# ------------------------------------------------------------------------------------------
+# HyperLogLog
+# ------------------------------------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def hll_add(reg, key):
+    """Add a key to the HyperLogLog registers ``reg`` (uint8, length 2**HLL_BITS)."""
+    x = murmur3_u32(key, HLL_SEED)
+    idx = np.int64(x >> np.uint64(32 - HLL_BITS))
+    w = (x << np.uint64(HLL_BITS)) & _M32
+    rank = 1
+    bit = np.uint64(1) << np.uint64(31)
+    while rank <= 32 - HLL_BITS and (w & bit) == np.uint64(0):
+        rank += 1
+        w = (w << np.uint64(1)) & _M32
+    if rank > reg[idx]:
+        reg[idx] = rank
+
+
+# ------------------------------------------------------------------------------------------
+# Minibatch helpers (BEAR Alg. 2 lines 2-4, 8; MISSION uses the same)
+# ------------------------------------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def build_active(offsets, indices, mb, nmb, seeds, width):
+    """Active set A_t of the minibatch (examples ``mb[:nmb]``), in order of first appearance.
+
+    Returns ``(akeys, aocc, loc, abk, asg)``: the distinct hashes, the entry index of each
+    one's first occurrence (for its name), ``loc[k]`` = active index of the ``k``-th entry of
+    the minibatch (entries of ``mb[0]``, then ``mb[1]``, ...), and each active feature's
+    buckets and signs.
+    """
+    tot = 0
+    for q in range(nmb):
+        i = mb[q]
+        tot += offsets[i + 1] - offsets[i]
+    T = 8
+    while T < 2 * tot:
+        T *= 2
+    tmask = T - 1
+    tbl = np.full(T, -1, np.int64)
+    akeys_full = np.empty(tot, np.uint32)
+    aocc_full = np.empty(tot, np.int64)
+    loc = np.empty(tot, np.int64)
+    nA = 0
+    e = 0
+    for q in range(nmb):
+        i = mb[q]
+        for k in range(offsets[i], offsets[i + 1]):
+            key = indices[k]
+            j = _home(key, tmask)
+            while True:
+                a = tbl[j]
+                if a < 0:
+                    tbl[j] = nA
+                    akeys_full[nA] = key
+                    aocc_full[nA] = k
+                    loc[e] = nA
+                    nA += 1
+                    break
+                if akeys_full[a] == key:
+                    loc[e] = a
+                    break
+                j = (j + 1) & tmask
+            e += 1
+    akeys = akeys_full[:nA].copy()
+    aocc = aocc_full[:nA].copy()
+    R = seeds.shape[0]
+    abk = np.empty((nA, R), np.int64)
+    asg = np.empty((nA, R), np.float64)
+    for a in range(nA):
+        sketch_positions(akeys[a], seeds, width, abk[a], asg[a])
+    return akeys, aocc, loc, abk, asg
+
+
+@njit(cache=True, nogil=True)
+def eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta, inheap, tmp):
+    """Effective weights on A_t (Alg. 2 line 3): QUERY for members of the class's top-k,
+    0 for the others. ``beta``, ``inheap`` are ``K x nA``."""
+    K = sketch.shape[0]
+    nA = akeys.shape[0]
+    for c in range(K):
+        for a in range(nA):
+            if tbl_find(htbl[c], hkeys[c], akeys[a]) >= 0:
+                inheap[c, a] = True
+                beta[c, a] = sketch_query(sketch[c], abk[a], asg[a], tmp)
+            else:
+                inheap[c, a] = False
+                beta[c, a] = 0.0
+
+
+@njit(cache=True, nogil=True)
+def predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp):
+    """Raw scores ``p[c]`` of example ``i``: sum over its features that are in class ``c``'s
+    top-k of the QUERYed weight times the value (the model's prediction rule)."""
+    K = sketch.shape[0]
+    W = sketch.shape[2]
+    for c in range(K):
+        p[c] = 0.0
+    for k in range(offsets[i], offsets[i + 1]):
+        key = indices[k]
+        computed = False
+        for c in range(K):
+            if tbl_find(htbl[c], hkeys[c], key) >= 0:
+                if not computed:
+                    sketch_positions(key, seeds, W, bk, sg)
+                    computed = True
+                p[c] += sketch_query(sketch[c], bk, sg, tmp) * values[k]
+
+
+@njit(cache=True, nogil=True)
+def mb_predict(offsets, values, mb, nmb, loc, beta, P):
+    """Scores ``P[q, c]`` of the minibatch examples under weights ``beta`` (``K x nA``)."""
+    K = beta.shape[0]
+    e = 0
+    for q in range(nmb):
+        i = mb[q]
+        for c in range(K):
+            P[q, c] = 0.0
+        for k in range(offsets[i], offsets[i + 1]):
+            a = loc[e]
+            x = values[k]
+            for c in range(K):
+                P[q, c] += beta[c, a] * x
+            e += 1
+
+
+@njit(cache=True, nogil=True)
+def mb_loss_and_pred(code, p, K, label, out):
+    """Loss of scores ``p`` and the reported prediction (class id 1..K for softmax).
+    ``out = [prediction, loss]``; loss NaN when ``label`` is NaN."""
+    if code == SOFTMAX:
+        best = 0
+        mx = p[0]
+        for c in range(1, K):
+            if p[c] > mx:
+                mx = p[c]
+                best = c
+        out[0] = best + 1.0
+        if math.isnan(label):
+            out[1] = math.nan
+            return
+        z = 0.0
+        for c in range(K):
+            z += math.exp(p[c] - mx)
+        y = int(label) - 1
+        out[1] = mx + math.log(z) - p[y]
+        return
+    out[0] = p[0]
+    if math.isnan(label):
+        out[1] = math.nan
+        return
+    out[1] = loss_value(code, p[0], target(code, label))
+
+
+@njit(cache=True, nogil=True)
+def mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G):
+    """Mean minibatch gradient (Alg. 2 lines 4 and 8): ``G[c, a]`` = (1/b) sum_i w_i
+    dl_i/dp_c x_ia, with ``G`` zeroed first. Softmax: dl/dp_c = pi_c - [y = c]."""
+    K = G.shape[0]
+    nA = G.shape[1]
+    for c in range(K):
+        for a in range(nA):
+            G[c, a] = 0.0
+    if nmb == 0:
+        return
+    inv = 1.0 / nmb
+    coef = np.empty(K, np.float64)
+    e = 0
+    for q in range(nmb):
+        i = mb[q]
+        imp = weights[i] * inv
+        if code == SOFTMAX:
+            mx = P[q, 0]
+            for c in range(1, K):
+                if P[q, c] > mx:
+                    mx = P[q, c]
+            z = 0.0
+            for c in range(K):
+                coef[c] = math.exp(P[q, c] - mx)
+                z += coef[c]
+            y = int(labels[i]) - 1
+            for c in range(K):
+                coef[c] = imp * (coef[c] / z - (1.0 if c == y else 0.0))
+        else:
+            coef[0] = imp * loss_deriv(code, P[q, 0], target(code, labels[i]))
+        for k in range(offsets[i], offsets[i + 1]):
+            a = loc[e]
+            x = values[k]
+            for c in range(K):
+                G[c, a] += coef[c] * x
+            e += 1

@@ -1,0 +1,108 @@
+"""BEAR (``--algo bear``): sketched online L-BFGS for feature selection in sublinear memory.
+
+Aghazadeh, Gupta, DeWeese, Koyejo & Ramchandran, "BEAR: Sketching BFGS Algorithm for
+Ultra-High Dimensional Feature Selection in Sublinear Memory" (Alg. 1-2). The weights live in
+a Count Sketch and the top-k heap holds the selected features (see
+:mod:`streamlearn.algos.mission` for the shared plumbing). Each minibatch of ``--minibatch``
+labeled examples is one iteration of Alg. 2:
+
+1-3. active set A_t; QUERY the weights of A_t intersect top-k (others 0);
+4.   mean gradient on A_t;
+5.   oLBFGS direction (Alg. 1) from the last ``--history`` pairs, kept in a ring buffer of
+     sparse (s, r) vectors, each on its own support (the oldest is overwritten);
+6.   ADD ``-eta z`` on A_t;
+7,10. re-QUERY A_t and offer it to the heap;
+8-9. ``s`` = change of the weights the model uses (the QUERYed members' weights before and
+     after, NOTES_BEAR item 2: an exact secant pair), ``r`` = gradient change on the same
+     minibatch; a relative curvature guard drops a pair unless ``s.r > eps |s| |r|``.
+
+With a sketch without collisions and ``k`` at least the number of features this is exactly
+minibatch oLBFGS (tested against a dense NumPy reference). The step is constant or
+``eta * t0 / (t0 + t)``. With ``--oaa K`` the K class weight vectors form one parameter
+vector for one oLBFGS (softmax couples the classes); each class has its own sketch and heap.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Param
+from .mission import _SKETCH_PARAMS, SketchLearner
+
+__all__ = ["Bear"]
+
+
+def _bk():
+    from . import _bear_kernels
+    return _bear_kernels
+
+
+class Bear(SketchLearner):
+    """BEAR: minibatch oLBFGS on Count-Sketched weights with a top-k heap."""
+
+    name = "bear"
+    PARAMS = _SKETCH_PARAMS + (
+        Param("minibatch", int, None, "Minibatch size b of bear/mission (bear: 10, mission: 1)."),
+        Param("history", int, 5, "bear: number tau of (s, r) pairs kept for oLBFGS.",
+              structural=True),
+        Param("curvature_eps", float, 1e-8,
+              "bear: keep a pair (s, r) only if s.r > eps |s| |r| (relative curvature guard)."),
+    )
+    default_lr = 0.1
+    default_minibatch = 10
+
+    def __init__(self, **hyper):
+        super().__init__(**hyper)
+        tau = int(self.hyper["history"])
+        if tau < 1:
+            raise ValueError("--history must be at least 1")
+        self.tau = tau
+        cap = 16
+        self.rs_keys = np.zeros((tau, cap), np.int64)
+        self.rs_vals = np.zeros((tau, cap), np.float64)
+        self.rs_len = np.zeros(tau, np.int64)
+        self.rr_keys = np.zeros((tau, cap), np.int64)
+        self.rr_vals = np.zeros((tau, cap), np.float64)
+        self.rr_len = np.zeros(tau, np.int64)
+        self.ring_sr = np.zeros(tau, np.float64)
+        self.ring_rr = np.zeros(tau, np.float64)
+
+    def _apply_hyper(self):
+        super()._apply_hyper()
+        self.eps = float(self.hyper["curvature_eps"])
+
+    def _call(self, batch, learn, flush, skip):
+        a = self._kernel_args(batch)
+        n = batch.n
+        pred = np.empty(n)
+        loss = np.empty(n)
+        pend = np.empty(n + 1, np.int64)
+        learned, npend, self.rs_keys, self.rs_vals, self.rr_keys, self.rr_vals = _bk().bear_run(
+            *a, self.sketch, self.seeds, self.hkeys, self.hw, self.htpos, self.hname, self.htbl,
+            self.hsize, self.names, self.name_len, self.hll,
+            self.rs_keys, self.rs_vals, self.rs_len, self.rr_keys, self.rr_vals, self.rr_len,
+            self.ring_sr, self.ring_rr, self.counters, self.loss_code,
+            self.eta, self.schedule, self.t0, self.eps, self.b, learn, flush, skip, pred, loss, pend)
+        self.examples_learned += int(learned)
+        return pred, loss, pend[:npend]
+
+    def extra_summary(self) -> dict:
+        d = super().extra_summary()
+        d["curvature_pairs_rejected"] = int(self.counters[3])
+        return d
+
+    _RING = ("rs_keys", "rs_vals", "rs_len", "rr_keys", "rr_vals", "rr_len", "ring_sr", "ring_rr")
+
+    def _arrays(self):
+        a = super()._arrays()
+        a.update({k: getattr(self, k) for k in self._RING})
+        return a
+
+    def _load_arrays(self, arrays):
+        super()._load_arrays(arrays)
+        for k in self._RING:
+            arr = np.asarray(arrays[k])
+            cur = getattr(self, k)
+            if arr.dtype != cur.dtype or arr.shape[0] != self.tau or arr.ndim != cur.ndim:
+                raise ValueError(f"array {k}: shape/dtype {arr.shape}/{arr.dtype} does not fit "
+                                 f"history {self.tau}")
+            setattr(self, k, np.array(arr, copy=True))
