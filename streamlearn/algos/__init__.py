@@ -5,6 +5,7 @@ Each learner lives in ``algos/<name>.py`` with its compiled kernels in
 """
 from .adagrad import AdaGrad
 from .base import COMMON_PARAMS, Learner, Param
+from .oja_son import OjaSON
 from .bear import Bear
 from .mission import Mission
 
@@ -12,6 +13,7 @@ __all__ = ["LEARNERS", "Learner", "Param", "COMMON_PARAMS", "get_learner_class"]
 
 LEARNERS: dict[str, type[Learner]] = {
     AdaGrad.name: AdaGrad,
+    "oja-son": OjaSON,
     Bear.name: Bear,
     Mission.name: Mission,
 }

@@ -1,0 +1,421 @@
+"""Compiled kernels of :mod:`streamlearn.algos.oja_son` (sparse Oja-SON, progressive validation inside).
+
+Luo, Agarwal, Cesa-Bianchi & Langford (2016), "Efficient Second Order Online Learning by
+Sketching" (SON): Alg. 4 (sparse SON with Oja's sketch), Alg. 5 (sparse Oja sketch),
+Alg. 11 (Gram-Schmidt in the K inner product) and App. G (the K update), with the diagonal
+pre-scaling of Sec. 5.2.
+
+Per-feature state lives in an open-addressing hash table keyed by the masked feature index:
+``keys[slot]`` (``-1`` = empty) and ``tab[slot, :]`` = ``[u_bar, D - 0.1, scratch, Z[0, j],
+..., Z[m-1, j]]`` (one contiguous row per feature, like VW's strided weights). A feature that
+was never learned from has no slot and reads as all zeros (``D = 0.1``).
+"""
+import math
+
+import numpy as np
+from numba import njit
+
+from ._loss_kernels import loss_deriv, loss_value, target
+
+__all__ = ["son_run", "rehash", "decompose", "rematerialize", "table_lookup_rows"]
+
+EMPTY = -1
+C_U = 0  # u_bar (the weights outside the sketch subspace, Alg. 4)
+C_D = 1  # accumulated squared gradients D_t - 0.1 (Sec. 5.2)
+C_S = 2  # scratch (sums over duplicate indices of one example)
+C_Z = 3  # first column of Z^T (Alg. 5)
+HASH_MULT = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing
+D0 = 0.1  # D_1 = 0.1 I (Sec. 5.2)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _find(keys, key, shift, capmask):
+    """Slot of ``key`` (>= 0), or ``-1 - slot`` of the empty slot where it would go."""
+    h = np.int64((np.uint64(key) * HASH_MULT) >> np.uint64(shift))
+    while True:
+        k = keys[h]
+        if k == key:
+            return h
+        if k == EMPTY:
+            return -1 - h
+        h = (h + 1) & capmask
+
+
+@njit(cache=True, nogil=True)
+def rehash(keys, tab, new_keys, new_tab, new_shift):
+    """Move every occupied slot of ``(keys, tab)`` into the larger empty table ``(new_keys, new_tab)``."""
+    capmask = new_keys.shape[0] - 1
+    ncol = tab.shape[1]
+    for s in range(keys.shape[0]):
+        key = keys[s]
+        if key == EMPTY:
+            continue
+        h = -1 - _find(new_keys, key, new_shift, capmask)
+        new_keys[h] = key
+        for c in range(ncol):
+            new_tab[h, c] = tab[s, c]
+
+
+@njit(cache=True, nogil=True)
+def table_lookup_rows(keys, tab, query, shift, out):
+    """``out[i] = tab[slot(query[i])]`` (zeros for absent keys)."""
+    capmask = keys.shape[0] - 1
+    for i in range(query.shape[0]):
+        r = _find(keys, query[i], shift, capmask)
+        if r >= 0:
+            for c in range(tab.shape[1]):
+                out[i, c] = tab[r, c]
+
+
+@njit(cache=True, nogil=True)
+def decompose(P, K, Q, KQ, beta, Kb):
+    """SON Alg. 11, Decompose(P, K): Gram-Schmidt of the rows of ``P`` in the inner product
+    ``<a, b> = a^T K b`` (modified Gram-Schmidt order), so that ``Q Z`` has orthonormal rows
+    when ``K = Z Z^T`` and ``Q = T P`` with ``T`` lower triangular, positive diagonal.
+
+    Writes ``Q`` and ``KQ = Q K``; returns False if a row is (numerically) dependent on the
+    previous ones (the caller then re-materialises explicitly).
+    """
+    m = P.shape[0]
+    for i in range(m):
+        for j in range(m):
+            beta[j] = P[i, j]
+        # ||p||_K^2 before projection, to detect cancellation
+        p2 = 0.0
+        for j in range(m):
+            acc = 0.0
+            for l in range(m):
+                acc += K[j, l] * beta[l]
+            p2 += beta[j] * acc
+        for k in range(i):
+            a = 0.0
+            for j in range(m):
+                a += KQ[k, j] * beta[j]
+            for j in range(m):
+                beta[j] -= a * Q[k, j]
+        c2 = 0.0
+        for j in range(m):
+            acc = 0.0
+            for l in range(m):
+                acc += K[j, l] * beta[l]
+            Kb[j] = acc
+            c2 += beta[j] * acc
+        if not (c2 > 1e-24 * p2) or not math.isfinite(c2) or not (c2 > 1e-300):
+            return False
+        c = math.sqrt(c2)
+        for j in range(m):
+            Q[i, j] = beta[j] / c
+            KQ[i, j] = Kb[j] / c
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _estimate_cond(F, K):
+    """Cheap upper bound of cond(Z): ||F||_F * ||Z||_F (since F Z is orthonormal, ||Z^+|| = ||F||)."""
+    m = F.shape[0]
+    f2 = 0.0
+    tr = 0.0
+    for i in range(m):
+        tr += K[i, i]
+        for j in range(m):
+            f2 += F[i, j] * F[i, j]
+    return math.sqrt(f2 * max(tr, 0.0))
+
+
+@njit(cache=True, nogil=True)
+def _gram_pass(keys, tab, order, T, apply, G, zt):
+    """For the slots in ``order``: optionally ``Z[:, j] <- T Z[:, j]``, and accumulate G = Z Z^T."""
+    m = T.shape[0]
+    for i in range(m):
+        for j in range(m):
+            G[i, j] = 0.0
+    for o in range(order.shape[0]):
+        s = order[o]
+        if apply:
+            for r in range(m):
+                zt[r] = tab[s, C_Z + r]
+            for r in range(m):
+                v = 0.0
+                for q in range(m):
+                    v += T[r, q] * zt[q]
+                tab[s, C_Z + r] = v
+        for r in range(m):
+            zr = tab[s, C_Z + r]
+            if zr != 0.0:
+                for q in range(r + 1):
+                    G[r, q] += zr * tab[s, C_Z + q]
+    for r in range(m):
+        for q in range(r):
+            G[q, r] = G[r, q]
+
+
+@njit(cache=True, nogil=True)
+def rematerialize(keys, tab, F, K, b, n_assigned):
+    """Convert the representation back to an explicit orthonormal sketch (the cure for the
+    growth of Z and K): fold the sketch part of the weights into u_bar (``u_bar += Z^T b``,
+    ``b = 0``), set ``Z <- F Z`` and re-orthonormalise the rows of Z explicitly (two passes of
+    Gram-based Gram-Schmidt, with the exact Gram matrix recomputed from the table each time),
+    then ``F = I`` and ``K = Z Z^T`` recomputed exactly. ``w = u_bar + Z^T b`` and the sketch
+    ``V = F Z`` are unchanged up to rounding (``V`` becomes the Gram-Schmidt orthonormalisation
+    of ``F Z``, which is ``F Z`` itself if that was already orthonormal).
+
+    Pending rows (``i >= n_assigned``: unit vectors on features not seen yet, see
+    :mod:`streamlearn.algos.oja_son`) have no stored entries; their Gram block is the identity.
+
+    Slots are visited in ascending key order, so the result does not depend on the table's
+    layout (capacity, insertion history). Cost O(m^2 n log n) for n stored features; touches
+    no unstored feature. Returns False if the rows are numerically dependent.
+    """
+    m = F.shape[0]
+    cap = keys.shape[0]
+    n = 0
+    for s in range(cap):
+        if keys[s] != EMPTY:
+            n += 1
+    occ = np.empty(n, np.int64)
+    kk = np.empty(n, np.int64)
+    n = 0
+    for s in range(cap):
+        if keys[s] != EMPTY:
+            occ[n] = s
+            kk[n] = keys[s]
+            n += 1
+    order = occ[np.argsort(kk)]
+    zt = np.empty(m)
+    # fold b into u_bar
+    for o in range(n):
+        s = order[o]
+        acc = 0.0
+        for r in range(m):
+            acc += tab[s, C_Z + r] * b[r]
+        tab[s, C_U] += acc
+    for r in range(m):
+        b[r] = 0.0
+    G = np.empty((m, m))
+    Q = np.empty((m, m))
+    KQ = np.empty((m, m))
+    I = np.eye(m)
+    beta = np.empty(m)
+    Kb = np.empty(m)
+    T = F.copy()
+    ok = True
+    for rep in range(3):
+        _gram_pass(keys, tab, order, T, True, G, zt)
+        for r in range(n_assigned, m):
+            G[r, r] += 1.0
+        if rep == 2:
+            break
+        if not decompose(I, G, Q, KQ, beta, Kb):
+            ok = False
+            # leave T = I: G is still recomputed below
+            T[:, :] = I
+            continue
+        T[:, :] = Q
+    for i in range(m):
+        for j in range(m):
+            K[i, j] = G[i, j]
+            F[i, j] = I[i, j]
+    return ok
+
+
+@njit(cache=True, nogil=True)
+def son_run(offsets, indices, values, labels, weights, start,
+            keys, shift, tab, ints, flt, F, K, lam, b, assigned,
+            mask, loss_code, alpha, sigma_eta, gamma_c, gamma_t0, proj_c, diag, max_cond,
+            learn, pred_out, loss_out, slot_buf, xt_buf):
+    """Sparse Oja-SON (SON Alg. 4 + Alg. 5) over examples ``start..n-1`` in order: predict,
+    record, then (if ``learn``, the label is not NaN and the weight is > 0) update.
+
+    ``ints = [t, n_assigned, n_occupied, n_remat]``, ``flt = [cond_estimate]``.
+    Returns ``(next, learned)``: ``next < n`` means the hash table must grow before example
+    ``next`` (the caller grows it and calls again from ``next``).
+    """
+    n = labels.shape[0]
+    m = lam.shape[0]
+    cap = keys.shape[0]
+    capmask = cap - 1
+    z = np.zeros(m)
+    xh = np.zeros(m)
+    zg = np.zeros(m)
+    delta = np.zeros(m)
+    cc = np.zeros(m)
+    tmp = np.zeros(m)
+    yv = np.zeros(m)
+    Q = np.zeros((m, m))
+    KQ = np.zeros((m, m))
+    beta = np.zeros(m)
+    Kb = np.zeros(m)
+    learned = 0
+    for i in range(start, n):
+        a = offsets[i]
+        s = offsets[i + 1] - a
+        lab = labels[i]
+        imp = weights[i]
+        do_learn = learn and (not math.isnan(lab)) and imp > 0.0
+        if do_learn and ints[2] + s > (cap >> 1):
+            return i, learned
+        # ---- slots (learned examples insert; a new feature takes a pending sketch row) ----
+        for k in range(s):
+            key = np.int64(indices[a + k]) & mask
+            r = _find(keys, key, shift, capmask)
+            if r < 0:
+                if do_learn:
+                    r = -1 - r
+                    keys[r] = key
+                    ints[2] += 1
+                    na = ints[1]
+                    if na < m:
+                        # SketchInit: row na of Z is the unit vector of this feature
+                        tab[r, C_Z + na] = 1.0
+                        assigned[na] = key
+                        ints[1] = na + 1
+                else:
+                    r = -1
+            slot_buf[k] = r
+        # ---- pre-scaled example x~ = D_t^{-1/2} x (Sec. 5.2, paper order) ----
+        ux = 0.0
+        for r in range(m):
+            z[r] = 0.0
+        for k in range(s):
+            sl = slot_buf[k]
+            v = values[a + k]
+            if sl >= 0:
+                xk = v / math.sqrt(D0 + tab[sl, C_D]) if diag else v
+                ux += tab[sl, C_U] * xk
+                for r in range(m):
+                    z[r] += tab[sl, C_Z + r] * xk
+            else:
+                xk = v / math.sqrt(D0) if diag else v
+            xt_buf[k] = xk
+        # ---- Alg. 4 line 4-5: projection (prediction = clip(u^T x, -C, C)) and prediction ----
+        p0 = ux
+        for r in range(m):
+            p0 += b[r] * z[r]
+        tau = 0.0
+        if proj_c > 0.0:
+            if p0 > proj_c:
+                tau = p0 - proj_c
+            elif p0 < -proj_c:
+                tau = p0 + proj_c
+        p = p0 - tau
+        pred_out[i] = p
+        if math.isnan(lab):
+            loss_out[i] = math.nan
+            continue
+        y = target(loss_code, lab)
+        loss_out[i] = loss_value(loss_code, p, y)
+        if not do_learn:
+            continue
+        learned += 1
+        # ||x~||^2 with duplicate indices summed
+        for k in range(s):
+            tab[slot_buf[k], C_S] = 0.0
+        for k in range(s):
+            tab[slot_buf[k], C_S] += xt_buf[k]
+        xx = 0.0
+        for k in range(s):
+            xx += xt_buf[k] * tab[slot_buf[k], C_S]
+        tf = float(ints[0])
+        if m > 0:
+            for r in range(m):
+                acc = 0.0
+                for q in range(r + 1):  # F is lower triangular
+                    acc += F[r, q] * z[q]
+                xh[r] = acc  # x^ = F Z x~ = V x~
+                cc[r] = tf * lam[r] / (alpha + tf * lam[r])  # (t-1) Lambda H
+        if tau != 0.0:
+            den = xx
+            for r in range(m):
+                den -= cc[r] * xh[r] * xh[r]
+            gam = tau / den
+            # w_bar = u_bar - gamma x ;  b += gamma F^T (t-1) Lambda H x^   (Eq. 6)
+            for k in range(s):
+                tab[slot_buf[k], C_U] -= gam * xt_buf[k]
+            for r in range(m):
+                tmp[r] = gam * cc[r] * xh[r]
+            for q in range(m):
+                acc = 0.0
+                for r in range(q, m):
+                    acc += F[r, q] * tmp[r]
+                b[q] += acc
+        # ---- Alg. 4 line 6: gradient g = l'(p) x~ (times the importance weight) ----
+        dl = loss_deriv(loss_code, p, y)
+        gcoef = imp * dl  # g = gcoef * x~
+        gs = dl * math.sqrt(sigma_eta * imp)  # to-sketch vector g^ = gs * x~
+        # ---- Alg. 5 SketchUpdate ----
+        ints[0] += 1
+        tf = float(ints[0])
+        gam_t = gamma_c / (tf + gamma_t0)
+        if m > 0:
+            if dl == 0.0:
+                for r in range(m):
+                    lam[r] *= 1.0 - gam_t
+            else:
+                gg = gs * gs * xx
+                db = 0.0
+                for r in range(m):
+                    zg[r] = gs * z[r]  # Z g^
+                    vg = gs * xh[r]  # F Z g^ = V g^
+                    lam[r] = (1.0 - gam_t) * lam[r] + gam_t * vg * vg  # line 1
+                    delta[r] = gam_t * zg[r]  # line 2: delta = F^-1 Gamma F Z g^ (scalar Gamma)
+                    db += delta[r] * b[r]
+                for r in range(m):  # line 2: K += d g^T Z^T + Z g d^T + (g^T g) d d^T
+                    for q in range(m):
+                        K[r, q] += delta[r] * zg[q] + zg[r] * delta[q] + gg * delta[r] * delta[q]
+                for k in range(s):  # line 3: Z += delta g^T ; Eq. 5: u_bar -= (delta^T b) g^
+                    sl = slot_buf[k]
+                    gk = gs * xt_buf[k]
+                    for r in range(m):
+                        tab[sl, C_Z + r] += delta[r] * gk
+                    tab[sl, C_U] -= db * gk
+                # line 4: F <- Decompose(F, K), unless Z is getting ill-conditioned
+                ok = False
+                if flt[0] * (1.0 + gam_t * gg) <= max_cond:
+                    ok = decompose(F, K, Q, KQ, beta, Kb)
+                    if ok:
+                        for r in range(m):
+                            for q in range(m):
+                                F[r, q] = Q[r, q]
+                        flt[0] = _estimate_cond(F, K)
+                if not ok or not (flt[0] <= max_cond):
+                    rematerialize(keys, tab, F, K, b, ints[1])
+                    flt[0] = _estimate_cond(F, K)
+                    ints[3] += 1
+                # Eq. 5: b += (1/alpha) F^T (t Lambda H) F Z g   (Z, F after the sketch update)
+                for r in range(m):
+                    z[r] = 0.0
+                for k in range(s):
+                    sl = slot_buf[k]
+                    xk = xt_buf[k]
+                    for r in range(m):
+                        z[r] += tab[sl, C_Z + r] * xk
+                for r in range(m):
+                    acc = 0.0
+                    for q in range(r + 1):
+                        acc += F[r, q] * z[q]
+                    yv[r] = acc
+                    tmp[r] = (gcoef / alpha) * (tf * lam[r] / (alpha + tf * lam[r])) * acc
+                for q in range(m):
+                    acc = 0.0
+                    for r in range(q, m):
+                        acc += F[r, q] * tmp[r]
+                    b[q] += acc
+        # Eq. 5: u_bar -= g / alpha
+        if gcoef != 0.0:
+            step = gcoef / alpha
+            for k in range(s):
+                tab[slot_buf[k], C_U] -= step * xt_buf[k]
+            # D_{t+1} = D_t + imp * (l' x)^2 in original coordinates (duplicates summed)
+            if diag:
+                for k in range(s):
+                    tab[slot_buf[k], C_S] = 0.0
+                for k in range(s):
+                    tab[slot_buf[k], C_S] += values[a + k]
+                g2 = imp * dl * dl
+                for k in range(s):
+                    sl = slot_buf[k]
+                    v = tab[sl, C_S]
+                    if v != 0.0:
+                        tab[sl, C_D] += g2 * v * v
+                        tab[sl, C_S] = 0.0
+    return n, learned

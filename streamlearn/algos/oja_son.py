@@ -1,0 +1,232 @@
+"""Sparse Oja-SON: sketched online Newton with Oja's sketch (``--algo oja-son``).
+
+Luo, Agarwal, Cesa-Bianchi & Langford (2016), *Efficient Second Order Online Learning by
+Sketching* (SON). This module implements Alg. 4 (sparse SON with Oja's sketch) with the sparse
+sketch of Alg. 5 and App. G, the Gram-Schmidt of Alg. 11, and the diagonal pre-scaling of
+Sec. 5.2. Per learned example the cost is O(m^2 + m s) (s = number of features of the example)
+plus O(m^3) for the Gram-Schmidt; nothing is O(2^b), not even start-up.
+
+Model
+-----
+Prediction ``w^T x~`` with ``w = u_bar + Z^T b`` (Alg. 4), sketch ``S = (t Lambda)^{1/2} V``,
+``V = F Z`` (Alg. 5), ``H = diag(1/(alpha + t Lambda_ii))``, ``K = Z Z^T`` maintained
+incrementally (App. G), ``F`` re-orthonormalised by Gram-Schmidt in the K inner product
+(Alg. 11) every round; F stays lower triangular. The Oja step is ``Gamma_t = oja_gamma /
+(t + oja_t0)`` (scalar, so ``delta = Gamma_t Z g^`` needs no ``F^{-1}``); the to-sketch vector
+is ``g^ = sqrt(sigma_eta) g`` (the paper's ``sigma_t + eta_t``, held constant; 1/8 is the
+paper's sigma for squared loss with C = 1).
+
+Design choices
+--------------
+* **Storage: a hash table, not 2^b arrays.** Per-feature state (u_bar, the diagonal
+  accumulator, a scratch cell and the m entries of Z's column) is one contiguous row of an
+  open-addressing table keyed by the masked feature index; it grows by doubling (between
+  examples, so results never depend on it). Memory and start-up are O(features seen), not
+  O(2^b): ``-b 32`` costs the same as ``-b 18``. (``np.zeros`` of 2^b x (m+3) doubles would
+  also leave untouched pages non-resident, but at -b 26 and m = 10 it reserves 7 GB of address
+  space, every touched feature costs a whole 4 KiB page, and the model file would be 2^b rows.)
+* **Initial Z: unit vectors of the first m distinct features learned from**, in order of
+  appearance (a sparse Z with orthonormal rows, as Alg. 5 line 1 allows). Row i is "pending"
+  until its feature appears; a pending row is the unit vector of a feature never seen, so it is
+  orthogonal to every gradient and nothing in the state depends on which unseen feature it is:
+  assigning it at first appearance is exactly the run with that Z fixed from the start (the
+  features are saved in the model as ``assigned``). Fixed unit vectors on hash slots chosen in
+  advance (VW's choice) are orthogonal to all data when those slots never occur, and then Oja's
+  rule never moves them: the sketch does nothing.
+* **Growth of the representation.** ``Z_t = Z_0 prod (I + Gamma g^ g^T)`` is an
+  un-normalised power iteration: its rows align and grow, K = Z Z^T becomes ill-conditioned
+  (Gram-Schmidt in the K inner product then loses ~eps cond(Z)^2) and eventually overflows.
+  We track ``||F||_F ||Z||_F >= cond(Z)`` (O(m^2)); when it would exceed ``max_cond`` we
+  *re-materialise*: ``u_bar += Z^T b``, ``b = 0``, ``Z <- GramSchmidt(F Z)`` computed explicitly
+  over the stored features (Gram matrix recomputed exactly, twice), ``F = I``,
+  ``K = Z Z^T``. This is the same w and V, with Z orthonormal again; it costs O(m^2 n) for n
+  stored features, and it is needed O(log T) times (growth is ~ sum Gamma_t ||g^||^2).
+* **Diagonal pre-scaling, paper order** (NOTES_SON item 3): round t feeds ``D_t^{-1/2} x_t``
+  with ``D_1 = 0.1 I``, and ``D_{t+1} = D_t + imp * (l'(p_t) x_t)^2`` (gradient in original
+  coordinates) after the update. ``--no_diag`` feeds ``x_t`` unchanged.
+* Projection (Alg. 1 / Eq. 6) with constant ``projection_c`` (0 = off): the prediction is then
+  ``clip(u^T x, -C, C)`` and the weights move as Eq. 6 says.
+* Importance weight h: ``g = h l'(p) x~``, ``g^ = sqrt(sigma_eta h) l'(p) x~`` (h copies of the
+  example add h g g^T to the curvature), ``D += h (l' x)^2``. Weight 0 or NaN label: predict only.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Learner, Param
+
+__all__ = ["OjaSON"]
+
+MIN_CAP = 1 << 10
+N_COLS_EXTRA = 3  # u_bar, D - 0.1, scratch
+
+
+def _k():
+    from . import _oja_son_kernels
+    return _oja_son_kernels
+
+
+class OjaSON(Learner):
+    """Sparse Oja-SON with diagonal pre-scaling (SON Alg. 4, 5, 11; App. G; Sec. 5.2)."""
+
+    name = "oja-son"
+    PARAMS = (
+        Param("sketch_size", int, 10,
+              "Oja-SON sketch size m (0 = scale-invariant online gradient descent).",
+              short="-m", structural=True),
+        Param("alpha", float, 1.0,
+              "Oja-SON regulariser alpha: 1/alpha is the step size (A_t = alpha I + S^T S)."),
+        Param("no_diag", bool, False,
+              "Oja-SON: turn off the diagonal pre-scaling D_t^{-1/2} x_t of SON Sec. 5.2.",
+              structural=True),
+        Param("oja_gamma", float, 1.0,
+              "Oja-SON: Oja step schedule Gamma_t = oja_gamma / (t + oja_t0)."),
+        Param("oja_t0", float, 0.0,
+              "Oja-SON: offset t0 of the Oja step schedule Gamma_t = oja_gamma / (t + t0)."),
+        Param("projection_c", float, 0.0,
+              "Oja-SON: projection constant C of SON Alg. 1 (|w^T x| <= C); 0 = no projection."),
+        Param("sigma_eta", float, 0.125,
+              "Oja-SON: to-sketch scale sigma+eta, g^ = sqrt(sigma+eta) g (1/8 = paper's sigma for squared loss)."),
+        Param("max_cond", float, 1e4,
+              "Oja-SON: re-materialise the sketch when the bound on cond(Z) exceeds this."),
+    )
+
+    def __init__(self, **hyper):
+        super().__init__(**hyper)
+        m = int(self.hyper["sketch_size"])
+        if m < 0:
+            raise ValueError(f"--sketch_size must be >= 0, got {m}")
+        self.m = m
+        self.diag = not bool(self.hyper["no_diag"])
+        self._alloc_table(MIN_CAP)
+        self.ints = np.zeros(4, np.int64)  # t, n_assigned, n_occupied, n_remat
+        self.flt = np.array([float(m)])  # bound on cond(Z): ||F||_F ||Z||_F = m at start
+        self.F = np.eye(m)
+        self.K = np.eye(m)
+        self.lam = np.zeros(m)
+        self.b = np.zeros(m)
+        self.assigned = np.full(m, -1, np.int64)
+        self._apply_hyper()
+
+    # -- hyper-parameters ---------------------------------------------------------------
+    def _apply_hyper(self):
+        h = self.hyper
+        self.alpha = float(h["alpha"])
+        self.sigma_eta = float(h["sigma_eta"])
+        self.gamma_c = float(h["oja_gamma"])
+        self.gamma_t0 = float(h["oja_t0"])
+        self.proj_c = float(h["projection_c"])
+        self.max_cond = float(h["max_cond"])
+        if not self.alpha > 0:
+            raise ValueError(f"--alpha must be > 0, got {self.alpha}")
+        if not self.sigma_eta >= 0:
+            raise ValueError(f"--sigma_eta must be >= 0, got {self.sigma_eta}")
+        if not (self.gamma_c > 0 and self.gamma_c / (1.0 + self.gamma_t0) <= 1.0):
+            raise ValueError("--oja_gamma / (1 + --oja_t0) must be in (0, 1] (Gamma_t is a step in [0, 1])")
+        if not self.proj_c >= 0:
+            raise ValueError(f"--projection_c must be >= 0, got {self.proj_c}")
+
+    # -- hash table ---------------------------------------------------------------------
+    def _alloc_table(self, cap):
+        self.keys = np.full(cap, -1, np.int64)
+        self.tab = np.zeros((cap, self.m + N_COLS_EXTRA))
+        self.shift = 64 - (cap.bit_length() - 1)
+
+    def _grow(self, needed):
+        cap = self.keys.shape[0]
+        while needed > (cap >> 1):
+            cap <<= 1
+        if cap == self.keys.shape[0]:
+            return
+        old_keys, old_tab = self.keys, self.tab
+        self._alloc_table(cap)
+        _k().rehash(old_keys, old_tab, self.keys, self.tab, self.shift)
+
+    # -- learning -----------------------------------------------------------------------
+    def _run(self, batch, learn):
+        n = batch.n
+        pred = np.empty(n)
+        loss = np.empty(n)
+        if n == 0:
+            return pred, loss
+        offsets = np.ascontiguousarray(batch.offsets, dtype=np.int64)
+        maxs = int(np.max(offsets[1:] - offsets[:-1]))
+        slot_buf = np.empty(max(maxs, 1), np.int64)
+        xt_buf = np.empty(max(maxs, 1))
+        kern = _k().son_run
+        start = 0
+        while True:
+            nxt, learned = kern(offsets, batch.indices, batch.values, batch.labels, batch.weights, start,
+                                self.keys, self.shift, self.tab, self.ints, self.flt, self.F, self.K,
+                                self.lam, self.b, self.assigned, self.mask, self.loss.code, self.alpha,
+                                self.sigma_eta, self.gamma_c, self.gamma_t0, self.proj_c, self.diag,
+                                self.max_cond, bool(learn), pred, loss, slot_buf, xt_buf)
+            self.examples_learned += int(learned)
+            if nxt >= n:
+                break
+            self._grow(int(self.ints[2]) + int(offsets[nxt + 1] - offsets[nxt]))
+            start = nxt
+        return pred, loss
+
+    def learn_batch(self, batch):
+        return self._run(batch, True)
+
+    def predict_batch(self, batch):
+        return self._run(batch, False)
+
+    # -- introspection (tests, benchmarks) -------------------------------------------------
+    def weights_dense(self, keys):
+        """Effective weights ``w = u_bar + Z^T b`` (pre-scaled coordinates) at the given masked keys."""
+        rows = self._rows(keys)
+        return rows[:, 0] + rows[:, N_COLS_EXTRA:] @ self.b
+
+    def sketch_dense(self, keys):
+        """``V = F Z`` restricted to the given masked keys (m x len(keys))."""
+        rows = self._rows(keys)
+        return self.F @ rows[:, N_COLS_EXTRA:].T
+
+    def _rows(self, keys):
+        keys = np.asarray(keys, np.int64)
+        out = np.zeros((len(keys), self.tab.shape[1]))
+        _k().table_lookup_rows(self.keys, self.tab, keys, self.shift, out)
+        return out
+
+    def rematerialize(self):
+        """Re-materialise the sketch now (w and V unchanged up to rounding)."""
+        if self.m > 0:
+            _k().rematerialize(self.keys, self.tab, self.F, self.K, self.b, int(self.ints[1]))
+            self.flt[0] = float(np.linalg.norm(self.F) * np.sqrt(max(np.trace(self.K), 0.0)))
+            self.ints[3] += 1
+
+    @property
+    def n_remat(self) -> int:
+        return int(self.ints[3])
+
+    # -- state ----------------------------------------------------------------------------
+    def _arrays(self):
+        occ = np.flatnonzero(self.keys >= 0)
+        order = occ[np.argsort(self.keys[occ], kind="stable")]
+        return {"keys": self.keys[order], "rows": self.tab[order], "ints": self.ints, "flt": self.flt,
+                "F": self.F, "K": self.K, "lam": self.lam, "b": self.b, "assigned": self.assigned}
+
+    def _load_arrays(self, arrays):
+        m = self.m
+        shapes = {"ints": ((4,), np.int64), "flt": ((1,), np.float64), "F": ((m, m), np.float64),
+                  "K": ((m, m), np.float64), "lam": ((m,), np.float64), "b": ((m,), np.float64),
+                  "assigned": ((m,), np.int64)}
+        for k, (shape, dt) in shapes.items():
+            a = np.asarray(arrays[k])
+            if a.shape != shape or a.dtype != dt:
+                raise ValueError(f"array {k}: shape/dtype {a.shape}/{a.dtype} does not fit {shape}/{np.dtype(dt)}")
+            setattr(self, k, np.array(a, copy=True))
+        keys = np.asarray(arrays["keys"], np.int64)
+        rows = np.asarray(arrays["rows"], np.float64)
+        if rows.shape != (len(keys), m + N_COLS_EXTRA) or (len(keys) and (keys.min() < 0 or keys.max() > self.mask)):
+            raise ValueError("arrays keys/rows do not fit this model")
+        if len(keys) != int(self.ints[2]):
+            raise ValueError("array keys: count differs from the stored feature count")
+        cap = MIN_CAP
+        while len(keys) > (cap >> 1):
+            cap <<= 1
+        self._alloc_table(cap)
+        _k().rehash(keys.copy(), np.ascontiguousarray(rows), self.keys, self.tab, self.shift)

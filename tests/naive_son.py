@@ -1,0 +1,93 @@
+"""Dense, obvious NumPy reference of SON Alg. 1 with Oja's sketch (Alg. 3, Eq. 4), one example
+at a time, with explicit S and H (d <= a few hundred). Slow on purpose: the sparse learner
+:class:`streamlearn.algos.oja_son.OjaSON` is compared against it.
+
+Conventions shared with the sparse learner (see its module docstring):
+
+* Gamma_t = gamma_c / (t + t0) I_m, to-sketch vector g^ = sqrt(sigma_eta * h) l'(p) x~,
+  gradient g = h l'(p) x~ (h = importance weight).
+* Diagonal pre-scaling in the paper's order (Sec. 5.2): x~_t = D_t^{-1/2} x_t, D_1 = 0.1 I,
+  D_{t+1} = D_t + h (l'(p_t) x_t)^2 after round t.
+* V_0 = given m x d matrix with orthonormal rows; "orth" is Gram-Schmidt of the rows in order
+  (the QR factor with positive diagonal, which is unique).
+"""
+import numpy as np
+
+__all__ = ["NaiveSON"]
+
+
+def _deriv(loss, p, y):
+    if loss == "squared":
+        return 2.0 * (p - y)
+    if loss == "logistic":
+        return -y / (1.0 + np.exp(y * p))
+    return -y if y * p < 1.0 else 0.0
+
+
+def _target(loss, lab):
+    if loss == "squared":
+        return lab
+    return 1.0 if lab > 0 else -1.0
+
+
+def gram_schmidt_rows(P):
+    """Rows of P orthonormalised in order (Gram-Schmidt), via QR with a positive diagonal."""
+    Q, R = np.linalg.qr(P.T)
+    sgn = np.sign(np.diag(R))
+    sgn[sgn == 0] = 1.0
+    return (Q * sgn).T
+
+
+class NaiveSON:
+    """SON Alg. 1 + Alg. 3 on dense vectors of length d."""
+
+    def __init__(self, d, m, alpha, V0=None, sigma_eta=0.125, gamma_c=1.0, gamma_t0=0.0,
+                 proj_c=0.0, diag=True, loss="squared"):
+        self.d, self.m, self.alpha = d, m, alpha
+        self.sigma_eta, self.gamma_c, self.gamma_t0 = sigma_eta, gamma_c, gamma_t0
+        self.C, self.diag, self.loss = proj_c, diag, loss
+        self.u = np.zeros(d)  # Alg. 1 line 1
+        self.t = 0  # Alg. 3 SketchInit
+        self.Lam = np.zeros(m)
+        self.V = np.zeros((m, d)) if V0 is None else np.array(V0, dtype=float)
+        self.D = np.full(d, 0.1)
+
+    def S_H(self):
+        S = np.sqrt(self.t * self.Lam)[:, None] * self.V  # Alg. 3 line 2
+        H = np.diag(1.0 / (self.alpha + self.t * self.Lam))  # Alg. 3 line 3
+        return S, H
+
+    def step(self, x, label, weight=1.0, learn=True):
+        """Predict on dense x (and update if learn and label is not NaN). Returns the prediction."""
+        x = np.asarray(x, dtype=float)
+        xt = x / np.sqrt(self.D) if self.diag else x
+        S, H = self.S_H()
+        # Alg. 1 line 5: projection step
+        xhat = S @ xt
+        ux = self.u @ xt
+        tau = np.sign(ux) * max(abs(ux) - self.C, 0.0) if self.C > 0 else 0.0
+        if tau != 0.0:
+            gamma = tau / (xt @ xt - xhat @ H @ xhat)
+            w = self.u - gamma * (xt - S.T @ H @ xhat)
+        else:
+            w = self.u.copy()
+        p = w @ xt  # line 6
+        if not learn or np.isnan(label) or weight <= 0:
+            return p
+        y = _target(self.loss, label)
+        dl = _deriv(self.loss, p, y)
+        g = weight * dl * xt  # line 6
+        gh = np.sqrt(self.sigma_eta * weight) * dl * xt  # to-sketch vector
+        # Alg. 3 SketchUpdate with Eq. 4
+        self.t += 1
+        G = self.gamma_c / (self.t + self.gamma_t0)
+        if self.m > 0:
+            Vg = self.V @ gh
+            self.Lam = (1 - G) * self.Lam + G * Vg ** 2
+            if dl != 0.0:
+                self.V = gram_schmidt_rows(self.V + G * np.outer(Vg, gh))
+        S, H = self.S_H()
+        # Alg. 1 line 8
+        self.u = w - (g - S.T @ (H @ (S @ g))) / self.alpha
+        self.D = self.D + weight * (dl * x) ** 2
+        return p
