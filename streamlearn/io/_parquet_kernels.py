@@ -1,0 +1,160 @@
+"""Compiled kernels of the Parquet reader (only ``@njit`` functions).
+
+The reader turns each Arrow record batch into a few flat "parts" (one per feature column:
+per-row ``[start, end)`` spans into flat ``hash`` / ``value`` / ``letter`` arrays) without a
+Python loop per row; :func:`assemble_rows` then interleaves the parts row by row into the CSR
+:class:`streamlearn.batch.Batch` arrays, in the order the VW text reader emits them:
+linear features (column order = namespace order), the constant feature, then the ``-q``
+interactions (VW 9: ``aa`` gives the pairs ``i <= j``; see
+:func:`streamlearn.io._text_kernels.parse_chunk`).
+"""
+import numpy as np
+from numba import njit
+
+from ._hash_kernels import CONSTANT_HASH, hashstring, quadratic_hash
+
+__all__ = ["assemble_rows", "wide_part", "hash_string_part"]
+
+
+@njit(cache=True, nogil=True)
+def hash_string_part(data, soff, lo, hi, seed):
+    """VW ``hashstring(name, seed)`` of the strings ``lo .. hi-1`` of an Arrow string array
+    (``data``: its ``uint8`` data buffer, ``soff``: its ``int64`` offsets) -> ``uint32``."""
+    out = np.empty(hi - lo, np.uint32)
+    s = np.uint64(seed)
+    for k in range(lo, hi):
+        out[k - lo] = np.uint32(hashstring(data, soff[k], soff[k + 1], s))
+    return out
+
+
+@njit(cache=True, nogil=True)
+def wide_part(X, hashes):
+    """Non-zero, non-NaN entries of the dense ``float64`` matrix ``X`` (rows = examples,
+    column ``j`` = feature with hash ``hashes[j]``) -> ``(starts, ends, idx, val, col)``."""
+    n, d = X.shape
+    cnt = 0
+    for i in range(n):
+        for j in range(d):
+            v = X[i, j]
+            if v != 0.0 and v == v:
+                cnt += 1
+    starts = np.empty(n, np.int64)
+    ends = np.empty(n, np.int64)
+    idx = np.empty(cnt, np.uint32)
+    val = np.empty(cnt, np.float64)
+    col = np.empty(cnt, np.int64)
+    k = 0
+    for i in range(n):
+        starts[i] = k
+        for j in range(d):
+            v = X[i, j]
+            if v != 0.0 and v == v:
+                idx[k] = hashes[j]
+                val[k] = v
+                col[k] = j
+                k += 1
+        ends[i] = k
+    return starts, ends, idx, val, col
+
+
+@njit(cache=True, nogil=True)
+def assemble_rows(starts, ends, idx, val, letters, qa, qb, add_constant, want_src):
+    """Interleave the parts into CSR rows.
+
+    Parameters
+    ----------
+    starts, ends : int64 ``(k, n)``
+        Row ``i`` of part ``p`` is ``idx/val/letters[starts[p, i]:ends[p, i]]``.
+    idx : uint32, val : float64, letters : uint8
+        Flat feature hashes, values and namespace first bytes of all parts (entries with
+        value 0 are dropped, as VW's text parser does).
+    qa, qb : int64
+        ``-q`` pairs as first namespace bytes.
+    add_constant : bool
+        Append the constant feature (hash 11650396, value 1) after the linear features.
+    want_src : bool
+        Also return, for every output entry, its position in the flat input (-1 for the
+        constant and interaction features), to map feature names.
+
+    Returns
+    -------
+    offsets, indices, values, src
+    """
+    k, n = starts.shape
+    npairs = len(qa)
+    lin = 0
+    for p in range(k):
+        for i in range(n):
+            lin += ends[p, i] - starts[p, i]
+    cap = lin + (n if add_constant else 0) + 16
+    indices = np.empty(cap, np.uint32)
+    values = np.empty(cap, np.float64)
+    src = np.empty(cap if (want_src or npairs > 0) else 0, np.int64)
+    offsets = np.empty(n + 1, np.int64)
+    offsets[0] = 0
+    nnz = 0
+    for i in range(n):
+        ex_start = nnz
+        for p in range(k):
+            for q in range(starts[p, i], ends[p, i]):
+                v = val[q]
+                if v != 0.0:
+                    indices[nnz] = idx[q]
+                    values[nnz] = v
+                    if want_src or npairs > 0:
+                        src[nnz] = q
+                    nnz += 1
+        lin_end = nnz
+        if add_constant:
+            indices[nnz] = np.uint32(CONSTANT_HASH)
+            values[nnz] = 1.0
+            if want_src or npairs > 0:
+                src[nnz] = -1
+            nnz += 1
+        if npairs > 0:
+            total = 0
+            for pr in range(npairs):
+                na = 0
+                nb = 0
+                for t in range(ex_start, lin_end):
+                    c = letters[src[t]]
+                    if c == qa[pr]:
+                        na += 1
+                    if c == qb[pr]:
+                        nb += 1
+                if qa[pr] == qb[pr]:
+                    total += na * (na + 1) // 2
+                else:
+                    total += na * nb
+            if nnz + total > cap:
+                newcap = max(2 * cap, nnz + total + (n - i) * 2)
+                b1 = np.empty(newcap, np.uint32)
+                b1[:nnz] = indices[:nnz]
+                indices = b1
+                b2 = np.empty(newcap, np.float64)
+                b2[:nnz] = values[:nnz]
+                values = b2
+                b3 = np.empty(newcap, np.int64)
+                b3[:nnz] = src[:nnz]
+                src = b3
+                cap = newcap
+            for pr in range(npairs):
+                same = qa[pr] == qb[pr]
+                for ta in range(ex_start, lin_end):
+                    if letters[src[ta]] != qa[pr]:
+                        continue
+                    h1 = np.uint64(indices[ta])
+                    v1 = values[ta]
+                    # VW 9 (no duplicates): for a self-interaction, pairs i <= j
+                    tb0 = ta if same else ex_start
+                    for tb in range(tb0, lin_end):
+                        if letters[src[tb]] != qb[pr]:
+                            continue
+                        indices[nnz] = np.uint32(quadratic_hash(h1, np.uint64(indices[tb])))
+                        values[nnz] = v1 * values[tb]
+                        src[nnz] = -1
+                        nnz += 1
+        offsets[i + 1] = nnz
+    if want_src:
+        return offsets, indices[:nnz], values[:nnz], src[:nnz]
+    return offsets, indices[:nnz], values[:nnz], src[:0]

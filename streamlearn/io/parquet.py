@@ -1,0 +1,571 @@
+"""Parquet input: Arrow record batches -> CSR :class:`streamlearn.batch.Batch`, streamed.
+
+Files are read with ``pyarrow.parquet.ParquetFile.iter_batches`` (only the needed columns),
+so memory stays bounded by a row group whatever the file's size. Arrow buffers become the
+CSR arrays without a Python loop per row: list columns give their offsets and child
+buffers; strings are hashed in compiled code over the Arrow string buffers
+(:mod:`streamlearn.io._parquet_kernels`, hashing from :mod:`streamlearn.io._hash_kernels`).
+
+Accepted schemas (see ``man/streamlearn.1``, PARQUET SCHEMAS)
+------------------------------------------------------------
+Sparse (any of these columns present):
+
+* ``label`` (number; null = unlabeled), optional ``weight`` (number; null = 1) and ``tag``
+  (string);
+* ``indices: list<integer>`` + ``values: list<number>``: the index *is* the feature hash, as
+  a LIBSVM index is (VW hashes an all-digit name in the default namespace to the number
+  itself); optional ``names: list<string>`` / ``namespaces: list<string>`` parallel to
+  ``indices`` (written by ``streamlearn convert``: kept feature names, and the namespaces
+  ``-q`` needs; without ``namespaces`` features are in the default namespace ``' '``);
+* any other ``list<string>`` column ``ns`` (each string a feature with value 1) or
+  ``map<string, number>`` column ``ns`` (feature -> value): hashed as VW hashes
+  ``|ns feature:value`` (namespace = column name).
+
+Wide (no list or map column): every numeric (or boolean) column other than the label,
+``weight`` and ``tag`` is a feature named after its column, hashed as VW hashes feature
+``colname`` in the default namespace; the label column is ``label`` or ``--label_column``.
+Zero, null and NaN values are dropped, as VW drops zero-valued features.
+
+The constant feature is added as the text readers add it (hash 11650396, value 1, after the
+linear features, before ``-q`` interactions) unless ``cfg.constant`` is false.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..batch import Batch
+from ..errors import InputError
+
+__all__ = ["PARQUET_MAGIC", "DEFAULT_BATCH_ROWS", "is_parquet_path", "expand_paths",
+           "read_parquet", "read_parquet_file", "parquet_reader", "register"]
+
+PARQUET_MAGIC = b"PAR1"
+#: rows per Arrow record batch (= per streamlearn Batch) unless ``cfg.parquet_batch_rows``
+DEFAULT_BATCH_ROWS = 16384
+
+_RESERVED = ("weight", "tag", "indices", "values", "names", "namespaces")
+
+
+def is_parquet_path(path: str) -> bool:
+    """True for a directory, a ``*.parquet`` name, or a file starting with ``PAR1``."""
+    if path == "-":
+        return False
+    if os.path.isdir(path) or path.endswith(".parquet"):
+        return True
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == PARQUET_MAGIC
+    except OSError:
+        return False
+
+
+def expand_paths(path: str) -> list:
+    """A file -> ``[file]``; a directory -> its ``*.parquet`` files (recursively, sorted,
+    skipping names starting with ``_`` or ``.`` such as ``_SUCCESS``)."""
+    if not os.path.isdir(path):
+        return [path]
+    out = []
+    for root, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+        for f in sorted(files):
+            if f.endswith(".parquet") and not f.startswith((".", "_")):
+                out.append(os.path.join(root, f))
+    out.sort()
+    if not out:
+        raise InputError(f"{path}: directory holds no .parquet files")
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# schema
+
+
+class _Plan:
+    """What to read from a file and how (decided once from its schema)."""
+
+    def __init__(self):
+        self.label = None
+        self.weight = None
+        self.tag = None
+        self.sparse = False
+        self.indices = None
+        self.values = None
+        self.names = None
+        self.namespaces = None
+        self.ns_cols = []  # (column, kind) kind in {"list", "map"}
+        self.wide_cols = []
+        self.columns = []
+
+
+def _schema_error(src, col, typ, expected):
+    return InputError(f"{src}: Parquet column '{col}' has type {typ}; expected {expected}")
+
+
+def _plan(schema, src, cfg, need_ns):
+    import pyarrow as pa
+    import pyarrow.types as pt
+
+    def numeric(t):
+        return pt.is_integer(t) or pt.is_floating(t) or pt.is_boolean(t) or pt.is_decimal(t)
+
+    def stringy(t):
+        return pt.is_string(t) or pt.is_large_string(t) or getattr(pt, "is_string_view", lambda _: False)(t)
+
+    def listy(t):
+        return pt.is_list(t) or pt.is_large_list(t)
+
+    fields = {f.name: f.type for f in schema}
+    p = _Plan()
+    label_col = getattr(cfg, "label_column", None)
+    if label_col is not None and label_col not in fields:
+        raise InputError(f"{src}: no Parquet column '{label_col}' (--label_column); columns: "
+                         + ", ".join(fields))
+    label_col = label_col or "label"
+    if label_col in fields:
+        if not numeric(fields[label_col]):
+            raise _schema_error(src, label_col, fields[label_col], "a number (the label)")
+        p.label = label_col
+    for name, exp in (("weight", "a number (importance weight)"),):
+        if name in fields and name != label_col:
+            if not numeric(fields[name]):
+                raise _schema_error(src, name, fields[name], exp)
+            p.weight = name
+    if "tag" in fields and label_col != "tag":
+        if not stringy(fields["tag"]):
+            raise _schema_error(src, "tag", fields["tag"], "string")
+        p.tag = "tag"
+
+    has_idx = "indices" in fields
+    has_val = "values" in fields
+    if has_idx or has_val:
+        if not (has_idx and has_val):
+            missing = "values" if has_idx else "indices"
+            raise InputError(f"{src}: Parquet column '{missing}' is missing; the sparse schema "
+                             "needs both 'indices: list<integer>' and 'values: list<float>'")
+        t = fields["indices"]
+        if not (listy(t) and pt.is_integer(t.value_type)):
+            raise _schema_error(src, "indices", t, "list<integer> (feature hashes)")
+        t = fields["values"]
+        if not (listy(t) and (numeric(t.value_type))):
+            raise _schema_error(src, "values", t, "list<float>")
+        p.indices, p.values, p.sparse = "indices", "values", True
+        for name in ("names", "namespaces"):
+            if name in fields:
+                t = fields[name]
+                if not (listy(t) and stringy(t.value_type)):
+                    raise _schema_error(src, name, t, "list<string> parallel to 'indices'")
+                setattr(p, name, name)
+
+    for name, t in fields.items():
+        if name in (label_col,) or name in _RESERVED:
+            continue
+        if listy(t):
+            if not stringy(t.value_type):
+                raise _schema_error(src, name, t, "list<string> (features of namespace "
+                                    f"'{name}') or map<string, float>")
+            p.ns_cols.append((name, "list"))
+            p.sparse = True
+        elif pt.is_map(t):
+            if not (stringy(t.key_type) and numeric(t.item_type)):
+                raise _schema_error(src, name, t, "map<string, float> (feature -> value of "
+                                    f"namespace '{name}')")
+            p.ns_cols.append((name, "map"))
+            p.sparse = True
+    if not p.sparse:
+        for name, t in fields.items():
+            if name in (label_col, "weight", "tag"):
+                continue
+            if not numeric(t):
+                raise _schema_error(src, name, t, "a number (wide schema: every column other than "
+                                    "the label, 'weight' and 'tag' is a numeric feature; the sparse "
+                                    "schema needs 'indices: list<integer>' + 'values: list<float>' "
+                                    "or list<string> / map<string, float> namespace columns)")
+            p.wide_cols.append(name)
+        if p.label is None and not p.wide_cols:
+            raise InputError(f"{src}: Parquet file has no feature columns")
+    if p.label is None:
+        raise InputError(f"{src}: no Parquet label column '{label_col}' (a number; null = "
+                         "unlabeled); name another with --label_column")
+    cols = [c for c in (p.label, p.weight, p.tag, p.indices, p.values) if c]
+    if p.names and need_ns[0]:
+        cols.append(p.names)
+    if p.namespaces and (need_ns[0] or need_ns[1]):
+        cols.append(p.namespaces)
+    cols += [c for c, _ in p.ns_cols] + p.wide_cols
+    if not need_ns[0]:
+        p.names = None
+    if not (need_ns[0] or need_ns[1]):
+        p.namespaces = None
+    p.columns = cols
+    return p
+
+
+# --------------------------------------------------------------------------------------------
+# Arrow -> numpy (zero-copy where the layout allows)
+
+
+def _offsets(arr):
+    """int64 offsets (len n+1) of a list / string / map array, honouring its slice offset."""
+    import pyarrow.types as pt
+
+    t = arr.type
+    wide = pt.is_large_list(t) or pt.is_large_string(t)
+    dt = np.int64 if wide else np.int32
+    buf = arr.buffers()[1]
+    o = np.frombuffer(buf, dtype=dt, count=arr.offset + len(arr) + 1)[arr.offset:]
+    return o.astype(np.int64)
+
+
+def _row_spans(arr):
+    """(starts, ends) int64 per row of a list/map array; null rows are empty."""
+    o = _offsets(arr)
+    starts = o[:-1]
+    ends = o[1:].copy()
+    if arr.null_count:
+        valid = arr.is_valid().to_numpy(zero_copy_only=False)
+        ends[~valid] = starts[~valid]
+    return starts, ends
+
+
+def _pos_map(s, e, s_their, size):
+    """``None`` when a parallel list column's rows start where ours do; else an int64 map
+    (length ``size``) from our flat positions to theirs (-1 outside any row)."""
+    if np.array_equal(s, s_their):
+        return None
+    lens = e - s
+    rows = np.repeat(np.arange(len(s)), lens)
+    within = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
+    m = np.full(size, -1, np.int64)
+    m[s[rows] + within] = s_their[rows] + within
+    return m
+
+
+def _float64(arr, src, col):
+    """A numeric Arrow array -> float64 numpy (nulls -> NaN); zero-copy for float64."""
+    import pyarrow as pa
+
+    if arr.type != pa.float64():
+        try:
+            arr = arr.cast(pa.float64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise InputError(f"{src}: Parquet column '{col}': cannot read as a number ({e})") from None
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def _strings(arr):
+    """A string array -> (uint8 data, int64 offsets[n+1]) (nulls are empty strings)."""
+    import pyarrow as pa
+    import pyarrow.types as pt
+
+    if not (pt.is_string(arr.type) or pt.is_large_string(arr.type)):
+        arr = arr.cast(pa.large_string())
+    bufs = arr.buffers()
+    off = _offsets(arr)
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None and bufs[2].size else np.zeros(1, np.uint8)
+    return data, off
+
+
+def _ns_hash(name):
+    from .hashing import namespace_hash
+
+    return namespace_hash(name)
+
+
+# --------------------------------------------------------------------------------------------
+# one record batch
+
+
+def _convert(rb, plan, cfg, src, first_row, qa, qb, keep_names):
+    from ._hash_kernels import hash_spans
+    from ._parquet_kernels import assemble_rows, hash_string_part, wide_part
+
+    n = rb.num_rows
+    col = {name: rb.column(i) for i, name in enumerate(rb.schema.names)}
+    labels = _float64(col[plan.label], src, plan.label) if plan.label else np.full(n, np.nan)
+    if plan.weight:
+        weights = _float64(col[plan.weight], src, plan.weight)
+        if np.isnan(weights).any():
+            weights = np.where(np.isnan(weights), 1.0, weights)
+    else:
+        weights = np.ones(n)
+
+    parts = []  # (starts, ends, idx, val, letters, name_data, name_off, ns_data, ns_off)
+    base = 0
+    if plan.indices:
+        ia, va = col[plan.indices], col[plan.values]
+        s, e = _row_spans(ia)
+        s2, e2 = _row_spans(va)
+        if not (np.array_equal(e - s, e2 - s2)):
+            bad = int(np.flatnonzero((e - s) != (e2 - s2))[0])
+            raise InputError(f"{src}: row {first_row + bad}: Parquet columns 'indices' and 'values' "
+                             "have lists of different lengths")
+        child = ia.values
+        if child.null_count:
+            raise InputError(f"{src}: Parquet column 'indices' holds nulls; expected list<integer>")
+        raw = child.to_numpy(zero_copy_only=False)
+        if raw.dtype.kind == "i" and len(raw) and raw.min() < 0:
+            raise InputError(f"{src}: Parquet column 'indices' holds a negative index; expected "
+                             "feature hashes in [0, 2**32)")
+        idx = raw if raw.dtype == np.uint32 else raw.astype(np.uint32)
+        vals = _float64(va.values, src, "values")
+        m = _pos_map(s, e, s2, len(idx))
+        if m is not None:
+            v2 = np.zeros(len(idx))
+            v2[m >= 0] = vals[m[m >= 0]]
+            vals = v2
+        elif len(vals) != len(idx):
+            v2 = np.zeros(len(idx))
+            k = min(len(vals), len(idx))
+            v2[:k] = vals[:k]
+            vals = v2
+        letters = np.full(len(idx), 32, np.uint8)
+        name_info = ns_info = None
+        if plan.namespaces:
+            nsa = col[plan.namespaces]
+            ns_data, ns_off = _strings(nsa.values)
+            s3, e3 = _row_spans(nsa)
+            if not np.array_equal(e3 - s3, e - s):
+                raise InputError(f"{src}: Parquet column 'namespaces' must hold one namespace per "
+                                 "entry of 'indices' (list<string> of the same lengths)")
+            m3 = _pos_map(s, e, s3, len(idx))
+            lens = ns_off[1:] - ns_off[:-1]
+            first_b = ns_data[np.minimum(ns_off[:-1], len(ns_data) - 1)]
+            lt = np.where(lens > 0, first_b, 32).astype(np.uint8)
+            if m3 is None:
+                k = min(len(lt), len(idx))
+                letters[:k] = lt[:k]
+            else:
+                letters[m3 >= 0] = lt[m3[m3 >= 0]]
+            ns_info = (ns_data, ns_off, m3)
+        if plan.names:
+            na = col[plan.names]
+            name_data, name_off = _strings(na.values)
+            s4, e4 = _row_spans(na)
+            if not np.array_equal(e4 - s4, e - s):
+                raise InputError(f"{src}: Parquet column 'names' must hold one name per entry of "
+                                 "'indices' (list<string> of the same lengths)")
+            name_info = (name_data, name_off, _pos_map(s, e, s4, len(idx)))
+        parts.append((s, e, idx, vals, letters, name_info, ns_info))
+        base += len(idx)
+
+    for name, kind in plan.ns_cols:
+        a = col[name]
+        s, e = _row_spans(a)
+        seed = _ns_hash(name)
+        if kind == "list":
+            data, soff = _strings(a.values)
+            hashes = hash_string_part(data, soff, 0, len(soff) - 1, np.uint64(seed))
+            vals = np.ones(len(hashes))
+            names_info = (data, soff, None)
+        else:
+            keys = a.keys if hasattr(a, "keys") else a.values.field(0)
+            items = a.items if hasattr(a, "items") else a.values.field(1)
+            data, soff = _strings(keys)
+            hashes = hash_string_part(data, soff, 0, len(soff) - 1, np.uint64(seed))
+            vals = _float64(items, src, name)
+            names_info = (data, soff, None)
+        letter = ord(name[0]) if name and ord(name[0]) < 256 else 32
+        letters = np.full(len(hashes), letter, np.uint8)
+        nsb = np.frombuffer(name.encode("utf-8"), np.uint8)
+        parts.append((s, e, hashes, vals, letters, names_info, ("ns", nsb)))
+
+    if plan.wide_cols:
+        X = np.empty((n, len(plan.wide_cols)))
+        for j, c in enumerate(plan.wide_cols):
+            X[:, j] = _float64(col[c], src, c)
+        hashes = _wide_hashes(tuple(plan.wide_cols))
+        s, e, idx, vals, colj = wide_part(X, hashes)
+        parts.append((s, e, idx, vals, np.full(len(idx), 32, np.uint8), ("wide", colj), None))
+
+    # flatten parts
+    if parts:
+        bases = np.cumsum([0] + [len(p[2]) for p in parts])
+        starts = np.stack([p[0] + bases[i] for i, p in enumerate(parts)])
+        ends = np.stack([p[1] + bases[i] for i, p in enumerate(parts)])
+        if len(parts) == 1:
+            fidx, fval, flet = parts[0][2], parts[0][3], parts[0][4]
+        else:
+            fidx = np.concatenate([p[2] for p in parts])
+            fval = np.concatenate([p[3] for p in parts])
+            flet = np.concatenate([p[4] for p in parts])
+    else:
+        bases = np.zeros(1, np.int64)
+        starts = np.zeros((0, n), np.int64)
+        ends = np.zeros((0, n), np.int64)
+        fidx, fval, flet = np.zeros(0, np.uint32), np.zeros(0), np.zeros(0, np.uint8)
+    if not fval.flags.c_contiguous:
+        fval = np.ascontiguousarray(fval)
+    offsets, indices, values, srcpos = assemble_rows(
+        np.ascontiguousarray(starts), np.ascontiguousarray(ends), fidx, fval, flet, qa, qb,
+        bool(cfg.constant), bool(keep_names))
+
+    batch = Batch(offsets, indices, values, labels, weights,
+                  lines=np.arange(first_row + 1, first_row + n + 1, dtype=np.int64), source=src)
+    texts = []
+    tlen = [0]
+
+    def add_text(arr):
+        pos = tlen[0]
+        texts.append(arr)
+        tlen[0] += len(arr)
+        return pos
+
+    if plan.tag:
+        tarr = col[plan.tag]
+        data, off = _strings(tarr)
+        b0 = add_text(data)
+        ts = off[:-1] + b0
+        te = off[1:] + b0
+        if tarr.null_count:
+            valid = tarr.is_valid().to_numpy(zero_copy_only=False)
+            ts = np.where(valid, ts, -1)
+            te = np.where(valid, te, -1)
+        batch.tag_start, batch.tag_end = ts, te
+    if keep_names:
+        nnz = len(indices)
+        name_start = np.full(nnz, -1, np.int64)
+        name_end = np.full(nnz, -1, np.int64)
+        ns_start = np.full(nnz, -1, np.int64)
+        ns_end = np.full(nnz, -1, np.int64)
+        has = srcpos >= 0
+        for i, p in enumerate(parts):
+            sel = has & (srcpos >= bases[i]) & (srcpos < bases[i + 1])
+            if not sel.any():
+                continue
+            loc = srcpos[sel] - bases[i]
+            ninfo, nsinfo = p[5], p[6]
+            if ninfo is None:
+                continue
+            if isinstance(ninfo[0], str):  # wide: ("wide", column of each entry)
+                # wide: the name is the column name
+                cols = plan.wide_cols
+                cat = "".join(cols).encode("utf-8")
+                cb = add_text(np.frombuffer(cat, np.uint8))
+                coff = np.cumsum([0] + [len(c.encode("utf-8")) for c in cols])
+                js = ninfo[1][loc]
+                name_start[sel] = coff[js] + cb
+                name_end[sel] = coff[js + 1] + cb
+                continue
+            data, soff, pm = ninfo
+            b = add_text(data)
+            k = loc if pm is None else pm[loc]
+            name_start[sel] = soff[k] + b
+            name_end[sel] = soff[k + 1] + b
+            if nsinfo is not None:
+                if isinstance(nsinfo[0], str):  # ("ns", name bytes)
+                    b2 = add_text(nsinfo[1])
+                    ns_start[sel] = b2
+                    ns_end[sel] = b2 + len(nsinfo[1])
+                else:
+                    d2, o2, pm2 = nsinfo
+                    b2 = add_text(d2)
+                    k2 = loc if pm2 is None else pm2[loc]
+                    st, en = o2[k2] + b2, o2[k2 + 1] + b2
+                    empty = st == en
+                    ns_start[sel] = np.where(empty, -1, st)
+                    ns_end[sel] = np.where(empty, -1, en)
+        batch.name_start, batch.name_end = name_start, name_end
+        batch.ns_start, batch.ns_end = ns_start, ns_end
+    if texts:
+        batch.text = texts[0] if len(texts) == 1 else np.concatenate(texts)
+    batch.extra["errors"] = []
+    return batch
+
+
+_WIDE_CACHE = {}
+
+
+def _wide_hashes(cols):
+    h = _WIDE_CACHE.get(cols)
+    if h is None:
+        from .hashing import hash_strings
+
+        h = _WIDE_CACHE[cols] = hash_strings(list(cols), 0)
+    return h
+
+
+# --------------------------------------------------------------------------------------------
+# files
+
+
+def _quad_arrays(cfg):
+    from .source import quadratic_pairs
+
+    return quadratic_pairs(tuple(getattr(cfg, "quadratic", ()) or ()))
+
+
+def _open(source, name=None):
+    """A path or a binary file object -> (``ParquetFile``, display name)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    name = name or ("<stdin>" if source == "-" else str(source))
+    try:
+        if source == "-":
+            import sys
+
+            source = pa.BufferReader(sys.stdin.buffer.read())
+        elif not isinstance(source, (str, os.PathLike)):
+            seekable = getattr(source, "seekable", lambda: False)()
+            if not seekable or not hasattr(source, "fileno"):
+                # stdin, a pipe or a decompressed stream: Parquet needs random access
+                source = pa.BufferReader(source.read())
+        return pq.ParquetFile(source), name
+    except FileNotFoundError:
+        raise InputError(f"{name}: no such file") from None
+    except PermissionError:
+        raise InputError(f"{name}: permission denied") from None
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise InputError(f"{name}: not a readable Parquet file ({str(e).splitlines()[0]})") from None
+
+
+def read_parquet_file(source, cfg, batch_rows=None, name=None):
+    """Yield :class:`Batch` objects of one Parquet file (one per Arrow record batch).
+
+    ``source`` is a path, ``"-"`` or a binary file object (read whole if not seekable)."""
+    import pyarrow as pa
+
+    pf, src = _open(source, name)
+    keep_names = bool(getattr(cfg, "keep_names", False))
+    qa, qb = _quad_arrays(cfg)
+    plan = _plan(pf.schema_arrow, src, cfg, (keep_names, len(qa) > 0))
+    rows = int(batch_rows or getattr(cfg, "parquet_batch_rows", None) or DEFAULT_BATCH_ROWS)
+    first = 0
+    try:
+        it = pf.iter_batches(batch_size=rows, columns=plan.columns, use_threads=False)
+        for rb in it:
+            if rb.num_rows == 0:
+                continue
+            yield _convert(rb, plan, cfg, src, first, qa, qb, keep_names)
+            first += rb.num_rows
+    except (pa.ArrowException, OSError) as e:
+        raise InputError(f"{src}: cannot read Parquet data after row {first} "
+                         f"({str(e).splitlines()[0]})") from None
+
+
+def parquet_reader(stream, name, cfg):
+    """The ``"parquet"`` reader of :mod:`streamlearn.io.source` (``reader(stream, name, cfg)``)."""
+    yield from read_parquet_file(stream, cfg, name=name)
+
+
+def read_parquet(paths, cfg, batch_rows=None):
+    """Yield the batches of Parquet files / directories ``paths`` (a path or a list)."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    for p in paths:
+        for f in expand_paths(os.fspath(p)):
+            yield from read_parquet_file(f, cfg, batch_rows)
+
+
+def register():
+    """Register :func:`parquet_reader` with :mod:`streamlearn.io.source` for ``--format
+    parquet`` and the ``PAR1`` magic (done on import; ``source.LAZY_READERS`` imports this
+    module on first use)."""
+    from .source import register_reader
+
+    register_reader("parquet", parquet_reader, magic=PARQUET_MAGIC)
+
+
+register()
