@@ -1,0 +1,385 @@
+"""BEAR (issue 4 parts 4, 5, 7): oLBFGS two-loop vs dense NumPy, BEAR == minibatch oLBFGS
+without collisions, ring buffer, curvature guard, reload, batch-cut invariance, multiclass."""
+from collections import deque
+
+import numpy as np
+import pytest
+
+sk = pytest.importorskip("streamlearn.algos._sketch_kernels")
+bk = pytest.importorskip("streamlearn.algos._bear_kernels")
+
+from streamlearn.algos import LEARNERS  # noqa: E402
+from streamlearn.algos.bear import Bear  # noqa: E402
+from streamlearn.algos.losses import get_loss  # noqa: E402
+from streamlearn.batch import Batch  # noqa: E402
+
+
+# -- helpers (also used by test_mission.py through a plain import of this module's twins) --
+def collision_free_keys(p, R, W, seed=0, sketch_seed=0):
+    """``p`` feature hashes whose buckets are all distinct in every row of an R x W sketch."""
+    seeds = Bear(sketch_rows=R, sketch_width=W, sketch_seed=sketch_seed).seeds
+    rng = np.random.default_rng(seed)
+    used = np.zeros((R, W), bool)
+    keys = []
+    b = np.empty(R, np.int64)
+    s = np.empty(R)
+    while len(keys) < p:
+        key = np.uint32(rng.integers(0, 2**32))
+        sk.sketch_positions(key, seeds, W, b, s)
+        if not used[np.arange(R), b].any() and key not in keys:
+            used[np.arange(R), b] = True
+            keys.append(key)
+    return np.array(keys, np.uint32)
+
+
+def named_batch(X, y, hashes, prefix="f", ns="s"):
+    """A CSR batch from dense X whose entries carry names ``ns^<prefix><j>`` in ``text``."""
+    b = Batch.from_dense(X, y, hashes=hashes)
+    col = {int(h): j for j, h in enumerate(hashes)}
+    parts, nsS, nsE, nmS, nmE = [], [], [], [], []
+    pos = 0
+    for h in b.indices:
+        nm = f"{prefix}{col[int(h)]}".encode()
+        nsS.append(pos)
+        nsE.append(pos + len(ns))
+        nmS.append(pos + len(ns) + 1)
+        nmE.append(pos + len(ns) + 1 + len(nm))
+        tok = ns.encode() + b" " + nm + b" "
+        parts.append(tok)
+        pos += len(tok)
+    b.text = np.frombuffer(b"".join(parts), np.uint8).copy()
+    b.name_start, b.name_end = np.array(nmS, np.int64), np.array(nmE, np.int64)
+    b.ns_start, b.ns_end = np.array(nsS, np.int64), np.array(nsE, np.int64)
+    return b
+
+
+def dense_two_loop(g, pairs):
+    """Alg. 1 on dense vectors; ``pairs`` oldest first."""
+    if not pairs:
+        return g.copy()
+    q = g.copy()
+    alphas = []
+    for s, r in reversed(pairs):
+        a = (s @ q) / (s @ r)
+        alphas.append(a)
+        q = q - a * r
+    s, r = pairs[-1]
+    z = (s @ r) / (r @ r) * q
+    for (s, r), a in zip(pairs, reversed(alphas)):
+        bb = (r @ z) / (s @ r)
+        z = z + s * (a - bb)
+    return z
+
+
+def dense_grad(X, y, w, B, code, K):
+    P = X @ B.T
+    if code == 3:
+        e = np.exp(P - P.max(1, keepdims=True))
+        pi = e / e.sum(1, keepdims=True)
+        pi[np.arange(len(y)), y.astype(int) - 1] -= 1
+        coef = pi * w[:, None]
+    else:
+        loss = get_loss(["squared", "logistic", "hinge"][code])
+        coef = (loss.derivative(P[:, 0], y) * w)[:, None]
+    return coef.T @ X / len(y), P
+
+
+def dense_olbfgs(X, y, K, code, b, eta, passes, tau=5, eps=1e-8, second_order=True, w=None):
+    """Plain minibatch oLBFGS (or SGD) over dense weights: the reference BEAR and MISSION
+    must equal when the sketch has no collisions and k >= p."""
+    n, p = X.shape
+    w = np.ones(n) if w is None else w
+    B = np.zeros((max(K, 1), p))
+    pairs = deque(maxlen=tau)
+    preds = []
+    for _ in range(passes):
+        for a in range(0, n, b):
+            idx = slice(a, min(a + b, n))
+            G, P = dense_grad(X[idx], y[idx], w[idx], B, code, K)
+            preds.append(P.argmax(1) + 1.0 if code == 3 else P[:, 0])
+            z = dense_two_loop(G.ravel(), list(pairs)).reshape(G.shape) if second_order else G
+            B1 = B - eta * z
+            G1, _ = dense_grad(X[idx], y[idx], w[idx], B1, code, K)
+            s, r = (B1 - B).ravel(), (G1 - G).ravel()
+            if s @ r > eps * np.linalg.norm(s) * np.linalg.norm(r) and r @ r > 0:
+                pairs.append((s, r))
+            B = B1
+    return B, np.concatenate(preds)
+
+
+def learner_weights(L, keys):
+    return np.array([L.query(keys, c) for c in range(L.kc)])
+
+
+# -- two-loop ---------------------------------------------------------------------------------
+def _ring(tau, pairs_sparse):
+    """Push sparse pairs (keys, s, r dicts) through ring_push; returns the ring arrays."""
+    rs_keys = np.zeros((tau, 2), np.int64)
+    rs_vals = np.zeros((tau, 2))
+    rr_keys = np.zeros((tau, 2), np.int64)
+    rr_vals = np.zeros((tau, 2))
+    rs_len = np.zeros(tau, np.int64)
+    rr_len = np.zeros(tau, np.int64)
+    sr = np.zeros(tau)
+    rr = np.zeros(tau)
+    counters = np.zeros(4, np.int64)
+    for ck, s, r in pairs_sparse:
+        rs_keys, rs_vals, rr_keys, rr_vals = bk.ring_push(
+            ck, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, sr, rr, counters, 1e-8)
+    return rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, sr, rr, counters
+
+
+@pytest.mark.parametrize("npairs", [0, 1, 3, 5, 8])
+def test_two_loop_matches_dense(npairs):
+    rng = np.random.default_rng(npairs)
+    U = 40  # universe of coordinates (class << 32 | hash)
+    ukeys = (np.int64(1) << 32) * rng.integers(0, 2, U) + rng.integers(0, 2**32, U)
+    tau = 5
+    pairs_dense, sparse = [], []
+    A = rng.normal(size=(U, U))
+    H = A @ A.T / U + np.eye(U)  # SPD: every pair passes the curvature guard
+    for _ in range(npairs):
+        sup = rng.choice(U, rng.integers(5, 25), replace=False)  # own support per pair
+        s = np.zeros(U)
+        s[sup] = rng.normal(size=len(sup))
+        r = H @ s
+        r[rng.random(U) < 0.2] = 0.0  # r on a different support than s
+        if s @ r <= 1e-8 * np.linalg.norm(s) * np.linalg.norm(r):
+            continue
+        pairs_dense.append((s, r))
+        sparse.append((ukeys, s, r))
+    ring = _ring(tau, sparse)
+    assert ring[-1][2] == min(len(pairs_dense), tau)
+    act = rng.choice(U, 15, replace=False)  # the current active coordinates
+    g = np.zeros(U)
+    g[act] = rng.normal(size=15)
+    zd = dense_two_loop(g, pairs_dense[-tau:])
+    rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, sr, rr, counters = ring
+    z = bk.two_loop(g[act], ukeys[act], rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
+                    sr, rr, counters[1], counters[2])
+    np.testing.assert_allclose(z, zd[act], rtol=1e-10, atol=1e-12)
+
+
+def test_ring_overwrites_oldest_and_guard():
+    ck = np.arange(3, dtype=np.int64)
+    pairs = [(ck, np.array([i + 1.0, 0, 0]), np.array([1.0, 0, 0])) for i in range(7)]
+    ring = _ring(3, pairs)
+    rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, sr, rr, counters = ring
+    assert counters[2] == 3 and counters[1] == 7 % 3
+    # the three newest (s = 5, 6, 7) remain; newest at head - 1
+    newest = (counters[1] - 1) % 3
+    assert rs_vals[newest, 0] == 7.0
+    assert sorted(rs_vals[:, 0].tolist()) == [5.0, 6.0, 7.0]
+    assert rs_len.tolist() == [1, 1, 1]
+    # a pair with s.r <= 0 (or tiny relative to |s||r|) is dropped, not stored
+    bad = [(ck, np.array([1.0, 0, 0]), np.array([-1.0, 0, 0])),
+           (ck, np.array([1.0, 0, 0]), np.array([1e-12, 1.0, 0])),
+           (ck, np.array([1.0, 0, 0]), np.zeros(3))]
+    ring = _ring(3, bad)
+    assert ring[-1][2] == 0 and ring[-1][3] == 3
+
+
+def test_ring_grows_capacity():
+    ck = np.arange(50, dtype=np.int64)
+    s = np.linspace(1, 2, 50)
+    ring = _ring(2, [(ck, s, 2 * s)])
+    assert ring[0].shape[1] >= 50 and ring[2][0] == 50
+    np.testing.assert_array_equal(ring[1][0, :50], s)
+
+
+# -- BEAR vs dense minibatch oLBFGS -------------------------------------------------------------
+@pytest.mark.parametrize("loss,code", [("squared", 0), ("logistic", 1)])
+def test_bear_equals_olbfgs_without_collisions(loss, code):
+    rng = np.random.default_rng(7)
+    n, p, R, W = 150, 24, 3, 96
+    X = rng.normal(size=(n, p))
+    beta = np.zeros(p)
+    beta[:4] = [1.0, -0.8, 1.2, 0.9]
+    y = X @ beta + 0.1 * rng.normal(size=n)
+    if code == 1:
+        y = np.where(y > 0, 1.0, -1.0)
+    keys = collision_free_keys(p, R, W)
+    eta, b, passes = 0.1, 10, 3
+    Bref, pref = dense_olbfgs(X, y, 0, code, b, eta, passes)
+    L = Bear(sketch_rows=R, sketch_width=W, top_k=p, minibatch=b, learning_rate=eta,
+             loss_function=loss)
+    batch = Batch.from_dense(X, y, hashes=keys)
+    preds = np.concatenate([L.learn_batch(batch)[0] for _ in range(passes)])
+    L.finish()
+    np.testing.assert_allclose(preds, pref, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(learner_weights(L, keys), Bref, rtol=1e-7, atol=1e-9)
+    assert L.counters[2] == 5  # the history is full
+    assert L.examples_learned == passes * n
+
+
+def test_bear_multiclass_equals_joint_olbfgs():
+    rng = np.random.default_rng(8)
+    n, p, K, R, W = 120, 12, 3, 3, 64
+    X = rng.normal(size=(n, p))
+    Wt = rng.normal(size=(K, p)) * (rng.random((K, p)) < 0.4) * 2
+    y = (X @ Wt.T).argmax(1) + 1.0
+    keys = collision_free_keys(p, R, W, seed=1)
+    Bref, pref = dense_olbfgs(X, y, K, 3, 10, 0.5, 2)
+    L = Bear(sketch_rows=R, sketch_width=W, top_k=p, minibatch=10, learning_rate=0.5, oaa=K)
+    assert L.multiclass
+    batch = Batch.from_dense(X, y, hashes=keys)
+    out = [L.learn_batch(batch) for _ in range(2)]
+    preds = np.concatenate([o[0] for o in out])
+    np.testing.assert_array_equal(preds, pref)
+    np.testing.assert_allclose(learner_weights(L, keys), Bref, rtol=1e-7, atol=1e-9)
+    loss = out[-1][1]
+    assert np.all(loss > 0) and np.all(np.isfinite(loss))
+    acc = np.mean(L.predict_batch(batch)[0] == y)
+    assert acc > 0.8
+    with pytest.raises(ValueError):
+        L.learn_batch(Batch.from_dense(X[:2], np.array([0.0, 1.0]), hashes=keys))
+
+
+def test_prediction_uses_only_top_k():
+    rng = np.random.default_rng(9)
+    n, p = 400, 40
+    X = rng.normal(size=(n, p))
+    beta = np.zeros(p)
+    beta[:3] = [2.0, -1.5, 1.0]
+    y = X @ beta
+    keys = collision_free_keys(p, 3, 160, seed=2)
+    L = Bear(sketch_rows=3, sketch_width=160, top_k=3, minibatch=10, learning_rate=0.1)
+    batch = Batch.from_dense(X, y, hashes=keys)
+    for _ in range(5):
+        L.learn_batch(batch)
+    cls, hk, w, names = L.top_features()
+    assert set(hk.tolist()) == set(keys[:3].tolist())
+    allw = L.query(keys)
+    Xt = rng.normal(size=(5, p))
+    pred, _ = L.predict_batch(Batch.from_dense(Xt, np.full(5, np.nan), hashes=keys))
+    top = np.isin(keys, hk)
+    np.testing.assert_allclose(pred, Xt[:, top] @ allw[top], rtol=1e-12)
+
+
+# -- streaming contracts ------------------------------------------------------------------------
+def _stream(seed=10, n=203, p=60, K=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, p)) * (rng.random((n, p)) < 0.3)
+    beta = np.zeros(p)
+    beta[:6] = rng.uniform(0.8, 1.2, 6)
+    y = np.where(X @ beta > 0, 1.0, -1.0) if K == 0 else rng.integers(1, K + 1, n).astype(float)
+    y[rng.random(n) < 0.05] = np.nan  # unlabeled rows: predicted, never learned
+    keys = rng.integers(0, 2**32, p).astype(np.uint32)
+    return named_batch(X, y, keys), keys
+
+
+def _state_equal(A, B):
+    ma, aa = A.state_dict()
+    mb, ab = B.state_dict()
+    assert ma == mb
+    assert aa.keys() == ab.keys()
+    for k in aa:
+        np.testing.assert_array_equal(aa[k], ab[k], err_msg=k)
+
+
+@pytest.mark.parametrize("cls", ["bear", "mission"])
+@pytest.mark.parametrize("K", [0, 3])
+def test_batch_cut_invariance(cls, K):
+    batch, _ = _stream(K=K)
+    hyper = dict(sketch_rows=3, sketch_width=40, top_k=8, minibatch=7,
+                 loss_function="logistic", oaa=K)
+    A = LEARNERS[cls](**hyper)
+    pa, la = A.learn_batch(batch)
+    A.finish()
+    rng = np.random.default_rng(0)
+    for trial in range(3):
+        B = LEARNERS[cls](**hyper)
+        cuts = np.sort(rng.choice(np.arange(1, batch.n), 6 + trial * 5, replace=False))
+        bounds = [0, *cuts.tolist(), batch.n]
+        outs = [B.learn_batch(batch.slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]
+        B.finish()
+        np.testing.assert_array_equal(np.concatenate([o[0] for o in outs]), pa)
+        np.testing.assert_array_equal(np.concatenate([o[1] for o in outs]), la)
+        _state_equal(A, B)
+        assert A.top_features()[3] == B.top_features()[3]
+
+
+@pytest.mark.parametrize("cls", ["bear", "mission"])
+def test_reload_bit_identical_mid_minibatch(cls):
+    batch, _ = _stream(seed=11)
+    hyper = dict(sketch_rows=3, sketch_width=32, top_k=6, minibatch=9, history=3) \
+        if cls == "bear" else dict(sketch_rows=3, sketch_width=32, top_k=6, minibatch=9)
+    A = LEARNERS[cls](**hyper)
+    A.learn_batch(batch.slice(0, 100))  # leaves a partial minibatch buffered
+    assert A.pending_rows > 0
+    meta, arrays = A.state_dict()
+    import json
+    meta = json.loads(json.dumps(meta))  # the meta must be JSON-able
+    B = LEARNERS[cls].from_state(meta, {k: np.array(v) for k, v in arrays.items()})
+    _state_equal(A, B)
+    pa, la = A.learn_batch(batch.slice(100, batch.n))
+    pb, lb = B.learn_batch(batch.slice(100, batch.n))
+    A.finish()
+    B.finish()
+    np.testing.assert_array_equal(pa, pb)
+    np.testing.assert_array_equal(la, lb)
+    _state_equal(A, B)
+    # and equal to an uninterrupted run
+    C = LEARNERS[cls](**hyper)
+    pc, _ = C.learn_batch(batch)
+    C.finish()
+    np.testing.assert_array_equal(pc[100:], pa)
+    _state_equal(A, C)
+
+
+@pytest.mark.parametrize("cls", ["bear", "mission"])
+def test_unlabeled_rows_do_not_update(cls):
+    batch, _ = _stream(seed=12)
+    A = LEARNERS[cls](sketch_rows=3, sketch_width=40, top_k=8, minibatch=4)
+    A.learn_batch(batch)
+    A.finish()
+    meta, arr = A.state_dict()
+    u = batch.slice(0, 30)
+    u.labels = np.full(30, np.nan)
+    pred, loss = A.learn_batch(u)
+    A.finish()
+    assert np.all(np.isnan(loss))
+    _, arr2 = A.state_dict()
+    for k in arr:
+        np.testing.assert_array_equal(arr[k], arr2[k])
+    p2, _ = A.predict_batch(u)
+    np.testing.assert_array_equal(pred, p2)
+
+
+def test_names_and_summary():
+    batch, keys = _stream(seed=13)
+    A = Bear(sketch_rows=3, sketch_width=50, top_k=10, minibatch=5, loss_function="logistic")
+    for _ in range(3):
+        A.learn_batch(batch)
+    A.finish()
+    cls, hk, w, names = A.top_features()
+    assert len(hk) == 10 and np.all(np.diff(np.abs(w)) <= 0)
+    col = {int(k): j for j, k in enumerate(keys)}
+    assert names == [f"s^f{col[int(h)]}" for h in hk]
+    s = A.extra_summary()
+    assert s["distinct_features"] == pytest.approx(60, abs=3)
+    assert s["compression_factor"] == pytest.approx(60 / 150, abs=0.03)
+    assert s["sketch_bytes"] == 3 * 50 * 8
+
+
+def test_sizing_options():
+    assert Bear(sketch_bytes=8000, sketch_rows=5).W == 200
+    assert Bear(sketch_bytes=8000, sketch_rows=5, oaa=4).W == 50
+    assert Bear(bit_precision=10, sketch_rows=4).W == 256
+    with pytest.raises(ValueError):
+        Bear(sketch_bytes=100, sketch_width=10)
+    with pytest.raises(ValueError):
+        Bear(oaa=1)
+    names = [p.name for p in Bear.PARAMS]
+    assert {"sketch_rows", "sketch_width", "sketch_bytes", "top_k", "minibatch", "history",
+            "oaa", "learning_rate", "step_schedule", "t0"} <= set(names)
+
+
+def test_inverse_schedule_and_override():
+    batch, _ = _stream(seed=14)
+    A = Bear(sketch_rows=3, sketch_width=40, top_k=8, step_schedule="inverse", t0=5.0)
+    A.learn_batch(batch)
+    A.override(learning_rate=0.05, step_schedule="constant")
+    assert A.eta == 0.05 and A.schedule == 0
+    with pytest.raises(ValueError):
+        A.override(top_k=3)
