@@ -21,10 +21,11 @@ from fractions import Fraction
 import numpy as np
 from numba import njit
 
-from ._hash_kernels import CONSTANT_HASH, hashstring, quadratic_hash
+from ._hash_kernels import CONSTANT_HASH, M32 as _M32, hashstring, murmur3_32, quadratic_hash
 
 __all__ = [
     "parse_float",
+    "scan_float",
     "parse_chunk",
     "FMT_VW",
     "FMT_LIBSVM",
@@ -80,6 +81,7 @@ _P10_HI, _P10_LO = _pow10_tables()
 _EXACT_P10 = np.array([10.0 ** i for i in range(23)])
 _SPLITTER = 134217729.0  # 2**27 + 1
 _TWO53 = 9007199254740992
+_U10 = np.uint64(10)
 
 
 @njit(cache=True, nogil=True)
@@ -122,11 +124,13 @@ def _scale(m, q):
 
 
 @njit(cache=True, nogil=True)
-def parse_float(buf, s, e):
-    """Parse the decimal number ``buf[s:e]`` (must be consumed entirely).
+def scan_float(buf, s, e):
+    """Read the longest decimal number starting at ``buf[s]`` (not beyond ``e``).
 
-    Returns ``(value, ok)``. Accepts ``[+-]d+[.d*]``, ``[+-].d+``, with an optional exponent
-    ``(e|E)[+-]d+``. Overflow gives ``inf`` (as ``float()``), callers check finiteness."""
+    Returns ``(value, ok, end)``: ``end`` is the index of the first byte not read. Accepts
+    ``[+-]d+[.d*]`` and ``[+-].d+`` with an optional exponent ``(e|E)[+-]d+``; ``ok`` is False
+    when there is no mantissa digit or an exponent marker has no digits. Overflow gives
+    ``inf`` (as ``float()`` does); callers check finiteness and what follows ``end``."""
     i = s
     neg = False
     if i < e and (buf[i] == 43 or buf[i] == 45):  # + -
@@ -162,31 +166,42 @@ def parse_float(buf, s, e):
                 q -= 1
             i += 1
     if not any_digit:
-        return 0.0, False
+        return 0.0, False, i
     if i < e and (buf[i] == 101 or buf[i] == 69):  # e E
         i += 1
         eneg = False
         if i < e and (buf[i] == 43 or buf[i] == 45):
             eneg = buf[i] == 45
             i += 1
-        if i >= e:
-            return 0.0, False
         x = 0
+        nexp = 0
         while i < e:
             c = buf[i]
             if c < 48 or c > 57:
-                return 0.0, False
+                break
             if x < 100000:
                 x = x * 10 + (c - 48)
+            nexp += 1
             i += 1
+        if nexp == 0:
+            return 0.0, False, i
         q += -x if eneg else x
-    if i != e:
-        return 0.0, False
     if m == 0:
         v = 0.0
     else:
         v = _scale(m, q)
-    return (-v if neg else v), True
+    return (-v if neg else v), True, i
+
+
+@njit(cache=True, nogil=True)
+def parse_float(buf, s, e):
+    """Parse the decimal number ``buf[s:e]``, which must be consumed entirely.
+
+    Returns ``(value, ok)``; see :func:`scan_float` for the accepted syntax."""
+    v, ok, end = scan_float(buf, s, e)
+    if end != e:
+        ok = False
+    return v, ok
 
 
 @njit(cache=True, nogil=True)
@@ -427,22 +442,36 @@ def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
                     i += 1
                     continue
                 j = i
-                while j < e and not _is_ws(buf[j]) and buf[j] != 58 and buf[j] != 124:
+                alldig = True
+                dv = np.uint64(0)
+                while j < e:
+                    c = buf[j]
+                    if c == 58 or c == 124 or _is_ws(c):
+                        break
+                    if c >= 48 and c <= 57:
+                        dv = dv * _U10 + np.uint64(c - 48)
+                    else:
+                        alldig = False
                     j += 1
                 v = 1.0
                 nxt = j
                 if j < e and buf[j] == 58:
-                    k = j + 1
-                    while k < e and not _is_ws(buf[k]) and buf[k] != 124:
-                        k += 1
-                    v, ok = _parse_num(buf, j + 1, k)
-                    if not ok:
+                    v, ok, k = scan_float(buf, j + 1, e)
+                    if not ok or (k < e and not _is_ws(buf[k]) and buf[k] != 124) or not np.isfinite(v):
                         status = ERR_FEATURE_VALUE
                         break
                     nxt = k
                 val = v * nsw
                 if val != 0.0:
-                    indices[nnz] = np.uint32(hashstring(buf, i, j, ns_hash))
+                    if j == i:
+                        hv = ns_hash
+                    elif buf[i] <= 32 or buf[j - 1] <= 32:  # control bytes: VW trims them
+                        hv = hashstring(buf, i, j, ns_hash)
+                    elif alldig:
+                        hv = (dv + ns_hash) & _M32
+                    else:
+                        hv = murmur3_32(buf, i, j, ns_hash)
+                    indices[nnz] = np.uint32(hv)
                     values[nnz] = val
                     letters[nnz] = letter
                     if keep_names:
@@ -462,46 +491,50 @@ def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
                 status = ERR_LABEL
             i = p
             while status == 0 and i < e:
-                if _is_ws(buf[i]):
+                c = buf[i]
+                if _is_ws(c):
                     i += 1
                     continue
+                # index digits -> hash (the all-digit rule of hashstring, seed 0)
                 j = i
-                colon = -1
-                while j < e and not _is_ws(buf[j]):
-                    if buf[j] == 58 and colon < 0:
-                        colon = j
+                h = np.uint64(0)
+                while j < e:
+                    c = buf[j]
+                    if c < 48 or c > 57:
+                        break
+                    h = h * _U10 + np.uint64(c - 48)
                     j += 1
+                if j > i and j < e and buf[j] == 58:
+                    v, ok, k = scan_float(buf, j + 1, e)
+                    if not ok or (k < e and not _is_ws(buf[k])) or not np.isfinite(v):
+                        status = ERR_FEATURE_VALUE
+                        break
+                    if v != 0.0:
+                        indices[nnz] = np.uint32(h & _M32)
+                        values[nnz] = v
+                        letters[nnz] = 32
+                        if keep_names:
+                            name_start[nnz] = i
+                            name_end[nnz] = j
+                            ns_start[nnz] = -1
+                            ns_end[nnz] = -1
+                        nnz += 1
+                    i = k
+                    continue
+                # not index:value -- qid:N (ignored) or an error
+                k = i
+                colon = -1
+                while k < e and not _is_ws(buf[k]):
+                    if buf[k] == 58 and colon < 0:
+                        colon = k
+                    k += 1
                 if colon < 0:
                     status = ERR_NO_COLON
-                    break
-                if (colon - i == 3 and buf[i] == 113 and buf[i + 1] == 105
-                        and buf[i + 2] == 100):  # qid:N is ignored
-                    i = j
-                    continue
-                if colon == i:
+                elif (colon - i == 3 and buf[i] == 113 and buf[i + 1] == 105
+                        and buf[i + 2] == 100):  # qid:N
+                    i = k
+                else:
                     status = ERR_INDEX
-                    break
-                for p2 in range(i, colon):
-                    if buf[p2] < 48 or buf[p2] > 57:
-                        status = ERR_INDEX
-                        break
-                if status != 0:
-                    break
-                v, ok = _parse_num(buf, colon + 1, j)
-                if not ok:
-                    status = ERR_FEATURE_VALUE
-                    break
-                if v != 0.0:
-                    indices[nnz] = np.uint32(hashstring(buf, i, colon, np.uint64(0)))
-                    values[nnz] = v
-                    letters[nnz] = 32
-                    if keep_names:
-                        name_start[nnz] = i
-                        name_end[nnz] = colon
-                        ns_start[nnz] = -1
-                        ns_end[nnz] = -1
-                    nnz += 1
-                i = j
 
         if status != 0:
             nnz = ex_start
