@@ -162,15 +162,32 @@ def _check_inputs(paths):
 
 
 def _batches(cfg: RunConfig, reader: dict, keep_names: bool):
+    """The run's batches: ``cfg.passes`` passes over ``cfg.data`` (directories expand to
+    their ``*.parquet`` files), read ahead on a background thread (bounded queue) so that
+    reading, decompression and parsing overlap learning."""
     from .io import ReaderConfig, read_batches
+    from .io.prefetch import prefetch
 
     rc = ReaderConfig(fmt=cfg.fmt, quadratic=tuple(reader.get("quadratic", ())),
                       constant=bool(reader.get("constant", True)), keep_names=keep_names,
                       chunk_bytes=cfg.chunk_bytes, strict=cfg.strict)
     if cfg.label_column is not None:
         rc.label_column = cfg.label_column
-    for _ in range(cfg.passes):
-        yield from read_batches(list(cfg.data), rc)
+    paths = []
+    for p in cfg.data:
+        if p != "-" and os.path.isdir(p):
+            from .io.parquet import expand_paths
+            paths.extend(expand_paths(p))
+        else:
+            paths.append(p)
+
+    def passes():
+        for _ in range(cfg.passes):
+            yield from read_batches(paths, rc)
+
+    # STREAMLEARN_PREFETCH = queue depth in batches (0: read on the main thread)
+    depth = int(os.environ.get("STREAMLEARN_PREFETCH") or 4)
+    yield from prefetch(passes(), depth) if depth > 0 else passes()
 
 
 def _run(cfg: RunConfig, learn: bool, log=None):
@@ -237,7 +254,9 @@ def _run(cfg: RunConfig, learn: bool, log=None):
     if cfg.select_out:
         from .select import write_selection
         write_selection(learner, cfg.select_out)
-    if cfg.metrics:
+    if cfg.metrics == "-":
+        sys.stdout.write(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    elif cfg.metrics:
         from .io.model_file import atomic_writer
         with atomic_writer(cfg.metrics) as f:
             f.write(json.dumps(summary, indent=2, sort_keys=True).encode() + b"\n")
