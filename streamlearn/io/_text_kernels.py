@@ -58,8 +58,13 @@ ERROR_REASONS = {
 }
 
 # --- powers of ten as double-double (hi, lo), 10**q for q in [_PMIN, _PMAX] -----------------
+# Entries far from 1 are stored pre-scaled by an exact power of two (2**256 for q < -280,
+# 2**-256 for q > 280) so that hi and lo stay normal doubles; _scale undoes the scaling.
 _PMIN = -360
 _PMAX = 310
+_SCALE_Q = 280
+_TWO256 = 2.0 ** 256
+_TWOM256 = 2.0 ** -256
 
 
 def _pow10_tables():
@@ -67,13 +72,13 @@ def _pow10_tables():
     lo = np.empty(_PMAX - _PMIN + 1)
     for q in range(_PMIN, _PMAX + 1):
         x = Fraction(10) ** q
-        try:
-            h = float(x)
-        except OverflowError:  # pragma: no cover - q <= 308 always fits
-            h = float("inf")
-        lo_v = float(x - Fraction(h)) if h != float("inf") else 0.0
+        if q < -_SCALE_Q:
+            x *= 2 ** 256
+        elif q > _SCALE_Q:
+            x /= 2 ** 256
+        h = float(x)
         hi[q - _PMIN] = h
-        lo[q - _PMIN] = lo_v
+        lo[q - _PMIN] = float(x - Fraction(h))
     return hi, lo
 
 
@@ -99,28 +104,37 @@ def _two_prod(a, b):
 
 
 @njit(cache=True, nogil=True)
-def _scale(m, q):
-    """Double nearest to ``m * 10**q`` for an integer ``0 < m < 10**18``."""
-    if q >= 0 and q <= 22 and m < _TWO53:
-        return float(m) * _EXACT_P10[q]
-    if q < 0 and q >= -22 and m < _TWO53:
-        return float(m) / _EXACT_P10[-q]
+def _scale(m, q, sticky):
+    """Double nearest to ``(m + (0.5 if sticky else 0)) * 10**q`` for ``0 < m < 10**18``;
+    ``sticky`` marks nonzero digits dropped beyond the 18 kept in ``m``."""
+    if not sticky and m < _TWO53:
+        if q >= 0 and q <= 22:
+            return float(m) * _EXACT_P10[q]
+        if q < 0 and q >= -22:
+            return float(m) / _EXACT_P10[-q]
+        if q > 22 and q <= 22 + 15:
+            mm = m * np.int64(10) ** (q - 22)  # exact integer if it stays below 2**53
+            if m <= _TWO53 // np.int64(10) ** (q - 22) and mm < _TWO53:
+                return float(mm) * _EXACT_P10[22]
     if q > _PMAX:
         return np.inf
     if q < _PMIN:
         return 0.0
     # m as double-double (m < 2**63, so the int64 subtraction is exact)
     mh = float(m)
-    ml = float(np.int64(m) - np.int64(mh))
+    ml = float(m - np.int64(mh))
+    if sticky:
+        ml += 0.5
     ph = _P10_HI[q - _PMIN]
     pl = _P10_LO[q - _PMIN]
-    if ph > 1e300:  # avoid overflow in the splitting; precision is not at risk here
-        return (mh * (ph / 1e10)) * 1e10
-    if ph < 1e-290:  # near the subnormal range: plain product (approximation)
-        return (mh * (ph * 1e30)) / 1e30
     p, e = _two_prod(mh, ph)
     e += mh * pl + ml * ph
-    return p + e
+    r = p + e
+    if q < -_SCALE_Q:
+        r *= _TWOM256
+    elif q > _SCALE_Q:
+        r *= _TWO256
+    return r
 
 
 @njit(cache=True, nogil=True)
@@ -139,6 +153,7 @@ def scan_float(buf, s, e):
     m = np.int64(0)
     nd = 0  # significant digits kept in m
     q = 0
+    sticky = False  # a nonzero digit was dropped
     any_digit = False
     while i < e:
         c = buf[i]
@@ -151,6 +166,8 @@ def scan_float(buf, s, e):
                 nd += 1
         else:
             q += 1
+            if c != 48:
+                sticky = True
         i += 1
     if i < e and buf[i] == 46:  # '.'
         i += 1
@@ -164,6 +181,8 @@ def scan_float(buf, s, e):
                 if m > 0:
                     nd += 1
                 q -= 1
+            elif c != 48:
+                sticky = True
             i += 1
     if not any_digit:
         return 0.0, False, i
@@ -189,7 +208,7 @@ def scan_float(buf, s, e):
     if m == 0:
         v = 0.0
     else:
-        v = _scale(m, q)
+        v = _scale(m, q, sticky)
     return (-v if neg else v), True, i
 
 
