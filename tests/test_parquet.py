@@ -1,0 +1,255 @@
+"""Parquet input (both schemas, directories, bounded batches, schema errors) and the
+prefetch iterator."""
+import gc
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from streamlearn.api import RunConfig, train
+from streamlearn.batch import concat_batches
+from streamlearn.errors import InputError
+from streamlearn.io import ReaderConfig, read_batches
+from streamlearn.io.prefetch import Prefetcher, prefetch
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def _read(path, **kw):
+    label_column = kw.pop("label_column", None)
+    cfg = ReaderConfig(**kw)
+    if label_column:
+        cfg.label_column = label_column
+    return list(read_batches([str(path)], cfg))
+
+
+def _same(a_batches, b_batches, names=False):
+    a, b = concat_batches(a_batches), concat_batches(b_batches)
+    np.testing.assert_array_equal(a.offsets, b.offsets)
+    np.testing.assert_array_equal(a.indices, b.indices)
+    np.testing.assert_array_equal(a.values, b.values)
+    np.testing.assert_array_equal(a.labels, b.labels)
+    np.testing.assert_array_equal(a.weights, b.weights)
+    tags_a = [t for x in a_batches for t in x.tags()]
+    tags_b = [t for x in b_batches for t in x.tags()]
+    assert tags_a == tags_b
+    if names:
+        na = [x.feature_name(k) for x in a_batches for k in range(x.nnz)]
+        nb = [x.feature_name(k) for x in b_batches for k in range(x.nnz)]
+        assert na == nb
+
+
+# --- schemas --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("constant", [True, False])
+def test_sparse_indices_schema_equals_text(constant):
+    pqb = _read(DATA / "pq_sparse.parquet", constant=constant)
+    txt = _read(DATA / "pq_sparse.vw", constant=constant)
+    _same(pqb, txt)
+    b = pqb[0]
+    assert np.isnan(b.labels[2])  # null label = unlabeled
+    assert b.weights[2] == 1.0  # null weight = 1
+    assert b.tags() == ["ex1", None, "ex3", "ex4"]
+    assert list(b.lines) == [1, 2, 3, 4]
+    assert b.extra["errors"] == []
+
+
+def test_namespace_columns_hash_like_vw_text_with_quadratic_and_names():
+    for q in [(), ("ab",), ("aa", "ba")]:
+        pqb = _read(DATA / "pq_namespaces.parquet", quadratic=q, keep_names=True)
+        txt = _read(DATA / "pq_namespaces.vw", quadratic=q, keep_names=True)
+        _same(pqb, txt, names=True)
+    assert pqb[0].feature_name(0) == "a^x"
+
+
+def test_wide_schema_with_label_column():
+    pqb = _read(DATA / "pq_wide.parquet", label_column="y", keep_names=True)
+    txt = _read(DATA / "pq_wide.vw", keep_names=True)
+    _same(pqb, txt, names=True)
+
+
+def test_wide_schema_default_label_column(tmp_path):
+    t = pa.table({"label": [1.0, -1.0], "x": [2.0, 0.0], "weight": [1.0, 2.0]})
+    pq.write_table(t, tmp_path / "w.parquet")
+    b = _read(tmp_path / "w.parquet", constant=False)[0]
+    from streamlearn.io.hashing import feature_hash
+    assert list(b.indices) == [feature_hash("x")]
+    assert list(b.labels) == [1.0, -1.0] and list(b.weights) == [1.0, 2.0]
+
+
+def test_parquet_sniffed_by_magic_and_format_flag(tmp_path):
+    p = tmp_path / "no_extension"
+    shutil.copy(DATA / "pq_sparse.parquet", p)
+    _same(_read(p), _read(DATA / "pq_sparse.vw"))
+    _same(_read(p, fmt="parquet"), _read(DATA / "pq_sparse.vw"))
+
+
+def test_directory_of_files_in_order(tmp_path):
+    src = pq.read_table(DATA / "pq_sparse.parquet")
+    d = tmp_path / "ds"
+    (d / "part=b").mkdir(parents=True)
+    pq.write_table(src.slice(0, 2), d / "a.parquet")
+    pq.write_table(src.slice(2, 2), d / "part=b" / "c.parquet")
+    (d / "_SUCCESS").write_text("")
+    cfg = RunConfig(data=[str(d)], quiet=True, hyper={"loss_function": "logistic"})
+    whole = train(RunConfig(data=[str(DATA / "pq_sparse.parquet")], quiet=True,
+                            hyper={"loss_function": "logistic"}))
+    parts = train(cfg)
+    assert parts["examples"] == whole["examples"] == 4
+    assert parts["average_loss"] == whole["average_loss"]
+
+
+def test_empty_directory_is_an_input_error(tmp_path):
+    (tmp_path / "e").mkdir()
+    with pytest.raises(InputError, match="no .parquet files"):
+        train(RunConfig(data=[str(tmp_path / "e")], quiet=True))
+
+
+def test_batches_bounded_by_batch_rows(tmp_path):
+    """A file is streamed: many small batches, never the whole file at once."""
+    n = 5000
+    rng = np.random.default_rng(0)
+    lens = rng.integers(0, 8, n)
+    offs = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    idx = pa.ListArray.from_arrays(pa.array(offs), pa.array(rng.integers(0, 2**31, offs[-1]), pa.int64()))
+    val = pa.ListArray.from_arrays(pa.array(offs), pa.array(rng.standard_normal(offs[-1])))
+    t = pa.table({"label": rng.standard_normal(n), "indices": idx, "values": val})
+    pq.write_table(t, tmp_path / "big.parquet", row_group_size=1000)
+    cfg = ReaderConfig()
+    cfg.parquet_batch_rows = 256
+    batches = list(read_batches([str(tmp_path / "big.parquet")], cfg))
+    assert len(batches) >= n // 256
+    assert max(b.n for b in batches) <= 256
+    allb = concat_batches(batches)
+    assert allb.n == n
+    np.testing.assert_array_equal(np.diff(allb.offsets), lens + 1)  # + constant
+    np.testing.assert_array_equal(allb.lines, np.arange(1, n + 1))
+    # and the run over it gives the same loss whatever the batch size
+    from streamlearn.io.parquet import read_parquet
+    from streamlearn.api import make_learner
+    from streamlearn.evaluate import run_stream
+    losses = []
+    for rows in (97, 4096):
+        learner = make_learner("adagrad", {})
+        ev = run_stream(learner, read_parquet(str(tmp_path / "big.parquet"), ReaderConfig(), batch_rows=rows))
+        losses.append(ev.loss_sum)
+    assert losses[0] == pytest.approx(losses[1], rel=1e-12)  # sums per batch: rounding only
+
+
+def test_sliced_list_offsets(tmp_path):
+    """Lists whose offsets do not start at 0 (sliced arrays) are read correctly."""
+    t = pq.read_table(DATA / "pq_sparse.parquet")
+    pq.write_table(t.slice(1), tmp_path / "s.parquet")
+    ref = concat_batches(_read(DATA / "pq_sparse.parquet"))
+    got = concat_batches(_read(tmp_path / "s.parquet"))
+    np.testing.assert_array_equal(got.indices, ref.indices[ref.offsets[1]:])
+
+
+# --- schema errors --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("table, label_column, pattern", [
+    ({"label": [1.0], "indices": pa.array([["a"]]), "values": pa.array([[1.0]])}, None,
+     r"column 'indices' has type list<.*string>; expected list<integer>"),
+    ({"label": [1.0], "indices": pa.array([[1]])}, None, r"column 'values' is missing"),
+    ({"label": [1.0], "indices": pa.array([[1]]), "values": pa.array([["x"]])}, None,
+     r"column 'values' has type .*; expected list<float>"),
+    ({"label": ["yes"], "f": [1.0]}, None, r"column 'label' has type string; expected a number"),
+    ({"label": [1.0], "f": ["x"]}, None, r"column 'f' has type string; expected a number"),
+    ({"y": [1.0], "f": [1.0]}, None, r"no Parquet label column 'label'.*--label_column"),
+    ({"y": [1.0], "f": [1.0]}, "target", r"no Parquet column 'target' \(--label_column\)"),
+    ({"label": [1.0], "ns": pa.array([[1, 2]])}, None,
+     r"column 'ns' has type list<.*int64>; expected list<string>"),
+    ({"label": [1.0], "tag": [3]}, None, r"column 'tag' has type int64; expected string"),
+])
+def test_schema_errors_name_column_and_type(tmp_path, table, label_column, pattern):
+    pq.write_table(pa.table(table), tmp_path / "bad.parquet")
+    with pytest.raises(InputError, match=pattern):
+        _read(tmp_path / "bad.parquet", label_column=label_column)
+
+
+def test_not_parquet_and_truncated(tmp_path):
+    p = tmp_path / "t.parquet"
+    data = (DATA / "pq_sparse.parquet").read_bytes()
+    p.write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match="t.parquet"):
+        _read(p, fmt="parquet")
+
+
+def test_cli_train_on_parquet_and_error_exit():
+    from streamlearn.cli import cli
+    r = CliRunner().invoke(cli, ["train", str(DATA / "pq_wide.parquet"), "--label_column", "y", "--quiet"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(cli, ["train", str(DATA / "pq_wide.parquet"), "--quiet"])
+    assert r.exit_code == 1
+    assert "label column 'label'" in r.output and len(r.output.strip().splitlines()) == 1
+
+
+# --- prefetch -------------------------------------------------------------------------------
+
+def _threads():
+    return {t for t in threading.enumerate() if t.name == "streamlearn-reader"}
+
+
+def test_prefetch_preserves_order():
+    assert list(prefetch(iter(range(1000)), depth=3)) == list(range(1000))
+    assert not _threads()
+
+
+def test_prefetch_propagates_reader_error_and_cleans_up():
+    def gen():
+        yield 1
+        yield 2
+        raise InputError("f.vw:3: non-numeric label")
+
+    got = []
+    with pytest.raises(InputError, match="f.vw:3"):
+        for x in prefetch(gen(), depth=1):
+            got.append(x)
+    assert got == [1, 2]
+    time.sleep(0.05)
+    assert not _threads()
+
+
+def test_prefetch_close_stops_producer_early():
+    produced = []
+    closed = []
+
+    def gen():
+        try:
+            for i in range(10**6):
+                produced.append(i)
+                yield i
+        finally:
+            closed.append(True)
+
+    pf = Prefetcher(gen(), depth=2)
+    assert next(pf) == 0
+    pf.close()
+    assert not pf.alive
+    assert closed == [True]
+    assert len(produced) < 100
+
+
+def test_prefetch_generator_closed_by_consumer():
+    g = prefetch(iter(range(100)), depth=2)
+    assert next(g) == 0
+    g.close()
+    gc.collect()
+    time.sleep(0.05)
+    assert not _threads()
+
+
+def test_reader_error_surfaces_through_train(tmp_path):
+    p = tmp_path / "bad.vw"
+    p.write_text("1 | a\nxx | b\n")
+    with pytest.raises(InputError, match="bad.vw:2"):
+        train(RunConfig(data=[str(p)], strict=True, quiet=True))
+    time.sleep(0.05)
+    assert not _threads()
