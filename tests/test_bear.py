@@ -84,9 +84,12 @@ def dense_grad(X, y, w, B, code, K):
     return coef.T @ X / len(y), P
 
 
-def dense_olbfgs(X, y, K, code, b, eta, passes, tau=5, eps=1e-8, second_order=True, w=None):
+def dense_olbfgs(X, y, K, code, b, eta, passes, tau=5, eps=1e-8, second_order=True, w=None,
+                 damping=0.0):
     """Plain minibatch oLBFGS (or SGD) over dense weights: the reference BEAR and MISSION
-    must equal when the sketch has no collisions and k >= p."""
+    must equal when the sketch has no collisions and k >= p. As in BEAR, the secant pair is
+    taken on the features in the model before the step (the non-zero weights: all but at
+    t = 0, where s = 0 and the pair is dropped), and r is damped to r + damping * s."""
     n, p = X.shape
     w = np.ones(n) if w is None else w
     B = np.zeros((max(K, 1), p))
@@ -99,8 +102,10 @@ def dense_olbfgs(X, y, K, code, b, eta, passes, tau=5, eps=1e-8, second_order=Tr
             preds.append(P.argmax(1) + 1.0 if code == 3 else P[:, 0])
             z = dense_two_loop(G.ravel(), list(pairs)).reshape(G.shape) if second_order else G
             B1 = B - eta * z
-            G1, _ = dense_grad(X[idx], y[idx], w[idx], B1, code, K)
-            s, r = (B1 - B).ravel(), (G1 - G).ravel()
+            B1m = np.where(B != 0, B1, 0.0)  # the same top-k set (all non-zero weights)
+            G1, _ = dense_grad(X[idx], y[idx], w[idx], B1m, code, K)
+            s, r = (B1m - B).ravel(), (G1 - G).ravel()
+            r = r + damping * s
             if s @ r > eps * np.linalg.norm(s) * np.linalg.norm(r) and r @ r > 0:
                 pairs.append((s, r))
             B = B1
@@ -188,8 +193,9 @@ def test_ring_grows_capacity():
 
 
 # -- BEAR vs dense minibatch oLBFGS -------------------------------------------------------------
-@pytest.mark.parametrize("loss,code", [("squared", 0), ("logistic", 1)])
-def test_bear_equals_olbfgs_without_collisions(loss, code):
+@pytest.mark.parametrize("loss,code,damping", [("squared", 0, 0.0), ("logistic", 1, 0.0),
+                                               ("logistic", 1, 1.0)])
+def test_bear_equals_olbfgs_without_collisions(loss, code, damping):
     rng = np.random.default_rng(7)
     n, p, R, W = 150, 24, 3, 96
     X = rng.normal(size=(n, p))
@@ -200,9 +206,9 @@ def test_bear_equals_olbfgs_without_collisions(loss, code):
         y = np.where(y > 0, 1.0, -1.0)
     keys = collision_free_keys(p, R, W)
     eta, b, passes = 0.1, 10, 3
-    Bref, pref = dense_olbfgs(X, y, 0, code, b, eta, passes)
+    Bref, pref = dense_olbfgs(X, y, 0, code, b, eta, passes, damping=damping)
     L = Bear(sketch_rows=R, sketch_width=W, top_k=p, minibatch=b, learning_rate=eta,
-             loss_function=loss)
+             loss_function=loss, curvature_damping=damping)
     batch = Batch.from_dense(X, y, hashes=keys)
     preds = np.concatenate([L.learn_batch(batch)[0] for _ in range(passes)])
     L.finish()
@@ -219,8 +225,9 @@ def test_bear_multiclass_equals_joint_olbfgs():
     Wt = rng.normal(size=(K, p)) * (rng.random((K, p)) < 0.4) * 2
     y = (X @ Wt.T).argmax(1) + 1.0
     keys = collision_free_keys(p, R, W, seed=1)
-    Bref, pref = dense_olbfgs(X, y, K, 3, 10, 0.5, 2)
-    L = Bear(sketch_rows=R, sketch_width=W, top_k=p, minibatch=10, learning_rate=0.5, oaa=K)
+    Bref, pref = dense_olbfgs(X, y, K, 3, 10, 0.5, 2, damping=0.5)
+    L = Bear(sketch_rows=R, sketch_width=W, top_k=p, minibatch=10, learning_rate=0.5, oaa=K,
+             curvature_damping=0.5)
     assert L.multiclass
     batch = Batch.from_dense(X, y, hashes=keys)
     out = [L.learn_batch(batch) for _ in range(2)]

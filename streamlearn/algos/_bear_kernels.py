@@ -184,15 +184,16 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb,
                 text, name_start, name_end, ns_start, ns_end,
                 sketch, seeds, hkeys, hw, htpos, hname, htbl, hsize, names, name_len, hll,
                 rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr,
-                counters, code, eta, eps):
+                counters, code, eta, eps, same_set, damping):
     """One BEAR iteration (Alg. 2 lines 2-10) on the minibatch ``mb[:nmb]``.
 
     Line 3: QUERY A_t intersect top-k (others 0); 4: mean gradient on A_t; 5: oLBFGS
-    direction (Alg. 1); 6: ADD ``-eta z`` on A_t; 7: re-QUERY A_t; 10: offer A_t to the heap;
-    then the effective weights ``beta_{t+1}`` (QUERYed values of the members after the heap
-    update) give ``s = beta_{t+1} - beta_t`` -- the change of the weights the model actually
-    uses, so ``(s, r)`` is an exact secant pair (NOTES_BEAR item 2) -- and 8-9: ``r`` is the
-    gradient change on the same minibatch.
+    direction (Alg. 1); 6: ADD ``-eta z`` on A_t; 7: re-QUERY A_t; 10: offer A_t to the heap.
+    Lines 8-9: ``s = beta_{t+1} - beta_t`` is the change of the QUERYed weights (not the
+    intended step ``-eta z``; NOTES_BEAR item 2) and ``r`` the gradient change on the same
+    minibatch, both with the effective weights of the *same* top-k set (``same_set``: the
+    set before the heap update, so features entering the heap do not put their whole weight
+    into ``s``; otherwise the set after it), which makes ``(s, r)`` an exact secant pair.
     """
     K = sketch.shape[0]
     R = sketch.shape[1]
@@ -220,21 +221,25 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb,
             d = z[c * nA + a]
             if d != 0.0:
                 sketch_add(sketch[c], abk[a], asg[a], -eta * d)
+    beta1 = np.empty((K, nA), np.float64)
     for c in range(K):
         for a in range(nA):
             v = sketch_query(sketch[c], abk[a], asg[a], tmp)
+            beta1[c, a] = v if (inheap[c, a] or not same_set) else 0.0
             nid = heap_offer(hkeys[c], hw[c], htpos[c], hname[c], htbl[c], hsize[c:c + 1],
                              akeys[a], v)
             if nid >= 0:
                 copy_name(names[c], name_len[c], nid, aocc[a], text, name_start, name_end,
                           ns_start, ns_end)
-    beta1 = np.empty((K, nA), np.float64)
-    eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta1, inheap, tmp)
+    if not same_set:
+        eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta1, inheap, tmp)
     mb_predict(offsets, values, mb, nmb, loc, beta1, P)
     G1 = np.empty((K, nA), np.float64)
     mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G1)
     s = (beta1 - beta0).ravel()
     r = (G1 - G0).ravel()
+    if damping > 0.0:  # r + delta s: curvature at least delta (oLBFGS regularisation)
+        r += damping * s
     return ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
                      ring_sr, ring_rr, counters, eps)
 
@@ -245,7 +250,7 @@ def bear_run(offsets, indices, values, labels, weights,
              sketch, seeds, hkeys, hw, htpos, hname, htbl, hsize, names, name_len, hll,
              rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr,
              counters, code, eta0, schedule, t0, eps, b, learn, flush, skip,
-             pred_out, loss_out, pending_out):
+             pred_out, loss_out, pending_out, same_set, damping):
     """Progressive validation + minibatch BEAR; same contract as
     :func:`streamlearn.algos._mission_kernels.mission_run`. Returns ``(examples learned,
     rows pending, rs_keys, rs_vals, rr_keys, rr_vals)`` (ring arrays possibly reallocated)."""
@@ -282,7 +287,7 @@ def bear_run(offsets, indices, values, labels, weights,
                 text, name_start, name_end, ns_start, ns_end,
                 sketch, seeds, hkeys, hw, htpos, hname, htbl, hsize, names, name_len, hll,
                 rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr,
-                counters, code, eta, eps)
+                counters, code, eta, eps, same_set, damping)
             counters[0] += 1
             learned += nmb
             nmb = 0

@@ -46,9 +46,13 @@ class Bear(SketchLearner):
               structural=True),
         Param("curvature_eps", float, 1e-8,
               "bear: keep a pair (s, r) only if s.r > eps |s| |r| (relative curvature guard)."),
+        Param("curvature_damping", float, 0.0,
+              "bear: store r + delta s instead of r (curvature at least delta; bounds the "
+              "quasi-Newton step where the loss is flat, e.g. saturated logistic)."),
     )
     default_lr = 0.1
     default_minibatch = 10
+    same_set = True  # secant pair on the top-k set before the heap update (see _bear_kernels)
 
     def __init__(self, **hyper):
         super().__init__(**hyper)
@@ -69,6 +73,9 @@ class Bear(SketchLearner):
     def _apply_hyper(self):
         super()._apply_hyper()
         self.eps = float(self.hyper["curvature_eps"])
+        self.damping = float(self.hyper["curvature_damping"])
+        if self.damping < 0:
+            raise ValueError("--curvature_damping must be >= 0")
 
     def _call(self, batch, learn, flush, skip):
         a = self._kernel_args(batch)
@@ -81,7 +88,8 @@ class Bear(SketchLearner):
             self.hsize, self.names, self.name_len, self.hll,
             self.rs_keys, self.rs_vals, self.rs_len, self.rr_keys, self.rr_vals, self.rr_len,
             self.ring_sr, self.ring_rr, self.counters, self.loss_code,
-            self.eta, self.schedule, self.t0, self.eps, self.b, learn, flush, skip, pred, loss, pend)
+            self.eta, self.schedule, self.t0, self.eps, self.b, learn, flush, skip, pred, loss, pend,
+            self.same_set, self.damping)
         self.examples_learned += int(learned)
         return pred, loss, pend[:npend]
 

@@ -148,6 +148,7 @@ class SketchLearner(Learner):
     PARAMS = _SKETCH_PARAMS
     default_lr = 0.01
     default_minibatch = 1
+    wants_names = True  # readers keep feature-name spans so the heap can capture names
 
     def __init__(self, **hyper):
         super().__init__(**hyper)
