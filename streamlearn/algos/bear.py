@@ -46,9 +46,10 @@ class Bear(SketchLearner):
               structural=True),
         Param("curvature_eps", float, 1e-8,
               "bear: keep a pair (s, r) only if s.r > eps |s| |r| (relative curvature guard)."),
-        Param("curvature_damping", float, 0.0,
+        Param("curvature_damping", float, None,
               "bear: store r + delta s instead of r (curvature at least delta; bounds the "
-              "quasi-Newton step where the loss is flat, e.g. saturated logistic)."),
+              "quasi-Newton step where the loss is flat, e.g. saturated logistic). "
+              "Default: 0 for squared loss, 1 for logistic, hinge and --oaa."),
     )
     default_lr = 0.1
     default_minibatch = 10
@@ -73,7 +74,8 @@ class Bear(SketchLearner):
     def _apply_hyper(self):
         super()._apply_hyper()
         self.eps = float(self.hyper["curvature_eps"])
-        self.damping = float(self.hyper["curvature_damping"])
+        d = self.hyper["curvature_damping"]
+        self.damping = float(d if d is not None else (0.0 if self.loss_code == 0 else 1.0))
         if self.damping < 0:
             raise ValueError("--curvature_damping must be >= 0")
 
