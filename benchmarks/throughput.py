@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Throughput of streamlearn vs Vowpal Wabbit on the same files, side by side (issue 5).
+
+Generates the 200,000-example file with ``gen_sparse.py`` (VW text + LIBSVM), a gzip copy
+and a Parquet conversion (``streamlearn convert``), then runs, alternating in one
+process-level loop (``--reps`` rounds, each case once per round):
+
+* VW (``vw_run FILE``): default learner, and ``--OjaNewton --sketch_size 10``;
+* streamlearn adagrad (plain and ``--normalized``) on VW text, LIBSVM, gzip text, Parquet;
+* streamlearn ``--algo oja-son --sketch_size 10`` (if registered) on VW text and Parquet.
+
+For each case: examples/s and MB/s over the process wall time, the in-run rate (VW: the
+time ``vw_run`` reports around its Workspace; streamlearn: ``seconds`` of ``--metrics``, both
+excluding interpreter start-up), peak RSS (``wait4`` rusage of the child tree) and the ratio to
+the matching VW run (medians over the rounds). Then: wall of a 1,000-line run with a warm
+numba cache, wall of ``streamlearn --help``, ``python -c "import streamlearn.cli"`` module
+check, and the peak RSS of ``train`` over a stream of ``--stream_n`` examples piped through
+stdin vs a 100,000-example stream (lines generated on the fly by repeating a block of
+gen_sparse lines).
+
+Usage::
+
+    python3 benchmarks/throughput.py                 # everything (~10 min on 2 cores)
+    python3 benchmarks/throughput.py --no_stream     # skip the 10M-example RSS check
+    python3 benchmarks/throughput.py --reps 5 --workdir /tmp/slbench
+
+No timed assertions: the script prints the table and the targets, PASS/MISS.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOLS = Path(os.environ.get("STREAMLEARN_TOOLS", ROOT.parent / "shared" / "tools"))
+if not TOOLS.exists():
+    TOOLS = Path("/work/shared/tools")
+PY = sys.executable
+ENV = dict(os.environ)
+ENV["PYTHONPATH"] = str(ROOT) + (os.pathsep + ENV["PYTHONPATH"] if ENV.get("PYTHONPATH") else "")
+SL = [PY, "-m", "streamlearn"]
+
+
+def run(cmd, stdin=None, stdout=subprocess.DEVNULL, capture_err=True, shell=False):
+    """Run ``cmd``; returns (wall seconds, peak RSS MB of the child tree, stderr text, rc)."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdin=stdin, stdout=stdout, env=ENV, shell=shell,
+                         stderr=subprocess.PIPE if capture_err else None)
+    err = p.stderr.read().decode("utf-8", "replace") if capture_err else ""
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return wall, ru.ru_maxrss / 1024.0, err, p.returncode
+
+
+def learners():
+    out = subprocess.run(SL + ["train", "--help"], capture_output=True, text=True, env=ENV).stdout
+    m = re.search(r"--algo \[([^\]]+)\]", out)
+    return m.group(1).split("|") if m else ["adagrad"]
+
+
+def prepare(wd: Path, n: int):
+    wd.mkdir(parents=True, exist_ok=True)
+    gs = wd / "gs"
+    if not (wd / "gs.vw").exists() or not (wd / "gs.libsvm").exists():
+        subprocess.run([PY, str(TOOLS / "gen_sparse.py"), "--out", str(gs), "--n", str(n)], check=True)
+    if not (wd / "gs.vw.gz").exists():
+        with open(wd / "gs.vw.gz", "wb") as f:
+            subprocess.run(["gzip", "-c", str(wd / "gs.vw")], stdout=f, check=True)
+    conv = None
+    if not (wd / "gs.parquet").exists():
+        conv, _, err, rc = run(SL + ["convert", str(wd / "gs.vw"), "-o", str(wd / "gs.parquet")])
+        if rc:
+            sys.exit("convert failed: " + err)
+    return conv
+
+
+def cases(wd: Path, bits: int, algos):
+    vw = str(TOOLS / "vw_run")
+    f = {k: str(wd / f"gs.{k}") for k in ("vw", "libsvm", "vw.gz", "parquet")}
+    c = [("VW default", "vw", [vw, f["vw"], "-b", str(bits), "--quiet"], None),
+         ("VW --OjaNewton m=10", "vw", [vw, f["vw"], "-b", str(bits), "--OjaNewton", "--sketch_size", "10",
+                                        "--quiet"], None)]
+    for norm in (False, True):
+        for kind in ("vw", "libsvm", "vw.gz", "parquet"):
+            extra = ["--normalized"] if norm else []
+            name = f"sl adagrad{' --normalized' if norm else ''} {kind}"
+            c.append((name, kind, SL + ["train", f[kind], "-b", str(bits), "--quiet", "--metrics", "METRICS"] + extra,
+                      "VW default"))
+    if "oja-son" in algos:
+        for kind in ("vw", "parquet"):
+            c.append((f"sl oja-son m=10 {kind}", kind,
+                      SL + ["train", f[kind], "-b", str(bits), "--algo", "oja-son", "--sketch_size", "10",
+                            "--quiet", "--metrics", "METRICS"], "VW --OjaNewton m=10"))
+    return c
+
+
+def stream_rss(wd: Path, n: int, block_lines: int = 2000):
+    """Peak RSS (MB) and wall of ``train -`` fed ``n`` generated examples through a pipe."""
+    gen = (
+        "import sys\n"
+        f"lines = open({str(wd / 'gs.vw')!r}, 'rb').readlines()[:{block_lines}]\n"
+        f"n = {n}; k = len(lines); block = b''.join(lines); out = sys.stdout.buffer\n"
+        "full, rest = divmod(n, k)\n"
+        "for _ in range(full): out.write(block)\n"
+        "out.write(b''.join(lines[:rest])); out.flush()\n"
+    )
+    producer = subprocess.Popen([PY, "-c", gen], stdout=subprocess.PIPE)
+    metrics = wd / f"stream_{n}.json"
+    wall, rss, err, rc = run(SL + ["train", "-", "--quiet", "--metrics", str(metrics)], stdin=producer.stdout)
+    producer.stdout.close()
+    producer.wait()
+    if rc:
+        raise RuntimeError(err)
+    ex = json.loads(metrics.read_text())["examples"]
+    return wall, rss, ex
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workdir", default="/tmp/streamlearn_bench")
+    ap.add_argument("--n", type=int, default=200_000)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--bits", type=int, default=18)
+    ap.add_argument("--stream_n", type=int, default=10_000_000)
+    ap.add_argument("--no_stream", action="store_true", help="skip the big stdin RSS check")
+    ap.add_argument("--only", default=None, help="regex: run only the matching cases")
+    a = ap.parse_args(argv)
+    wd = Path(a.workdir)
+    conv = prepare(wd, a.n)
+    algos = learners()
+    cs = cases(wd, a.bits, algos)
+    if a.only:
+        cs = [c for c in cs if re.search(a.only, c[0]) or c[0].startswith("VW")]
+    sizes = {k: os.path.getsize(wd / f"gs.{k}") for k in ("vw", "libsvm", "vw.gz", "parquet")}
+    print(f"# data: {a.n} examples; bytes: " + ", ".join(f"{k}={v / 1e6:.1f} MB" for k, v in sizes.items()))
+    if conv:
+        print(f"# convert gs.vw -> gs.parquet: {conv:.2f} s")
+    print(f"# cores: {os.cpu_count()}; load average before: {os.getloadavg()[0]:.2f}; "
+          f"rounds: {a.reps} (alternating); learners: {', '.join(algos)}")
+    # warm-up: numba caches, page cache
+    for name, kind, cmd, _ in cs:
+        run([x.replace("METRICS", str(wd / "warm.json")) for x in cmd])
+    res = {c[0]: {"wall": [], "rss": [], "inrun": []} for c in cs}
+    for r in range(a.reps):
+        for name, kind, cmd, _ in cs:
+            mpath = wd / "m.json"
+            wall, rss, err, rc = run([x.replace("METRICS", str(mpath)) for x in cmd])
+            if rc:
+                print(f"! {name} failed (exit {rc}): {err.strip().splitlines()[-1:]}")
+                continue
+            if name.startswith("VW"):
+                m = re.search(r"vw_run: wall=([\d.]+) s", err)
+                inrun = float(m.group(1)) if m else wall
+            else:
+                inrun = json.loads(mpath.read_text())["seconds"]
+            res[name]["wall"].append(wall)
+            res[name]["rss"].append(rss)
+            res[name]["inrun"].append(inrun)
+    hdr = (f"{'case':34s} {'wall s':>7s} {'ex/s':>9s} {'MB/s':>7s} {'RSS MB':>7s} {'x VW':>6s} "
+           f"{'in-run ex/s':>11s} {'x VW':>6s}")
+    print(hdr)
+    print("-" * len(hdr))
+    med = {}
+    for name, kind, cmd, base in cs:
+        d = res[name]
+        if not d["wall"]:
+            continue
+        w, i, rss = statistics.median(d["wall"]), statistics.median(d["inrun"]), max(d["rss"])
+        med[name] = (w, i)
+        ratio = ratio_in = ""
+        if base and base in med:
+            ratio = f"{med[base][0] / w:6.2f}"
+            ratio_in = f"{med[base][1] / i:6.2f}"
+        print(f"{name:34s} {w:7.2f} {a.n / w:9.0f} {sizes[kind] / 1e6 / w:7.1f} {rss:7.0f} {ratio:>6s} "
+              f"{a.n / i:11.0f} {ratio_in:>6s}")
+
+    # start-up
+    small = wd / "k1.vw"
+    with open(wd / "gs.vw", "rb") as f, open(small, "wb") as g:
+        g.writelines(f.readline() for _ in range(1000))
+    run(SL + ["train", str(small), "--quiet"])
+    t1k = statistics.median(run(SL + ["train", str(small), "--quiet"])[0] for _ in range(5))
+    th = statistics.median(run(SL + ["--help"])[0] for _ in range(5))
+    tpy = statistics.median(run([PY, "-c", "pass"])[0] for _ in range(5))
+    mods = subprocess.run([PY, "-c", "import sys, streamlearn.cli; print(' '.join(sorted({m.split('.')[0] "
+                           "for m in sys.modules} & {'numba', 'pyarrow', 'scipy'})))"],
+                          capture_output=True, text=True, env=ENV).stdout.strip()
+    print(f"\n1,000-line train (warm cache): {t1k:.2f} s wall   streamlearn --help: {th:.2f} s   "
+          f"(python -c pass: {tpy:.2f} s)")
+    print(f"import streamlearn.cli pulls in: {mods or 'none of numba/pyarrow/scipy'}")
+
+    stream = None
+    if not a.no_stream:
+        w1, r1, e1 = stream_rss(wd, 100_000)
+        w2, r2, e2 = stream_rss(wd, a.stream_n)
+        stream = (r1, r2)
+        print(f"stdin stream: {e1:,} examples peak RSS {r1:.0f} MB ({w1:.1f} s); "
+              f"{e2:,} examples peak RSS {r2:.0f} MB ({w2:.1f} s, {e2 / w2:,.0f} ex/s): ratio {r2 / r1:.3f}")
+
+    print("\ntargets (process wall; in-run in brackets):")
+
+    def tgt(label, name, base, need):
+        if name in med and base in med:
+            x, xi = med[base][0] / med[name][0], med[base][1] / med[name][1]
+            print(f"  {label}: {x:.2f}x [{xi:.2f}x] (need >= {need}x) "
+                  f"{'PASS' if x >= need else 'MISS'} [{'PASS' if xi >= need else 'MISS'}]")
+
+    tgt("adagrad VW text", "sl adagrad vw", "VW default", 1.0)
+    tgt("adagrad LIBSVM", "sl adagrad libsvm", "VW default", 1.0)
+    tgt("adagrad Parquet vs VW on text", "sl adagrad parquet", "VW default", 2.0)
+    tgt("oja-son m=10 VW text", "sl oja-son m=10 vw", "VW --OjaNewton m=10", 1.0)
+    print(f"  1,000-line warm run {t1k:.2f} s (<= 1.0) {'PASS' if t1k <= 1.0 else 'MISS'}")
+    print(f"  --help {th:.2f} s (<= 0.5) {'PASS' if th <= 0.5 else 'MISS'}")
+    if stream:
+        print(f"  RSS {a.stream_n:,} vs 100k: {stream[1] / stream[0]:.3f} (<= 1.1) "
+              f"{'PASS' if stream[1] <= 1.1 * stream[0] else 'MISS'}")
+    print(f"# load average after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
