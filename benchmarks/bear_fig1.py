@@ -86,14 +86,21 @@ def main():
     ap.add_argument("--damping", type=float, default=None, help="BEAR --curvature_damping")
     ap.add_argument("--skip_1c", action="store_true")
     ap.add_argument("--only_tune", action="store_true")
+    ap.add_argument("--steps", default="", help="BEAR,MISSION steps: skip the tuning")
+    ap.add_argument("--steps_1c", default="1e-7,1e-6,1e-5,1e-4,1e-3,1e-2,3e-2,1e-1,2e-1")
+    ap.add_argument("--skip_1ab", action="store_true")
     a = ap.parse_args()
     bear_extra = {} if a.damping is None else {"curvature_damping": a.damping}
     t00 = time.time()
     with ProcessPoolExecutor(a.jobs) as pool:
         w3 = int(round(P / 3 / ROWS))  # CF 3: 3 x 111
-        print(f"# tuning steps at CF 3 ({ROWS} x {w3}) on {a.tune_trials} trials (seeds apart from the test trials)")
         best = {}
-        for algo, b, grid in [("bear", 10, [0.03, 0.1, 0.2]), ("mission", 30, [1e-3, 3e-3, 1e-2, 3e-2])]:
+        if a.steps:
+            sb, sm = (float(x) for x in a.steps.split(","))
+            best = {"bear": (sb, 10), "mission": (sm, 30)}
+        else:
+            print(f"# tuning steps at CF 3 ({ROWS} x {w3}) on {a.tune_trials} trials (seeds apart from the test trials)")
+        for algo, b, grid in [] if a.steps else [("bear", 10, [0.03, 0.1, 0.2]), ("mission", 30, [1e-3, 3e-3, 1e-2, 3e-2])]:
             scores = []
             for lr in grid:
                 ok, err, used = evaluate(pool, algo, w3, lr, b, a.tune_trials, a.passes,
@@ -108,7 +115,7 @@ def main():
         print(f"## Fig. 1A/1B: {a.trials} trials per point, p={P}, n={N}, k={K_TRUE}, {ROWS}-row sketch, <= {a.passes} passes")
         print("| memory % of p | sketch | CF | BEAR success | BEAR l2 | MISSION tuned success | MISSION tuned l2 | MISSION equal-step success | MISSION equal-step l2 |")
         print("|---|---|---|---|---|---|---|---|---|")
-        for frac in [float(x) for x in a.fracs.split(",")]:
+        for frac in [] if a.skip_1ab else [float(x) for x in a.fracs.split(",")]:
             W = max(1, int(round(frac * P / ROWS)))
             cf = P / (ROWS * W)
             rb = evaluate(pool, "bear", W, *best["bear"], a.trials, a.passes, bear_extra)
@@ -122,7 +129,7 @@ def main():
         print(f"## Fig. 1C: success vs step size, sketch {ROWS} x 150 (CF 2.22), {a.trials} trials per point")
         print("| step | BEAR (b=10) success | MISSION (b=30) success |")
         print("|---|---|---|")
-        for lr in [1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 3e-2, 1e-1, 2e-1]:
+        for lr in [float(x) for x in a.steps_1c.split(",")]:
             rb = evaluate(pool, "bear", 150, lr, 10, a.trials, a.passes, bear_extra)
             rm = evaluate(pool, "mission", 150, lr, 30, a.trials, a.passes, {})
             print(f"| {lr:g} | {rb[0]:.2f} | {rm[0]:.2f} |", flush=True)

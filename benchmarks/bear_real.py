@@ -66,11 +66,25 @@ def run_sketch(cls, tr, te, K, W, k, lr, b, extra):
     L = cls(sketch_rows=5, sketch_width=W, top_k=k, minibatch=b, learning_rate=lr, oaa=K,
             loss_function="logistic", **extra)
     t = time.time()
-    L.learn_batch(tr)
+    _, loss = L.learn_batch(tr)
     L.finish()
     dt = time.time() - t
+    L.progressive_loss = float(np.nanmean(loss))
+    if te is None:
+        return None, dt, L
     pred, _ = L.predict_batch(te)
     return accuracy(pred, te.labels, K), dt, L
+
+
+def tune(cls, tr, K, W, k, b, extra, grid):
+    """The step with the lowest progressive (train) loss: no test data used."""
+    res = []
+    for lr in grid:
+        with np.errstate(all="ignore"):
+            _, _, L = run_sketch(cls, tr, None, K, W, k, lr, b, extra)
+        pl = L.progressive_loss if np.isfinite(L.progressive_loss) else np.inf
+        res.append((pl, lr))
+    return min(res)[1], res
 
 
 def run_fh(tr, te, K, bits, lr):
@@ -99,6 +113,8 @@ def main():
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--damping", type=float, default=1.0)
     ap.add_argument("--fh_lr", type=float, default=0.5)
+    ap.add_argument("--tune", default="", help="comma list of steps: pick each algorithm's step "
+                    "by progressive training loss at CF 10 (default: --lr for both)")
     a = ap.parse_args()
     for ds in a.datasets.split(","):
         trp, tep, K = DATA[ds]
@@ -108,6 +124,15 @@ def main():
         print(f"\n## {ds}: {tr.n} train / {te.n} test examples, {p} distinct training features, "
               f"{'%d classes, ' % K if K else ''}top_k={a.top_k}{' per class' if K else ''}, "
               f"b={a.minibatch}, step={a.lr}, bear damping={a.damping}, one pass")
+        lr_b = lr_m = a.lr
+        if a.tune:
+            grid = [float(x) for x in a.tune.split(",")]
+            W10 = max(1, int(round(p / 10 / (5 * kc))))
+            lr_b, rb = tune(Bear, tr, K, W10, a.top_k, a.minibatch, {"curvature_damping": a.damping}, grid)
+            lr_m, rm = tune(Mission, tr, K, W10, a.top_k, a.minibatch, {}, grid)
+            print("tuning (progressive train loss at CF 10): BEAR " +
+                  ", ".join(f"{lr:g}: {pl:.3f}" for pl, lr in rb) + f" -> {lr_b:g}; MISSION " +
+                  ", ".join(f"{lr:g}: {pl:.3f}" for pl, lr in rm) + f" -> {lr_m:g}")
         print("| CF | sketch (per class) | BEAR acc | MISSION acc | FH (AdaGrad -b) acc | BEAR s | MISSION s |")
         print("|---|---|---|---|---|---|---|")
         last_bear = None
@@ -115,9 +140,9 @@ def main():
             cells = p / cf
             W = max(1, int(round(cells / (5 * kc))))
             bits = max(1, int(round(math.log2(max(2.0, cells / kc)))))
-            ab, tb, Lb = run_sketch(Bear, tr, te, K, W, a.top_k, a.lr, a.minibatch,
+            ab, tb, Lb = run_sketch(Bear, tr, te, K, W, a.top_k, lr_b, a.minibatch,
                                     {"curvature_damping": a.damping})
-            am, tm, _ = run_sketch(Mission, tr, te, K, W, a.top_k, a.lr, a.minibatch, {})
+            am, tm, _ = run_sketch(Mission, tr, te, K, W, a.top_k, lr_m, a.minibatch, {})
             af = run_fh(tr, te, K, bits, a.fh_lr)
             cf_real = Lb.extra_summary()["distinct_features"] / Lb.sketch_cells
             print(f"| {cf:g} (HLL: {cf_real:.3g}) | 5 x {W} | {ab:.4f} | {am:.4f} | {af:.4f} (b={bits}) | "
