@@ -163,10 +163,14 @@ def _check_inputs(paths):
 
 def _batches(cfg: RunConfig, reader: dict, keep_names: bool):
     """The run's batches: ``cfg.passes`` passes over ``cfg.data`` (directories expand to
-    their ``*.parquet`` files), read ahead on a background thread (bounded queue) so that
-    reading, decompression and parsing overlap learning."""
-    from .io import ReaderConfig, read_batches
-    from .io.prefetch import prefetch
+    their ``*.parquet`` files), read ahead on a background thread (bounded queue) while
+    worker threads parse text chunks in parallel, so reading, decompression and parsing
+    overlap learning (the numba parse and learn kernels release the GIL).
+
+    Environment: ``STREAMLEARN_PREFETCH`` = queue depth in batches (0: read on the main
+    thread), ``STREAMLEARN_PARSE_THREADS`` = text parsing threads (default: CPUs, <= 4)."""
+    from .io import ReaderConfig
+    from .io.prefetch import parallel_read_batches, prefetch
 
     rc = ReaderConfig(fmt=cfg.fmt, quadratic=tuple(reader.get("quadratic", ())),
                       constant=bool(reader.get("constant", True)), keep_names=keep_names,
@@ -180,12 +184,13 @@ def _batches(cfg: RunConfig, reader: dict, keep_names: bool):
             paths.extend(expand_paths(p))
         else:
             paths.append(p)
+    workers = os.environ.get("STREAMLEARN_PARSE_THREADS")
+    workers = int(workers) if workers else None
 
     def passes():
         for _ in range(cfg.passes):
-            yield from read_batches(paths, rc)
+            yield from parallel_read_batches(paths, rc, workers)
 
-    # STREAMLEARN_PREFETCH = queue depth in batches (0: read on the main thread)
     depth = int(os.environ.get("STREAMLEARN_PREFETCH") or 4)
     yield from prefetch(passes(), depth) if depth > 0 else passes()
 

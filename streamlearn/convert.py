@@ -45,7 +45,7 @@ class ConvertConfig:
     output: str = "out.parquet"
     fmt: str = "auto"  # input text format: auto / vw / libsvm
     row_group_size: int = DEFAULT_ROW_GROUP
-    compression: str = "snappy"  # or zstd, gzip, lz4, none
+    compression: str = "lz4"  # or snappy, zstd, gzip, none (lz4: fastest to decode of the compressed ones)
     names: bool = True  # keep feature names and namespaces
     strict: bool = False
     quiet: bool = False

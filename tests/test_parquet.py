@@ -253,3 +253,26 @@ def test_reader_error_surfaces_through_train(tmp_path):
         train(RunConfig(data=[str(p)], strict=True, quiet=True))
     time.sleep(0.05)
     assert not _threads()
+
+
+def test_parallel_text_parsing_equals_sequential(tmp_path):
+    from streamlearn.io.prefetch import parallel_read_batches
+
+    lines = []
+    for i in range(3000):
+        lines.append(f"{i % 2} 'tag{i} |a x{i}:1 y |b z" if i % 97 else ("bad |a x" if i % 2 else ""))
+    p = tmp_path / "l.vw"
+    p.write_text("\n".join(lines))
+    cfg = ReaderConfig(chunk_bytes=1000, keep_names=True, quadratic=("ab",))
+    a = list(read_batches([str(p)], cfg))
+    b = list(parallel_read_batches([str(p)], cfg, workers=3))
+    assert len(b) > 10
+    _same(a, b, names=True)
+    assert ([e for x in a for e in x.extra["errors"]] == [e for x in b for e in x.extra["errors"]]
+            == [(str(p), 98 + 194 * k, "non-numeric label") for k in range(15)])
+    np.testing.assert_array_equal(concat_batches(a).lines, concat_batches(b).lines)
+    with pytest.raises(InputError, match=r"l.vw:98: non-numeric label"):
+        list(parallel_read_batches([str(p)], ReaderConfig(chunk_bytes=1000, strict=True), workers=2))
+    # Parquet by magic goes to the Parquet reader
+    _same(list(parallel_read_batches([str(DATA / "pq_sparse.parquet")], ReaderConfig(), workers=2)),
+          _read(DATA / "pq_sparse.parquet"))

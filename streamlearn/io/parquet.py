@@ -534,7 +534,7 @@ def read_parquet_file(source, cfg, batch_rows=None, name=None):
     rows = int(batch_rows or getattr(cfg, "parquet_batch_rows", None) or DEFAULT_BATCH_ROWS)
     first = 0
     try:
-        it = pf.iter_batches(batch_size=rows, columns=plan.columns, use_threads=False)
+        it = pf.iter_batches(batch_size=rows, columns=plan.columns, use_threads=True)
         for rb in it:
             if rb.num_rows == 0:
                 continue

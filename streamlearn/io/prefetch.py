@@ -6,16 +6,25 @@ file reads release the GIL, and the numba parse kernels are ``nogil=True``), so 
 cores parsing overlaps learning (whose kernels are ``nogil`` too). The queue is bounded
 (``depth`` batches), so memory stays bounded whatever the stream's length.
 
+:func:`parallel_read_batches` goes one step further for text inputs: the reading thread only
+reads (and inflates) chunks of complete lines, and ``workers`` threads parse them at the same
+time (each chunk with :func:`streamlearn.io.source.text_batches`), results taken in order.
+
 Order is preserved; an exception raised by the reader is re-raised in the consumer at the
 point of the stream where it happened; closing the prefetcher (or leaving a ``with`` block,
 or garbage collection) stops and joins the thread.
 """
 from __future__ import annotations
 
+import io
+import os
 import queue
 import threading
+from collections import deque
 
-__all__ = ["Prefetcher", "prefetch"]
+import numpy as np
+
+__all__ = ["Prefetcher", "prefetch", "parallel_read_batches"]
 
 _DONE = object()
 
@@ -138,3 +147,123 @@ def prefetch(iterable, depth: int = 4):
         yield from pf
     finally:
         pf.close()
+
+
+class _ArrayReader(io.RawIOBase):
+    """A binary stream over one ``uint8`` array (one copy, into the reader's buffer)."""
+
+    def __init__(self, arr):
+        self._mv = memoryview(arr).cast("B")
+        self._pos = 0
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        n = min(len(b), len(self._mv) - self._pos)
+        b[:n] = self._mv[self._pos:self._pos + n]
+        self._pos += n
+        return n
+
+
+def _parse_one(chunk, name, cfg, fmt):
+    """Parse one chunk of complete lines -> (batch or None, number of lines in it)."""
+    from .source import text_batches
+
+    n_lines = int(np.count_nonzero(chunk == 10))
+    if len(chunk) and chunk[-1] != 10:
+        n_lines += 1
+    batch = next(text_batches(_ArrayReader(chunk), name, cfg, fmt), None)
+    return batch, n_lines
+
+
+def _text_parallel(src, cfg, workers):
+    """Batches of one opened text input, chunks parsed by ``workers`` threads in order."""
+    from concurrent.futures import ThreadPoolExecutor
+    from dataclasses import replace
+
+    from ..errors import InputError
+    from .source import iter_chunks, sniff_text_format
+
+    fmt = cfg.fmt
+    # the workers parse each chunk as a whole stream: one chunk, never strict (line numbers are
+    # made absolute here, and the strict error raised here names the right line)
+    wcfg = replace(cfg, strict=False)
+    line_base = 0
+    pending = deque()
+    ex = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="streamlearn-parse")
+
+    def finish(fut):
+        nonlocal line_base
+        batch, n_lines = fut.result()
+        base = line_base
+        line_base += n_lines
+        if batch is None:
+            return None
+        if base:
+            batch.lines += base
+            errs = batch.extra.get("errors")
+            if errs:
+                batch.extra["errors"] = [(s, ln + base, r) for s, ln, r in errs]
+        errs = batch.extra.get("errors")
+        if errs and cfg.strict:
+            s, ln, reason = errs[0]
+            raise InputError(f"{s}:{ln}: {reason}")
+        return batch
+
+    try:
+        for chunk in iter_chunks(src.stream, src.name, cfg.chunk_bytes):
+            if fmt == "auto":
+                fmt = sniff_text_format(chunk) or "auto"
+            c = replace(wcfg, chunk_bytes=len(chunk) + 1)
+            pending.append(ex.submit(_parse_one, chunk, src.name, c, fmt))
+            while len(pending) > workers:
+                b = finish(pending.popleft())
+                if b is not None:
+                    yield b
+        while pending:
+            b = finish(pending.popleft())
+            if b is not None:
+                yield b
+    finally:
+        for f in pending:
+            f.cancel()
+        ex.shutdown(wait=True)
+
+
+def parallel_read_batches(paths, cfg, workers=None):
+    """Like :func:`streamlearn.io.read_batches`, with VW text / LIBSVM chunks parsed by
+    ``workers`` threads (default: the number of CPUs, at most 4) in parallel, in order.
+
+    Other formats (Parquet, by ``PAR1`` magic or ``cfg.fmt``) go to their reader as
+    :func:`~streamlearn.io.read_batches` would send them. With ``workers <= 1`` this is
+    ``read_batches`` itself."""
+    from . import read_batches
+    from .source import GZIP_MAGIC, LAZY_MAGIC, MAGIC, READERS, open_input
+
+    if workers is None:
+        workers = min(4, os.cpu_count() or 1)
+    if isinstance(paths, (str, bytes)):
+        paths = [paths]
+    if workers <= 1 or cfg.fmt not in ("auto", "vw", "libsvm"):
+        yield from read_batches(paths, cfg)
+        return
+    for path in paths:
+        src = open_input(path)
+        try:
+            magic = None
+            if cfg.fmt == "auto" and not src.head.startswith(GZIP_MAGIC):
+                for m, f in list(MAGIC.items()) + list(LAZY_MAGIC.items()):
+                    if src.head.startswith(m):
+                        magic = f
+                        break
+            if magic is not None:
+                if magic == "parquet":
+                    from .parquet import parquet_reader
+                    yield from parquet_reader(src.stream, src.name, cfg)
+                else:  # pragma: no cover - no other binary format registered yet
+                    yield from READERS[magic](src.stream, src.name, cfg)
+                continue
+            yield from _text_parallel(src, cfg, workers)
+        finally:
+            src.close()
