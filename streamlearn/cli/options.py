@@ -93,8 +93,8 @@ def input_options(f):
         click.option("-P", "--progress", "progress", default="2.0", show_default=True,
                      help="Progress rows: a float multiplies the interval (2.0: 1, 2, 4, ...), an integer adds."),
         click.option("--quiet", is_flag=True, help="Nothing on stderr except errors."),
-        click.option("--metrics", type=click.Path(dir_okay=False), default=None,
-                     help="Write the run's figures as JSON to this file."),
+        click.option("--metrics", type=click.Path(dir_okay=False, allow_dash=True), default=None,
+                     help="Write the run's figures as JSON to this file ('-' = stdout)."),
     ]
     for o in reversed(opts):
         f = o(f)

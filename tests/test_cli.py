@@ -1,0 +1,185 @@
+"""Golden CLI runs on sample_data/ through the real entry point (exit codes, files, stderr)."""
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "sample_data"
+A9A = SAMPLE / "a9a_train_3k.libsvm.gz"
+A9A_TEST = SAMPLE / "a9a_test_1k.libsvm.gz"
+NEWS = SAMPLE / "news20_binary_300.vw.gz"
+NEWS_TEST = SAMPLE / "news20_binary_test_100.vw"
+
+
+def sl(*args, stdin=None, cwd=None):
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "streamlearn", *map(str, args)], input=stdin,
+                          capture_output=True, cwd=cwd, env=env)
+
+
+def ok(r):
+    assert r.returncode == 0, r.stderr.decode()[-3000:]
+    return r
+
+
+def lines(p):
+    return Path(p).read_text().splitlines()
+
+
+def test_train_libsvm_gz_reports_like_vw_and_writes_model_and_metrics(tmp_path):
+    r = ok(sl("train", A9A, "--loss_function", "logistic", "-b", 18, "-f", tmp_path / "a.slm",
+              "--metrics", tmp_path / "m.json"))
+    err = r.stderr.decode()
+    for s in ("average  since", "finished run", "number of examples = 3000", "best constant",
+              "total feature number", "average loss"):
+        assert s in err
+    m = json.loads((tmp_path / "m.json").read_text())
+    for k in ("examples", "weighted_examples", "average_loss", "error_rate", "seconds", "examples_per_second",
+              "total_features", "model_bytes", "skipped_lines"):
+        assert k in m
+    assert m["examples"] == 3000 and m["skipped_lines"] == 0
+    assert m["model_bytes"] == os.path.getsize(tmp_path / "a.slm")
+    assert 0.1 < m["error_rate"] < 0.25  # a9a: ~0.16-0.18 after one pass
+    # a9a rows have 13 or 14 features + the constant
+    assert 3000 * 14 <= m["total_features"] <= 3000 * 15
+
+
+def test_predict_needs_no_flags_and_is_reproducible(tmp_path):
+    ok(sl("train", A9A, "--loss_function", "logistic", "-b", 16, "--normalized", "-f", tmp_path / "a.slm", "--quiet"))
+    r1 = ok(sl("predict", "-i", tmp_path / "a.slm", A9A_TEST, "-p", tmp_path / "p1.txt", "--metrics", tmp_path / "m.json"))
+    ok(sl("predict", "-i", tmp_path / "a.slm", A9A_TEST, "-p", tmp_path / "p2.txt"))
+    p1 = lines(tmp_path / "p1.txt")
+    assert len(p1) == 1000 and p1 == lines(tmp_path / "p2.txt")
+    assert "only testing" in r1.stderr.decode()
+    m = json.loads((tmp_path / "m.json").read_text())
+    assert m["examples"] == 1000 and m["error_rate"] < 0.25
+    # train -t with the model gives the same predictions as predict
+    ok(sl("train", "-t", "-i", tmp_path / "a.slm", A9A_TEST, "-p", tmp_path / "p3.txt", "--quiet"))
+    assert lines(tmp_path / "p3.txt") == p1
+    # predict without -p writes to stdout
+    r = ok(sl("predict", "-i", tmp_path / "a.slm", A9A_TEST, "--quiet"))
+    assert r.stdout.decode().splitlines() == p1
+
+
+def test_stdin_vw_with_tags(tmp_path):
+    data = gzip.decompress(NEWS.read_bytes())
+    ok(sl("train", "-d", "-", "--loss_function", "logistic", "-f", tmp_path / "n.slm", "-p", tmp_path / "p.txt",
+          "--quiet", stdin=data))
+    out = lines(tmp_path / "p.txt")
+    assert len(out) == 300
+    first_tag = data.split(b"\n")[0].split(b"|")[0].split(b"'")[1].strip().decode()
+    assert out[0].split()[1] == first_tag
+    # gzip on stdin is detected by its magic bytes
+    ok(sl("train", "-", "--loss_function", "logistic", "-p", tmp_path / "q.txt", "--quiet", stdin=NEWS.read_bytes()))
+    assert lines(tmp_path / "q.txt") == out
+
+
+def test_continue_training_equals_one_run(tmp_path):
+    rows = gzip.decompress(A9A.read_bytes()).splitlines(keepends=True)
+    (tmp_path / "a.txt").write_bytes(b"".join(rows[:1500]))
+    (tmp_path / "b.txt").write_bytes(b"".join(rows[1500:]))
+    args = ["--loss_function", "logistic", "-b", 16, "--normalized", "--quiet"]
+    ok(sl("train", A9A, *args, "-f", tmp_path / "whole.slm"))
+    ok(sl("train", tmp_path / "a.txt", *args, "-f", tmp_path / "half.slm"))
+    ok(sl("train", "-i", tmp_path / "half.slm", tmp_path / "b.txt", "--quiet", "-f", tmp_path / "cont.slm"))
+    ok(sl("predict", "-i", tmp_path / "whole.slm", A9A_TEST, "-p", tmp_path / "pw.txt", "--quiet"))
+    ok(sl("predict", "-i", tmp_path / "cont.slm", A9A_TEST, "-p", tmp_path / "pc.txt", "--quiet"))
+    assert lines(tmp_path / "pw.txt") == lines(tmp_path / "pc.txt")
+
+
+def test_passes(tmp_path):
+    ok(sl("train", A9A, "--passes", 2, "--metrics", tmp_path / "m.json", "--quiet"))
+    assert json.loads((tmp_path / "m.json").read_text())["examples"] == 6000
+    r = sl("train", "-", "--passes", 2, stdin=b"1 | a\n")
+    assert r.returncode == 2 and b"stdin" in r.stderr.lower() or b"standard input" in r.stderr
+
+
+def test_malformed_lines_are_reported_skipped_and_counted(tmp_path):
+    f = tmp_path / "bad.vw"
+    f.write_text("1 | a b:2\nxx | a\n-1 | a b:zz\n1 | c\n")
+    r = ok(sl("train", f, "--metrics", tmp_path / "m.json"))
+    err = r.stderr.decode()
+    assert f"{f}:2:" in err and f"{f}:3:" in err
+    m = json.loads((tmp_path / "m.json").read_text())
+    assert m["examples"] == 2 and m["skipped_lines"] == 2
+    r = sl("train", f, "--strict", "-f", tmp_path / "x.slm")
+    assert r.returncode == 1 and f"{f}:2" in r.stderr.decode() and b"Traceback" not in r.stderr
+    assert not (tmp_path / "x.slm").exists()
+
+
+def test_bad_files_exit_1_one_line_no_output_left(tmp_path):
+    r = sl("train", tmp_path / "missing.vw", "-f", tmp_path / "m.slm")
+    assert r.returncode == 1 and b"Traceback" not in r.stderr and b"missing.vw" in r.stderr
+    assert len(r.stderr.decode().strip().splitlines()) == 1
+    # truncated gzip
+    t = tmp_path / "trunc.gz"
+    t.write_bytes(A9A.read_bytes()[:5000])
+    r = sl("train", t, "-f", tmp_path / "m.slm", "--quiet")
+    assert r.returncode == 1 and b"trunc.gz" in r.stderr and b"Traceback" not in r.stderr
+    assert not (tmp_path / "m.slm").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["trunc.gz"]
+    # corrupt / foreign model
+    ok(sl("train", A9A, "-f", tmp_path / "m.slm", "--quiet"))
+    raw = bytearray((tmp_path / "m.slm").read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    (tmp_path / "bad.slm").write_bytes(bytes(raw))
+    r = sl("predict", "-i", tmp_path / "bad.slm", A9A_TEST, "-p", tmp_path / "p.txt")
+    assert r.returncode == 1 and b"corrupt" in r.stderr and b"Traceback" not in r.stderr
+    assert not (tmp_path / "p.txt").exists()
+    r = sl("predict", "-i", A9A, A9A_TEST)
+    assert r.returncode == 1 and b"not a streamlearn model" in r.stderr
+
+
+def test_existing_model_survives_a_failed_run(tmp_path):
+    ok(sl("train", A9A, "-f", tmp_path / "m.slm", "--quiet"))
+    before = (tmp_path / "m.slm").read_bytes()
+    t = tmp_path / "trunc.gz"
+    t.write_bytes(A9A.read_bytes()[:5000])
+    r = sl("train", t, "-f", tmp_path / "m.slm", "--quiet", "-p", tmp_path / "p.txt")
+    assert r.returncode == 1
+    assert (tmp_path / "m.slm").read_bytes() == before
+    # predictions made before the error are kept, each a complete line
+    got = (tmp_path / "p.txt").read_text()
+    assert got == "" or got.endswith("\n")
+
+
+def test_usage_errors_exit_2(tmp_path):
+    r = sl("train", "--no_such_option", A9A)
+    assert r.returncode == 2 and b"Usage" in r.stderr
+    r = sl("train", "-b", "lots", A9A)
+    assert r.returncode == 2
+    r = sl("train", "--loss_function", "cubic", A9A)
+    assert r.returncode == 2
+
+
+def test_predict_into_closed_pipe_exits_quietly(tmp_path):
+    ok(sl("train", A9A, "-f", tmp_path / "m.slm", "--quiet"))
+    big = tmp_path / "big.libsvm"
+    big.write_bytes(gzip.decompress(A9A.read_bytes()) * 20)
+    cmd = (f"{sys.executable} -m streamlearn predict -i {tmp_path / 'm.slm'} {big} --quiet | head -1")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == b"" and len(r.stdout.splitlines()) == 1
+
+
+def test_quiet_and_additive_progress(tmp_path):
+    r = ok(sl("train", A9A, "--quiet"))
+    assert r.stderr == b""
+    r = ok(sl("train", A9A, "-P", 1000))
+    rows = [l for l in r.stderr.decode().splitlines() if l[:1].isdigit()]
+    assert [int(l.split()[2]) for l in rows] == [1000, 2000, 3000]
+
+
+def test_quadratic_and_noconstant_change_features(tmp_path):
+    base = json.loads(ok(sl("train", NEWS_TEST, "--quiet", "--metrics", "-")).stdout)
+    noc = json.loads(ok(sl("train", NEWS_TEST, "--quiet", "--noconstant", "--metrics", "-")).stdout)
+    assert base["total_features"] - noc["total_features"] == 100
+    q = json.loads(ok(sl("train", NEWS_TEST, "--quiet", "-q", "sb", "--metrics", "-")).stdout)
+    assert q["total_features"] > 3 * base["total_features"]
