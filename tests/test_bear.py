@@ -390,3 +390,37 @@ def test_inverse_schedule_and_override():
     assert A.eta == 0.05 and A.schedule == 0
     with pytest.raises(ValueError):
         A.override(top_k=3)
+
+
+def test_select_module_and_command(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from streamlearn.api import save_model
+    from streamlearn.cli import cli
+    from streamlearn.select import format_rows, select_rows
+
+    batch, keys = _stream(seed=15)
+    A = Bear(sketch_rows=3, sketch_width=50, top_k=6, minibatch=5, loss_function="logistic")
+    for _ in range(3):
+        A.learn_batch(batch)
+    A.finish()
+    rows = select_rows(A, 4)
+    assert len(rows) == 4 and all(r.name.startswith("s^f") for r in rows)
+    assert [abs(r.weight) for r in rows] == sorted((abs(r.weight) for r in rows), reverse=True)
+    path = tmp_path / "m.slm"
+    save_model(str(path), A, {})
+    res = CliRunner().invoke(cli, ["select", "-i", str(path), "--top_k", "4"])
+    assert res.exit_code == 0, res.output
+    assert res.output == format_rows(rows, "tsv")
+    assert res.output.splitlines()[0] == "name\thash\tweight"
+    res = CliRunner().invoke(cli, ["select", "-i", str(path), "--format", "json"])
+    data = json.loads(res.output)
+    assert len(data) == 6 and data[0]["name"] == rows[0].name and data[0]["hash"] == rows[0].hash
+    M = Bear(sketch_rows=3, sketch_width=20, top_k=3, oaa=3)
+    b3, _ = _stream(seed=16, K=3)
+    M.learn_batch(b3)
+    M.finish()
+    r3 = select_rows(M)
+    assert {r.cls for r in r3} <= {1, 2, 3} and "\tclass" in format_rows(r3).splitlines()[0]
