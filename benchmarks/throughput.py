@@ -49,7 +49,8 @@ SL = [PY, "-m", "streamlearn"]
 
 
 def run(cmd, stdin=None, stdout=subprocess.DEVNULL, capture_err=True, shell=False):
-    """Run ``cmd``; returns (wall seconds, peak RSS MB of the child tree, stderr text, rc)."""
+    """Run ``cmd``; returns (wall seconds, peak RSS MB of the child tree, stderr text, rc);
+    the CPU seconds (user + sys) of the child tree go to ``run.cpu``."""
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdin=stdin, stdout=stdout, env=ENV, shell=shell,
                          stderr=subprocess.PIPE if capture_err else None)
@@ -57,6 +58,7 @@ def run(cmd, stdin=None, stdout=subprocess.DEVNULL, capture_err=True, shell=Fals
     _, status, ru = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t0
     p.returncode = os.waitstatus_to_exitcode(status)
+    run.cpu = ru.ru_utime + ru.ru_stime
     return wall, ru.ru_maxrss / 1024.0, err, p.returncode
 
 
@@ -148,7 +150,7 @@ def main(argv=None):
     # warm-up: numba caches, page cache
     for name, kind, cmd, _ in cs:
         run([x.replace("METRICS", str(wd / "warm.json")) for x in cmd])
-    res = {c[0]: {"wall": [], "rss": [], "inrun": []} for c in cs}
+    res = {c[0]: {"wall": [], "rss": [], "inrun": [], "cpu": []} for c in cs}
     for r in range(a.reps):
         for name, kind, cmd, _ in cs:
             mpath = wd / "m.json"
@@ -164,8 +166,9 @@ def main(argv=None):
             res[name]["wall"].append(wall)
             res[name]["rss"].append(rss)
             res[name]["inrun"].append(inrun)
+            res[name]["cpu"].append(run.cpu)
     hdr = (f"{'case':34s} {'wall s':>7s} {'ex/s':>9s} {'MB/s':>7s} {'RSS MB':>7s} {'x VW':>6s} "
-           f"{'in-run ex/s':>11s} {'x VW':>6s}")
+           f"{'in-run ex/s':>11s} {'x VW':>6s} {'CPU s':>6s}")
     print(hdr)
     print("-" * len(hdr))
     med = {}
@@ -180,7 +183,7 @@ def main(argv=None):
             ratio = f"{med[base][0] / w:6.2f}"
             ratio_in = f"{med[base][1] / i:6.2f}"
         print(f"{name:34s} {w:7.2f} {a.n / w:9.0f} {sizes[kind] / 1e6 / w:7.1f} {rss:7.0f} {ratio:>6s} "
-              f"{a.n / i:11.0f} {ratio_in:>6s}")
+              f"{a.n / i:11.0f} {ratio_in:>6s} {statistics.median(d['cpu']):6.2f}")
 
     # start-up
     small = wd / "k1.vw"
