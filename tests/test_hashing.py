@@ -116,3 +116,23 @@ def test_quadratic_pairs_like_vw():
         quadratic_pairs(("abc",))
     with pytest.raises(ConfigError):
         quadratic_pairs(("a",))
+
+
+def test_io_kernel_modules_are_cached_and_nogil():
+    """Every function in the io kernel modules is an @njit(cache=True, nogil=True) kernel
+    (CONVENTIONS 7); only the table builder runs at import time in Python."""
+    import inspect
+
+    from numba.core.registry import CPUDispatcher
+
+    from streamlearn.io import _hash_kernels, _text_kernels
+
+    for mod in (_hash_kernels, _text_kernels):
+        for name, obj in vars(mod).items():
+            if getattr(obj, "__module__", None) != mod.__name__:
+                continue
+            if isinstance(obj, CPUDispatcher):
+                assert type(obj._cache).__name__ != "NullCache", name
+                assert obj.targetoptions.get("nogil") is True, name
+            elif inspect.isfunction(obj):
+                assert name == "_pow10_tables", f"{mod.__name__}.{name} is not a kernel"
