@@ -170,8 +170,9 @@ def _batches(cfg: RunConfig, reader: dict, keep_names: bool):
     Environment: ``STREAMLEARN_PREFETCH`` = queue depth in batches (0: read on the main
     thread), ``STREAMLEARN_PARSE_THREADS`` = text parsing threads (default: CPUs, <= 4)."""
     from .io import ReaderConfig
-    from .io.prefetch import parallel_read_batches, prefetch
+    from .io.prefetch import bound_malloc, parallel_read_batches, prefetch
 
+    bound_malloc()  # flat RSS over arbitrarily long streams (see its docstring)
     rc = ReaderConfig(fmt=cfg.fmt, quadratic=tuple(reader.get("quadratic", ())),
                       constant=bool(reader.get("constant", True)), keep_names=keep_names,
                       chunk_bytes=cfg.chunk_bytes, strict=cfg.strict)
