@@ -74,7 +74,7 @@ def vw_normalized_reference(X, y, loss_name, eta=0.5, imp=None):
         w[idx[resc]] *= old[resc] / ax[resc]
         N[idx[grow]] = ax[grow]
         norm_x = float(np.sum(x * x / N[idx] ** 2))
-        rate = 1.0 / (np.sqrt(G[idx]) * N[idx])
+        rate = np.where(G[idx] > 0, 1.0 / np.sqrt(np.maximum(G[idx], 1e-300)) / N[idx], 0.0)
         sum_norm_x += imp[t] * norm_x
         total_w += imp[t]
         mult = math.sqrt(total_w / sum_norm_x)

@@ -59,3 +59,14 @@ def test_vw_wexpmx_solves_lambert_equation():
         w = wexpmx(x) + x
         # w e^w = e^x  <=>  w + log w = x
         assert abs(w + np.log(w) - x) < 1e-9 * max(1.0, abs(x))
+
+
+@pytest.mark.parametrize("normalized", [False, True])
+def test_vanishing_gradients_do_not_divide_by_zero(normalized):
+    # a separable stream drives the logistic margin so high that g^2 underflows float32
+    X = np.tile([[50.0, 1.0]], (400, 1))
+    y = np.ones(400)
+    learner = AdaGrad(loss_function="logistic", normalized=normalized, learning_rate=5.0)
+    pred, loss = learner.learn_batch(Batch.from_dense(X, y))
+    assert np.isfinite(pred).all() and np.isfinite(learner.w).all()
+    assert pred[-1] > 20

@@ -125,10 +125,12 @@ def adagrad_run(offsets, indices, values, labels, weights,
                         w[j] *= N[j] / ax
                     N[j] = ax
                 norm_x += x2 / (np.float64(N[j]) * N[j])
-                rate = 1.0 / (math.sqrt(np.float64(G[j])) * N[j])
-                ppu += x2 * rate
+                if G[j] > 0.0:  # float32 G can underflow to 0 for a vanishing gradient
+                    ppu += x2 / (math.sqrt(np.float64(G[j])) * N[j])
             scal[0] += imp * norm_x
             scal[1] += imp
+            if ppu <= 0.0 or scal[0] <= 0.0:
+                continue
             mult = math.sqrt(scal[1] / scal[0])
             ppu *= mult
             upd = _invariant_update(loss_code, p, y, eta * imp, ppu)
@@ -140,8 +142,8 @@ def adagrad_run(offsets, indices, values, labels, weights,
                 x = values[k]
                 if x * x < X2_MIN:
                     x = X_MIN if x > 0 else -X_MIN
-                rate = 1.0 / (math.sqrt(np.float64(G[j])) * N[j])
-                w[j] += upd * x * rate
+                if G[j] > 0.0:
+                    w[j] += upd * x / (math.sqrt(np.float64(G[j])) * N[j])
         else:
             dl = loss_deriv(loss_code, p, y) * imp
             if dl == 0.0:
