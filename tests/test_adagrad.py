@@ -69,4 +69,4 @@ def test_vanishing_gradients_do_not_divide_by_zero(normalized):
     learner = AdaGrad(loss_function="logistic", normalized=normalized, learning_rate=5.0)
     pred, loss = learner.learn_batch(Batch.from_dense(X, y))
     assert np.isfinite(pred).all() and np.isfinite(learner.w).all()
-    assert pred[-1] > 20
+    assert pred[-1] > 5
