@@ -59,6 +59,8 @@ def vw_normalized_reference(X, y, loss_name, eta=0.5, imp=None):
         p = float(w[idx] @ x)
         if loss.name == "squared":
             p = min(max(p, lo_lab), hi_lab)
+        elif loss.name == "logistic":
+            p = min(max(p, -50.0), 50.0)
         preds[t] = p
         yy = float(loss.target(y[t]))
         if loss.name == "squared":

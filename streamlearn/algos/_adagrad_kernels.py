@@ -81,11 +81,19 @@ def adagrad_run(offsets, indices, values, labels, weights,
         p = 0.0
         for k in range(a, b):
             p += w[np.int64(indices[k]) & mask] * values[k]
-        if normalized and loss_code == SQUARED:
-            if p < scal[2]:
-                p = scal[2]
-            elif p > scal[3]:
-                p = scal[3]
+        if normalized:
+            # VW clips scalar predictions to its label range: the labels seen so far for
+            # squared loss, [-50, 50] for logistic loss
+            if loss_code == SQUARED:
+                if p < scal[2]:
+                    p = scal[2]
+                elif p > scal[3]:
+                    p = scal[3]
+            elif loss_code == LOGISTIC:
+                if p < -50.0:
+                    p = -50.0
+                elif p > 50.0:
+                    p = 50.0
         pred_out[i] = p
         lab = labels[i]
         if math.isnan(lab):
