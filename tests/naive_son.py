@@ -42,10 +42,11 @@ class NaiveSON:
     """SON Alg. 1 + Alg. 3 on dense vectors of length d."""
 
     def __init__(self, d, m, alpha, V0=None, sigma_eta=0.125, gamma_c=1.0, gamma_t0=0.0,
-                 proj_c=0.0, diag=True, loss="squared"):
+                 proj_c=0.0, diag=True, loss="squared", diag_order="paper"):
         self.d, self.m, self.alpha = d, m, alpha
         self.sigma_eta, self.gamma_c, self.gamma_t0 = sigma_eta, gamma_c, gamma_t0
         self.C, self.diag, self.loss = proj_c, diag, loss
+        self.diag_vw = diag and diag_order == "vw"
         self.u = np.zeros(d)  # Alg. 1 line 1
         self.t = 0  # Alg. 3 SketchInit
         self.Lam = np.zeros(m)
@@ -76,6 +77,9 @@ class NaiveSON:
             return p
         y = _target(self.loss, label)
         dl = _deriv(self.loss, p, y)
+        if self.diag_vw:  # VW's order: D first, then the update step sees D_{t+1}^{-1/2} x
+            self.D = self.D + weight * (dl * x) ** 2
+            xt = x / np.sqrt(self.D)
         g = weight * dl * xt  # line 6
         gh = np.sqrt(self.sigma_eta * weight) * dl * xt  # to-sketch vector
         # Alg. 3 SketchUpdate with Eq. 4
@@ -89,5 +93,6 @@ class NaiveSON:
         S, H = self.S_H()
         # Alg. 1 line 8
         self.u = w - (g - S.T @ (H @ (S @ g))) / self.alpha
-        self.D = self.D + weight * (dl * x) ** 2
+        if not self.diag_vw:
+            self.D = self.D + weight * (dl * x) ** 2
         return p

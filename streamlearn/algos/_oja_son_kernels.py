@@ -26,6 +26,8 @@ C_S = 2  # scratch (sums over duplicate indices of one example)
 C_Z = 3  # first column of Z^T (Alg. 5)
 HASH_MULT = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing
 D0 = 0.1  # D_1 = 0.1 I (Sec. 5.2)
+REMAT_AMORTIZE = 8  # re-materialise at most once per (stored features / 8) learned examples ...
+HARD_COND = 1e4  # ... unless the cond(Z) bound exceeds HARD_COND * max_cond
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -221,12 +223,12 @@ def rematerialize(keys, tab, F, K, b, n_assigned):
 @njit(cache=True, nogil=True)
 def son_run(offsets, indices, values, labels, weights, start,
             keys, shift, tab, ints, flt, F, K, lam, b, assigned,
-            mask, loss_code, alpha, sigma_eta, gamma_c, gamma_t0, proj_c, diag, max_cond,
+            mask, loss_code, alpha, sigma_eta, gamma_c, gamma_t0, proj_c, diag, diag_vw, max_cond,
             learn, pred_out, loss_out, slot_buf, xt_buf):
     """Sparse Oja-SON (SON Alg. 4 + Alg. 5) over examples ``start..n-1`` in order: predict,
     record, then (if ``learn``, the label is not NaN and the weight is > 0) update.
 
-    ``ints = [t, n_assigned, n_occupied, n_remat]``, ``flt = [cond_estimate]``.
+    ``ints = [t, n_assigned, n_occupied, n_remat, t_last_remat]``, ``flt = [cond_estimate]``.
     Returns ``(next, learned)``: ``next < n`` means the hash table must grow before example
     ``next`` (the caller grows it and calls again from ``next``).
     """
@@ -342,6 +344,15 @@ def son_run(offsets, indices, values, labels, weights, start,
         dl = loss_deriv(loss_code, p, y)
         gcoef = imp * dl  # g = gcoef * x~
         gs = dl * math.sqrt(sigma_eta * imp)  # to-sketch vector g^ = gs * x~
+        if diag and diag_vw and dl != 0.0:
+            # VW's order: D_{t+1} = D_t + h (l' x)^2 first, then the update uses D_{t+1}^{-1/2} x
+            _accumulate_d(tab, slot_buf, values, a, s, imp * dl * dl)
+            xx = _rescale(tab, slot_buf, values, a, s, xt_buf, z, m)
+            for r in range(m):
+                acc = 0.0
+                for q in range(r + 1):
+                    acc += F[r, q] * z[q]
+                xh[r] = acc
         # ---- Alg. 5 SketchUpdate ----
         ints[0] += 1
         tf = float(ints[0])
@@ -368,19 +379,25 @@ def son_run(offsets, indices, values, labels, weights, start,
                     for r in range(m):
                         tab[sl, C_Z + r] += delta[r] * gk
                     tab[sl, C_U] -= db * gk
-                # line 4: F <- Decompose(F, K), unless Z is getting ill-conditioned
+                # line 4: F <- Decompose(F, K), unless Z is getting ill-conditioned. A
+                # re-materialisation costs O(m^2 n) for n stored features, so above max_cond it
+                # waits until n / REMAT_AMORTIZE examples were learned since the last one (the
+                # cost per example stays O(m^2)); above HARD_COND * max_cond it is done at once.
                 ok = False
-                if flt[0] * (1.0 + gam_t * gg) <= max_cond:
+                allow = (ints[0] - ints[4]) * REMAT_AMORTIZE >= ints[2]
+                bound = flt[0] * (1.0 + gam_t * gg)
+                if bound <= max_cond or not allow:
                     ok = decompose(F, K, Q, KQ, beta, Kb)
                     if ok:
                         for r in range(m):
                             for q in range(m):
                                 F[r, q] = Q[r, q]
                         flt[0] = _estimate_cond(F, K)
-                if not ok or not (flt[0] <= max_cond):
+                if not ok or not (flt[0] <= HARD_COND * max_cond) or (allow and flt[0] > max_cond):
                     rematerialize(keys, tab, F, K, b, ints[1])
                     flt[0] = _estimate_cond(F, K)
                     ints[3] += 1
+                    ints[4] = ints[0]
                 # Eq. 5: b += (1/alpha) F^T (t Lambda H) F Z g   (Z, F after the sketch update)
                 for r in range(m):
                     z[r] = 0.0
@@ -405,17 +422,42 @@ def son_run(offsets, indices, values, labels, weights, start,
             step = gcoef / alpha
             for k in range(s):
                 tab[slot_buf[k], C_U] -= step * xt_buf[k]
-            # D_{t+1} = D_t + imp * (l' x)^2 in original coordinates (duplicates summed)
-            if diag:
-                for k in range(s):
-                    tab[slot_buf[k], C_S] = 0.0
-                for k in range(s):
-                    tab[slot_buf[k], C_S] += values[a + k]
-                g2 = imp * dl * dl
-                for k in range(s):
-                    sl = slot_buf[k]
-                    v = tab[sl, C_S]
-                    if v != 0.0:
-                        tab[sl, C_D] += g2 * v * v
-                        tab[sl, C_S] = 0.0
+            # paper order (Sec. 5.2): D_{t+1} = D_t + h (l' x)^2 after the update
+            if diag and not diag_vw:
+                _accumulate_d(tab, slot_buf, values, a, s, imp * dl * dl)
     return n, learned
+
+
+@njit(cache=True, nogil=True)
+def _accumulate_d(tab, slot_buf, values, a, s, g2):
+    """D_j += g2 * x_j^2 in original coordinates, duplicate indices summed first."""
+    for k in range(s):
+        tab[slot_buf[k], C_S] = 0.0
+    for k in range(s):
+        tab[slot_buf[k], C_S] += values[a + k]
+    for k in range(s):
+        sl = slot_buf[k]
+        v = tab[sl, C_S]
+        if v != 0.0:
+            tab[sl, C_D] += g2 * v * v
+            tab[sl, C_S] = 0.0
+
+
+@njit(cache=True, nogil=True)
+def _rescale(tab, slot_buf, values, a, s, xt_buf, z, m):
+    """x~ = D^{-1/2} x with the current D; z = Z x~; returns ||x~||^2 (duplicates summed)."""
+    for r in range(m):
+        z[r] = 0.0
+    for k in range(s):
+        sl = slot_buf[k]
+        xk = values[a + k] / math.sqrt(D0 + tab[sl, C_D])
+        xt_buf[k] = xk
+        for r in range(m):
+            z[r] += tab[sl, C_Z + r] * xk
+        tab[sl, C_S] = 0.0
+    for k in range(s):
+        tab[slot_buf[k], C_S] += xt_buf[k]
+    xx = 0.0
+    for k in range(s):
+        xx += xt_buf[k] * tab[slot_buf[k], C_S]
+    return xx

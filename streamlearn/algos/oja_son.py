@@ -36,11 +36,14 @@ Design choices
 * **Growth of the representation.** ``Z_t = Z_0 prod (I + Gamma g^ g^T)`` is an
   un-normalised power iteration: its rows align and grow, K = Z Z^T becomes ill-conditioned
   (Gram-Schmidt in the K inner product then loses ~eps cond(Z)^2) and eventually overflows.
-  We track ``||F||_F ||Z||_F >= cond(Z)`` (O(m^2)); when it would exceed ``max_cond`` we
-  *re-materialise*: ``u_bar += Z^T b``, ``b = 0``, ``Z <- GramSchmidt(F Z)`` computed explicitly
+  We track ``||F||_F ||Z||_F >= cond(Z)`` (O(m^2)); when it would exceed ``max_cond`` (and
+  at least n/8 examples were learned since the last time, n = stored features, so that the
+  cost per example stays O(m^2); or at once above 10^4 ``max_cond``, or if Gram-Schmidt finds
+  dependent rows) we *re-materialise*: ``u_bar += Z^T b``, ``b = 0``, ``Z <- GramSchmidt(F Z)`` computed explicitly
   over the stored features (Gram matrix recomputed exactly, twice), ``F = I``,
   ``K = Z Z^T``. This is the same w and V, with Z orthonormal again; it costs O(m^2 n) for n
-  stored features, and it is needed O(log T) times (growth is ~ sum Gamma_t ||g^||^2).
+  stored features. With the default diagonal scaling (VW order) ||g^||^2 <= s sigma_eta, so the
+  growth ~ sum_t Gamma_t ||g^||^2 is logarithmic in T and re-materialisations are rare.
 * **Diagonal pre-scaling, paper order** (NOTES_SON item 3): round t feeds ``D_t^{-1/2} x_t``
   with ``D_1 = 0.1 I``, and ``D_{t+1} = D_t + imp * (l'(p_t) x_t)^2`` (gradient in original
   coordinates) after the update. ``--no_diag`` feeds ``x_t`` unchanged.
@@ -79,6 +82,9 @@ class OjaSON(Learner):
         Param("no_diag", bool, False,
               "Oja-SON: turn off the diagonal pre-scaling D_t^{-1/2} x_t of SON Sec. 5.2.",
               structural=True),
+        Param("diag_order", ("paper", "vw"), "vw",
+              "Oja-SON diagonal pre-scaling order: paper (round t uses D_t) or vw (D updated with "
+              "the current gradient before the update step, as VW's OjaNewton).", structural=True),
         Param("oja_gamma", float, 1.0,
               "Oja-SON: Oja step schedule Gamma_t = oja_gamma / (t + oja_t0)."),
         Param("oja_t0", float, 0.0,
@@ -98,8 +104,11 @@ class OjaSON(Learner):
             raise ValueError(f"--sketch_size must be >= 0, got {m}")
         self.m = m
         self.diag = not bool(self.hyper["no_diag"])
+        if self.hyper["diag_order"] not in ("paper", "vw"):
+            raise ValueError(f"--diag_order must be paper or vw, got {self.hyper['diag_order']!r}")
+        self.diag_vw = self.hyper["diag_order"] == "vw"
         self._alloc_table(MIN_CAP)
-        self.ints = np.zeros(4, np.int64)  # t, n_assigned, n_occupied, n_remat
+        self.ints = np.zeros(5, np.int64)  # t, n_assigned, n_occupied, n_remat, t at last remat
         self.flt = np.array([float(m)])  # bound on cond(Z): ||F||_F ||Z||_F = m at start
         self.F = np.eye(m)
         self.K = np.eye(m)
@@ -107,6 +116,10 @@ class OjaSON(Learner):
         self.b = np.zeros(m)
         self.assigned = np.full(m, -1, np.int64)
         self._apply_hyper()
+
+    @classmethod
+    def default_hyper(cls, name):
+        return {p.name: p.default for p in cls.PARAMS}[name]
 
     # -- hyper-parameters ---------------------------------------------------------------
     def _apply_hyper(self):
@@ -160,7 +173,7 @@ class OjaSON(Learner):
                                 self.keys, self.shift, self.tab, self.ints, self.flt, self.F, self.K,
                                 self.lam, self.b, self.assigned, self.mask, self.loss.code, self.alpha,
                                 self.sigma_eta, self.gamma_c, self.gamma_t0, self.proj_c, self.diag,
-                                self.max_cond, bool(learn), pred, loss, slot_buf, xt_buf)
+                                self.diag_vw, self.max_cond, bool(learn), pred, loss, slot_buf, xt_buf)
             self.examples_learned += int(learned)
             if nxt >= n:
                 break
@@ -197,6 +210,7 @@ class OjaSON(Learner):
             _k().rematerialize(self.keys, self.tab, self.F, self.K, self.b, int(self.ints[1]))
             self.flt[0] = float(np.linalg.norm(self.F) * np.sqrt(max(np.trace(self.K), 0.0)))
             self.ints[3] += 1
+            self.ints[4] = self.ints[0]
 
     @property
     def n_remat(self) -> int:
@@ -211,7 +225,7 @@ class OjaSON(Learner):
 
     def _load_arrays(self, arrays):
         m = self.m
-        shapes = {"ints": ((4,), np.int64), "flt": ((1,), np.float64), "F": ((m, m), np.float64),
+        shapes = {"ints": ((5,), np.int64), "flt": ((1,), np.float64), "F": ((m, m), np.float64),
                   "K": ((m, m), np.float64), "lam": ((m,), np.float64), "b": ((m,), np.float64),
                   "assigned": ((m,), np.int64)}
         for k, (shape, dt) in shapes.items():
