@@ -276,3 +276,22 @@ def test_parallel_text_parsing_equals_sequential(tmp_path):
     # Parquet by magic goes to the Parquet reader
     _same(list(parallel_read_batches([str(DATA / "pq_sparse.parquet")], ReaderConfig(), workers=2)),
           _read(DATA / "pq_sparse.parquet"))
+
+
+def test_bound_malloc_is_idempotent():
+    from streamlearn.io.prefetch import bound_malloc
+
+    first = bound_malloc()
+    assert bound_malloc() is first
+
+
+def test_cli_import_stays_light():
+    """``streamlearn --help`` must not pay for numba or pyarrow (they load on first use)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, streamlearn.cli; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'numba', 'pyarrow'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=str(DATA.parents[1]), check=True).stdout.strip()
+    assert out == "[]"
