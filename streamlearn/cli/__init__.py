@@ -54,8 +54,20 @@ def _register():
 _register()
 
 
+def _hide_scipy():
+    """Start-up: numba imports scipy.linalg (~0.25 CPU-s) during its first dispatch when
+    scipy is installed, only to offer np.linalg in kernels; no streamlearn kernel uses it.
+    The CLI process therefore marks scipy absent (``STREAMLEARN_ALLOW_SCIPY=1`` opts out).
+    The Python API is left alone."""
+    import os
+
+    if "scipy" not in sys.modules and not os.environ.get("STREAMLEARN_ALLOW_SCIPY"):
+        sys.modules["scipy"] = None
+
+
 def main(argv=None):
     """Console-script entry point."""
+    _hide_scipy()
     try:
         cli.main(args=argv, prog_name="streamlearn", standalone_mode=True)
     except KeyboardInterrupt:
