@@ -4,6 +4,7 @@ Design (Sec. 5.1): T = 10,000 Gaussian rows Z, d = 100, a random orthonormal bas
 lambda = (1, ..., 1, then 10 values rising linearly to kappa), X = Z diag(lambda)^{1/2} V^T,
 y = sign(theta^T x); the same Z, V, theta for every kappa in {10, 20, ..., 200}. Squared loss,
 one pass, the best step of a grid; medians over --seeds data seeds (the seed draws Z, V, theta).
+Runs that diverge (|prediction| > 1e8) are stopped early and count as error 1.
 
 Fig. 1 is the algorithm *without* diagonal adaptation (Sec. 5.2 adds it later): columns
 ``son m=0/5/10`` are ``--no_diag``; ``diag m=0/10`` are the same with the default diagonal
@@ -55,11 +56,20 @@ def err(p, y):
     return float(np.mean(np.where(p > 0, 1.0, -1.0) != y))
 
 
+def run_abort(learner, batch, y, chunk=1000, limit=1e8):
+    """Progressive error of one pass; a run whose predictions exceed ``limit`` (labels are
+    +-1: it has diverged) is stopped and counted as error 1."""
+    ps = []
+    for a in range(0, batch.n, chunk):
+        p, _ = learner.learn_batch(batch.slice(a, min(batch.n, a + chunk)))
+        if not np.all(np.abs(p) < limit):
+            return 1.0
+        ps.append(p)
+    return err(np.concatenate(ps), y)
+
+
 def best(make, grid, batch, y):
-    errs = []
-    for a in grid:
-        p, _ = make(a).learn_batch(batch)
-        errs.append(err(p, y) if np.all(np.isfinite(p)) else 1.0)
+    errs = [run_abort(make(a), batch, y) for a in grid]
     i = int(np.argmin(errs))
     return errs[i], grid[i]
 
