@@ -43,7 +43,10 @@ Design choices
   over the stored features (Gram matrix recomputed exactly, twice), ``F = I``,
   ``K = Z Z^T``. This is the same w and V, with Z orthonormal again; it costs O(m^2 n) for n
   stored features. With the default diagonal scaling (VW order) ||g^||^2 <= s sigma_eta, so the
-  growth ~ sum_t Gamma_t ||g^||^2 is logarithmic in T and re-materialisations are rare.
+  growth ~ sum_t Gamma_t ||g^||^2 is logarithmic in T and re-materialisations are rare. In a
+  run that diverges (e.g. ``--no_diag`` on raw features with too small an alpha) single steps
+  grow cond(Z) by > 1e8, Gram-Schmidt breaks down and a re-materialisation happens almost
+  every example (slow, O(m^2 n) each, but the predictions stay finite).
 * **Diagonal pre-scaling, paper order** (NOTES_SON item 3): round t feeds ``D_t^{-1/2} x_t``
   with ``D_1 = 0.1 I``, and ``D_{t+1} = D_t + imp * (l'(p_t) x_t)^2`` (gradient in original
   coordinates) after the update. ``--no_diag`` feeds ``x_t`` unchanged.
