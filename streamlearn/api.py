@@ -154,7 +154,7 @@ def _check_inputs(paths):
         if not os.path.exists(p):
             raise InputError(f"{p}: no such file")
         if os.path.isdir(p):
-            if not any(f.endswith(".parquet") for f in os.listdir(p)):
+            if not any(f.endswith(".parquet") for _, _, fs in os.walk(p) for f in fs):
                 raise InputError(f"{p}: is a directory (with no .parquet files)")
             continue
         if not os.access(p, os.R_OK):
