@@ -85,7 +85,7 @@ def dense_grad(X, y, w, B, code, K):
 
 
 def dense_olbfgs(X, y, K, code, b, eta, passes, tau=5, eps=1e-8, second_order=True, w=None,
-                 damping=0.0):
+                 damping=0.0, mask_r=False):
     """Plain minibatch oLBFGS (or SGD) over dense weights: the reference BEAR and MISSION
     must equal when the sketch has no collisions and k >= p. As in BEAR, the secant pair is
     taken on the features in the model before the step (the non-zero weights: all but at
@@ -105,6 +105,8 @@ def dense_olbfgs(X, y, K, code, b, eta, passes, tau=5, eps=1e-8, second_order=Tr
             B1m = np.where(B != 0, B1, 0.0)  # the same top-k set (all non-zero weights)
             G1, _ = dense_grad(X[idx], y[idx], w[idx], B1m, code, K)
             s, r = (B1m - B).ravel(), (G1 - G).ravel()
+            if mask_r:  # Bear.secant_topk: r only on the top-k set (the non-zero weights)
+                r = np.where(B.ravel() != 0, r, 0.0)
             r = r + damping * s
             if s @ r > eps * np.linalg.norm(s) * np.linalg.norm(r) and r @ r > 0:
                 pairs.append((s, r))
@@ -240,6 +242,57 @@ def test_bear_multiclass_equals_joint_olbfgs():
     assert acc > 0.8
     with pytest.raises(ValueError):
         L.learn_batch(Batch.from_dense(X[:2], np.array([0.0, 1.0]), hashes=keys))
+
+
+class _BearTopkR(Bear):
+    secant_topk = True
+
+
+def test_secant_topk_equals_masked_olbfgs_without_collisions():
+    """Bear.secant_topk (r restricted to the top-k set) == dense oLBFGS with r masked there."""
+    rng = np.random.default_rng(17)
+    n, p, R, W = 120, 20, 3, 80
+    X = rng.normal(size=(n, p)) * (rng.random((n, p)) < 0.5)
+    y = np.where(X[:, :3] @ np.array([1.0, -1.0, 0.7]) > 0, 1.0, -1.0)
+    keys = collision_free_keys(p, R, W, seed=3)
+    Bref, pref = dense_olbfgs(X, y, 0, 1, 10, 0.2, 2, damping=0.5, mask_r=True)
+    L = _BearTopkR(sketch_rows=R, sketch_width=W, top_k=p, minibatch=10, learning_rate=0.2,
+                   loss_function="logistic", curvature_damping=0.5)
+    batch = Batch.from_dense(X, y, hashes=keys)
+    preds = np.concatenate([L.learn_batch(batch)[0] for _ in range(2)])
+    np.testing.assert_allclose(preds, pref, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(learner_weights(L, keys), Bref, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_secant_pair_support_vs_top_k(masked):
+    """Alg. 2's r = g(beta_t+1) - g(beta_t) lives on all of A_t (also off the top-k; this is
+    what makes gamma = s.r/r.r small on text); with Bear.secant_topk it lives on the top-k set
+    of the iteration only (regression for the heap-full blow-up of BEAR on news20)."""
+    rng = np.random.default_rng(5)
+    n, p = 200, 300
+    X = (rng.random((n, p)) < 0.05) * rng.integers(1, 4, (n, p)).astype(float)
+    y = np.where(X[:, :10].sum(1) > X[:, 10:20].sum(1), 1.0, -1.0)
+    keys = rng.permutation(np.unique(rng.integers(0, 2**32, 2 * p).astype(np.uint32)))[:p]
+    cls = _BearTopkR if masked else Bear
+    L = cls(sketch_rows=3, sketch_width=64, top_k=20, minibatch=10, learning_rate=0.1,
+            loss_function="logistic", curvature_damping=1.0)
+    batch = Batch.from_dense(X, y, hashes=keys)
+    off = 0
+    for a in range(0, n, 10):
+        before = set(L.top_features()[1].tolist())
+        pushed = int(L.counters[2]), int(L.counters[1])
+        L.learn_batch(batch.slice(a, a + 10))
+        if (int(L.counters[2]), int(L.counters[1])) == pushed:
+            continue  # pair rejected
+        slot = (int(L.counters[1]) - 1) % L.tau
+        rk = set((L.rr_keys[slot, :L.rr_len[slot]] & 0xFFFFFFFF).tolist())
+        sk_ = set((L.rs_keys[slot, :L.rs_len[slot]] & 0xFFFFFFFF).tolist())
+        assert sk_ <= before
+        off += len(rk - before)
+        if masked:
+            assert rk <= before
+    assert (off == 0) if masked else (off > 0)
 
 
 def test_prediction_uses_only_top_k():

@@ -184,7 +184,7 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb,
                 text, name_start, name_end, ns_start, ns_end,
                 sketch, seeds, hkeys, hw, htpos, hname, htbl, hsize, names, name_len, hll,
                 rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr,
-                counters, code, eta, eps, same_set, damping):
+                counters, code, eta, eps, same_set, damping, mask_r=False):
     """One BEAR iteration (Alg. 2 lines 2-10) on the minibatch ``mb[:nmb]``.
 
     Line 3: QUERY A_t intersect top-k (others 0); 4: mean gradient on A_t; 5: oLBFGS
@@ -194,6 +194,7 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb,
     minibatch, both with the effective weights of the *same* top-k set (``same_set``: the
     set before the heap update, so features entering the heap do not put their whole weight
     into ``s``; otherwise the set after it), which makes ``(s, r)`` an exact secant pair.
+    With ``mask_r`` (experimental, not Alg. 2) ``r`` is zeroed off that top-k set.
     """
     K = sketch.shape[0]
     R = sketch.shape[1]
@@ -238,6 +239,11 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb,
     mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G1)
     s = (beta1 - beta0).ravel()
     r = (G1 - G0).ravel()
+    if mask_r:
+        im = inheap.ravel()
+        for d in range(D):
+            if not im[d]:
+                r[d] = 0.0
     if damping > 0.0:  # r + delta s: curvature at least delta (oLBFGS regularisation)
         r += damping * s
     return ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
@@ -250,7 +256,7 @@ def bear_run(offsets, indices, values, labels, weights,
              sketch, seeds, hkeys, hw, htpos, hname, htbl, hsize, names, name_len, hll,
              rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr,
              counters, code, eta0, schedule, t0, eps, b, learn, flush, skip,
-             pred_out, loss_out, pending_out, same_set, damping):
+             pred_out, loss_out, pending_out, same_set, damping, mask_r=False):
     """Progressive validation + minibatch BEAR; same contract as
     :func:`streamlearn.algos._mission_kernels.mission_run`. Returns ``(examples learned,
     rows pending, rs_keys, rs_vals, rr_keys, rr_vals)`` (ring arrays possibly reallocated)."""
@@ -287,7 +293,7 @@ def bear_run(offsets, indices, values, labels, weights,
                 text, name_start, name_end, ns_start, ns_end,
                 sketch, seeds, hkeys, hw, htpos, hname, htbl, hsize, names, name_len, hll,
                 rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr,
-                counters, code, eta, eps, same_set, damping)
+                counters, code, eta, eps, same_set, damping, mask_r)
             counters[0] += 1
             learned += nmb
             nmb = 0

@@ -54,6 +54,11 @@ class Bear(SketchLearner):
     default_lr = 0.1
     default_minibatch = 10
     same_set = True  # secant pair on the top-k set before the heap update (see _bear_kernels)
+    # Experimental, not Alg. 2 (benchmarks only): r restricted to the top-k set s lives on, i.e.
+    # the secant pair of F(beta) = f(P_topk beta), the function the model computes. Alg. 2's
+    # r = g(beta_t+1) - g(beta_t) on all of A_t also has components off the top-k, which make
+    # the two-loop's gamma = s.r / r.r small: that shrinks the steps taken off the top-k.
+    secant_topk = False
 
     def __init__(self, **hyper):
         super().__init__(**hyper)
@@ -91,7 +96,7 @@ class Bear(SketchLearner):
             self.rs_keys, self.rs_vals, self.rs_len, self.rr_keys, self.rr_vals, self.rr_len,
             self.ring_sr, self.ring_rr, self.counters, self.loss_code,
             self.eta, self.schedule, self.t0, self.eps, self.b, learn, flush, skip, pred, loss, pend,
-            self.same_set, self.damping)
+            self.same_set, self.damping, self.secant_topk)
         self.examples_learned += int(learned)
         return pred, loss, pend[:npend]
 
