@@ -122,7 +122,10 @@ class _PredictionSink:
             self.broken = True
             _silence_stdout()
 
-    def close(self):
+    def close(self, failed=False):
+        """Flush and close; after a failed run that produced no prediction at all, remove
+        the (empty) file so that no output is left behind. Predictions already written are
+        always kept."""
         if self.f is None:
             return
         try:
@@ -132,6 +135,11 @@ class _PredictionSink:
             _silence_stdout()
         if self.f is not sys.stdout:
             self.f.close()
+            if failed and self.count == 0:
+                try:
+                    os.unlink(self.path)
+                except OSError:
+                    pass
 
 
 def _silence_stdout():
@@ -243,13 +251,15 @@ def _run(cfg: RunConfig, learn: bool, log=None):
     if not cfg.quiet:
         for line in _settings_lines(cfg, learner, reader, learn):
             log(line)
+    failed = True
     try:
         ev = run_stream(learner, _batches(cfg, reader, keep_names), learn=learn and not cfg.test_only,
                         schedule=schedule, emit_row=emit_row,
                         on_predictions=sink, on_errors=on_errors)
+        failed = False
     finally:
         if sink is not None:
-            sink.close()
+            sink.close(failed=failed)
     summary = ev.summary(learner.loss)
     summary["algo"] = learner.name
     summary["learner"] = learner.extra_summary()

@@ -145,8 +145,17 @@ def test_existing_model_survives_a_failed_run(tmp_path):
     assert r.returncode == 1
     assert (tmp_path / "m.slm").read_bytes() == before
     # predictions made before the error are kept, each a complete line
-    got = (tmp_path / "p.txt").read_text()
-    assert got == "" or got.endswith("\n")
+    p = tmp_path / "p.txt"
+    assert not p.exists() or p.read_text().endswith("\n")
+    # a stream that fails after good lines keeps the predictions already made
+    good = gzip.decompress(A9A.read_bytes())
+    bad = tmp_path / "late.gz"
+    bad.write_bytes(gzip.compress(good * 40)[:-2000])
+    r = sl("train", bad, "-f", tmp_path / "m.slm", "--quiet", "-p", p)
+    assert r.returncode == 1 and b"late.gz" in r.stderr
+    kept = p.read_text().splitlines()
+    assert len(kept) > 3000 and all(len(x.split()) == 1 for x in kept)
+    assert (tmp_path / "m.slm").read_bytes() == before
 
 
 def test_usage_errors_exit_2(tmp_path):

@@ -238,20 +238,26 @@ def _text_parallel(src, cfg, workers):
             raise InputError(f"{s}:{ln}: {reason}")
         return batch
 
+    read_error = None
     try:
-        for chunk in iter_chunks(src.stream, src.name, cfg.chunk_bytes):
-            if fmt == "auto":
-                fmt = sniff_text_format(chunk) or "auto"
-            c = replace(wcfg, chunk_bytes=len(chunk) + 1)
-            pending.append(ex.submit(_parse_one, chunk, src.name, c, fmt))
-            while len(pending) > workers:
-                b = finish(pending.popleft())
-                if b is not None:
-                    yield b
+        try:
+            for chunk in iter_chunks(src.stream, src.name, cfg.chunk_bytes):
+                if fmt == "auto":
+                    fmt = sniff_text_format(chunk) or "auto"
+                c = replace(wcfg, chunk_bytes=len(chunk) + 1)
+                pending.append(ex.submit(_parse_one, chunk, src.name, c, fmt))
+                while len(pending) > workers:
+                    b = finish(pending.popleft())
+                    if b is not None:
+                        yield b
+        except InputError as e:  # damaged stream: the chunks read before it still count
+            read_error = e
         while pending:
             b = finish(pending.popleft())
             if b is not None:
                 yield b
+        if read_error is not None:
+            raise read_error
     finally:
         for f in pending:
             f.cancel()

@@ -217,8 +217,11 @@ def open_input(path: str) -> _Input:
     return _Input(path)
 
 
-def _readinto_full(stream, mv, name: str) -> int:
-    """Fill ``mv`` from ``stream`` as far as possible; returns bytes read (short only at EOF)."""
+def _readinto_full(stream, mv, name: str):
+    """Fill ``mv`` from ``stream`` as far as possible. Returns ``(bytes read, error)``: the
+    read is short only at the end of the stream, or when reading failed (truncated/corrupt
+    gzip, I/O error), in which case ``error`` is the :class:`InputError` to raise once the
+    complete lines already read have been used."""
     n = 0
     total = len(mv)
     try:
@@ -228,12 +231,12 @@ def _readinto_full(stream, mv, name: str) -> int:
                 break
             n += r
     except EOFError:
-        raise InputError(f"{name}: gzip stream is truncated") from None
+        return n, InputError(f"{name}: gzip stream is truncated")
     except (gzip.BadGzipFile, zlib.error) as e:
-        raise InputError(f"{name}: corrupt gzip stream ({e})") from None
+        return n, InputError(f"{name}: corrupt gzip stream ({e})")
     except OSError as e:
-        raise InputError(f"{name}: read error: {e.strerror or e}") from None
-    return n
+        return n, InputError(f"{name}: read error: {e.strerror or e}")
+    return n, None
 
 
 def iter_chunks(stream, name: str, chunk_bytes: int) -> Iterator[np.ndarray]:
@@ -247,8 +250,16 @@ def iter_chunks(stream, name: str, chunk_bytes: int) -> Iterator[np.ndarray]:
         c = len(carry)
         buf[:c] = carry
         mv = memoryview(buf)
-        n = c + _readinto_full(stream, mv[c:], name)
+        got, err = _readinto_full(stream, mv[c:], name)
+        n = c + got
         mv.release()
+        if err is not None:
+            # the good lines read before the failure are still learned from; the last,
+            # incomplete line is dropped with the rest of the damaged stream
+            k = buf.rfind(b"\n", 0, n)
+            if k >= 0:
+                yield np.frombuffer(buf, dtype=np.uint8, count=k + 1)
+            raise err
         if n < len(buf):  # end of stream
             if n:
                 yield np.frombuffer(buf, dtype=np.uint8, count=n)
