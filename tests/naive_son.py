@@ -42,11 +42,14 @@ class NaiveSON:
     """SON Alg. 1 + Alg. 3 on dense vectors of length d."""
 
     def __init__(self, d, m, alpha, V0=None, sigma_eta=0.125, gamma_c=1.0, gamma_t0=0.0,
-                 proj_c=0.0, diag=True, loss="squared", diag_order="paper"):
+                 proj_c=0.0, diag=True, loss="squared", diag_order="paper", sketch_scale="paper", step_power=0.0):
         self.d, self.m, self.alpha = d, m, alpha
         self.sigma_eta, self.gamma_c, self.gamma_t0 = sigma_eta, gamma_c, gamma_t0
         self.C, self.diag, self.loss = proj_c, diag, loss
         self.diag_vw = diag and diag_order == "vw"
+        # "avg": g^ = sqrt(sigma_eta h t) l' x~ and S = Lambda^{1/2} V (no factor t)
+        self.step_power = step_power
+        self.avg = sketch_scale == "avg" or (sketch_scale == "auto" and diag)
         self.u = np.zeros(d)  # Alg. 1 line 1
         self.t = 0  # Alg. 3 SketchInit
         self.Lam = np.zeros(m)
@@ -54,8 +57,9 @@ class NaiveSON:
         self.D = np.full(d, 0.1)
 
     def S_H(self):
-        S = np.sqrt(self.t * self.Lam)[:, None] * self.V  # Alg. 3 line 2
-        H = np.diag(1.0 / (self.alpha + self.t * self.Lam))  # Alg. 3 line 3
+        tl = (1 if self.avg else self.t) * self.Lam  # eigenvalues of S^T S
+        S = np.sqrt(tl)[:, None] * self.V  # Alg. 3 line 2
+        H = np.diag(1.0 / (self.alpha + tl))  # Alg. 3 line 3
         return S, H
 
     def step(self, x, label, weight=1.0, learn=True):
@@ -85,6 +89,8 @@ class NaiveSON:
         # Alg. 3 SketchUpdate with Eq. 4
         self.t += 1
         G = self.gamma_c / (self.t + self.gamma_t0)
+        if self.avg:
+            gh = gh * np.sqrt(self.t)
         if self.m > 0:
             Vg = self.V @ gh
             self.Lam = (1 - G) * self.Lam + G * Vg ** 2
@@ -92,7 +98,8 @@ class NaiveSON:
                 self.V = gram_schmidt_rows(self.V + G * np.outer(Vg, gh))
         S, H = self.S_H()
         # Alg. 1 line 8
-        self.u = w - (g - S.T @ (H @ (S @ g))) / self.alpha
+        eta = float(self.t) ** self.step_power  # step multiplier eta_t = t^p
+        self.u = w - eta * (g - S.T @ (H @ (S @ g))) / self.alpha
         if not self.diag_vw:
             self.D = self.D + weight * (dl * x) ** 2
         return p

@@ -69,7 +69,9 @@ def dense_run(learner_kw, X, y, weights=None, learn_mask=None, sparse=None):
                  sigma_eta=learner_kw.get("sigma_eta", 0.125), gamma_c=learner_kw.get("oja_gamma", 1.0),
                  gamma_t0=learner_kw.get("oja_t0", 0.0), proj_c=learner_kw.get("projection_c", 0.0),
                  diag=not learner_kw.get("no_diag", False), loss=learner_kw.get("loss_function", "squared"),
-                 diag_order=learner_kw.get("diag_order", OjaSON.default_hyper("diag_order")))
+                 diag_order=learner_kw.get("diag_order", OjaSON.default_hyper("diag_order")),
+                 sketch_scale=learner_kw.get("sketch_scale", OjaSON.default_hyper("sketch_scale")),
+                 step_power=learner_kw.get("step_power", OjaSON.default_hyper("step_power")))
     p_dense = np.array([R.step(X[i], y[i], w[i]) for i in range(T)])
     return L, R, p_sparse, p_dense
 
@@ -109,6 +111,10 @@ def test_matches_dense_reference_10k(m, diag):
     dict(sketch_size=5, alpha=1.0, loss_function="logistic"),
     dict(sketch_size=5, alpha=1.0, loss_function="hinge"),
     dict(sketch_size=4, alpha=2.0, oja_gamma=0.5, oja_t0=3.0, sigma_eta=0.5),
+    dict(sketch_size=5, alpha=1.0, sketch_scale="paper"),    # the paper's S = (t Lambda)^1/2 V with diag
+    dict(sketch_size=10, alpha=0.01, max_cond=12.0, sketch_scale="avg", oja_t0=2.0),
+    dict(sketch_size=5, alpha=1.0, step_power=0.5, projection_c=0.5),
+    dict(sketch_size=10, alpha=0.5, step_power=0.5, max_cond=12.0),
 ], ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()))
 def test_matches_dense_reference_variants(kw):
     X, y = ill_conditioned(3000, 30, seed=7)
@@ -129,7 +135,7 @@ def test_reference_setting_is_stable():
     V0 = v0_of(L, 40)
     out = []
     for Xi in (X, pert):
-        R = NaiveSON(40, 10, 1.0, V0=V0, diag_order=L.hyper["diag_order"])
+        R = NaiveSON(40, 10, 1.0, V0=V0, diag_order=L.hyper["diag_order"], sketch_scale=L.hyper["sketch_scale"])
         out.append(np.array([R.step(Xi[i], y[i]) for i in range(len(y))]))
     rel = np.abs(out[0] - out[1]) / np.maximum(np.abs(out[0]), 1e-2)
     assert rel.max() < RTOL / 10
@@ -151,7 +157,7 @@ def test_duplicate_indices_are_summed():
               np.concatenate(rows_v), y, np.ones(500))
     L = OjaSON(sketch_size=4, alpha=1.0)
     ps, _ = L.learn_batch(b)
-    R = NaiveSON(12, 4, 1.0, V0=v0_of(L, 12), diag_order=L.hyper["diag_order"])
+    R = NaiveSON(12, 4, 1.0, V0=v0_of(L, 12), diag_order=L.hyper["diag_order"], sketch_scale=L.hyper["sketch_scale"])
     pd = np.array([R.step(X[i], y[i]) for i in range(500)])
     assert_close(ps, pd, rtol=1e-9)
 

@@ -224,7 +224,7 @@ def rematerialize(keys, tab, F, K, b, n_assigned):
 def son_run(offsets, indices, values, labels, weights, start,
             keys, shift, tab, ints, flt, F, K, lam, b, assigned,
             mask, loss_code, alpha, sigma_eta, gamma_c, gamma_t0, proj_c, diag, diag_vw, max_cond,
-            learn, pred_out, loss_out, slot_buf, xt_buf):
+            sketch_avg, step_power, learn, pred_out, loss_out, slot_buf, xt_buf):
     """Sparse Oja-SON (SON Alg. 4 + Alg. 5) over examples ``start..n-1`` in order: predict,
     record, then (if ``learn``, the label is not NaN and the weight is > 0) update.
 
@@ -324,7 +324,8 @@ def son_run(offsets, indices, values, labels, weights, start,
                 for q in range(r + 1):  # F is lower triangular
                     acc += F[r, q] * z[q]
                 xh[r] = acc  # x^ = F Z x~ = V x~
-                cc[r] = tf * lam[r] / (alpha + tf * lam[r])  # (t-1) Lambda H
+                sl_ = lam[r] if sketch_avg else tf * lam[r]  # S^T S eigenvalue
+                cc[r] = sl_ / (alpha + sl_)  # (t-1) Lambda H (paper) or Lambda H (avg)
         if tau != 0.0:
             den = xx
             for r in range(m):
@@ -344,6 +345,8 @@ def son_run(offsets, indices, values, labels, weights, start,
         dl = loss_deriv(loss_code, p, y)
         gcoef = imp * dl  # g = gcoef * x~
         gs = dl * math.sqrt(sigma_eta * imp)  # to-sketch vector g^ = gs * x~
+        if sketch_avg:  # g^ = sqrt(sigma_eta h t) l' x~ (t = this round): stationary scale
+            gs *= math.sqrt(float(ints[0] + 1))
         if diag and diag_vw and dl != 0.0:
             # VW's order: D_{t+1} = D_t + h (l' x)^2 first, then the update uses D_{t+1}^{-1/2} x
             _accumulate_d(tab, slot_buf, values, a, s, imp * dl * dl)
@@ -357,6 +360,7 @@ def son_run(offsets, indices, values, labels, weights, start,
         ints[0] += 1
         tf = float(ints[0])
         gam_t = gamma_c / (tf + gamma_t0)
+        eta = 1.0 if step_power == 0.0 else tf ** step_power  # step multiplier eta_t = t^p
         if m > 0:
             if dl == 0.0:
                 for r in range(m):
@@ -411,7 +415,8 @@ def son_run(offsets, indices, values, labels, weights, start,
                     for q in range(r + 1):
                         acc += F[r, q] * z[q]
                     yv[r] = acc
-                    tmp[r] = (gcoef / alpha) * (tf * lam[r] / (alpha + tf * lam[r])) * acc
+                    sl_ = lam[r] if sketch_avg else tf * lam[r]
+                    tmp[r] = (gcoef * eta / alpha) * (sl_ / (alpha + sl_)) * acc
                 for q in range(m):
                     acc = 0.0
                     for r in range(q, m):
@@ -419,7 +424,7 @@ def son_run(offsets, indices, values, labels, weights, start,
                     b[q] += acc
         # Eq. 5: u_bar -= g / alpha
         if gcoef != 0.0:
-            step = gcoef / alpha
+            step = gcoef * eta / alpha
             for k in range(s):
                 tab[slot_buf[k], C_U] -= step * xt_buf[k]
             # paper order (Sec. 5.2): D_{t+1} = D_t + h (l' x)^2 after the update

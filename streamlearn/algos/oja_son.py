@@ -88,6 +88,12 @@ class OjaSON(Learner):
         Param("diag_order", ("paper", "vw"), "vw",
               "Oja-SON diagonal pre-scaling order: paper (round t uses D_t) or vw (D updated with "
               "the current gradient before the update step, as VW's OjaNewton).", structural=True),
+        Param("sketch_scale", ("auto", "paper", "avg"), "auto",
+              "Oja-SON to-sketch scale: paper (g^ = sqrt(sigma_eta) g, S = (t Lambda)^1/2 V) or avg "
+              "(g^ = sqrt(sigma_eta t) g, S = Lambda^1/2 V: the sketch estimates the curvature in the current "
+              "pre-scaled coordinates); auto = avg with the diagonal pre-scaling, paper without.", structural=True),
+        Param("step_power", float, 0.0,
+              "Oja-SON: step multiplier eta_t = t^p on the Newton step (u <- w - eta_t A_t^-1 g); 0 = the paper."),
         Param("oja_gamma", float, 1.0,
               "Oja-SON: Oja step schedule Gamma_t = oja_gamma / (t + oja_t0)."),
         Param("oja_t0", float, 0.0,
@@ -110,6 +116,10 @@ class OjaSON(Learner):
         if self.hyper["diag_order"] not in ("paper", "vw"):
             raise ValueError(f"--diag_order must be paper or vw, got {self.hyper['diag_order']!r}")
         self.diag_vw = self.hyper["diag_order"] == "vw"
+        sc = self.hyper["sketch_scale"]
+        if sc not in ("auto", "paper", "avg"):
+            raise ValueError(f"--sketch_scale must be auto, paper or avg, got {sc!r}")
+        self.sketch_avg = sc == "avg" or (sc == "auto" and self.diag)
         self._alloc_table(MIN_CAP)
         self.ints = np.zeros(5, np.int64)  # t, n_assigned, n_occupied, n_remat, t at last remat
         self.flt = np.array([float(m)])  # bound on cond(Z): ||F||_F ||Z||_F = m at start
@@ -133,6 +143,7 @@ class OjaSON(Learner):
         self.gamma_t0 = float(h["oja_t0"])
         self.proj_c = float(h["projection_c"])
         self.max_cond = float(h["max_cond"])
+        self.step_power = float(h["step_power"])
         if not self.alpha > 0:
             raise ValueError(f"--alpha must be > 0, got {self.alpha}")
         if not self.sigma_eta >= 0:
@@ -176,7 +187,7 @@ class OjaSON(Learner):
                                 self.keys, self.shift, self.tab, self.ints, self.flt, self.F, self.K,
                                 self.lam, self.b, self.assigned, self.mask, self.loss.code, self.alpha,
                                 self.sigma_eta, self.gamma_c, self.gamma_t0, self.proj_c, self.diag,
-                                self.diag_vw, self.max_cond, bool(learn), pred, loss, slot_buf, xt_buf)
+                                self.diag_vw, self.max_cond, self.sketch_avg, self.step_power, bool(learn), pred, loss, slot_buf, xt_buf)
             self.examples_learned += int(learned)
             if nxt >= n:
                 break
