@@ -192,3 +192,19 @@ def test_quadratic_and_noconstant_change_features(tmp_path):
     assert base["total_features"] - noc["total_features"] == 100
     q = json.loads(ok(sl("train", NEWS_TEST, "--quiet", "-q", "sb", "--metrics", "-")).stdout)
     assert q["total_features"] > 3 * base["total_features"]
+
+
+def test_bear_select_prints_names_sorted_by_weight(tmp_path):
+    ok(sl("train", NEWS, "--algo", "bear", "--loss_function", "logistic", "--top_k", 3000,
+          "-f", tmp_path / "b.slm", "--quiet", "--select_out", tmp_path / "sel.tsv"))
+    r = ok(sl("select", "-i", tmp_path / "b.slm"))
+    rows = [l.split("\t") for l in r.stdout.decode().splitlines()]
+    assert rows[0] == ["name", "hash", "weight"]
+    body = rows[1:]
+    assert len(body) > 100
+    w = [abs(float(x[2])) for x in body]
+    assert w == sorted(w, reverse=True)
+    names = {x[0] for x in body}
+    assert "Constant" in names  # the bias feature, named as VW's audit names it
+    assert all(n.startswith(("s^", "b^")) for n in names - {"Constant"})
+    assert (tmp_path / "sel.tsv").read_text() == r.stdout.decode()
