@@ -66,12 +66,12 @@ def dense_run(learner_kw, X, y, weights=None, learn_mask=None, sparse=None):
     p_sparse, _ = L.learn_batch(Batch.from_dense(X, y, weights=w))
     m = L.m
     R = NaiveSON(d, m, learner_kw.get("alpha", 1.0), V0=v0_of(L, d) if m else None,
-                 sigma_eta=learner_kw.get("sigma_eta", 0.125), gamma_c=learner_kw.get("oja_gamma", 1.0),
+                 sigma_eta=L.sigma_eta, gamma_c=learner_kw.get("oja_gamma", 1.0),
                  gamma_t0=learner_kw.get("oja_t0", 0.0), proj_c=learner_kw.get("projection_c", 0.0),
                  diag=not learner_kw.get("no_diag", False), loss=learner_kw.get("loss_function", "squared"),
                  diag_order=learner_kw.get("diag_order", OjaSON.default_hyper("diag_order")),
                  sketch_scale=learner_kw.get("sketch_scale", OjaSON.default_hyper("sketch_scale")),
-                 step_power=learner_kw.get("step_power", OjaSON.default_hyper("step_power")))
+                 step_power=L.step_power)
     p_dense = np.array([R.step(X[i], y[i], w[i]) for i in range(T)])
     return L, R, p_sparse, p_dense
 
@@ -97,6 +97,17 @@ def test_matches_dense_reference_10k(m, diag):
     assert_close(ps, pd)
     # the sketch itself: V = F Z equals the dense V (rows up to sign are fixed by Gram-Schmidt)
     np.testing.assert_allclose(L.sketch_dense(np.arange(40)), R.V, atol=1e-9)
+    np.testing.assert_allclose(L.lam, R.Lam, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("m", [1, 5, 10])
+def test_step_power_matches_dense_reference(m):
+    """sigma_eta = 1/2 and eta_t = sqrt(t) (step_power 0.5) with the avg to-sketch scale, shorter stream
+    (this setting is less stable: a 1e-12 input perturbation moves the dense predictions by ~1e-7 over 10k)."""
+    X, y = ill_conditioned(2000, 40, seed=m)
+    L, R, ps, pd = dense_run(dict(sketch_size=m, sigma_eta=0.5, step_power=0.5), X, y)
+    assert (L.sketch_avg, L.sigma_eta, L.step_power) == (True, 0.5, 0.5)
+    assert_close(ps, pd)
     np.testing.assert_allclose(L.lam, R.Lam, rtol=1e-9, atol=1e-12)
 
 
@@ -135,7 +146,8 @@ def test_reference_setting_is_stable():
     V0 = v0_of(L, 40)
     out = []
     for Xi in (X, pert):
-        R = NaiveSON(40, 10, 1.0, V0=V0, diag_order=L.hyper["diag_order"], sketch_scale=L.hyper["sketch_scale"])
+        R = NaiveSON(40, 10, 1.0, V0=V0, diag_order=L.hyper["diag_order"], sketch_scale=L.hyper["sketch_scale"],
+                     sigma_eta=L.sigma_eta, step_power=L.step_power)
         out.append(np.array([R.step(Xi[i], y[i]) for i in range(len(y))]))
     rel = np.abs(out[0] - out[1]) / np.maximum(np.abs(out[0]), 1e-2)
     assert rel.max() < RTOL / 10
@@ -157,7 +169,8 @@ def test_duplicate_indices_are_summed():
               np.concatenate(rows_v), y, np.ones(500))
     L = OjaSON(sketch_size=4, alpha=1.0)
     ps, _ = L.learn_batch(b)
-    R = NaiveSON(12, 4, 1.0, V0=v0_of(L, 12), diag_order=L.hyper["diag_order"], sketch_scale=L.hyper["sketch_scale"])
+    R = NaiveSON(12, 4, 1.0, V0=v0_of(L, 12), diag_order=L.hyper["diag_order"], sketch_scale=L.hyper["sketch_scale"],
+                     sigma_eta=L.sigma_eta, step_power=L.step_power)
     pd = np.array([R.step(X[i], y[i]) for i in range(500)])
     assert_close(ps, pd, rtol=1e-9)
 
