@@ -54,6 +54,8 @@ class Evaluation:
     loss_sum: float = 0.0
     err_sum: float = 0.0
     binary_labels: bool = True
+    label_lo: float = float("inf")
+    err_sum_half: float = 0.0
     total_features: int = 0
     skipped_lines: int = 0
     last_row_loss: float = 0.0
@@ -80,10 +82,15 @@ class Evaluation:
                 target = lab
                 if self.binary_labels and np.any(labeled & (lab != 1.0) & (lab != -1.0) & (lab != 0.0)):
                     self.binary_labels = False
-            thr_lab = np.where(lab > 0, 1.0, -1.0)
-            thr_pred = np.where(pred > (0.5 if (not self.classification and np.all(lab[labeled] >= 0)) else 0.0), 1.0, -1.0) \
-                if not self.classification else np.where(pred > 0, 1.0, -1.0)
-            err = (thr_lab != thr_pred).astype(np.float64) * w
+            if self.classification:
+                err = ((lab > 0) != (pred > 0)).astype(np.float64) * w
+            else:
+                # squared loss on binary labels: the threshold is 0 for {-1,+1} labels and 0.5
+                # for {0,1} labels; which one applies is known only at the end, so count both
+                if labeled.any():
+                    self.label_lo = min(self.label_lo, float(lab[labeled].min()))
+                self.err_sum_half += float((((lab > 0.5) != (pred > 0.5)) * w).sum())
+                err = ((lab > 0) != (pred > 0)).astype(np.float64) * w
         if schedule is not None and emit_row is not None:
             cw = np.cumsum(w)
             cl = np.cumsum(wl)
@@ -131,7 +138,10 @@ class Evaluation:
         }
         if self.weighted_labeled > 0:
             if self.multiclass or self.classification or self.binary_labels:
-                s["error_rate"] = self.err_sum / self.weighted_labeled
+                errs = self.err_sum
+                if not (self.multiclass or self.classification) and self.label_lo >= 0:
+                    errs = self.err_sum_half  # {0,1} labels
+                s["error_rate"] = errs / self.weighted_labeled
             if not self.multiclass:
                 c, cl = best_constant(loss, self.weighted_labeled, self.weighted_label_sum,
                                       self.weighted_pos, self.weighted_label_sq_sum)
