@@ -14,7 +14,21 @@ incrementally (App. G), ``F`` re-orthonormalised by Gram-Schmidt in the K inner 
 (Alg. 11) every round; F stays lower triangular. The Oja step is ``Gamma_t = oja_gamma /
 (t + oja_t0)`` (scalar, so ``delta = Gamma_t Z g^`` needs no ``F^{-1}``); the to-sketch vector
 is ``g^ = sqrt(sigma_eta) g`` (the paper's ``sigma_t + eta_t``, held constant; 1/8 is the
-paper's sigma for squared loss with C = 1).
+paper's sigma for squared loss with C = 1) with ``--sketch_scale paper``; with the default
+``avg`` scale (when the diagonal pre-scaling is on) it is ``g^ = sqrt(sigma_eta t) g`` and
+``S = Lambda^{1/2} V``, ``H = diag(1/(alpha + Lambda_ii))`` (no factor t). Optional step
+multiplier ``eta_t = t^step_power``: ``u <- w - eta_t A_t^{-1} g`` (default 0: the paper).
+
+Why the avg to-sketch scale (found on cod-rna, where m = 10 with the paper's scale stayed at the
+base rate for every alpha): the pre-scaled features ``D_t^{-1/2} x`` shrink like ``t^{-1/2}``, so
+with the paper's scale ``||g^||^2 ~ 1/t``, Oja's steps ``Gamma_t ||g^||^2 ~ 1/t^2`` are summable and
+V freezes at what the first few examples said; ``t Lambda`` is dominated by those first rounds, and
+the step is divided by ``alpha + t Lambda`` in directions that are not the curvature's. With
+``g^ = sqrt(sigma_eta t) g`` the input of Oja's rule has stationary size (``E[g^ g^^T]`` ~ sigma_eta
+times the correlation matrix of the gradients), Lambda estimates the curvature accumulated in the
+*current* pre-scaled coordinates, and A_t in original coordinates is about
+``alpha diag(sum g g^T) + sigma_eta sum g g^T``: ONS with a diagonal regulariser, alpha the mix.
+Measured (one pass, best alpha): cod-rna shuffled m = 10 0.333 -> 0.091 (m = 0: 0.159).
 
 Design choices
 --------------
@@ -42,8 +56,10 @@ Design choices
   dependent rows) we *re-materialise*: ``u_bar += Z^T b``, ``b = 0``, ``Z <- GramSchmidt(F Z)`` computed explicitly
   over the stored features (Gram matrix recomputed exactly, twice), ``F = I``,
   ``K = Z Z^T``. This is the same w and V, with Z orthonormal again; it costs O(m^2 n) for n
-  stored features. With the default diagonal scaling (VW order) ||g^||^2 <= s sigma_eta, so the
-  growth ~ sum_t Gamma_t ||g^||^2 is logarithmic in T and re-materialisations are rare. In a
+  stored features. With the diagonal scaling (VW order) and the paper's to-sketch scale
+  ||g^||^2 <= s sigma_eta (and ~ 1/t on stationary data), so the growth ~ sum_t Gamma_t ||g^||^2 is
+  logarithmic in T at most and re-materialisations are rare; with the avg scale ||g^||^2 is
+  ~ s sigma_eta, log cond(Z) grows like s sigma_eta log T and they come more often (amortised). In a
   run that diverges (e.g. ``--no_diag`` on raw features with too small an alpha) single steps
   grow cond(Z) by > 1e8, Gram-Schmidt breaks down and a re-materialisation happens almost
   every example (slow, O(m^2 n) each, but the predictions stay finite).
