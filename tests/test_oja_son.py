@@ -372,8 +372,8 @@ def test_without_remat_the_representation_blows_up():
 def test_avg_sketch_scale_learns_uncentred_features():
     """cod-rna-like design: features = large means + small informative variations (condition number
     of the pre-scaled curvature ~ 1e3). With the paper's to-sketch scale Oja's V freezes after a few
-    rounds (the pre-scaled gradients shrink like t^-1/2) and m = 10 stays near m = 0 (~0.35 error)
-    for every alpha; the avg scale (default) estimates the current curvature and gets ~0.14."""
+    rounds (the pre-scaled gradients shrink like t^-1/2) and m = 10 gets 0.22 error here (0.34-0.45
+    on other draws, for every alpha); the avg scale (default) estimates the current curvature: 0.08."""
     rng = np.random.default_rng(0)
     T, d = 20_000, 8
     scale = 10.0 ** rng.uniform(-1, 2, d)
@@ -386,4 +386,4 @@ def test_avg_sketch_scale_learns_uncentred_features():
         p, _ = OjaSON(sketch_size=10, alpha=2.0 ** -10, sketch_scale=sc).learn_batch(b)
         err[sc] = np.mean(np.sign(p) != y)
     assert OjaSON(sketch_size=10).sketch_avg
-    assert err["avg"] < 0.2 < 0.3 < err["paper"], err
+    assert err["avg"] < 0.12 and err["avg"] < 0.5 * err["paper"], err
