@@ -10,11 +10,10 @@ skipped and reported, or raise with ``strict``.
 """
 from __future__ import annotations
 
-import io
 from typing import Iterator
 
-from ..batch import Batch, concat_batches
-from .source import ReaderConfig, register_reader, text_batches
+from ..batch import Batch
+from .source import ReaderConfig, parse_text, register_reader, text_batches
 
 __all__ = ["read_libsvm", "parse_libsvm"]
 
@@ -27,18 +26,7 @@ def read_libsvm(stream, name: str, cfg: ReaderConfig) -> Iterator[Batch]:
 def parse_libsvm(text: str | bytes, cfg: ReaderConfig | None = None,
                  name: str = "<string>") -> Batch:
     """Parse LIBSVM text held in memory into one batch (for tests and the Python API)."""
-    cfg = cfg or ReaderConfig(fmt="libsvm")
-    data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
-    cfg1 = ReaderConfig(fmt="libsvm", quadratic=cfg.quadratic, constant=cfg.constant,
-                        keep_names=cfg.keep_names, chunk_bytes=max(len(data) + 1, 1),
-                        strict=cfg.strict)
-    batches = list(text_batches(io.BytesIO(data), name, cfg1, "libsvm"))
-    if len(batches) == 1:
-        return batches[0]
-    out = concat_batches(batches)
-    out.source = name
-    out.extra["errors"] = [e for b in batches for e in b.extra.get("errors", [])]
-    return out
+    return parse_text(text, cfg, name, "libsvm")
 
 
 register_reader("libsvm", read_libsvm)

@@ -43,6 +43,7 @@ __all__ = [
     "open_input",
     "iter_chunks",
     "text_batches",
+    "parse_text",
     "quadratic_pairs",
     "sniff_text_format",
 ]
@@ -290,6 +291,25 @@ def sniff_text_format(chunk: np.ndarray) -> str | None:
     nl = np.flatnonzero(chunk[start:] == 10)
     end = start + int(nl[0]) if len(nl) else n
     return "vw" if 124 in chunk[start:end] else "libsvm"
+
+
+def parse_text(text, cfg: ReaderConfig | None, name: str, fmt: str) -> Batch:
+    """Parse VW text or LIBSVM (``fmt``) held in memory into one batch (for tests and the
+    Python API); ``extra["errors"]`` lists the skipped lines, spans point into ``text``."""
+    import io as _io
+    from dataclasses import replace
+
+    from ..batch import concat_batches
+
+    data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    cfg1 = replace(cfg or ReaderConfig(fmt=fmt), fmt=fmt, chunk_bytes=max(len(data) + 1, 1))
+    batches = list(text_batches(_io.BytesIO(data), name, cfg1, fmt))
+    if len(batches) == 1:
+        return batches[0]
+    out = concat_batches(batches)
+    out.source = name
+    out.extra["errors"] = [e for b in batches for e in b.extra.get("errors", [])]
+    return out
 
 
 def text_batches(stream, name: str, cfg: ReaderConfig, fmt: str) -> Iterator[Batch]:

@@ -26,11 +26,10 @@ Hashing follows :mod:`streamlearn.io.hashing`; parsing is done by
 """
 from __future__ import annotations
 
-import io
 from typing import Iterator
 
-from ..batch import Batch, concat_batches
-from .source import ReaderConfig, register_reader, text_batches
+from ..batch import Batch
+from .source import ReaderConfig, parse_text, register_reader, text_batches
 
 __all__ = ["read_vw", "parse_vw"]
 
@@ -45,18 +44,7 @@ def parse_vw(text: str | bytes, cfg: ReaderConfig | None = None, name: str = "<s
 
     The result keeps spans into its ``text`` and the list of skipped lines in
     ``extra["errors"]``."""
-    cfg = cfg or ReaderConfig(fmt="vw")
-    data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
-    cfg1 = ReaderConfig(fmt="vw", quadratic=cfg.quadratic, constant=cfg.constant,
-                        keep_names=cfg.keep_names, chunk_bytes=max(len(data) + 1, 1),
-                        strict=cfg.strict)
-    batches = list(text_batches(io.BytesIO(data), name, cfg1, "vw"))
-    if len(batches) == 1:
-        return batches[0]
-    out = concat_batches(batches)
-    out.source = name
-    out.extra["errors"] = [e for b in batches for e in b.extra.get("errors", [])]
-    return out
+    return parse_text(text, cfg, name, "vw")
 
 
 register_reader("vw", read_vw)
