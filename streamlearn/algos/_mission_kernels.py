@@ -86,17 +86,19 @@ def mission_run(offsets, indices, values, labels, weights,
     sg = np.empty(R, np.float64)
     tmp = np.empty(R, np.float64)
     out = np.empty(2, np.float64)
-    for i in range(n):
-        if i >= skip:
-            predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp)
-            mb_loss_and_pred(code, p, K, labels[i], out)
-            pred_out[i] = out[0]
-            loss_out[i] = out[1]
-        if not learn or math.isnan(labels[i]):
-            continue
-        mb[nmb] = i
-        nmb += 1
-        if nmb >= b:
+    for i in range(n + 1):
+        last = i == n  # one extra round: learn a final partial minibatch when flushing
+        if not last:
+            if i >= skip:
+                predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp)
+                mb_loss_and_pred(code, p, K, labels[i], out)
+                pred_out[i] = out[0]
+                loss_out[i] = out[1]
+            if not learn or math.isnan(labels[i]):
+                continue
+            mb[nmb] = i
+            nmb += 1
+        if nmb >= b or (last and learn and flush and nmb > 0):
             eta = step_size(eta0, schedule, t0, counters[0])
             mission_update(offsets, indices, values, labels, weights, mb, nmb,
                            text, name_start, name_end, ns_start, ns_end,
@@ -105,15 +107,6 @@ def mission_run(offsets, indices, values, labels, weights,
             counters[0] += 1
             learned += nmb
             nmb = 0
-    if learn and flush and nmb > 0:
-        eta = step_size(eta0, schedule, t0, counters[0])
-        mission_update(offsets, indices, values, labels, weights, mb, nmb,
-                       text, name_start, name_end, ns_start, ns_end,
-                       sketch, seeds, hkeys, hw, htpos, hname, htbl, hsize, names, name_len,
-                       hll, code, eta)
-        counters[0] += 1
-        learned += nmb
-        nmb = 0
     for q in range(nmb):
         pending_out[q] = mb[q]
     return learned, nmb
