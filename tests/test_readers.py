@@ -265,11 +265,21 @@ def test_libsvm_comment_only_and_blank_lines():
     ("1 2 3 4 |a x", "too many tokens"),
     ("1 |a x:abc", "bad feature value"),
     ("1 |a x:", "bad feature value"),
-    ("1 |a x:inf", "bad feature value"),
-    ("1 |a x:nan", "bad feature value"),
-    ("1 |a x:1e999", "bad feature value"),
+    ("1 |a x:inf", "feature value is NaN or infinite"),
+    ("1 |a x:nan", "feature value is NaN or infinite"),
+    ("1 |a x:1e999", "feature value is NaN or infinite"),
+    ("1 |a x:-Infinity|b y", "feature value is NaN or infinite"),
+    ("1 |a x:infx", "bad feature value"),
     ("1 |a:x y", "bad namespace weight"),
     ("1 |a: y", "bad namespace weight"),
+    # NaN / inf anywhere on the line (issue 6): rejected with its own reason
+    ("nan |a x", "label is NaN or infinite"),
+    ("-INF |a x", "label is NaN or infinite"),
+    ("1e400 |a x", "label is NaN or infinite"),
+    ("1 inf |a x", "importance weight is NaN or infinite"),
+    ("1 1 NaN |a x", "base (initial prediction) value is NaN or infinite"),
+    ("1 |a:inf y", "namespace weight is NaN or infinite"),
+    ("1 |a:1e300 y:1e10", "overflows the double range"),
 ])
 def test_vw_malformed_lines(line, reason, tmp_path):
     p = tmp_path / "bad.vw"
@@ -279,7 +289,7 @@ def test_vw_malformed_lines(line, reason, tmp_path):
     assert len(res["errors"]) == 1
     src, ln, why = res["errors"][0]
     assert src == str(p) and ln == 2 and reason in why
-    with pytest.raises(InputError, match=re.escape(f"{p}:2: ") + ".*" + reason):
+    with pytest.raises(InputError, match=re.escape(f"{p}:2: ") + ".*" + re.escape(reason)):
         list(read_batches([str(p)], ReaderConfig(fmt="vw", strict=True)))
 
 
@@ -293,6 +303,11 @@ def test_vw_malformed_lines(line, reason, tmp_path):
     ("1 3:x", "bad feature value"),
     ("1 3:", "bad feature value"),
     ("1 3:1:2", "bad feature value"),
+    ("nan 1:1", "label is NaN or infinite"),
+    ("1e999 1:1", "label is NaN or infinite"),
+    ("1 3:inf", "feature value is NaN or infinite"),
+    ("1 3:-nan", "feature value is NaN or infinite"),
+    ("1 3:2e308", "feature value is NaN or infinite"),
 ])
 def test_libsvm_malformed_lines(line, reason, tmp_path):
     p = tmp_path / "bad.libsvm"
@@ -302,6 +317,24 @@ def test_libsvm_malformed_lines(line, reason, tmp_path):
     assert [(e[1], reason in e[2]) for e in res["errors"]] == [(2, True)]
     with pytest.raises(InputError, match=re.escape(f"{p}:2: ")):
         list(read_batches([str(p)], ReaderConfig(fmt="libsvm", strict=True)))
+
+
+def test_quadratic_product_overflow_is_malformed():
+    """A -q product of two finite values can overflow to inf: the line is rejected (the
+    learner would otherwise see inf), the next lines are unaffected."""
+    text = "1 |a x:1e200 |b y:1e200\n-1 |a x:1e100 |b y:1e100\n"
+    b = parse_vw(text, ReaderConfig(quadratic=("ab",)))
+    assert b.lines.tolist() == [2] and np.isfinite(b.values).all()
+    assert [(e[1], "-q interaction value" in e[2]) for e in b.extra["errors"]] == [(1, True)]
+    b = parse_vw(text)  # without -q both lines are fine
+    assert b.n == 2 and not b.extra["errors"]
+    b = parse_libsvm("1 1:1e300 2:1e300\n", ReaderConfig(quadratic=("  ",)))
+    assert b.n == 0 and "overflows" in b.extra["errors"][0][2]
+
+
+def test_underflow_is_zero_and_dropped():
+    b = parse_vw("1e-400 |a x:1e-400 y\n", ReaderConfig(constant=False))
+    assert b.labels.tolist() == [0.0] and rows(b)[0] == [(feature_hash("y", "a"), 1.0)]
 
 
 # ------------------------------------------------------------------------------ sources

@@ -19,6 +19,12 @@ significant digits are kept in an integer mantissa ``m`` with a decimal exponent
   outside the subnormal range (subnormal results may be 1 ulp off: double rounding).
 * Longer mantissas keep 18 digits plus a sticky half unit for the dropped nonzero digits:
   within 1 ulp of ``float()`` (about 0.1% of random 19-25 digit strings differ).
+
+Numbers that are not finite make their line malformed, each with its own reason (as learners
+must never see NaN or inf): a label, importance, base, namespace weight or feature value
+spelled ``nan`` / ``inf`` / ``infinity`` (any case, signed) or beyond the double range
+(``1e400``), and a feature value times its namespace weight, or a ``-q`` product, that
+overflows. Underflow (``1e-400``) gives 0, and zero-valued features are dropped.
 """
 from fractions import Fraction
 
@@ -48,6 +54,15 @@ ERR_FEATURE_VALUE = 5
 ERR_NS_WEIGHT = 6
 ERR_NO_COLON = 7
 ERR_INDEX = 8
+ERR_LABEL_NONFINITE = 9
+ERR_IMPORTANCE_NONFINITE = 10
+ERR_BASE_NONFINITE = 11
+ERR_VALUE_NONFINITE = 12
+ERR_NS_WEIGHT_NONFINITE = 13
+ERR_VALUE_OVERFLOW = 14
+ERR_QUADRATIC_OVERFLOW = 15
+
+_NONFINITE = "is NaN or infinite (nan/inf, or beyond the double range like 1e400)"
 
 #: Short text of each error code (the reason reported with ``FILE:LINE``).
 ERROR_REASONS = {
@@ -59,6 +74,14 @@ ERROR_REASONS = {
     ERR_NS_WEIGHT: "bad namespace weight (expected |namespace:number)",
     ERR_NO_COLON: "LIBSVM token without ':' (expected index:value)",
     ERR_INDEX: "LIBSVM feature index is not a non-negative integer",
+    ERR_LABEL_NONFINITE: "label " + _NONFINITE,
+    ERR_IMPORTANCE_NONFINITE: "importance weight " + _NONFINITE,
+    ERR_BASE_NONFINITE: "base (initial prediction) value " + _NONFINITE,
+    ERR_VALUE_NONFINITE: "feature value " + _NONFINITE,
+    ERR_NS_WEIGHT_NONFINITE: "namespace weight " + _NONFINITE,
+    ERR_VALUE_OVERFLOW: "feature value times its namespace weight overflows the double range",
+    ERR_QUADRATIC_OVERFLOW: "-q interaction value (product of two feature values) overflows "
+                            "the double range",
 }
 
 # --- powers of ten as double-double (hi, lo), 10**q for q in [_PMIN, _PMAX] -----------------
@@ -232,13 +255,6 @@ def _is_ws(c):
     return c == 32 or c == 9 or c == 13 or c == 11 or c == 12
 
 
-@njit(cache=True, nogil=True)
-def _parse_num(buf, s, e):
-    """A finite number spanning exactly ``buf[s:e]`` -> (value, ok)."""
-    v, ok = parse_float(buf, s, e)
-    if ok and not np.isfinite(v):
-        ok = False
-    return v, ok
 
 
 @njit(cache=True, nogil=True)
@@ -246,6 +262,50 @@ def _grow(a, n, cap):
     b = np.empty(cap, a.dtype)
     b[:n] = a[:n]
     return b
+
+
+@njit(cache=True, nogil=True)
+def _lower(c):
+    return c + 32 if c >= 65 and c <= 90 else c
+
+
+@njit(cache=True, nogil=True)
+def _is_nonfinite_word(buf, s, e):
+    """True if ``buf[s:e]`` spells ``[+-](nan|inf|infinity)`` (any case): a number that is not
+    finite, reported as such rather than as "non-numeric"."""
+    if s < e and (buf[s] == 43 or buf[s] == 45):
+        s += 1
+    n = e - s
+    if n == 3:
+        a, b, c = _lower(buf[s]), _lower(buf[s + 1]), _lower(buf[s + 2])
+        return (a == 110 and b == 97 and c == 110) or (a == 105 and b == 110 and c == 102)
+    if n == 8:
+        word = (105, 110, 102, 105, 110, 105, 116, 121)  # infinity
+        for k in range(8):
+            if _lower(buf[s + k]) != word[k]:
+                return False
+        return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _parse_num(buf, s, e):
+    """The number spanning exactly ``buf[s:e]`` -> (value, status): status 0 = a finite
+    number, 1 = not a number, 2 = NaN / infinite / beyond the double range."""
+    v, ok = parse_float(buf, s, e)
+    if ok:
+        return v, 0 if np.isfinite(v) else 2
+    return v, 2 if _is_nonfinite_word(buf, s, e) else 1
+
+
+@njit(cache=True, nogil=True)
+def _push_err(err_line, err_code, n_err, line, code):
+    if n_err == len(err_line):
+        err_line = _grow(err_line, n_err, 2 * n_err)
+        err_code = _grow(err_code, n_err, 2 * n_err)
+    err_line[n_err] = line
+    err_code[n_err] = code
+    return err_line, err_code, n_err + 1
 
 
 @njit(cache=True, nogil=True)
@@ -415,17 +475,17 @@ def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
                 status = ERR_LABEL_TOKENS
             else:
                 if ntok >= 1:
-                    label, ok = _parse_num(buf, ts0, te0)
-                    if not ok:
-                        status = ERR_LABEL
+                    label, st = _parse_num(buf, ts0, te0)
+                    if st != 0:
+                        status = ERR_LABEL if st == 1 else ERR_LABEL_NONFINITE
                 if status == 0 and ntok >= 2:
-                    weight, ok = _parse_num(buf, ts1, te1)
-                    if not ok:
-                        status = ERR_IMPORTANCE
+                    weight, st = _parse_num(buf, ts1, te1)
+                    if st != 0:
+                        status = ERR_IMPORTANCE if st == 1 else ERR_IMPORTANCE_NONFINITE
                 if status == 0 and ntok >= 3:
-                    _, ok = _parse_num(buf, ts2, te2)
-                    if not ok:
-                        status = ERR_BASE
+                    _, st = _parse_num(buf, ts2, te2)
+                    if st != 0:
+                        status = ERR_BASE if st == 1 else ERR_BASE_NONFINITE
             # --- features
             ns_hash = np.uint64(0)
             letter = 32
@@ -455,9 +515,9 @@ def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
                             k = j + 1
                             while k < e and not _is_ws(buf[k]) and buf[k] != 124:
                                 k += 1
-                            nsw, ok = _parse_num(buf, j + 1, k)
-                            if not ok:
-                                status = ERR_NS_WEIGHT
+                            nsw, st = _parse_num(buf, j + 1, k)
+                            if st != 0:
+                                status = ERR_NS_WEIGHT if st == 1 else ERR_NS_WEIGHT_NONFINITE
                             j = k
                         i = j
                     continue
@@ -480,11 +540,21 @@ def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
                 nxt = j
                 if j < e and buf[j] == 58:
                     v, ok, k = scan_float(buf, j + 1, e)
-                    if not ok or (k < e and not _is_ws(buf[k]) and buf[k] != 124) or not np.isfinite(v):
-                        status = ERR_FEATURE_VALUE
+                    if not ok or (k < e and not _is_ws(buf[k]) and buf[k] != 124):
+                        k = j + 1
+                        while k < e and not _is_ws(buf[k]) and buf[k] != 124:
+                            k += 1
+                        status = (ERR_VALUE_NONFINITE if _is_nonfinite_word(buf, j + 1, k)
+                                  else ERR_FEATURE_VALUE)
+                        break
+                    if not np.isfinite(v):
+                        status = ERR_VALUE_NONFINITE
                         break
                     nxt = k
                 val = v * nsw
+                if not np.isfinite(val):
+                    status = ERR_VALUE_OVERFLOW
+                    break
                 if val != 0.0:
                     if j == i:
                         hv = ns_hash
@@ -509,9 +579,9 @@ def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
             p = s
             while p < e and not _is_ws(buf[p]):
                 p += 1
-            label, ok = _parse_num(buf, s, p)
-            if not ok:
-                status = ERR_LABEL
+            label, st = _parse_num(buf, s, p)
+            if st != 0:
+                status = ERR_LABEL if st == 1 else ERR_LABEL_NONFINITE
             i = p
             while status == 0 and i < e:
                 c = buf[i]
@@ -529,8 +599,15 @@ def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
                     j += 1
                 if j > i and j < e and buf[j] == 58:
                     v, ok, k = scan_float(buf, j + 1, e)
-                    if not ok or (k < e and not _is_ws(buf[k])) or not np.isfinite(v):
-                        status = ERR_FEATURE_VALUE
+                    if not ok or (k < e and not _is_ws(buf[k])):
+                        k = j + 1
+                        while k < e and not _is_ws(buf[k]):
+                            k += 1
+                        status = (ERR_VALUE_NONFINITE if _is_nonfinite_word(buf, j + 1, k)
+                                  else ERR_FEATURE_VALUE)
+                        break
+                    if not np.isfinite(v):
+                        status = ERR_VALUE_NONFINITE
                         break
                     if v != 0.0:
                         indices[nnz] = np.uint32(h & _M32)
@@ -561,12 +638,7 @@ def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
 
         if status != 0:
             nnz = ex_start
-            if n_err == len(err_line):
-                err_line = _grow(err_line, n_err, 2 * n_err)
-                err_code = _grow(err_code, n_err, 2 * n_err)
-            err_line[n_err] = cur_line
-            err_code[n_err] = status
-            n_err += 1
+            err_line, err_code, n_err = _push_err(err_line, err_code, n_err, cur_line, status)
             continue
 
         lin_end = nnz
@@ -611,6 +683,7 @@ def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
                     ns_start = _grow(ns_start, nnz, newcap)
                     ns_end = _grow(ns_end, nnz, newcap)
                 cap = newcap
+            q_over = False
             for pr in range(npairs):
                 na = 0
                 nb = 0
@@ -629,7 +702,10 @@ def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
                     for ib in range(ia if same else 0, nb):
                         kb = scr_b[ib]
                         indices[nnz] = np.uint32(quadratic_hash(h1, np.uint64(indices[kb])))
-                        values[nnz] = v1 * values[kb]
+                        qv = v1 * values[kb]
+                        if not np.isfinite(qv):
+                            q_over = True
+                        values[nnz] = qv
                         letters[nnz] = 0
                         if keep_names:
                             name_start[nnz] = -1
@@ -637,6 +713,11 @@ def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
                             ns_start[nnz] = -1
                             ns_end[nnz] = -1
                         nnz += 1
+            if q_over:
+                nnz = ex_start
+                err_line, err_code, n_err = _push_err(err_line, err_code, n_err, cur_line,
+                                                      ERR_QUADRATIC_OVERFLOW)
+                continue
 
         labels[n_ex] = label
         weights[n_ex] = weight

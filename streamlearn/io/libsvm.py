@@ -5,8 +5,9 @@ Each line: ``label index:value ...`` with optional ``qid:N`` (ignored) and a tra
 namespace, so its hash is ``int(index)`` (mod 2**32): exactly what VW gives for the same line
 written as ``label | index:value``. Labels are kept as written (``+1``, ``-1``, ``0``, ``3``);
 learners map them for their loss. Zero values are dropped (as VW drops zero features).
-Malformed lines (non-numeric label or value, a token without ``:``, a non-integer index) are
-skipped and reported, or raise with ``strict``.
+Malformed lines (non-numeric label or value, a NaN or infinite label or value such as ``nan``,
+``inf`` or ``1e400``, a token without ``:``, a non-integer index) are skipped and reported, or
+raise with ``strict``.
 """
 from __future__ import annotations
 

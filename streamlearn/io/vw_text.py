@@ -20,6 +20,8 @@ Grammar (VW 9, simple labels)::
 Differences from VW, on purpose: a non-numeric feature value (``a:x``, ``a:``), a non-numeric
 label / importance / namespace weight, or more than three label tokens make the line
 malformed (skipped and reported, or an error with ``strict``) where VW warns and substitutes.
+So does any number that is NaN or infinite (``nan``, ``inf``, ``1e400``), and a feature value
+whose product with its namespace weight (or with another feature, under ``-q``) overflows.
 
 Hashing follows :mod:`streamlearn.io.hashing`; parsing is done by
 :func:`streamlearn.io._text_kernels.parse_chunk`, one compiled call per chunk.
