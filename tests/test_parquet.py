@@ -174,6 +174,102 @@ def test_schema_errors_name_column_and_type(tmp_path, table, label_column, patte
         _read(tmp_path / "bad.parquet", label_column=label_column)
 
 
+# --- bad rows (issue 6: fuzzing) --------------------------------------------------------------
+
+def _errors(batches):
+    return [(ln, why) for b in batches for _, ln, why in b.extra["errors"]]
+
+
+def test_nonfinite_rows_are_skipped_and_reported(tmp_path):
+    """NaN/inf labels and weights, inf feature values and overflowing -q products: the row is
+    skipped and reported as file:row (strict: InputError), never passed to a learner. Null
+    label = unlabeled and null weight = 1 stay valid; NaN/null feature values are dropped."""
+    nan, inf = float("nan"), float("inf")
+    t = pa.table({
+        "label": [1.0, inf, nan, None, 1.0, 1.0, 1.0, 2.0],
+        "weight": [1.0, 1.0, 1.0, None, -inf, nan, 1.0, 1.0],
+        "indices": pa.array([[1, 2], [1], [1], [1], [1], [1], [1, 2], [1, 2]]),
+        "values": pa.array([[nan, None], [1.0], [1.0], [1.0], [1.0], [1.0], [inf, 1.0],
+                            [1e200, 1e200]]),
+    })
+    p = tmp_path / "nf.parquet"
+    pq.write_table(t, p)
+    bs = _read(p, constant=False, quadratic=("  ",))
+    assert _errors(bs) == [
+        (2, "label (column 'label') is NaN or infinite"),
+        (3, "label (column 'label') is NaN or infinite"),
+        (5, "importance weight (column 'weight') is NaN or infinite"),
+        (6, "importance weight (column 'weight') is NaN or infinite"),
+        (7, "a feature value is infinite"),
+        (8, "-q interaction value (product of two feature values) overflows the double range"),
+    ]
+    b = concat_batches(bs)
+    assert b.lines.tolist() == [1, 4]
+    assert np.isnan(b.labels[1]) and b.labels[0] == 1.0 and b.weights.tolist() == [1.0, 1.0]
+    assert b.offsets.tolist() == [0, 0, 2] and np.isfinite(b.values).all()  # NaN/null dropped
+    with pytest.raises(InputError, match=r"nf.parquet:2: label \(column 'label'\) is NaN"):
+        _read(p, strict=True)
+    # wide and map columns: inf is a bad row, NaN / null a dropped value
+    t = pa.table({"label": [1.0, 1.0, 1.0], "x": [1.0, -inf, nan],
+                  "y": pa.array([None, 2, 3], pa.int32())})
+    pq.write_table(t, p)
+    bs = _read(p, constant=False)
+    assert _errors(bs) == [(2, "a feature value is infinite")]
+    assert concat_batches(bs).lines.tolist() == [1, 3]
+    m = pa.array([[("a", 1.0), ("b", None), ("c", nan)], [("a", inf)]],
+                 pa.map_(pa.string(), pa.float64()))
+    pq.write_table(pa.table({"label": [1.0, 1.0], "m": m}), p)
+    bs = _read(p, constant=False)
+    assert _errors(bs) == [(2, "a feature value is infinite")] and bs[0].values.tolist() == [1.0]
+
+
+def test_bad_index_lists_are_bad_rows_not_a_failed_file(tmp_path):
+    """A null or negative index, or 'indices'/'values' lists of different lengths, skip that
+    row (they stopped the whole file before; the length message named a 0-based row)."""
+    t = pa.table({"label": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+                  "indices": pa.array([[1], [None, 2], [-3], [4, 5], None, [6]], pa.list_(pa.int64())),
+                  "values": pa.array([[1.0], [1.0, 1.0], [1.0], [4.0], [1.0], [6.0]]),
+                  "names": pa.array([["a"], ["b", "c"], ["d"], ["e", "f"], None, ["g"]])})
+    p = tmp_path / "idx.parquet"
+    pq.write_table(t, p)
+    for kw in ({}, {"keep_names": True}):
+        bs = _read(p, constant=False, **kw)
+        assert [ln for ln, _ in _errors(bs)] == [2, 3, 4, 5]
+        assert "null index" in _errors(bs)[0][1] and "negative index" in _errors(bs)[1][1]
+        assert "different lengths" in _errors(bs)[2][1]
+        b = concat_batches(bs)
+        assert b.lines.tolist() == [1, 6] and b.indices.tolist() == [1, 6]
+    assert [bs[0].feature_name(k) for k in range(bs[0].nnz)] == ["a", "g"]
+    with pytest.raises(InputError, match=r"idx.parquet:2: .*null index"):
+        _read(p, strict=True)
+
+
+def test_null_string_in_namespace_list_is_no_feature(tmp_path):
+    pq.write_table(pa.table({"label": [1.0], "ns": pa.array([["x", None]])}), tmp_path / "n.parquet")
+    from streamlearn.io.hashing import feature_hash
+    b = _read(tmp_path / "n.parquet", constant=False)[0]
+    assert b.indices.tolist() == [feature_hash("x", "ns")]
+
+
+def test_non_ascii_namespace_column_letter_is_its_first_utf8_byte(tmp_path):
+    """-q pairs name namespaces by their first byte; the text reader uses the first UTF-8 byte
+    of `|éa`, so the Parquet column 'éa' must too (it used the code point 0xE9)."""
+    pq.write_table(pa.table({"label": [1.0], "éa": pa.array([["x"]]), "b": pa.array([["y"]])}),
+                   tmp_path / "u.parquet")
+    (tmp_path / "u.vw").write_text("1 |éa x |b y\n")
+    q = (bytes([0xC3, ord("b")]),)
+    _same(_read(tmp_path / "u.parquet", quadratic=q), _read(tmp_path / "u.vw", quadratic=q))
+    assert _read(tmp_path / "u.parquet", quadratic=q)[0].nnz == 4  # x, y, constant, x*y
+
+
+def test_duplicate_column_names_are_a_schema_error(tmp_path):
+    t = pa.Table.from_arrays([pa.array([1.0]), pa.array([2.0]), pa.array([3.0])],
+                             names=["label", "x", "x"])
+    pq.write_table(t, tmp_path / "d.parquet")
+    with pytest.raises(InputError, match="column 'x' appears more than once"):
+        _read(tmp_path / "d.parquet")
+
+
 def test_not_parquet_and_truncated(tmp_path):
     p = tmp_path / "t.parquet"
     data = (DATA / "pq_sparse.parquet").read_bytes()

@@ -13,7 +13,13 @@ from numba import njit
 
 from ._hash_kernels import CONSTANT_HASH, hashstring, quadratic_hash
 
-__all__ = ["assemble_rows", "wide_part", "hash_string_part"]
+__all__ = ["assemble_rows", "wide_part", "hash_string_part", "ROW_INF_VALUE",
+           "ROW_QUADRATIC_OVERFLOW"]
+
+#: ``assemble_rows`` row status: a linear feature value is infinite.
+ROW_INF_VALUE = 1
+#: ``assemble_rows`` row status: a ``-q`` product of two finite values overflows.
+ROW_QUADRATIC_OVERFLOW = 2
 
 
 @njit(cache=True, nogil=True)
@@ -67,7 +73,7 @@ def assemble_rows(starts, ends, idx, val, letters, qa, qb, add_constant, want_sr
         Row ``i`` of part ``p`` is ``idx/val/letters[starts[p, i]:ends[p, i]]``.
     idx : uint32, val : float64, letters : uint8
         Flat feature hashes, values and namespace first bytes of all parts (entries with
-        value 0 are dropped, as VW's text parser does).
+        value 0 or NaN are dropped: VW's text parser drops zeros, NaN marks a missing value).
     qa, qb : int64
         ``-q`` pairs as first namespace bytes.
     add_constant : bool
@@ -78,7 +84,10 @@ def assemble_rows(starts, ends, idx, val, letters, qa, qb, add_constant, want_sr
 
     Returns
     -------
-    offsets, indices, values, src
+    offsets, indices, values, src, status
+        ``status[i]`` is 0 for a good row, :data:`ROW_INF_VALUE` when a linear feature value
+        is infinite, :data:`ROW_QUADRATIC_OVERFLOW` when a ``-q`` product overflows; the
+        caller drops (reports) such rows.
     """
     k, n = starts.shape
     npairs = len(qa)
@@ -92,13 +101,16 @@ def assemble_rows(starts, ends, idx, val, letters, qa, qb, add_constant, want_sr
     src = np.empty(cap if (want_src or npairs > 0) else 0, np.int64)
     offsets = np.empty(n + 1, np.int64)
     offsets[0] = 0
+    status = np.zeros(n, np.int64)
     nnz = 0
     for i in range(n):
         ex_start = nnz
         for p in range(k):
             for q in range(starts[p, i], ends[p, i]):
                 v = val[q]
-                if v != 0.0:
+                if v != 0.0 and v == v:
+                    if not np.isfinite(v):
+                        status[i] = ROW_INF_VALUE
                     indices[nnz] = idx[q]
                     values[nnz] = v
                     if want_src or npairs > 0:
@@ -151,10 +163,13 @@ def assemble_rows(starts, ends, idx, val, letters, qa, qb, add_constant, want_sr
                         if letters[src[tb]] != qb[pr]:
                             continue
                         indices[nnz] = np.uint32(quadratic_hash(h1, np.uint64(indices[tb])))
-                        values[nnz] = v1 * values[tb]
+                        qv = v1 * values[tb]
+                        if status[i] == 0 and not np.isfinite(qv):
+                            status[i] = ROW_QUADRATIC_OVERFLOW
+                        values[nnz] = qv
                         src[nnz] = -1
                         nnz += 1
         offsets[i + 1] = nnz
     if want_src:
-        return offsets, indices[:nnz], values[:nnz], src[:nnz]
-    return offsets, indices[:nnz], values[:nnz], src[:0]
+        return offsets, indices[:nnz], values[:nnz], src[:nnz], status
+    return offsets, indices[:nnz], values[:nnz], src[:0], status

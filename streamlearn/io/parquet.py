@@ -24,7 +24,15 @@ Sparse (any of these columns present):
 Wide (no list or map column): every numeric (or boolean) column other than the label,
 ``weight`` and ``tag`` is a feature named after its column, hashed as VW hashes feature
 ``colname`` in the default namespace; the label column is ``label`` or ``--label_column``.
-Zero, null and NaN values are dropped, as VW drops zero-valued features.
+Zero, null and NaN feature values are dropped (in every schema), as VW drops zero-valued
+features; so are null strings in a ``list<string>`` namespace column.
+
+Bad rows are skipped and listed in ``batch.extra["errors"]`` as ``(file, row, reason)`` (row
+1-based), or raise :class:`~streamlearn.errors.InputError` ``file:row: reason`` with
+``cfg.strict``, as malformed text lines are: a label or weight that is NaN or infinite (null
+is fine: unlabeled / weight 1), an infinite feature value, or a ``-q`` product that overflows.
+A column of the wrong type (or a duplicated column name) stops the read with one error naming
+the column.
 
 The constant feature is added as the text readers add it (hash 11650396, value 1, after the
 linear features, before ``-q`` interactions) unless ``cfg.constant`` is false.
@@ -117,6 +125,12 @@ def _plan(schema, src, cfg, need_ns):
         return pt.is_list(t) or pt.is_large_list(t)
 
     fields = {f.name: f.type for f in schema}
+    if len(fields) != len(schema):
+        seen = set()
+        for f in schema:
+            if f.name in seen:
+                raise InputError(f"{src}: Parquet column '{f.name}' appears more than once")
+            seen.add(f.name)
     p = _Plan()
     label_col = getattr(cfg, "label_column", None)
     if label_col is not None and label_col not in fields:
@@ -279,14 +293,23 @@ def _ns_hash(name):
 
 def _convert(rb, plan, cfg, src, first_row, qa, qb, keep_names):
     from ._hash_kernels import hash_spans
-    from ._parquet_kernels import assemble_rows, hash_string_part, wide_part
+    from ._parquet_kernels import (ROW_INF_VALUE, ROW_QUADRATIC_OVERFLOW, assemble_rows,
+                                   hash_string_part, wide_part)
 
     n = rb.num_rows
     col = {name: rb.column(i) for i, name in enumerate(rb.schema.names)}
+    bad_rows = []  # (row mask, reason)
     labels = _float64(col[plan.label], src, plan.label) if plan.label else np.full(n, np.nan)
+    if plan.label:
+        nf = ~np.isfinite(labels) & _valid(col[plan.label])  # null = unlabeled; NaN is not
+        if nf.any():
+            bad_rows.append((nf, f"label (column '{plan.label}') is NaN or infinite"))
     if plan.weight:
         weights = _float64(col[plan.weight], src, plan.weight)
-        if np.isnan(weights).any():
+        nf = ~np.isfinite(weights) & _valid(col[plan.weight])
+        if nf.any():
+            bad_rows.append((nf, "importance weight (column 'weight') is NaN or infinite"))
+        if np.isnan(weights).any():  # null = 1 (bad rows are dropped below)
             weights = np.where(np.isnan(weights), 1.0, weights)
     else:
         weights = np.ones(n)
@@ -297,17 +320,21 @@ def _convert(rb, plan, cfg, src, first_row, qa, qb, keep_names):
         ia, va = col[plan.indices], col[plan.values]
         s, e = _row_spans(ia)
         s2, e2 = _row_spans(va)
-        if not (np.array_equal(e - s, e2 - s2)):
-            bad = int(np.flatnonzero((e - s) != (e2 - s2))[0])
-            raise InputError(f"{src}: row {first_row + bad}: Parquet columns 'indices' and 'values' "
-                             "have lists of different lengths")
+        bad_len = (e - s) != (e2 - s2)
+        if bad_len.any():  # bad rows, dropped at the end: read them as empty
+            bad_rows.append((bad_len, "Parquet columns 'indices' and 'values' have lists of "
+                             "different lengths"))
+            e = np.where(bad_len, s, e)
+            e2 = np.where(bad_len, s2, e2)
         child = ia.values
         if child.null_count:
-            raise InputError(f"{src}: Parquet column 'indices' holds nulls; expected list<integer>")
+            bad_rows.append((_rows_holding(~_valid(child), s, e),
+                             "Parquet column 'indices' holds a null index"))
+            child = child.fill_null(0)
         raw = child.to_numpy(zero_copy_only=False)
         if raw.dtype.kind == "i" and len(raw) and raw.min() < 0:
-            raise InputError(f"{src}: Parquet column 'indices' holds a negative index; expected "
-                             "feature hashes in [0, 2**32)")
+            bad_rows.append((_rows_holding(raw < 0, s, e), "Parquet column 'indices' holds a "
+                             "negative index; expected feature hashes in [0, 2**32)"))
         idx = raw if raw.dtype == np.uint32 else raw.astype(np.uint32)
         vals = _float64(va.values, src, "values")
         m = _pos_map(s, e, s2, len(idx))
@@ -326,7 +353,7 @@ def _convert(rb, plan, cfg, src, first_row, qa, qb, keep_names):
             nsa = col[plan.namespaces]
             ns_data, ns_off = _strings(nsa.values)
             s3, e3 = _row_spans(nsa)
-            if not np.array_equal(e3 - s3, e - s):
+            if not np.array_equal((e3 - s3)[~bad_len], (e - s)[~bad_len]):
                 raise InputError(f"{src}: Parquet column 'namespaces' must hold one namespace per "
                                  "entry of 'indices' (list<string> of the same lengths)")
             m3 = _pos_map(s, e, s3, len(idx))
@@ -343,7 +370,7 @@ def _convert(rb, plan, cfg, src, first_row, qa, qb, keep_names):
             na = col[plan.names]
             name_data, name_off = _strings(na.values)
             s4, e4 = _row_spans(na)
-            if not np.array_equal(e4 - s4, e - s):
+            if not np.array_equal((e4 - s4)[~bad_len], (e - s)[~bad_len]):
                 raise InputError(f"{src}: Parquet column 'names' must hold one name per entry of "
                                  "'indices' (list<string> of the same lengths)")
             name_info = (name_data, name_off, _pos_map(s, e, s4, len(idx)))
@@ -358,6 +385,8 @@ def _convert(rb, plan, cfg, src, first_row, qa, qb, keep_names):
             data, soff = _strings(a.values)
             hashes = hash_string_part(data, soff, 0, len(soff) - 1, np.uint64(seed))
             vals = np.ones(len(hashes))
+            if a.values.null_count:  # a null string is no feature (value 0: dropped)
+                vals[~_valid(a.values)] = 0.0
             names_info = (data, soff, None)
         else:
             keys = a.keys if hasattr(a, "keys") else a.values.field(0)
@@ -366,9 +395,9 @@ def _convert(rb, plan, cfg, src, first_row, qa, qb, keep_names):
             hashes = hash_string_part(data, soff, 0, len(soff) - 1, np.uint64(seed))
             vals = _float64(items, src, name)
             names_info = (data, soff, None)
-        letter = ord(name[0]) if name and ord(name[0]) < 256 else 32
-        letters = np.full(len(hashes), letter, np.uint8)
         nsb = np.frombuffer(name.encode("utf-8"), np.uint8)
+        letter = int(nsb[0]) if len(nsb) else 32  # the first byte, as in text (`|name`)
+        letters = np.full(len(hashes), letter, np.uint8)
         parts.append((s, e, hashes, vals, letters, names_info, ("ns", nsb)))
 
     if plan.wide_cols:
@@ -397,7 +426,7 @@ def _convert(rb, plan, cfg, src, first_row, qa, qb, keep_names):
         fidx, fval, flet = np.zeros(0, np.uint32), np.zeros(0), np.zeros(0, np.uint8)
     if not fval.flags.c_contiguous:
         fval = np.ascontiguousarray(fval)
-    offsets, indices, values, srcpos = assemble_rows(
+    offsets, indices, values, srcpos, row_status = assemble_rows(
         np.ascontiguousarray(starts), np.ascontiguousarray(ends), fidx, fval, flet, qa, qb,
         bool(cfg.constant), bool(keep_names))
 
@@ -471,7 +500,62 @@ def _convert(rb, plan, cfg, src, first_row, qa, qb, keep_names):
     if texts:
         batch.text = texts[0] if len(texts) == 1 else np.concatenate(texts)
     batch.extra["errors"] = []
+    if row_status.any():
+        bad_rows.append((row_status == ROW_INF_VALUE, "a feature value is infinite"))
+        bad_rows.append((row_status == ROW_QUADRATIC_OVERFLOW, "-q interaction value (product "
+                         "of two feature values) overflows the double range"))
+    if bad_rows:
+        batch = _drop_bad_rows(batch, bad_rows, src, first_row, cfg)
     return batch
+
+
+def _rows_holding(entry_mask, s, e):
+    """Rows (spans ``[s, e)`` into a list column's child) holding a flagged child entry."""
+    cs = np.zeros(len(entry_mask) + 1, np.int64)
+    np.cumsum(entry_mask, out=cs[1:])
+    return (cs[e] - cs[s]) > 0
+
+
+def _valid(arr):
+    """Validity (not null) of each entry of an Arrow array, as a bool numpy array."""
+    if not arr.null_count:
+        return np.ones(len(arr), bool)
+    return arr.is_valid().to_numpy(zero_copy_only=False)
+
+
+def _drop_bad_rows(batch, bad_rows, src, first_row, cfg):
+    """Drop the rows flagged in ``bad_rows`` (``(mask, reason)``, first reason wins) and list
+    them in ``extra["errors"]`` as ``(src, row, reason)``; raise at the first with ``strict``."""
+    reason = {}
+    for mask, why in bad_rows:
+        for i in np.flatnonzero(mask).tolist():
+            reason.setdefault(i, why)
+    if not reason:
+        return batch
+    errors = [(src, first_row + i + 1, reason[i]) for i in sorted(reason)]
+    if getattr(cfg, "strict", False):
+        s, row, why = errors[0]
+        raise InputError(f"{s}:{row}: {why}")
+    keep = np.ones(batch.n, bool)
+    keep[sorted(reason)] = False
+    counts = np.diff(batch.offsets)
+    ekeep = np.repeat(keep, counts)
+    offsets = np.zeros(int(keep.sum()) + 1, np.int64)
+    np.cumsum(counts[keep], out=offsets[1:])
+
+    def rows(x):
+        return None if x is None else x[keep]
+
+    def entries(x):
+        return None if x is None else x[ekeep]
+
+    out = Batch(offsets, batch.indices[ekeep], batch.values[ekeep], batch.labels[keep],
+                batch.weights[keep], lines=batch.lines[keep], source=batch.source,
+                text=batch.text, tag_start=rows(batch.tag_start), tag_end=rows(batch.tag_end),
+                name_start=entries(batch.name_start), name_end=entries(batch.name_end),
+                ns_start=entries(batch.ns_start), ns_end=entries(batch.ns_end))
+    out.extra["errors"] = errors
+    return out
 
 
 _WIDE_CACHE = {}
