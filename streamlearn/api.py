@@ -18,7 +18,7 @@ import numpy as np
 from . import __version__
 from .algos import get_learner_class
 from .errors import ConfigError, InputError, ModelFileError
-from .evaluate import ProgressSchedule, run_stream
+from .evaluate import InterruptGuard, ProgressSchedule, run_stream
 
 __all__ = ["RunConfig", "train", "predict", "load_model", "save_model", "make_learner"]
 
@@ -43,6 +43,7 @@ class RunConfig:
     quiet: bool = False
     strict: bool = False
     metrics: str | None = None
+    save_on_interrupt: bool = False
     select_out: str | None = None
     label_column: str | None = None
     chunk_bytes: int = 1 << 22
@@ -59,9 +60,14 @@ def make_learner(algo: str, hyper: dict):
 
 def save_model(path: str, learner, reader: dict) -> int:
     """Write ``learner`` (and the reader's hashing settings) to ``path``; returns bytes."""
-    from .io.model_file import write_model
+    from .errors import NumericError
+    from .io.model_file import all_finite, write_model
 
     meta, arrays = learner.state_dict()
+    bad = [k for k, a in arrays.items() if np.asarray(a).dtype.kind == "f" and not all_finite(np.asarray(a))]
+    if bad:
+        raise NumericError(f"{path}: not written: the {learner.name} model's {', '.join(bad)} hold NaN or inf "
+                           "(its state degenerated); an existing file is unchanged")
     return write_model(path, learner.name, meta, arrays, reader)
 
 
@@ -253,9 +259,18 @@ def _run(cfg: RunConfig, learn: bool, log=None):
             log(line)
     failed = True
     try:
-        ev = run_stream(learner, _batches(cfg, reader, keep_names), learn=learn and not cfg.test_only,
-                        schedule=schedule, emit_row=emit_row,
-                        on_predictions=sink, on_errors=on_errors)
+        with InterruptGuard() as guard:
+            try:
+                ev = run_stream(learner, _batches(cfg, reader, keep_names), learn=learn and not cfg.test_only,
+                                schedule=schedule, emit_row=emit_row,
+                                on_predictions=sink, on_errors=on_errors, guard=guard)
+            except KeyboardInterrupt:
+                if cfg.save_on_interrupt and cfg.final_model and learn and not cfg.test_only:
+                    # the guard raised between batches: the state is that of whole batches
+                    learner.finish()
+                    size = save_model(cfg.final_model, learner, reader)
+                    log(f"interrupted: saved the model learned so far to {cfg.final_model} ({size} bytes)")
+                raise
         failed = False
     finally:
         if sink is not None:

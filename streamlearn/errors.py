@@ -1,5 +1,5 @@
 """Library exceptions. The CLI maps them to exit codes (all of these: exit 1, one line)."""
-__all__ = ["StreamlearnError", "InputError", "ModelFileError", "ConfigError"]
+__all__ = ["StreamlearnError", "InputError", "ModelFileError", "ConfigError", "NumericError"]
 
 
 class StreamlearnError(Exception):
@@ -16,3 +16,7 @@ class ModelFileError(StreamlearnError):
 
 class ConfigError(StreamlearnError):
     """Options that do not fit together (an option that does not apply to the algorithm, ...)."""
+
+
+class NumericError(StreamlearnError):
+    """The learner's state became NaN or inf: the run stops and no model is written."""

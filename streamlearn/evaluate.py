@@ -7,6 +7,8 @@ doubling (or fixed) intervals, predictions for the sink, and the final summary.
 from __future__ import annotations
 
 import math
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -149,26 +151,90 @@ class Evaluation:
         return s
 
 
+def _degenerated(learner, batch, pred):
+    from .errors import NumericError
+    i = int(np.flatnonzero(np.isnan(pred))[0])
+    where = f"{batch.source or '<input>'}:{int(batch.lines[i])}"
+    raise NumericError(f"{where}: the {learner.name} learner's state became NaN/inf at this example; "
+                       "stopped, no model written (try a smaller learning rate or scaled feature values)")
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived; ``signum`` says which. Raised between batches, so the
+    learner's state is that of a whole number of batches."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+class InterruptGuard:
+    """Defers SIGINT/SIGTERM while a batch is being learned and recorded (``busy``), so an
+    interrupt never leaves the learner half-updated; outside that window (waiting for input)
+    the signal raises at once. Installed only on the main thread and only over the default
+    handlers (an embedding program's own handlers are left alone)."""
+
+    def __init__(self):
+        self.busy = False
+        self.pending = None
+        self._old = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
+                if signal.getsignal(sig) is default:
+                    self._old[sig] = default
+                    signal.signal(sig, self._handler)
+        return self
+
+    def _handler(self, signum, frame):
+        if self.busy:
+            self.pending = Interrupted(signum)
+        else:
+            raise Interrupted(signum)
+
+    def check(self):
+        self.busy = False
+        if self.pending is not None:
+            e, self.pending = self.pending, None
+            raise e
+
+    def __exit__(self, *exc):
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old.clear()
+        return False
+
+
 def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on_predictions=None,
-               on_errors=None, evaluation=None):
+               on_errors=None, evaluation=None, guard=None):
     """Run the learner over ``batches``; returns the :class:`Evaluation`.
 
     ``on_predictions(batch, pred)`` receives every batch's recorded predictions (for ``-p``);
-    ``on_errors(list)`` the malformed lines a reader skipped in each batch.
+    ``on_errors(list)`` the malformed lines a reader skipped in each batch. With ``guard``
+    (an entered :class:`InterruptGuard`), interrupts are taken only between batches.
     """
+    guard = guard or InterruptGuard()
     ev = evaluation or Evaluation(learner.loss.name, learner.loss.classification, learner.multiclass)
     for batch in batches:
+        guard.busy = True
         errs = batch.extra.get("errors") if batch.extra else None
         if errs:
             ev.skipped_lines += len(errs)
             if on_errors is not None:
                 on_errors(errs)
         if batch.n == 0:
+            guard.check()
             continue
         pred, loss = learner.learn_batch(batch) if learn else learner.predict_batch(batch)
+        if np.isnan(pred).any():
+            _degenerated(learner, batch, pred)
         ev.add(batch, pred, loss, schedule, emit_row)
         if on_predictions is not None:
             on_predictions(batch, pred)
+        guard.check()
     if learn:
+        guard.busy = True
         learner.finish()
+        guard.check()
     return ev

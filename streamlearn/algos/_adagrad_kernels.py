@@ -21,6 +21,19 @@ __all__ = ["adagrad_run", "wexpmx"]
 SQUARED, LOGISTIC, HINGE = 0, 1, 2
 X2_MIN = 1.1754943508222875e-38  # FLT_MIN, as VW
 X_MIN = math.sqrt(X2_MIN)
+F32_MAX = 3.4028234663852886e38  # the state is float32, as VW's
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _sat32(v):
+    """Saturate ``v`` to float32's finite range (numeric safety: a gradient of 1e36, from
+    feature values of 1e30 with large importance weights, squares past float32's range; the
+    accumulator saturates instead of becoming inf, which would turn the weight into NaN)."""
+    if v > F32_MAX:
+        return F32_MAX
+    if v < -F32_MAX:
+        return -F32_MAX
+    return v
 
 
 @njit(cache=True, nogil=True)
@@ -126,7 +139,7 @@ def adagrad_run(offsets, indices, values, labels, weights,
                 if x2 < X2_MIN:
                     x = X_MIN if x > 0 else -X_MIN
                     x2 = X2_MIN
-                G[j] += g2 * x2
+                G[j] = _sat32(G[j] + g2 * x2)
                 ax = abs(x)
                 if ax > N[j]:
                     if N[j] > 0.0:
@@ -151,7 +164,7 @@ def adagrad_run(offsets, indices, values, labels, weights,
                 if x * x < X2_MIN:
                     x = X_MIN if x > 0 else -X_MIN
                 if G[j] > 0.0:
-                    w[j] += upd * x / (math.sqrt(np.float64(G[j])) * N[j])
+                    w[j] = _sat32(w[j] + upd * x / (math.sqrt(np.float64(G[j])) * N[j]))
         else:
             dl = loss_deriv(loss_code, p, y) * imp
             if dl == 0.0:
@@ -159,7 +172,11 @@ def adagrad_run(offsets, indices, values, labels, weights,
             for k in range(a, b):
                 j = np.int64(indices[k]) & mask
                 gj = dl * values[k]
-                G[j] += gj * gj
+                g64 = G[j] + gj * gj
+                G[j] = _sat32(g64)
                 if G[j] > 0.0:
-                    w[j] -= eta * gj / math.sqrt(np.float64(G[j]))
+                    # |gj| / sqrt(G) <= 1 (G includes gj^2); where G saturated, divide by the
+                    # unsaturated float64 sum so the step stays <= eta
+                    den = math.sqrt(np.float64(G[j])) if g64 <= F32_MAX else math.sqrt(g64)
+                    w[j] = _sat32(w[j] - eta * gj / den)
     return learned

@@ -22,6 +22,12 @@ def run_api(fn, cfg):
     except StreamlearnError as e:
         sys.stderr.write(f"streamlearn: error: {e}\n")
         sys.exit(1)
+    except KeyboardInterrupt as e:
+        # SIGINT (exit 130) or SIGTERM (exit 143): nothing partial was written (models and
+        # metrics are written atomically; predictions already written are kept)
+        signum = getattr(e, "signum", 2)
+        sys.stderr.write("streamlearn: interrupted" + (" (SIGTERM)" if signum == 15 else "") + "\n")
+        sys.exit(128 + signum)
     except BrokenPipeError:
         from ..api import _silence_stdout
         _silence_stdout()

@@ -27,6 +27,8 @@ def _algo_names():
 @click.option("-t", "--testonly", "test_only", is_flag=True, help="Predict and score only; no updates.")
 @click.option("--passes", type=click.IntRange(min=1), default=1, show_default=True,
               help="Passes over the input files (not for stdin).")
+@click.option("--save_on_interrupt", "--save-on-interrupt", "save_on_interrupt", is_flag=True,
+              help="On SIGINT/SIGTERM, still write -f with what was learned so far (complete, atomic).")
 @click.option("--select_out", "--select-out", "select_out", type=click.Path(dir_okay=False), default=None,
               help="Feature-selection learners: write the selected features (TSV) here at the end.")
 def train(files, data, algo, quadratic, noconstant, **kw):
@@ -47,5 +49,6 @@ def train(files, data, algo, quadratic, noconstant, **kw):
                     initial_model=kw["initial_model"], final_model=kw["final_model"],
                     predictions=kw["predictions"], link=kw["link"], test_only=kw["test_only"],
                     passes=kw["passes"], progress=kw["progress"], quiet=kw["quiet"], strict=kw["strict"],
-                    metrics=kw["metrics"], select_out=kw["select_out"], label_column=kw["label_column"])
+                    metrics=kw["metrics"], save_on_interrupt=kw["save_on_interrupt"],
+                    select_out=kw["select_out"], label_column=kw["label_column"])
     run_api(api_train, cfg)

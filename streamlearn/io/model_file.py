@@ -5,7 +5,7 @@ Layout (little-endian)::
     magic        8 bytes   b"SLMODEL\\x00"
     version      uint32    FORMAT_VERSION
     header_len   uint64
-    header       JSON (utf-8): format_version, package_version, created, algo, meta
+    header       JSON (utf-8): format_version, package_version, algo, meta
                  (every hyper-parameter and counter), reader (hashing settings), arrays
                  (name, dtype, shape, encoding, offset, nbytes)
     payload      the arrays, one after another
@@ -14,7 +14,9 @@ Layout (little-endian)::
 Array encodings: ``raw`` (the bytes), or ``sparse`` for 1-D arrays that are mostly zero (a
 uint32/uint64 index array plus the non-zero values; zero is tested on the bit pattern, so
 ``-0.0`` and NaN round-trip exactly). Files are written to a temporary file in the target
-directory, flushed, fsync'ed and renamed, so an existing model is never half-overwritten.
+directory, flushed, fsync'ed and renamed, so an existing model is never half-overwritten, even
+when the writer is killed (see :class:`atomic_writer`). No time stamp is stored: the same
+training run writes a byte-identical file.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ import numpy as np
 from .. import __version__
 from ..errors import ModelFileError
 
-__all__ = ["FORMAT_VERSION", "MAGIC", "write_model", "read_model", "atomic_writer"]
+__all__ = ["FORMAT_VERSION", "MAGIC", "write_model", "read_model", "atomic_writer", "all_finite"]
 
 MAGIC = b"SLMODEL\x00"
 FORMAT_VERSION = 1
@@ -38,8 +40,57 @@ _ALLOWED_DTYPES = {"float32", "float64", "int8", "int16", "int32", "int64", "uin
                    "uint32", "uint64", "bool"}
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. EPERM: it exists
+        return True
+    return True
+
+
+def _tmp_prefix(path: str) -> str:
+    return "." + os.path.basename(path) + ".tmp-"
+
+
+def _remove_stale_temporaries(path: str) -> None:
+    """Remove temporaries a killed writer of ``path`` left behind (``.NAME.tmp-PID-XXXX``
+    whose process PID no longer exists). A SIGKILL cannot be caught, so this is where they
+    go; files of a live writer are left alone."""
+    d = os.path.dirname(os.path.abspath(path))
+    prefix = _tmp_prefix(path)
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith(prefix):
+            continue
+        pid = name[len(prefix):].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            try:
+                os.unlink(os.path.join(d, name))
+            except OSError:
+                pass
+
+
+def _umask() -> int:
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
+
 class atomic_writer:
-    """Context manager: a binary file object that becomes ``path`` only on success."""
+    """Context manager: a binary file object that becomes ``path`` only on success.
+
+    The data go to ``.NAME.tmp-PID-XXXX`` in the target's directory; on success the file is
+    flushed, fsync'ed, given the permissions a plain ``open`` would (0666 & ~umask), renamed
+    over ``path`` (atomic on POSIX) and the directory is fsync'ed. On any exception (a full
+    disk, an interrupt) the temporary is removed and ``path`` is untouched. If the process is
+    killed outright, ``path`` still holds the old file or the complete new one, never a mix,
+    and the next writer of ``path`` removes the orphaned temporary.
+    """
 
     def __init__(self, path: str):
         self.path = os.fspath(path)
@@ -47,8 +98,9 @@ class atomic_writer:
         self.f = None
 
     def __enter__(self):
+        _remove_stale_temporaries(self.path)
         d = os.path.dirname(os.path.abspath(self.path))
-        fd, self.tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=d)
+        fd, self.tmp = tempfile.mkstemp(prefix=f"{_tmp_prefix(self.path)}{os.getpid()}-", suffix="", dir=d)
         self.f = os.fdopen(fd, "wb")
         return self.f
 
@@ -57,31 +109,61 @@ class atomic_writer:
             if et is None:
                 self.f.flush()
                 os.fsync(self.f.fileno())
+                os.fchmod(self.f.fileno(), 0o666 & ~_umask())
                 self.f.close()
                 os.replace(self.tmp, self.path)
+                self.tmp = None
+                _fsync_dir(os.path.dirname(os.path.abspath(self.path)))
             else:
                 self.f.close()
                 os.unlink(self.tmp)
+                self.tmp = None
         except BaseException:
-            if os.path.exists(self.tmp):
+            try:
+                self.f.close()
+            except OSError:
+                pass
+            if self.tmp is not None and os.path.exists(self.tmp):
                 os.unlink(self.tmp)
             raise
         return False
 
 
+def _fsync_dir(d: str) -> None:
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def _encode(a: np.ndarray):
+    """Return ``(encoding, parts, extra)``; parts are buffers (no copy of a dense array)."""
     a = np.ascontiguousarray(a)
-    if a.ndim == 1 and a.size >= 1024 and a.dtype.itemsize in (4, 8):
-        bits = a.view(np.uint32 if a.dtype.itemsize == 4 else np.uint64)
+    flat = a.reshape(-1)
+    if flat.size >= 1024 and a.dtype.itemsize in (4, 8):
+        bits = flat.view(np.uint32 if a.dtype.itemsize == 4 else np.uint64)
         nz = np.flatnonzero(bits)
         if nz.size * (a.dtype.itemsize + 8) < a.nbytes // 2:
-            idx = nz.astype(np.uint32 if a.size < 2**32 else np.uint64)
-            return "sparse", [idx.tobytes(), a[nz].tobytes()], {"nnz": int(nz.size), "index_dtype": str(idx.dtype)}
-    return "raw", [a.tobytes()], {}
+            idx = nz.astype(np.uint32 if flat.size < 2**32 else np.uint64)
+            return "sparse", [memoryview(idx).cast("B"), memoryview(flat[nz]).cast("B")], \
+                {"nnz": int(nz.size), "index_dtype": str(idx.dtype)}
+    return "raw", [memoryview(flat).cast("B") if flat.size else b""], {}
 
 
 def write_model(path: str, algo: str, meta: dict, arrays: dict, reader: dict) -> int:
-    """Write a model file atomically; returns its size in bytes."""
+    """Write a model file atomically; returns its size in bytes.
+
+    The bytes depend only on the arguments (no time stamp), so the same training run gives a
+    byte-identical file.
+    Raises :class:`ModelFileError` when the file cannot be written (full disk, no
+    permission, ...); the existing ``path`` is then unchanged.
+    """
     entries, chunks, off = [], [], 0
     for name, a in arrays.items():
         a = np.asarray(a)
@@ -97,7 +179,6 @@ def write_model(path: str, algo: str, meta: dict, arrays: dict, reader: dict) ->
         "format_version": FORMAT_VERSION,
         "package": "streamlearn",
         "package_version": __version__,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "algo": algo,
         "meta": meta,
         "reader": reader,
@@ -106,13 +187,27 @@ def write_model(path: str, algo: str, meta: dict, arrays: dict, reader: dict) ->
     hb = json.dumps(header, sort_keys=True).encode()
     h = hashlib.sha256()
     size = 0
-    with atomic_writer(path) as f:
-        for part in (MAGIC, struct.pack("<IQ", FORMAT_VERSION, len(hb)), hb, *chunks):
-            f.write(part)
-            h.update(part)
-            size += len(part)
-        f.write(h.digest())
+    try:
+        with atomic_writer(path) as f:
+            for part in (MAGIC, struct.pack("<IQ", FORMAT_VERSION, len(hb)), hb, *chunks):
+                f.write(part)
+                h.update(part)
+                size += len(part)
+            f.write(h.digest())
+    except OSError as e:
+        raise ModelFileError(f"{path}: cannot write model file: {e.strerror or e}; "
+                             "nothing was written (an existing file is unchanged)") from None
     return size + 32
+
+
+def all_finite(a: np.ndarray) -> bool:
+    """True when every element of ``a`` is finite (checked in blocks: no full-size temporary)."""
+    flat = np.ascontiguousarray(a).reshape(-1)
+    step = 1 << 22  # in blocks: no full-size temporary for a 2^28 table
+    for i in range(0, flat.size, step):
+        if not np.isfinite(flat[i:i + step]).all():
+            return False
+    return True
 
 
 def read_model(path: str):
@@ -161,7 +256,7 @@ def read_model(path: str):
                 idx = np.frombuffer(buf, dtype=idt, count=nnz)
                 vals = np.frombuffer(buf, dtype=dt, offset=nnz * idt.itemsize, count=nnz)
                 a = np.zeros(shape, dtype=dt)
-                a[idx] = vals
+                a.reshape(-1)[idx] = vals
             else:
                 raise ModelFileError(f"{path}: unknown array encoding {e['encoding']!r}")
             arrays[e["name"]] = a

@@ -117,7 +117,7 @@ class Prefetcher:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             # a reader blocked on an interactive stdin must not hang the exit: the thread is
             # a daemon, so give up waiting after a while
-            self._thread.join(timeout=2.0)
+            self._thread.join(timeout=0.2)
 
     @property
     def alive(self) -> bool:

@@ -175,6 +175,17 @@ def _read_head(raw, n: int) -> bytes:
     return head
 
 
+def _stdin_raw():
+    """Standard input as an unbuffered file object. The reader thread blocks in its reads;
+    a raw ``FileIO`` has no buffer lock, so an exit (an interrupt, an error) while it waits
+    cannot trip CPython's "could not acquire lock for <stdin> at interpreter shutdown"
+    abort, as ``sys.stdin.buffer`` would."""
+    try:
+        return open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)
+    except (AttributeError, OSError, ValueError):  # a replaced sys.stdin (tests, embedding)
+        return sys.stdin.buffer
+
+
 class _Input:
     """An opened input: ``raw`` (file object), ``head`` (first raw bytes), ``stream``
     (decompressed data from the start), ``gz``, ``name``."""
@@ -185,7 +196,7 @@ class _Input:
         self._own = None
         try:
             if path == "-":
-                raw = sys.stdin.buffer
+                raw = _stdin_raw()
             else:
                 raw = open(path, "rb")
                 self._own = raw
