@@ -113,6 +113,15 @@ def test_parse_float_long_mantissas_within_one_ulp():
         assert ok and abs(v - f) <= math.ulp(f), (s, v, f)
 
 
+def test_parse_float_huge_exponent_offset_by_long_mantissa():
+    """An exponent of 7+ digits offset by as many mantissa digits (a 2 MB number) is read
+    exactly; the exponent used to saturate at ~10**5 (-> 0.0 / inf). Found by fuzzing."""
+    for s in ["0." + "0" * 2000000 + "1e2000001", "1" + "0" * 2000001 + "e-2000001",
+              "1e-99999999999999999999", "-0.1e1000000000000000000000"]:
+        v, ok = pf(s)
+        assert ok and v == float(s), (s[:12], v)
+
+
 def test_parse_float_repr_roundtrip():
     g = np.random.default_rng(0)
     x = g.standard_normal(20000) * 10.0 ** g.integers(-300, 300, 20000)

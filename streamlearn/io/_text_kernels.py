@@ -225,7 +225,10 @@ def scan_float(buf, s, e):
             c = buf[i]
             if c < 48 or c > 57:
                 break
-            if x < 100000:
+            # exact up to 10**15 (beyond it the value is 0 or inf: no line holds 10**15
+            # mantissa digits to offset it); a smaller cap misread 2 MB numbers like
+            # "0.<2000000 zeros>1e2000001"
+            if x < 100000000000000:
                 x = x * 10 + (c - 48)
             nexp += 1
             i += 1
