@@ -262,6 +262,28 @@ def test_non_ascii_namespace_column_letter_is_its_first_utf8_byte(tmp_path):
     assert _read(tmp_path / "u.parquet", quadratic=q)[0].nnz == 4  # x, y, constant, x*y
 
 
+def test_quadratic_room_for_later_rows(tmp_path):
+    """-q products of an early row must not take the room kept for the linear features of
+    the later rows (assemble_rows wrote past its buffers, then failed with a numba
+    ValueError). Found by fuzzing."""
+    a = [[f"f{j}" for j in range(8)]] + [[]] * 20  # row 1: 36 products, no growth
+    b = [[]] + [[f"g{i}_{j}" for j in range(5)] for i in range(20)]  # then linear only
+    pq.write_table(pa.table({"label": [1.0] * 21, "a": pa.array(a, pa.list_(pa.string())),
+                             "b": pa.array(b, pa.list_(pa.string()))}), tmp_path / "q.parquet")
+    (tmp_path / "q.vw").write_text("".join(f"1 |a {' '.join(x)} |b {' '.join(y)}\n"
+                                           for x, y in zip(a, b)))
+    for q in [("aa",), ("aa", "bc")]:
+        _same(_read(tmp_path / "q.parquet", quadratic=q), _read(tmp_path / "q.vw", quadratic=q))
+
+
+def test_integers_beyond_2_53_round_instead_of_failing_the_file(tmp_path):
+    t = pa.table({"label": pa.array([2**64 - 1, 1], pa.uint64()),
+                  "x": pa.array([2**62 + 1, None], pa.int64())})
+    pq.write_table(t, tmp_path / "i.parquet")
+    b = _read(tmp_path / "i.parquet", constant=False)[0]
+    assert b.labels.tolist() == [float(2**64 - 1), 1.0] and b.values.tolist() == [float(2**62)]
+
+
 def test_duplicate_column_names_are_a_schema_error(tmp_path):
     t = pa.Table.from_arrays([pa.array([1.0]), pa.array([2.0]), pa.array([3.0])],
                              names=["label", "x", "x"])

@@ -103,9 +103,11 @@ def assemble_rows(starts, ends, idx, val, letters, qa, qb, add_constant, want_sr
     offsets[0] = 0
     status = np.zeros(n, np.int64)
     nnz = 0
+    lin_left = lin  # linear entries of the rows not yet written (room kept for them)
     for i in range(n):
         ex_start = nnz
         for p in range(k):
+            lin_left -= ends[p, i] - starts[p, i]
             for q in range(starts[p, i], ends[p, i]):
                 v = val[q]
                 if v != 0.0 and v == v:
@@ -138,8 +140,10 @@ def assemble_rows(starts, ends, idx, val, letters, qa, qb, add_constant, want_sr
                     total += na * (na + 1) // 2
                 else:
                     total += na * nb
-            if nnz + total > cap:
-                newcap = max(2 * cap, nnz + total + (n - i) * 2)
+            # the rows after this one still need their linear entries and constants
+            later = lin_left + ((n - 1 - i) if add_constant else 0)
+            if nnz + total + later > cap:
+                newcap = max(2 * cap, nnz + total + later + 16)
                 b1 = np.empty(newcap, np.uint32)
                 b1[:nnz] = indices[:nnz]
                 indices = b1

@@ -262,7 +262,9 @@ def _float64(arr, src, col):
 
     if arr.type != pa.float64():
         try:
-            arr = arr.cast(pa.float64())
+            # integers beyond 2**53 round to the nearest double (as text numbers do); a safe
+            # cast refused them and failed the whole file
+            arr = arr.cast(pa.float64(), safe=not pa.types.is_integer(arr.type))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             raise InputError(f"{src}: Parquet column '{col}': cannot read as a number ({e})") from None
     return arr.to_numpy(zero_copy_only=False)
