@@ -182,14 +182,16 @@ def _batches(cfg: RunConfig, reader: dict, keep_names: bool):
     overlap learning (the numba parse and learn kernels release the GIL).
 
     Environment: ``STREAMLEARN_PREFETCH`` = queue depth in batches (0: read on the main
-    thread), ``STREAMLEARN_PARSE_THREADS`` = text parsing threads (default: CPUs, <= 4)."""
+    thread), ``STREAMLEARN_PARSE_THREADS`` = text parsing threads (default: CPUs, <= 4),
+    ``STREAMLEARN_CHUNK_BYTES`` = bytes of text per batch (results do not depend on it)."""
     from .io import ReaderConfig
     from .io.prefetch import bound_malloc, parallel_read_batches, prefetch
 
     bound_malloc()  # flat RSS over arbitrarily long streams (see its docstring)
     rc = ReaderConfig(fmt=cfg.fmt, quadratic=tuple(reader.get("quadratic", ())),
                       constant=bool(reader.get("constant", True)), keep_names=keep_names,
-                      chunk_bytes=cfg.chunk_bytes, strict=cfg.strict)
+                      chunk_bytes=int(os.environ.get("STREAMLEARN_CHUNK_BYTES") or cfg.chunk_bytes),
+                      strict=cfg.strict)
     if cfg.label_column is not None:
         rc.label_column = cfg.label_column
     paths = []

@@ -58,6 +58,9 @@ COMMON_PARAMS = (
           short="-b", structural=True),
     Param("loss_function", ("squared", "logistic", "hinge"), "squared",
           "Loss function: squared, logistic or hinge.", structural=True),
+    Param("random_seed", int, 0, "Seed of every random choice a learner makes (bear/mission: the Count "
+          "Sketch hash functions); the same data, options and seed give byte-identical models.",
+          structural=True),
 )
 
 

@@ -241,12 +241,14 @@ def _text_parallel(src, cfg, workers):
     read_error = None
     try:
         try:
-            for chunk in iter_chunks(src.stream, src.name, cfg.chunk_bytes):
+            for chunk in iter_chunks(src.stream, src.name, cfg.chunk_bytes, src.flush_after):
                 if fmt == "auto":
                     fmt = sniff_text_format(chunk) or "auto"
                 c = replace(wcfg, chunk_bytes=len(chunk) + 1)
                 pending.append(ex.submit(_parse_one, chunk, src.name, c, fmt))
-                while len(pending) > workers:
+                # in order; a parsed head is handed on at once (a slow pipe's batches must not
+                # wait for later chunks)
+                while pending and (len(pending) > workers or pending[0].done()):
                     b = finish(pending.popleft())
                     if b is not None:
                         yield b

@@ -20,8 +20,11 @@ from __future__ import annotations
 import gzip
 import importlib
 import io
+import os
 import re
+import stat
 import sys
+import time
 import zlib
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
@@ -175,6 +178,16 @@ def _read_head(raw, n: int) -> bytes:
     return head
 
 
+FLUSH_SECONDS = 0.2
+
+
+def _is_regular(f) -> bool:
+    try:
+        return stat.S_ISREG(os.fstat(f.fileno()).st_mode)
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 def _stdin_raw():
     """Standard input as an unbuffered file object. The reader thread blocks in its reads;
     a raw ``FileIO`` has no buffer lock, so an exit (an interrupt, an error) while it waits
@@ -210,6 +223,9 @@ class _Input:
             self.close()
             raise InputError(f"{self.name}: cannot read input file: {e.strerror or e}") from None
         self.raw = raw
+        # a pipe / terminal / socket: its data may trickle in, so chunks are handed on after
+        # FLUSH_SECONDS rather than only when full (a regular file is read in full chunks)
+        self.flush_after = None if seekable and _is_regular(raw) else FLUSH_SECONDS
         self.head = head
         self.gz = head[:2] == GZIP_MAGIC
         self.stream = gzip.GzipFile(fileobj=raw, mode="rb") if self.gz else raw
@@ -229,32 +245,38 @@ def open_input(path: str) -> _Input:
     return _Input(path)
 
 
-def _readinto_full(stream, mv, name: str):
-    """Fill ``mv`` from ``stream`` as far as possible. Returns ``(bytes read, error)``: the
-    read is short only at the end of the stream, or when reading failed (truncated/corrupt
-    gzip, I/O error), in which case ``error`` is the :class:`InputError` to raise once the
-    complete lines already read have been used."""
+def _readinto_full(stream, mv, name: str, flush_after=None, have_line=None):
+    """Fill ``mv`` from ``stream`` as far as possible. Returns ``(bytes read, error, eof)``:
+    the read is short at the end of the stream (``eof``), when reading failed (truncated/
+    corrupt gzip, I/O error), in which case ``error`` is the :class:`InputError` to raise once
+    the complete lines already read have been used, or, with ``flush_after`` seconds, when
+    that long has passed and ``have_line(n)`` says a complete line is in hand (slow pipes)."""
     n = 0
     total = len(mv)
+    t0 = time.monotonic() if flush_after is not None else 0.0
     try:
         while n < total:
             r = stream.readinto(mv[n:])
             if not r:
-                break
+                return n, None, True
             n += r
+            if flush_after is not None and time.monotonic() - t0 >= flush_after and have_line(n):
+                return n, None, False
     except EOFError:
-        return n, InputError(f"{name}: gzip stream is truncated")
+        return n, InputError(f"{name}: gzip stream is truncated"), True
     except (gzip.BadGzipFile, zlib.error) as e:
-        return n, InputError(f"{name}: corrupt gzip stream ({e})")
+        return n, InputError(f"{name}: corrupt gzip stream ({e})"), True
     except OSError as e:
-        return n, InputError(f"{name}: read error: {e.strerror or e}")
-    return n, None
+        return n, InputError(f"{name}: read error: {e.strerror or e}"), True
+    return n, None, False
 
 
-def iter_chunks(stream, name: str, chunk_bytes: int) -> Iterator[np.ndarray]:
+def iter_chunks(stream, name: str, chunk_bytes: int, flush_after=None) -> Iterator[np.ndarray]:
     """Yield ``uint8`` arrays of complete lines (each ends with ``\\n`` except possibly the
     last chunk of the stream). Each array is a zero-copy view of a fresh buffer, so it stays
-    valid after the next chunk is read. A line longer than ``chunk_bytes`` makes the chunk grow."""
+    valid after the next chunk is read. A line longer than ``chunk_bytes`` makes the chunk grow.
+    With ``flush_after`` (seconds; for pipes), a chunk is handed on once that long has passed
+    and it holds a complete line, so a slowly written stream is learned from as it comes."""
     carry = b""
     size = chunk_bytes
     while True:
@@ -262,7 +284,8 @@ def iter_chunks(stream, name: str, chunk_bytes: int) -> Iterator[np.ndarray]:
         c = len(carry)
         buf[:c] = carry
         mv = memoryview(buf)
-        got, err = _readinto_full(stream, mv[c:], name)
+        got, err, eof = _readinto_full(stream, mv[c:], name, flush_after,
+                                       lambda m: buf.rfind(b"\n", 0, c + m) >= 0)
         n = c + got
         mv.release()
         if err is not None:
@@ -272,7 +295,7 @@ def iter_chunks(stream, name: str, chunk_bytes: int) -> Iterator[np.ndarray]:
             if k >= 0:
                 yield np.frombuffer(buf, dtype=np.uint8, count=k + 1)
             raise err
-        if n < len(buf):  # end of stream
+        if eof:  # end of stream
             if n:
                 yield np.frombuffer(buf, dtype=np.uint8, count=n)
             return
@@ -323,13 +346,13 @@ def parse_text(text, cfg: ReaderConfig | None, name: str, fmt: str) -> Batch:
     return out
 
 
-def text_batches(stream, name: str, cfg: ReaderConfig, fmt: str) -> Iterator[Batch]:
+def text_batches(stream, name: str, cfg: ReaderConfig, fmt: str, flush_after=None) -> Iterator[Batch]:
     """Parse a text stream in ``fmt`` (``"vw"``, ``"libsvm"`` or ``"auto"``) into batches,
-    one per chunk."""
+    one per chunk (``flush_after``: see :func:`iter_chunks`)."""
     qa, qb = quadratic_pairs(cfg.quadratic)
     line_base = 0
     keep = bool(cfg.keep_names)
-    for chunk in iter_chunks(stream, name, cfg.chunk_bytes):
+    for chunk in iter_chunks(stream, name, cfg.chunk_bytes, flush_after):
         if fmt == "auto":
             fmt = sniff_text_format(chunk) or "auto"
         code = FMT_LIBSVM if fmt == "libsvm" else FMT_VW
@@ -409,7 +432,7 @@ def read_batches(paths: str | Iterable[str], cfg: ReaderConfig | None = None) ->
             if fmt == "auto":
                 fmt = (None if src.gz else _magic_format(src.head)) or "auto"
             if fmt == "auto":
-                yield from text_batches(src.stream, src.name, cfg, "auto")
+                yield from text_batches(src.stream, src.name, cfg, "auto", src.flush_after)
                 continue
             try:
                 reader = _reader_for(fmt)
