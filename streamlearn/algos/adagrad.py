@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Learner, Param
+from .base import Learner, Param, lazy_copy, lazy_zeros
 
 __all__ = ["AdaGrad"]
 
@@ -35,9 +35,9 @@ class AdaGrad(Learner):
     def __init__(self, **hyper):
         super().__init__(**hyper)
         size = 1 << self.bits
-        self.w = np.zeros(size, np.float32)
-        self.G = np.zeros(size, np.float32)
-        self.N = np.zeros(size if self.hyper["normalized"] else 1, np.float32)
+        self.w = lazy_zeros(size, np.float32)
+        self.G = lazy_zeros(size, np.float32)
+        self.N = lazy_zeros(size if self.hyper["normalized"] else 1, np.float32)
         self.scal = np.zeros(4, np.float64)  # sum_norm_x, total_weight, min_label, max_label
         self._apply_hyper()
 
@@ -69,4 +69,4 @@ class AdaGrad(Learner):
             cur = getattr(self, k)
             if a.shape != cur.shape or a.dtype != cur.dtype:
                 raise ValueError(f"array {k}: shape/dtype {a.shape}/{a.dtype} does not fit {cur.shape}/{cur.dtype}")
-            setattr(self, k, np.array(a, copy=True))
+            setattr(self, k, lazy_copy(a))

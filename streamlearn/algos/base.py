@@ -32,9 +32,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..memory import lazy_copy, lazy_zeros  # noqa: F401  (re-exported for the learners)
+
 from .losses import Loss, get_loss
 
-__all__ = ["Param", "Learner", "COMMON_PARAMS"]
+__all__ = ["Param", "Learner", "COMMON_PARAMS", "lazy_zeros"]
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import ModelFileError
+from ..memory import lazy_zeros
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "write_model", "read_model", "atomic_writer", "all_finite"]
 
@@ -148,7 +149,8 @@ def _encode(a: np.ndarray):
     flat = a.reshape(-1)
     if flat.size >= 1024 and a.dtype.itemsize in (4, 8):
         bits = flat.view(np.uint32 if a.dtype.itemsize == 4 else np.uint64)
-        nz = np.flatnonzero(bits)
+        step = 1 << 22  # in blocks: no 2^28-byte temporary for a -b 28 table
+        nz = np.concatenate([np.flatnonzero(bits[i:i + step]) + i for i in range(0, flat.size, step)])
         if nz.size * (a.dtype.itemsize + 8) < a.nbytes // 2:
             idx = nz.astype(np.uint32 if flat.size < 2**32 else np.uint64)
             return "sparse", [memoryview(idx).cast("B"), memoryview(flat[nz]).cast("B")], \
@@ -255,7 +257,7 @@ def read_model(path: str):
                 nnz = e["nnz"]
                 idx = np.frombuffer(buf, dtype=idt, count=nnz)
                 vals = np.frombuffer(buf, dtype=dt, offset=nnz * idt.itemsize, count=nnz)
-                a = np.zeros(shape, dtype=dt)
+                a = lazy_zeros(shape, dt)  # a -b 28 table: only its non-zeros become resident
                 a.reshape(-1)[idx] = vals
             else:
                 raise ModelFileError(f"{path}: unknown array encoding {e['encoding']!r}")
