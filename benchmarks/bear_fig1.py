@@ -12,6 +12,15 @@ for sketch memory from 10% to 60% of p, under both protocols of NOTES_BEAR item 
   * equal: MISSION at BEAR's step and minibatch (the paper's same-step comparison).
 Fig. 1C: success vs step size (1e-7 .. 1e-1) at a fixed 3 x 150 sketch (CF 2.22).
 
+Fig. 1C is not flat here for BEAR (NOTES_BEAR item 4): the oLBFGS direction z ~ H^-1 g does not
+depend on eta (gamma = s.r / r.r is scale-free because s and r both scale with eta), so the
+step eta z is a fixed fraction eta of a quasi-Newton step and small steps do not converge in
+the pass budget. The one mechanism that would make eta irrelevant, storing s in direction
+units (s / eta, so gamma carries 1/eta and every step after the first is a full quasi-Newton
+step H g), diverged on this design for every eta in 1e-7 .. 1e-1 (6 trials each, CF 3, 0
+successes): full minibatch quasi-Newton steps from b = 10 rows of p = 1000 are unstable; the
+largest stable fraction is ~0.1.
+
 Run: python benchmarks/bear_fig1.py [--trials 50] [--jobs 2]
 """
 from __future__ import annotations
