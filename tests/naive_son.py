@@ -42,7 +42,8 @@ class NaiveSON:
     """SON Alg. 1 + Alg. 3 on dense vectors of length d."""
 
     def __init__(self, d, m, alpha, V0=None, sigma_eta=0.125, gamma_c=1.0, gamma_t0=0.0,
-                 proj_c=0.0, diag=True, loss="squared", diag_order="paper", sketch_scale="paper", step_power=0.0):
+                 proj_c=0.0, diag=True, loss="squared", diag_order="paper", sketch_scale="paper", step_power=0.0,
+                 diag_frame="data", diag_power=0.5):
         self.d, self.m, self.alpha = d, m, alpha
         self.sigma_eta, self.gamma_c, self.gamma_t0 = sigma_eta, gamma_c, gamma_t0
         self.C, self.diag, self.loss = proj_c, diag, loss
@@ -55,6 +56,31 @@ class NaiveSON:
         self.Lam = np.zeros(m)
         self.V = np.zeros((m, d)) if V0 is None else np.array(V0, dtype=float)
         self.D = np.full(d, 0.1)
+        # diag_frame "data" (the paper): x~ = D^-r x is the example, u are the weights (pre-scaled
+        # coordinates). "precond": the weights wo live in original coordinates, every change of u moves
+        # wo by f * (change) with the frame f of that moment, f = (0.1 + G / s2)^-r / sqrt(s2), G = sum of
+        # h (l' x)^2, s2 = max x^2 seen (updated before the prediction; when it grows, wo is multiplied by
+        # s2_old / s2_new as in Ross et al. 2013).
+        self.precond = diag and diag_frame == "precond"
+        self.r = diag_power
+        self.r_avg = diag_power if diag else 0.5
+        self.G = np.zeros(d)
+        self.s2 = np.zeros(d)
+        self.wo = np.zeros(d)
+
+    def frame(self):
+        if not self.diag:
+            return np.ones(self.d)
+        if not self.precond:
+            return self.D ** -self.r
+        f = np.zeros(self.d)
+        nz = self.s2 > 0
+        f[nz] = (0.1 + self.G[nz] / self.s2[nz]) ** -self.r / np.sqrt(self.s2[nz])
+        return f
+
+    def _acc_d(self, weight, dl, x):
+        self.D = self.D + weight * (dl * x) ** 2
+        self.G = self.G + weight * (dl * x) ** 2
 
     def S_H(self):
         tl = (1 if self.avg else self.t) * self.Lam  # eigenvalues of S^T S
@@ -65,32 +91,45 @@ class NaiveSON:
     def step(self, x, label, weight=1.0, learn=True):
         """Predict on dense x (and update if learn and label is not NaN). Returns the prediction."""
         x = np.asarray(x, dtype=float)
-        xt = x / np.sqrt(self.D) if self.diag else x
+        learn = learn and not np.isnan(label) and weight > 0
+        if self.precond and learn:
+            grow = x * x > self.s2
+            resc = grow & (self.s2 > 0)
+            self.wo[resc] *= self.s2[resc] / x[resc] ** 2
+            self.s2[grow] = x[grow] ** 2
+        f = self.frame()
+        xt = x * f
         S, H = self.S_H()
         # Alg. 1 line 5: projection step
         xhat = S @ xt
-        ux = self.u @ xt
+        ux = self.wo @ x if self.precond else self.u @ xt
         tau = np.sign(ux) * max(abs(ux) - self.C, 0.0) if self.C > 0 else 0.0
         if tau != 0.0:
             gamma = tau / (xt @ xt - xhat @ H @ xhat)
             w = self.u - gamma * (xt - S.T @ H @ xhat)
         else:
             w = self.u.copy()
-        p = w @ xt  # line 6
-        if not learn or np.isnan(label) or weight <= 0:
+        if self.precond:
+            self.wo += f * (w - self.u)
+            self.u = w
+            p = self.wo @ x
+        else:
+            p = w @ xt  # line 6
+        if not learn:
             return p
         y = _target(self.loss, label)
         dl = _deriv(self.loss, p, y)
-        if self.diag_vw:  # VW's order: D first, then the update step sees D_{t+1}^{-1/2} x
-            self.D = self.D + weight * (dl * x) ** 2
-            xt = x / np.sqrt(self.D)
+        if self.diag_vw:  # VW's order: D first, then the update step sees D_{t+1}^{-r} x
+            self._acc_d(weight, dl, x)
+            f = self.frame()
+            xt = x * f
         g = weight * dl * xt  # line 6
         gh = np.sqrt(self.sigma_eta * weight) * dl * xt  # to-sketch vector
         # Alg. 3 SketchUpdate with Eq. 4
         self.t += 1
         G = self.gamma_c / (self.t + self.gamma_t0)
         if self.avg:
-            gh = gh * np.sqrt(self.t)
+            gh = gh * (np.sqrt(self.t) if self.r_avg == 0.5 else self.t ** self.r_avg)
         if self.m > 0:
             Vg = self.V @ gh
             self.Lam = (1 - G) * self.Lam + G * Vg ** 2
@@ -99,7 +138,10 @@ class NaiveSON:
         S, H = self.S_H()
         # Alg. 1 line 8
         eta = float(self.t) ** self.step_power  # step multiplier eta_t = t^p
-        self.u = w - eta * (g - S.T @ (H @ (S @ g))) / self.alpha
+        u = w - eta * (g - S.T @ (H @ (S @ g))) / self.alpha
+        if self.precond:
+            self.wo += f * (u - w)
+        self.u = u
         if not self.diag_vw:
-            self.D = self.D + weight * (dl * x) ** 2
+            self._acc_d(weight, dl, x)
         return p

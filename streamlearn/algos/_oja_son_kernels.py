@@ -26,8 +26,70 @@ C_S = 2  # scratch (sums over duplicate indices of one example)
 C_Z = 3  # first column of Z^T (Alg. 5)
 HASH_MULT = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing
 D0 = 0.1  # D_1 = 0.1 I (Sec. 5.2)
+NAG_RESCALE = True
 REMAT_AMORTIZE = 8  # re-materialise at most once per (stored features / 8) learned examples ...
 HARD_COND = 1e4  # ... unless the cond(Z) bound exceeds HARD_COND * max_cond
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _fscale(dv, r):
+    """Frame scale ``(D0 + dv)^-r`` of a feature whose accumulator column holds ``dv`` = D - D0."""
+    d = D0 + dv
+    if r == 0.5:
+        return 1.0 / math.sqrt(d)
+    if r == 0.25:
+        return 1.0 / math.sqrt(math.sqrt(d))
+    return d ** -r
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _pscale(dv, s2, r):
+    """Precond-mode frame scale ``f = (D0 + dv / s2)^-r / sqrt(s2)``: the accumulator of the
+    max-normalised feature x / s (s^2 = s2 = max x^2 seen), so x f is scale-free (Ross et al. 2013);
+    0 for a feature that never had a non-zero value."""
+    if not s2 > 0.0:
+        return 0.0
+    return _fscale(dv / s2, r) / math.sqrt(s2)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _flush1(tab, sl, b, m, r):
+    """Precond mode: bring the original-coordinate weight of one feature up to date before its frame
+    scale changes: ``c_j += f_j (w~_j - snap_j)``, ``snap_j = w~_j`` (``w~ = u_bar + Z^T b``, ``f_j`` the
+    frame scale that held since the feature was last touched)."""
+    cw = C_Z + m
+    wt = tab[sl, C_U]
+    for q in range(m):
+        wt += tab[sl, C_Z + q] * b[q]
+    tab[sl, cw] += _pscale(tab[sl, C_D], tab[sl, cw + 2], r) * (wt - tab[sl, cw + 1])
+    tab[sl, cw + 1] = wt
+
+
+@njit(cache=True, nogil=True)
+def _flush(tab, slot_buf, values, a, s, b, m, r):
+    """_flush1 on every feature of the example (before its D changes)."""
+    for k in range(s):
+        _flush1(tab, slot_buf[k], b, m, r)
+
+
+@njit(cache=True, nogil=True)
+def _update_scale(tab, slot_buf, values, a, s, b, m, r):
+    """Precond mode: s2_j = max(s2_j, x_j^2) (duplicate indices summed first), flushing the
+    features whose scale grows."""
+    cw = C_Z + m
+    for k in range(s):
+        tab[slot_buf[k], C_S] = 0.0
+    for k in range(s):
+        tab[slot_buf[k], C_S] += values[a + k]
+    for k in range(s):
+        sl = slot_buf[k]
+        v = tab[sl, C_S]
+        tab[sl, C_S] = 0.0
+        if v * v > tab[sl, cw + 2]:
+            _flush1(tab, sl, b, m, r)
+            if NAG_RESCALE and tab[sl, cw + 2] > 0.0:
+                tab[sl, cw] *= tab[sl, cw + 2] / (v * v)
+            tab[sl, cw + 2] = v * v
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -224,7 +286,7 @@ def rematerialize(keys, tab, F, K, b, n_assigned):
 def son_run(offsets, indices, values, labels, weights, start,
             keys, shift, tab, ints, flt, F, K, lam, b, assigned,
             mask, loss_code, alpha, sigma_eta, gamma_c, gamma_t0, proj_c, diag, diag_vw, max_cond,
-            sketch_avg, step_power, learn, pred_out, loss_out, slot_buf, xt_buf):
+            sketch_avg, step_power, learn, pred_out, loss_out, slot_buf, xt_buf, precond, dpow):
     """Sparse Oja-SON (SON Alg. 4 + Alg. 5) over examples ``start..n-1`` in order: predict,
     record, then (if ``learn``, the label is not NaN and the weight is > 0) update.
 
@@ -234,6 +296,8 @@ def son_run(offsets, indices, values, labels, weights, start,
     """
     n = labels.shape[0]
     m = lam.shape[0]
+    cw = C_Z + m  # precond mode: original-coordinate weight c_j, then the snapshot of w~_j
+    r_avg = dpow if diag else 0.5  # avg to-sketch scale: g^ = sqrt(sigma_eta h) t^r_avg l' x~
     cap = keys.shape[0]
     capmask = cap - 1
     z = np.zeros(m)
@@ -274,6 +338,8 @@ def son_run(offsets, indices, values, labels, weights, start,
                 else:
                     r = -1
             slot_buf[k] = r
+        if precond and do_learn:
+            _update_scale(tab, slot_buf, values, a, s, b, m, dpow)
         # ---- pre-scaled example x~ = D_t^{-1/2} x (Sec. 5.2, paper order) ----
         ux = 0.0
         for r in range(m):
@@ -282,12 +348,18 @@ def son_run(offsets, indices, values, labels, weights, start,
             sl = slot_buf[k]
             v = values[a + k]
             if sl >= 0:
-                xk = v / math.sqrt(D0 + tab[sl, C_D]) if diag else v
+                if precond:  # w_j = c_j + f_j (w~_j - snap_j)
+                    xk = v * _pscale(tab[sl, C_D], tab[sl, cw + 2], dpow)
+                    ux += tab[sl, cw] * v - tab[sl, cw + 1] * xk
+                else:
+                    xk = v * _fscale(tab[sl, C_D], dpow) if diag else v
                 ux += tab[sl, C_U] * xk
                 for r in range(m):
                     z[r] += tab[sl, C_Z + r] * xk
+            elif precond:
+                xk = 0.0
             else:
-                xk = v / math.sqrt(D0) if diag else v
+                xk = v * _fscale(0.0, dpow) if diag else v
             xt_buf[k] = xk
         # ---- Alg. 4 line 4-5: projection (prediction = clip(u^T x, -C, C)) and prediction ----
         p0 = ux
@@ -345,12 +417,15 @@ def son_run(offsets, indices, values, labels, weights, start,
         dl = loss_deriv(loss_code, p, y)
         gcoef = imp * dl  # g = gcoef * x~
         gs = dl * math.sqrt(sigma_eta * imp)  # to-sketch vector g^ = gs * x~
-        if sketch_avg:  # g^ = sqrt(sigma_eta h t) l' x~ (t = this round): stationary scale
-            gs *= math.sqrt(float(ints[0] + 1))
+        if sketch_avg:  # g^ = sqrt(sigma_eta h) t^r l' x~ (t = this round): stationary scale
+            t1 = float(ints[0] + 1)
+            gs *= math.sqrt(t1) if r_avg == 0.5 else t1 ** r_avg
         if diag and diag_vw and dl != 0.0:
-            # VW's order: D_{t+1} = D_t + h (l' x)^2 first, then the update uses D_{t+1}^{-1/2} x
+            # VW's order: D_{t+1} = D_t + h (l' x)^2 first, then the update uses D_{t+1}^{-r} x
+            if precond:
+                _flush(tab, slot_buf, values, a, s, b, m, dpow)
             _accumulate_d(tab, slot_buf, values, a, s, imp * dl * dl)
-            xx = _rescale(tab, slot_buf, values, a, s, xt_buf, z, m)
+            xx = _rescale(tab, slot_buf, values, a, s, xt_buf, z, m, dpow, precond)
             for r in range(m):
                 acc = 0.0
                 for q in range(r + 1):
@@ -429,6 +504,8 @@ def son_run(offsets, indices, values, labels, weights, start,
                 tab[slot_buf[k], C_U] -= step * xt_buf[k]
             # paper order (Sec. 5.2): D_{t+1} = D_t + h (l' x)^2 after the update
             if diag and not diag_vw:
+                if precond:
+                    _flush(tab, slot_buf, values, a, s, b, m, dpow)
                 _accumulate_d(tab, slot_buf, values, a, s, imp * dl * dl)
     return n, learned
 
@@ -449,13 +526,17 @@ def _accumulate_d(tab, slot_buf, values, a, s, g2):
 
 
 @njit(cache=True, nogil=True)
-def _rescale(tab, slot_buf, values, a, s, xt_buf, z, m):
-    """x~ = D^{-1/2} x with the current D; z = Z x~; returns ||x~||^2 (duplicates summed)."""
+def _rescale(tab, slot_buf, values, a, s, xt_buf, z, m, dpow, precond):
+    """x~ = D^{-r} x with the current D (precond: the normalised frame of _pscale); z = Z x~;
+    returns ||x~||^2 (duplicates summed)."""
     for r in range(m):
         z[r] = 0.0
     for k in range(s):
         sl = slot_buf[k]
-        xk = values[a + k] / math.sqrt(D0 + tab[sl, C_D])
+        if precond:
+            xk = values[a + k] * _pscale(tab[sl, C_D], tab[sl, C_Z + m + 2], dpow)
+        else:
+            xk = values[a + k] * _fscale(tab[sl, C_D], dpow)
         xt_buf[k] = xk
         for r in range(m):
             z[r] += tab[sl, C_Z + r] * xk

@@ -30,6 +30,24 @@ times the correlation matrix of the gradients), Lambda estimates the curvature a
 ``alpha diag(sum g g^T) + sigma_eta sum g g^T``: ONS with a diagonal regulariser, alpha the mix.
 Measured (one pass, best alpha): cod-rna shuffled m = 10 0.333 -> 0.091 (m = 0: 0.159).
 
+Default: the pre-scaling as a preconditioner (``--diag_frame precond --diag_power 0.25``)
+-----------------------------------------------------------------------------------------
+The paper (``--diag_frame data``) feeds ``x~ = D_t^{-1/2} x`` as the example, so the weights live in
+the pre-scaled coordinates: ``w = D_T^{-1/2} u`` shrinks old updates whenever D grows (dual averaging
+with 1/t-like steps). On drifting or label-sorted streams (ijcnn1, w8a) that cannot track, and on
+dense stationary ones (covtype) the full dense version of it loses to plain RLS (0.298 vs 0.251).
+With ``precond`` every update computed on ``x~ = f x`` is mapped back to original coordinates with
+the frame ``f`` of its round: per stored feature ``c_j`` (original-coordinate weight) and the
+snapshot of ``w~_j = u_bar_j + Z_j^T b`` at its last touch, flushed (``c_j += f_j (w~_j - snap_j)``)
+before ``f_j`` changes, which only happens when the feature occurs -- exact and still O(m s). The
+frame is ``f = D~^{-r} / s`` with ``s^2`` = max x^2 seen and ``D~ = 0.1 + sum h (l' x / s)^2``: scale-
+invariant (when s grows, c_j is multiplied by s_old^2 / s_new^2, as in Ross et al. 2013 / VW's
+normalized update). With r = 1/4 the off-sketch step is AdaGrad's (m = 0 is AdaGrad on max-normalised
+features), the avg to-sketch scale ``g^ = sqrt(sigma_eta h) t^r l' x~`` keeps Oja's input stationary
+and A_t in original coordinates is about ``alpha sqrt(diag G) + sigma_eta t^-1/2 sum g g^T`` with the
+second term sketched: a full-matrix, AdaGrad-rate correction along the top curvature directions.
+sigma_eta = 1/2 (its default in this mode) was measured on benchmarks/son_real.py.
+
 Design choices
 --------------
 * **Storage: a hash table, not 2^b arrays.** Per-feature state (u_bar, the diagonal
@@ -108,6 +126,13 @@ class OjaSON(Learner):
               "Oja-SON to-sketch scale: paper (g^ = sqrt(sigma_eta) g, S = (t Lambda)^1/2 V) or avg "
               "(g^ = sqrt(sigma_eta t) g, S = Lambda^1/2 V: the sketch estimates the curvature in the current "
               "pre-scaled coordinates); auto = avg with the diagonal pre-scaling, paper without.", structural=True),
+        Param("diag_frame", ("data", "precond"), "precond",
+              "Oja-SON diagonal pre-scaling: data (the paper: D^-r x is the example, the weights live in the "
+              "pre-scaled coordinates and shrink when D grows) or precond (a preconditioner: each update is "
+              "mapped back to original coordinates with the D of its round).", structural=True),
+        Param("diag_power", float, 0.25,
+              "Oja-SON: exponent r of the pre-scaling D^-r x (0.5 = the paper; 0.25 with --diag_frame precond "
+              "makes the off-sketch step AdaGrad's, m = 0 is AdaGrad).", structural=True),
         Param("step_power", float, 0.0,
               "Oja-SON: step multiplier eta_t = t^p on the Newton step (u <- w - eta_t A_t^-1 g); 0 = the "
               "paper. 0.5 helps on dense stationary data with the diagonal pre-scaling, hurts on sparse data."),
@@ -117,8 +142,10 @@ class OjaSON(Learner):
               "Oja-SON: offset t0 of the Oja step schedule Gamma_t = oja_gamma / (t + t0)."),
         Param("projection_c", float, 0.0,
               "Oja-SON: projection constant C of SON Alg. 1 (|w^T x| <= C); 0 = no projection."),
-        Param("sigma_eta", float, 0.125,
-              "Oja-SON: to-sketch scale sigma+eta, g^ = sqrt(sigma+eta) g (1/8 = paper's sigma for squared loss)."),
+        Param("sigma_eta", float, None,
+              "Oja-SON: to-sketch scale sigma+eta, g^ = sqrt(sigma+eta) g (default 1/8 = paper's sigma for squared "
+              "loss; 1/2 with --diag_frame precond, where it is the weight of the sketched curvature against "
+              "the AdaGrad diagonal)."),
         Param("max_cond", float, 1e4,
               "Oja-SON: re-materialise the sketch when the bound on cond(Z) exceeds this."),
     )
@@ -137,6 +164,13 @@ class OjaSON(Learner):
         if sc not in ("auto", "paper", "avg"):
             raise ValueError(f"--sketch_scale must be auto, paper or avg, got {sc!r}")
         self.sketch_avg = sc == "avg" or (sc == "auto" and self.diag)
+        if self.hyper["diag_frame"] not in ("data", "precond"):
+            raise ValueError(f"--diag_frame must be data or precond, got {self.hyper['diag_frame']!r}")
+        self.precond = self.diag and self.hyper["diag_frame"] == "precond"
+        self.dpow = float(self.hyper["diag_power"])
+        if not 0.0 < self.dpow <= 1.0:
+            raise ValueError(f"--diag_power must be in (0, 1], got {self.dpow}")
+        self.ncol = m + N_COLS_EXTRA + (3 if self.precond else 0)  # precond: c, snapshot of w~, s2
         self._alloc_table(MIN_CAP)
         self.ints = np.zeros(5, np.int64)  # t, n_assigned, n_occupied, n_remat, t at last remat
         self.flt = np.array([float(m)])  # bound on cond(Z): ||F||_F ||Z||_F = m at start
@@ -148,6 +182,14 @@ class OjaSON(Learner):
         self._apply_hyper()
 
     @classmethod
+    def from_state(cls, meta, arrays):
+        # models written before --diag_frame / --diag_power existed used the data frame, D^-1/2
+        hyper = meta.get("hyper", {})
+        if "diag_frame" not in hyper:
+            meta = dict(meta, hyper=dict(hyper, diag_frame="data", diag_power=0.5))
+        return super().from_state(meta, arrays)
+
+    @classmethod
     def default_hyper(cls, name):
         return {p.name: p.default for p in cls.PARAMS}[name]
 
@@ -155,7 +197,8 @@ class OjaSON(Learner):
     def _apply_hyper(self):
         h = self.hyper
         self.alpha = float(h["alpha"])
-        self.sigma_eta = float(h["sigma_eta"])
+        se = h["sigma_eta"]
+        self.sigma_eta = float(se if se is not None else (0.5 if self.precond else 0.125))
         self.gamma_c = float(h["oja_gamma"])
         self.gamma_t0 = float(h["oja_t0"])
         self.proj_c = float(h["projection_c"])
@@ -173,7 +216,7 @@ class OjaSON(Learner):
     # -- hash table ---------------------------------------------------------------------
     def _alloc_table(self, cap):
         self.keys = np.full(cap, -1, np.int64)
-        self.tab = np.zeros((cap, self.m + N_COLS_EXTRA))
+        self.tab = np.zeros((cap, self.ncol))
         self.shift = 64 - (cap.bit_length() - 1)
 
     def _grow(self, needed):
@@ -204,7 +247,8 @@ class OjaSON(Learner):
                                 self.keys, self.shift, self.tab, self.ints, self.flt, self.F, self.K,
                                 self.lam, self.b, self.assigned, self.mask, self.loss.code, self.alpha,
                                 self.sigma_eta, self.gamma_c, self.gamma_t0, self.proj_c, self.diag,
-                                self.diag_vw, self.max_cond, self.sketch_avg, self.step_power, bool(learn), pred, loss, slot_buf, xt_buf)
+                                self.diag_vw, self.max_cond, self.sketch_avg, self.step_power, bool(learn), pred, loss, slot_buf, xt_buf,
+                                self.precond, self.dpow)
             self.examples_learned += int(learned)
             if nxt >= n:
                 break
@@ -222,12 +266,12 @@ class OjaSON(Learner):
     def weights_dense(self, keys):
         """Effective weights ``w = u_bar + Z^T b`` (pre-scaled coordinates) at the given masked keys."""
         rows = self._rows(keys)
-        return rows[:, 0] + rows[:, N_COLS_EXTRA:] @ self.b
+        return rows[:, 0] + rows[:, N_COLS_EXTRA:N_COLS_EXTRA + self.m] @ self.b
 
     def sketch_dense(self, keys):
         """``V = F Z`` restricted to the given masked keys (m x len(keys))."""
         rows = self._rows(keys)
-        return self.F @ rows[:, N_COLS_EXTRA:].T
+        return self.F @ rows[:, N_COLS_EXTRA:N_COLS_EXTRA + self.m].T
 
     def _rows(self, keys):
         keys = np.asarray(keys, np.int64)
@@ -266,7 +310,7 @@ class OjaSON(Learner):
             setattr(self, k, np.array(a, copy=True))
         keys = np.asarray(arrays["keys"], np.int64)
         rows = np.asarray(arrays["rows"], np.float64)
-        if rows.shape != (len(keys), m + N_COLS_EXTRA) or (len(keys) and (keys.min() < 0 or keys.max() > self.mask)):
+        if rows.shape != (len(keys), self.ncol) or (len(keys) and (keys.min() < 0 or keys.max() > self.mask)):
             raise ValueError("arrays keys/rows do not fit this model")
         if len(keys) != int(self.ints[2]):
             raise ValueError("array keys: count differs from the stored feature count")
