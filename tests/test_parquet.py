@@ -396,6 +396,22 @@ def test_parallel_text_parsing_equals_sequential(tmp_path):
           _read(DATA / "pq_sparse.parquet"))
 
 
+def test_parallel_strict_stops_at_the_first_bad_line(tmp_path):
+    """The strict error of a parsed chunk was caught as if the stream were damaged: the next
+    pending chunks were still delivered and the error named a later bad line. Found by
+    fuzzing (tests/test_fuzz.py)."""
+    from streamlearn.io.prefetch import parallel_read_batches
+
+    p = tmp_path / "b.vw"
+    p.write_text("".join(f"1 |a x\nbad{i} |a x\n" for i in range(50)))
+    got = []
+    with pytest.raises(InputError) as e:
+        for b in parallel_read_batches([str(p)], ReaderConfig(chunk_bytes=8, strict=True), workers=2):
+            got.append(b)
+    assert str(e.value) == f"{p}:2: non-numeric label"
+    assert [ln for b in got for ln in b.lines.tolist()] == [1]
+
+
 def test_bound_malloc_is_idempotent():
     from streamlearn.io.prefetch import bound_malloc
 

@@ -239,21 +239,28 @@ def _text_parallel(src, cfg, workers):
         return batch
 
     read_error = None
+    chunks = iter_chunks(src.stream, src.name, cfg.chunk_bytes, src.flush_after)
     try:
-        try:
-            for chunk in iter_chunks(src.stream, src.name, cfg.chunk_bytes, src.flush_after):
-                if fmt == "auto":
-                    fmt = sniff_text_format(chunk) or "auto"
-                c = replace(wcfg, chunk_bytes=len(chunk) + 1)
-                pending.append(ex.submit(_parse_one, chunk, src.name, c, fmt))
-                # in order; a parsed head is handed on at once (a slow pipe's batches must not
-                # wait for later chunks)
-                while pending and (len(pending) > workers or pending[0].done()):
-                    b = finish(pending.popleft())
-                    if b is not None:
-                        yield b
-        except InputError as e:  # damaged stream: the chunks read before it still count
-            read_error = e
+        while True:
+            # only a failed *read* is caught here (damaged stream: the chunks read before it
+            # still count); the strict error raised by finish() must stop the run at once
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                break
+            except InputError as e:
+                read_error = e
+                break
+            if fmt == "auto":
+                fmt = sniff_text_format(chunk) or "auto"
+            c = replace(wcfg, chunk_bytes=len(chunk) + 1)
+            pending.append(ex.submit(_parse_one, chunk, src.name, c, fmt))
+            # in order; a parsed head is handed on at once (a slow pipe's batches must not
+            # wait for later chunks)
+            while pending and (len(pending) > workers or pending[0].done()):
+                b = finish(pending.popleft())
+                if b is not None:
+                    yield b
         while pending:
             b = finish(pending.popleft())
             if b is not None:
