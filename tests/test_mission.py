@@ -37,6 +37,27 @@ def test_mission_equals_sgd_without_collisions(loss, code, b):
     np.testing.assert_allclose(learner_weights(L, keys), Bref, rtol=1e-9, atol=1e-12)
 
 
+def test_squared_loss_gradient_uses_the_label_range():
+    """Squared loss: the gradient is taken at the score clipped to the labels' range so far
+    (as VW clips); with a large step the scores overshoot, the clip binds, and the learner
+    still equals the reference that clips (and not the one that does not)."""
+    rng = np.random.default_rng(5)
+    n, p, R, W = 120, 20, 3, 80
+    X = rng.normal(size=(n, p)) * 3.0
+    y = X[:, :3] @ np.array([1.0, -1.0, 0.5])
+    keys = collision_free_keys(p, R, W, seed=3)
+    Bref, pref = dense_olbfgs(X, y, 0, 0, 4, 0.05, 1, second_order=False)
+    Bnc, pnc = dense_olbfgs(X, y, 0, 0, 4, 0.05, 1, second_order=False, clip=False)
+    assert np.abs(pnc).max() > np.abs(y).max() * 10  # unclipped SGD runs away here
+    L = Mission(sketch_rows=R, sketch_width=W, top_k=p, minibatch=4, learning_rate=0.05)
+    pred = L.learn_batch(Batch.from_dense(X, y, hashes=keys))[0]
+    L.finish()
+    np.testing.assert_allclose(pred, pref, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(learner_weights(L, keys), Bref, rtol=1e-9, atol=1e-12)
+    assert not np.allclose(Bref, Bnc)
+    np.testing.assert_array_equal(L.lrange, [y.min(), y.max()])
+
+
 def test_mission_multiclass_equals_softmax_sgd():
     rng = np.random.default_rng(30)
     n, p, K = 90, 10, 4

@@ -184,7 +184,7 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb,
                 text, name_start, name_end, ns_start, ns_end,
                 sketch, seeds, hkeys, hw, htpos, hname, htbl, hsize, names, name_len, hll,
                 rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr,
-                counters, code, eta, eps, same_set, damping, mask_r=False):
+                counters, code, eta, eps, same_set, damping, lrange, mask_r=False):
     """One BEAR iteration (Alg. 2 lines 2-10) on the minibatch ``mb[:nmb]``.
 
     Line 3: QUERY A_t intersect top-k (others 0); 4: mean gradient on A_t; 5: oLBFGS
@@ -213,7 +213,7 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb,
     P = np.empty((nmb, K), np.float64)
     mb_predict(offsets, values, mb, nmb, loc, beta0, P)
     G0 = np.empty((K, nA), np.float64)
-    mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0)
+    mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, lrange)
     z = two_loop(G0.ravel(), ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
                  ring_sr, ring_rr, counters[1], counters[2])
     for a in range(nA):
@@ -236,7 +236,7 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb,
         eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta1, inheap, tmp)
     mb_predict(offsets, values, mb, nmb, loc, beta1, P)
     G1 = np.empty((K, nA), np.float64)
-    mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G1)
+    mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G1, lrange)
     s = (beta1 - beta0).ravel()
     r = (G1 - G0).ravel()
     if mask_r:
@@ -256,7 +256,7 @@ def bear_run(offsets, indices, values, labels, weights,
              sketch, seeds, hkeys, hw, htpos, hname, htbl, hsize, names, name_len, hll,
              rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr,
              counters, code, eta0, schedule, t0, eps, b, learn, flush, skip,
-             pred_out, loss_out, pending_out, same_set, damping, mask_r=False):
+             pred_out, loss_out, pending_out, same_set, damping, lrange, mask_r=False):
     """Progressive validation + minibatch BEAR; same contract as
     :func:`streamlearn.algos._mission_kernels.mission_run`. Returns ``(examples learned,
     rows pending, rs_keys, rs_vals, rr_keys, rr_vals)`` (ring arrays possibly reallocated)."""
@@ -293,7 +293,7 @@ def bear_run(offsets, indices, values, labels, weights,
                 text, name_start, name_end, ns_start, ns_end,
                 sketch, seeds, hkeys, hw, htpos, hname, htbl, hsize, names, name_len, hll,
                 rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr,
-                counters, code, eta, eps, same_set, damping, mask_r)
+                counters, code, eta, eps, same_set, damping, lrange, mask_r)
             counters[0] += 1
             learned += nmb
             nmb = 0

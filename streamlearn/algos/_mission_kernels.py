@@ -29,7 +29,7 @@ def step_size(eta0, schedule, t0, t):
 def mission_update(offsets, indices, values, labels, weights, mb, nmb,
                    text, name_start, name_end, ns_start, ns_end,
                    sketch, seeds, hkeys, hw, htpos, hname, htbl, hsize, names, name_len, hll,
-                   code, eta):
+                   code, eta, lrange):
     """One MISSION iteration on the minibatch ``mb[:nmb]``: QUERY A_t intersect top-k, mean
     gradient on A_t, ADD ``-eta g`` on A_t, re-QUERY A_t and offer it to the heap."""
     K = sketch.shape[0]
@@ -44,7 +44,7 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb,
     P = np.empty((nmb, K), np.float64)
     mb_predict(offsets, values, mb, nmb, loc, beta, P)
     G = np.empty((K, nA), np.float64)
-    mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G)
+    mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G, lrange)
     for a in range(nA):
         hll_add(hll, akeys[a])
         for c in range(K):
@@ -65,7 +65,7 @@ def mission_run(offsets, indices, values, labels, weights,
                 text, name_start, name_end, ns_start, ns_end,
                 sketch, seeds, hkeys, hw, htpos, hname, htbl, hsize, names, name_len, hll,
                 counters, code, eta0, schedule, t0, b, learn, flush, skip,
-                pred_out, loss_out, pending_out):
+                pred_out, loss_out, pending_out, lrange):
     """Progressive validation over the batch: every example is predicted with the model as it
     is before the update of the minibatch it belongs to, then labeled examples are collected
     into minibatches of ``b``; a full minibatch is learned at once.
@@ -103,7 +103,7 @@ def mission_run(offsets, indices, values, labels, weights,
             mission_update(offsets, indices, values, labels, weights, mb, nmb,
                            text, name_start, name_end, ns_start, ns_end,
                            sketch, seeds, hkeys, hw, htpos, hname, htbl, hsize, names, name_len,
-                           hll, code, eta)
+                           hll, code, eta, lrange)
             counters[0] += 1
             learned += nmb
             nmb = 0

@@ -34,6 +34,7 @@ __all__ = [
 NAME_BYTES = 64
 HLL_BITS = 12
 HLL_SEED = 0x5EED1E55
+SQUARED = 0
 SOFTMAX = 3  # loss code used for --oaa (the binary codes 0..2 come from _loss_kernels)
 
 _M32 = np.uint64(0xFFFFFFFF)
@@ -469,9 +470,15 @@ def mb_loss_and_pred(code, p, K, label, out):
 
 
 @njit(cache=True, nogil=True)
-def mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G):
+def mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G, lrange):
     """Mean minibatch gradient (Alg. 2 lines 4 and 8): ``G[c, a]`` = (1/b) sum_i w_i
-    dl_i/dp_c x_ia, with ``G`` zeroed first. Softmax: dl/dp_c = pi_c - [y = c]."""
+    dl_i/dp_c x_ia, with ``G`` zeroed first. Softmax: dl/dp_c = pi_c - [y = c].
+
+    Squared loss: ``lrange = [min, max]`` of the labels learned so far (starting at [0, 0],
+    extended by this minibatch's labels) and the derivative is taken at the score clipped to
+    that range, as VW clips squared-loss predictions to its label range. It only binds when a
+    score leaves the labels' range, and keeps SGD on the sketch from running away
+    geometrically on extreme feature values (1e30): the step grows at most linearly."""
     K = G.shape[0]
     nA = G.shape[1]
     for c in range(K):
@@ -479,6 +486,13 @@ def mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G):
             G[c, a] = 0.0
     if nmb == 0:
         return
+    if code == SQUARED:
+        for q in range(nmb):
+            y = labels[mb[q]]
+            if y < lrange[0]:
+                lrange[0] = y
+            if y > lrange[1]:
+                lrange[1] = y
     inv = 1.0 / nmb
     coef = np.empty(K, np.float64)
     e = 0
@@ -498,7 +512,10 @@ def mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G):
             for c in range(K):
                 coef[c] = imp * (coef[c] / z - (1.0 if c == y else 0.0))
         else:
-            coef[0] = imp * loss_deriv(code, P[q, 0], target(code, labels[i]))
+            pq = P[q, 0]
+            if code == SQUARED:
+                pq = min(max(pq, lrange[0]), lrange[1])
+            coef[0] = imp * loss_deriv(code, pq, target(code, labels[i]))
         for k in range(offsets[i], offsets[i + 1]):
             a = loc[e]
             x = values[k]

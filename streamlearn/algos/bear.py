@@ -96,7 +96,7 @@ class Bear(SketchLearner):
             self.rs_keys, self.rs_vals, self.rs_len, self.rr_keys, self.rr_vals, self.rr_len,
             self.ring_sr, self.ring_rr, self.counters, self.loss_code,
             self.eta, self.schedule, self.t0, self.eps, self.b, learn, flush, skip, pred, loss, pend,
-            self.same_set, self.damping, self.secant_topk)
+            self.same_set, self.damping, self.lrange, self.secant_topk)
         self.examples_learned += int(learned)
         return pred, loss, pend[:npend]
 

@@ -177,10 +177,11 @@ class SketchLearner(Learner):
         self.sketch = np.zeros((self.kc, R, W), np.float64)
         self.seeds = np.zeros((R, 2), np.uint32)  # [row, 0] bucket seed, [row, 1] sign seed
         import mmh3  # only a few seeds, computed once
+        # --random_seed (0 by default: the hash functions of --sketch_seed alone) moves every one
+        seed = (int(h["sketch_seed"]) + 0x9E3779B1 * int(h["random_seed"])) & 0xFFFFFFFF
         for r in range(R):
             for role in range(2):
-                self.seeds[r, role] = mmh3.hash(struct.pack("<II", r, role),
-                                                int(h["sketch_seed"]) & 0xFFFFFFFF, signed=False)
+                self.seeds[r, role] = mmh3.hash(struct.pack("<II", r, role), seed, signed=False)
         T = _pow2_at_least(2 * k)
         self.hkeys = np.zeros((self.kc, k), np.uint32)
         self.hw = np.zeros((self.kc, k), np.float64)
@@ -192,6 +193,7 @@ class SketchLearner(Learner):
         self.name_len = np.zeros((self.kc, k), np.int32)
         self.hll = np.zeros(1 << HLL_BITS, np.uint8)
         self.counters = np.zeros(4, np.int64)  # t, ring head, ring count, pairs rejected
+        self.lrange = np.zeros(2, np.float64)  # squared loss: label range learned so far
         self._pending: Batch | None = None
         self._apply_hyper()
 
@@ -321,6 +323,7 @@ class SketchLearner(Learner):
 
     def _arrays(self):
         a = {k: getattr(self, k) for k in self._STATE}
+        a["lrange"] = self.lrange
         p = self._pending
         if p is None:
             from ..batch import empty_batch
@@ -346,6 +349,10 @@ class SketchLearner(Learner):
                 raise ValueError(f"array {k}: shape/dtype {a.shape}/{a.dtype} does not fit "
                                  f"{cur.shape}/{cur.dtype}")
             setattr(self, k, np.array(a, copy=True))
+        lr = np.asarray(arrays.get("lrange", np.zeros(2)), np.float64)  # absent before 0.1.0's issue 6
+        if lr.shape != (2,):
+            raise ValueError("array lrange: shape does not fit (2,)")
+        self.lrange = lr.copy()
         off = np.array(arrays["pend_offsets"], np.int64)
         if len(off) > 1:
             kw = {}
@@ -385,7 +392,7 @@ class Mission(SketchLearner):
         learned, npend = _mk().mission_run(
             *a, self.sketch, self.seeds, self.hkeys, self.hw, self.htpos, self.hname, self.htbl,
             self.hsize, self.names, self.name_len, self.hll, self.counters, self.loss_code,
-            self.eta, self.schedule, self.t0, self.b, learn, flush, skip, pred, loss, pend)
+            self.eta, self.schedule, self.t0, self.b, learn, flush, skip, pred, loss, pend, self.lrange)
         self.examples_learned += int(learned)
         return pred, loss, pend[:npend]
 
