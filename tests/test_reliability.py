@@ -45,12 +45,15 @@ def sl(*args, **kw):
     return subprocess.run([*CMD, *map(str, args)], capture_output=True, env=ENV, **kw)
 
 
-_RSS = ("import resource, runpy, sys\n"
+# peak RSS from the process's own VmHWM (ru_maxrss would carry over the forking test process's
+# size across exec)
+_RSS = ("import runpy, sys\n"
         "sys.argv = ['streamlearn'] + sys.argv[1:]\n"
         "try:\n"
         "    runpy.run_module('streamlearn', run_name='__main__')\n"
         "finally:\n"
-        "    sys.stderr.write('@@RSS_KB %d\\n' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+        "    hwm = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')]\n"
+        "    sys.stderr.write('@@RSS_KB %s\\n' % hwm[0])\n")
 
 
 def sl_rss(*args):
