@@ -90,10 +90,12 @@ def assert_close(p_sparse, p_dense, rtol=RTOL):
 @pytest.mark.parametrize("diag", ["vw", "paper", "data-vw", "off"])
 @pytest.mark.parametrize("m", [1, 5, 10])
 def test_matches_dense_reference_10k(m, diag):
-    """vw = the defaults (pre-scaling as a preconditioner, VW order); paper = SON Alg. 4-5 + Sec. 5.2
+    """vw = pre-scaling as a preconditioner (--diag_frame precond, VW order); paper = SON Alg. 4-5 + Sec. 5.2
     exactly (data frame, D^-1/2, paper order, paper to-sketch scale); data-vw = the data frame in VW order."""
     X, y = ill_conditioned(10_000, 40, seed=m)
     kw = dict(sketch_size=m, alpha={"off": 8.0, "vw": 16.0}.get(diag, 1.0), no_diag=diag == "off")
+    if diag == "vw":
+        kw.update(diag_frame="precond")
     if diag == "paper":
         kw.update(diag_order="paper", diag_frame="data", diag_power=0.5, sketch_scale="paper")
     elif diag == "data-vw":
@@ -124,9 +126,10 @@ def test_step_power_matches_dense_reference(m):
     dict(sketch_size=5, alpha=1.0, projection_c=0.5),        # projection step of Alg. 1 / Eq. 6
     dict(sketch_size=5, alpha=1.0, projection_c=0.5, diag_order="paper", diag_frame="data", diag_power=0.5),
     dict(sketch_size=10, alpha=1.0, max_cond=12.0, diag_order="paper", diag_frame="data", diag_power=0.5),
-    dict(sketch_size=5, alpha=8.0, projection_c=0.5, diag_order="paper"),   # precond frame, paper order
-    dict(sketch_size=10, alpha=8.0, max_cond=12.0, diag_order="paper"),
-    dict(sketch_size=5, alpha=1.0, diag_power=0.5),                          # precond frame, D^-1/2
+    dict(sketch_size=5, alpha=8.0, projection_c=0.5, diag_order="paper", diag_frame="precond"),
+    dict(sketch_size=10, alpha=8.0, max_cond=12.0, diag_order="paper", diag_frame="precond"),
+    dict(sketch_size=5, alpha=1.0, diag_power=0.5, diag_frame="precond"),    # precond frame, D^-1/2
+    dict(sketch_size=5, alpha=8.0, diag_frame="precond"),                    # precond frame, D^-1/4
     dict(sketch_size=5, alpha=1.0, diag_frame="data", diag_power=0.25),
     dict(sketch_size=5, alpha=1.0, diag_frame="data", diag_power=0.5, sketch_scale="paper"),
     dict(sketch_size=5, alpha=1.0, loss_function="logistic"),
@@ -147,7 +150,8 @@ def test_matches_dense_reference_variants(kw):
         assert L.n_remat > 0
 
 
-@pytest.mark.parametrize("kw", [dict(alpha=8.0), dict(alpha=1.0, **DATA)], ids=["precond", "data"])
+@pytest.mark.parametrize("kw", [dict(alpha=8.0, diag_frame="precond"), dict(alpha=1.0, **DATA)],
+                         ids=["precond", "data"])
 def test_reference_setting_is_stable(kw):
     """The comparison setting is not chaotic: a 1e-12 perturbation of the inputs moves the
     dense predictions by much less than the tolerance."""
@@ -405,7 +409,7 @@ def test_avg_sketch_scale_learns_uncentred_features():
 
 
 def test_precond_frame_is_scale_invariant_and_m0_is_adagrad_like():
-    """--diag_frame precond (default): the frame (D~^-1/4 / s, D~ the accumulator of the max-normalised
+    """--diag_frame precond: the frame (D~^-1/4 / s, D~ the accumulator of the max-normalised
     feature) makes the predictions invariant to rescaling a feature (bit-exact for a power of 2), and
     with m = 0 the weight of a feature seen with |x| = 1 moves by l' / (alpha (0.1 + sum l'^2)^1/2) (AdaGrad)."""
     X, y = ill_conditioned(2000, 20, seed=4)
@@ -413,10 +417,10 @@ def test_precond_frame_is_scale_invariant_and_m0_is_adagrad_like():
     Xs[:, 3] *= 1024.0
     Xs[:, 7] /= 64.0
     for m in (0, 5):
-        p1, _ = OjaSON(sketch_size=m).learn_batch(Batch.from_dense(X, y))
-        p2, _ = OjaSON(sketch_size=m).learn_batch(Batch.from_dense(Xs, y))
+        p1, _ = OjaSON(sketch_size=m, diag_frame="precond").learn_batch(Batch.from_dense(X, y))
+        p2, _ = OjaSON(sketch_size=m, diag_frame="precond").learn_batch(Batch.from_dense(Xs, y))
         np.testing.assert_allclose(p1, p2, rtol=1e-12, atol=1e-14)
-    L = OjaSON(sketch_size=0, alpha=2.0)
+    L = OjaSON(sketch_size=0, alpha=2.0, diag_frame="precond")
     b = Batch(np.array([0, 1, 2], np.int64), np.array([5, 5], np.uint32), np.array([1.0, 1.0]),
               np.array([1.0, 1.0]), np.ones(2))
     p, _ = L.learn_batch(b)
