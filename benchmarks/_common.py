@@ -53,6 +53,20 @@ def run_rss(cmd, stdin=None):
     return wall, rss, p.stdout.decode(), err
 
 
+def repeat_producer(src, n: int, block_lines: int = 2000):
+    """A process writing ``n`` lines to its stdout pipe by repeating the first ``block_lines``
+    lines of ``src`` (a 10,000,000-example stream without storing it)."""
+    gen = (
+        "import sys\n"
+        f"lines = open({str(src)!r}, 'rb').readlines()[:{block_lines}]\n"
+        f"n = {n}; k = len(lines); block = b''.join(lines); out = sys.stdout.buffer\n"
+        "full, rest = divmod(n, k)\n"
+        "for _ in range(full): out.write(block)\n"
+        "out.write(b''.join(lines[:rest])); out.flush()\n"
+    )
+    return subprocess.Popen([sys.executable, "-c", gen], stdout=subprocess.PIPE)
+
+
 def streamlearn_cmd(*args):
     return [sys.executable, "-m", "streamlearn", *map(str, args)]
 

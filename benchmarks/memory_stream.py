@@ -33,22 +33,10 @@ CASES = {
 }
 
 
-def producer(src: Path, n: int, block_lines: int = 2000):
-    gen = (
-        "import sys\n"
-        f"lines = open({str(src)!r}, 'rb').readlines()[:{block_lines}]\n"
-        f"n = {n}; k = len(lines); block = b''.join(lines); out = sys.stdout.buffer\n"
-        "full, rest = divmod(n, k)\n"
-        "for _ in range(full): out.write(block)\n"
-        "out.write(b''.join(lines[:rest])); out.flush()\n"
-    )
-    return subprocess.Popen([PY, "-c", gen], stdout=subprocess.PIPE)
-
-
 def run_stream(src: Path, n: int, extra, wd: Path):
     import psutil
 
-    prod = producer(src, n)
+    prod = _common.repeat_producer(src, n)
     metrics = wd / "memstream.json"
     cmd = [PY, "-m", "streamlearn", "train", "-", "--quiet", "--metrics", str(metrics), *extra]
     t0 = time.perf_counter()

@@ -47,6 +47,9 @@ PY = sys.executable
 ENV = dict(os.environ)
 ENV["PYTHONPATH"] = str(ROOT) + (os.pathsep + ENV["PYTHONPATH"] if ENV.get("PYTHONPATH") else "")
 SL = [PY, "-m", "streamlearn"]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common  # noqa: E402
+
 SMALL_N = 1000  # the small file of each format: start-up cost, subtracted for "marginal" rates
 
 
@@ -118,15 +121,7 @@ def cases(wd: Path, bits: int, algos):
 
 def stream_rss(wd: Path, n: int, block_lines: int = 2000):
     """Peak RSS (MB) and wall of ``train -`` fed ``n`` generated examples through a pipe."""
-    gen = (
-        "import sys\n"
-        f"lines = open({str(wd / 'gs.vw')!r}, 'rb').readlines()[:{block_lines}]\n"
-        f"n = {n}; k = len(lines); block = b''.join(lines); out = sys.stdout.buffer\n"
-        "full, rest = divmod(n, k)\n"
-        "for _ in range(full): out.write(block)\n"
-        "out.write(b''.join(lines[:rest])); out.flush()\n"
-    )
-    producer = subprocess.Popen([PY, "-c", gen], stdout=subprocess.PIPE)
+    producer = _common.repeat_producer(wd / "gs.vw", n, block_lines)
     metrics = wd / f"stream_{n}.json"
     wall, rss, err, rc = run(SL + ["train", "-", "--quiet", "--metrics", str(metrics)], stdin=producer.stdout)
     producer.stdout.close()
