@@ -28,7 +28,7 @@ import struct
 import numpy as np
 
 from ..batch import Batch
-from .base import Learner, Param
+from .base import Learner, Param, lazy_copy, lazy_zeros
 
 __all__ = ["SketchLearner", "Mission", "NAME_BYTES", "take_rows", "concat_keep_names"]
 
@@ -174,7 +174,7 @@ class SketchLearner(Learner):
         if k < 1:
             raise ValueError("--top_k must be at least 1")
         self.k = k
-        self.sketch = np.zeros((self.kc, R, W), np.float64)
+        self.sketch = lazy_zeros((self.kc, R, W), np.float64)  # untouched pages never resident
         self.seeds = np.zeros((R, 2), np.uint32)  # [row, 0] bucket seed, [row, 1] sign seed
         import mmh3  # only a few seeds, computed once
         # --random_seed (0 by default: the hash functions of --sketch_seed alone) moves every one
@@ -348,7 +348,7 @@ class SketchLearner(Learner):
             if a.shape != cur.shape or a.dtype != cur.dtype:
                 raise ValueError(f"array {k}: shape/dtype {a.shape}/{a.dtype} does not fit "
                                  f"{cur.shape}/{cur.dtype}")
-            setattr(self, k, np.array(a, copy=True))
+            setattr(self, k, lazy_copy(a) if k == "sketch" else np.array(a, copy=True))
         lr = np.asarray(arrays.get("lrange", np.zeros(2)), np.float64)  # absent before 0.1.0's issue 6
         if lr.shape != (2,):
             raise ValueError("array lrange: shape does not fit (2,)")
