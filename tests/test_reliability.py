@@ -136,6 +136,7 @@ def test_sigkill_while_writing_never_damages_the_previous_model(tmp_path):
             if got == new:
                 model.write_bytes(old)
         read_model(str(model))
+    print(f"mid-write kills: {mid_write} in {attempts} attempts")
     assert mid_write >= 20, f"only {mid_write} kills landed mid-write in {attempts} attempts"
     # kills at random moments of the whole run (reading, learning, writing)
     for _ in range(5):
