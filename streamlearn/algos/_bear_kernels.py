@@ -13,7 +13,7 @@ from numba import njit
 
 from ._mission_kernels import step_size
 from ._sketch_kernels import (build_active, copy_name, eff_weights, hll_add, heap_offer,
-                              mb_gradient, mb_loss_and_pred, mb_predict, predict_example,
+                              mb_gradient, mb_predict, predict_and_collect,
                               sketch_add, sketch_query)
 
 __all__ = ["two_loop", "bear_update", "bear_run", "ring_push"]
@@ -274,16 +274,8 @@ def bear_run(offsets, indices, values, labels, weights,
     for i in range(n + 1):
         last = i == n
         if not last:
-            if i >= skip:
-                predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk,
-                                sg, tmp)
-                mb_loss_and_pred(code, p, K, labels[i], out)
-                pred_out[i] = out[0]
-                loss_out[i] = out[1]
-            if not learn or math.isnan(labels[i]):
-                continue
-            mb[nmb] = i
-            nmb += 1
+            nmb = predict_and_collect(i, skip, learn, code, offsets, indices, values, labels, sketch, seeds,
+                                      htbl, hkeys, p, bk, sg, tmp, out, pred_out, loss_out, mb, nmb)
         if nmb == 0 or not learn:
             continue
         if nmb >= b or (last and flush):

@@ -4,13 +4,12 @@ MISSION is BEAR's first-order baseline (BEAR paper Sec. 6): the same Count Sketc
 heap and the same minibatch loop as BEAR Alg. 2, with the descent direction ``z_t`` equal to
 the stochastic gradient (no oLBFGS, no second QUERY for a secant pair).
 """
-import math
 
 import numpy as np
 from numba import njit
 
 from ._sketch_kernels import (build_active, copy_name, eff_weights, hll_add, heap_offer,
-                              mb_gradient, mb_loss_and_pred, mb_predict, predict_example,
+                              mb_gradient, mb_predict, predict_and_collect,
                               sketch_add, sketch_query)
 
 __all__ = ["mission_update", "mission_run", "step_size"]
@@ -89,15 +88,8 @@ def mission_run(offsets, indices, values, labels, weights,
     for i in range(n + 1):
         last = i == n  # one extra round: learn a final partial minibatch when flushing
         if not last:
-            if i >= skip:
-                predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp)
-                mb_loss_and_pred(code, p, K, labels[i], out)
-                pred_out[i] = out[0]
-                loss_out[i] = out[1]
-            if not learn or math.isnan(labels[i]):
-                continue
-            mb[nmb] = i
-            nmb += 1
+            nmb = predict_and_collect(i, skip, learn, code, offsets, indices, values, labels, sketch, seeds,
+                                      htbl, hkeys, p, bk, sg, tmp, out, pred_out, loss_out, mb, nmb)
         if nmb >= b or (last and learn and flush and nmb > 0):
             eta = step_size(eta0, schedule, t0, counters[0])
             mission_update(offsets, indices, values, labels, weights, mb, nmb,

@@ -72,15 +72,22 @@ def _flush(tab, slot_buf, values, a, s, b, m, r):
         _flush1(tab, slot_buf[k], b, m, r)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _sum_duplicates(tab, slot_buf, values, a, s):
+    """``tab[slot, C_S]`` = the example's value of each stored feature, repeated indices summed
+    (the caller reads and zeroes it)."""
+    for k in range(s):
+        tab[slot_buf[k], C_S] = 0.0
+    for k in range(s):
+        tab[slot_buf[k], C_S] += values[a + k]
+
+
 @njit(cache=True, nogil=True)
 def _update_scale(tab, slot_buf, values, a, s, b, m, r):
     """Precond mode: s2_j = max(s2_j, x_j^2) (duplicate indices summed first), flushing the
     features whose scale grows."""
     cw = C_Z + m
-    for k in range(s):
-        tab[slot_buf[k], C_S] = 0.0
-    for k in range(s):
-        tab[slot_buf[k], C_S] += values[a + k]
+    _sum_duplicates(tab, slot_buf, values, a, s)
     for k in range(s):
         sl = slot_buf[k]
         v = tab[sl, C_S]
@@ -513,10 +520,7 @@ def son_run(offsets, indices, values, labels, weights, start,
 @njit(cache=True, nogil=True)
 def _accumulate_d(tab, slot_buf, values, a, s, g2):
     """D_j += g2 * x_j^2 in original coordinates, duplicate indices summed first."""
-    for k in range(s):
-        tab[slot_buf[k], C_S] = 0.0
-    for k in range(s):
-        tab[slot_buf[k], C_S] += values[a + k]
+    _sum_duplicates(tab, slot_buf, values, a, s)
     for k in range(s):
         sl = slot_buf[k]
         v = tab[sl, C_S]

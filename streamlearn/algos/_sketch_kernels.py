@@ -424,6 +424,24 @@ def predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, 
                 p[c] += sketch_query(sketch[c], bk, sg, tmp) * values[k]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def predict_and_collect(i, skip, learn, code, offsets, indices, values, labels, sketch, seeds, htbl,
+                        hkeys, p, bk, sg, tmp, out, pred_out, loss_out, mb, nmb):
+    """Progressive validation of row ``i`` in the minibatch learners (MISSION, BEAR): predict
+    and record it with the model as it is (rows ``< skip`` were recorded by an earlier call),
+    then, when learning and labeled, append it to the minibatch ``mb``. Returns the new
+    minibatch size."""
+    if i >= skip:
+        predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp)
+        mb_loss_and_pred(code, p, sketch.shape[0], labels[i], out)
+        pred_out[i] = out[0]
+        loss_out[i] = out[1]
+    if learn and not math.isnan(labels[i]):
+        mb[nmb] = i
+        nmb += 1
+    return nmb
+
+
 @njit(cache=True, nogil=True)
 def mb_predict(offsets, values, mb, nmb, loc, beta, P):
     """Scores ``P[q, c]`` of the minibatch examples under weights ``beta`` (``K x nA``)."""

@@ -272,6 +272,28 @@ def _lower(c):
     return c + 32 if c >= 65 and c <= 90 else c
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _is_value_end(c, bar_ends):
+    return _is_ws(c) or (bar_ends and c == 124)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _feature_value(buf, s, e, bar_ends):
+    """The value after a feature's ``:`` at ``buf[s]``: ``(value, end, status)``, status 0 for a
+    finite number ending at whitespace (or at ``|`` when ``bar_ends``: VW text), else
+    ERR_VALUE_NONFINITE (nan/inf/beyond the double range) or ERR_FEATURE_VALUE, with ``end`` at
+    the end of the bad token."""
+    v, ok, k = scan_float(buf, s, e)
+    if not ok or (k < e and not _is_value_end(buf[k], bar_ends)):
+        k = s
+        while k < e and not _is_value_end(buf[k], bar_ends):
+            k += 1
+        return v, k, (ERR_VALUE_NONFINITE if _is_nonfinite_word(buf, s, k) else ERR_FEATURE_VALUE)
+    if not np.isfinite(v):
+        return v, k, ERR_VALUE_NONFINITE
+    return v, k, 0
+
+
 @njit(cache=True, nogil=True)
 def _is_nonfinite_word(buf, s, e):
     """True if ``buf[s:e]`` spells ``[+-](nan|inf|infinity)`` (any case): a number that is not
@@ -542,16 +564,8 @@ def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
                 v = 1.0
                 nxt = j
                 if j < e and buf[j] == 58:
-                    v, ok, k = scan_float(buf, j + 1, e)
-                    if not ok or (k < e and not _is_ws(buf[k]) and buf[k] != 124):
-                        k = j + 1
-                        while k < e and not _is_ws(buf[k]) and buf[k] != 124:
-                            k += 1
-                        status = (ERR_VALUE_NONFINITE if _is_nonfinite_word(buf, j + 1, k)
-                                  else ERR_FEATURE_VALUE)
-                        break
-                    if not np.isfinite(v):
-                        status = ERR_VALUE_NONFINITE
+                    v, k, status = _feature_value(buf, j + 1, e, True)
+                    if status:
                         break
                     nxt = k
                 val = v * nsw
@@ -601,16 +615,8 @@ def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
                     h = h * _U10 + np.uint64(c - 48)
                     j += 1
                 if j > i and j < e and buf[j] == 58:
-                    v, ok, k = scan_float(buf, j + 1, e)
-                    if not ok or (k < e and not _is_ws(buf[k])):
-                        k = j + 1
-                        while k < e and not _is_ws(buf[k]):
-                            k += 1
-                        status = (ERR_VALUE_NONFINITE if _is_nonfinite_word(buf, j + 1, k)
-                                  else ERR_FEATURE_VALUE)
-                        break
-                    if not np.isfinite(v):
-                        status = ERR_VALUE_NONFINITE
+                    v, k, status = _feature_value(buf, j + 1, e, False)
+                    if status:
                         break
                     if v != 0.0:
                         indices[nnz] = np.uint32(h & _M32)
