@@ -7,8 +7,9 @@ one pass, the best step of a grid; medians over --seeds data seeds (the seed dra
 Runs that diverge (|prediction| > 1e8) are stopped early and count as error 1.
 
 Fig. 1 is the algorithm *without* diagonal adaptation (Sec. 5.2 adds it later): columns
-``son m=0/5/10`` are ``--no_diag``; ``diag m=0/10`` are the same with the default diagonal
-pre-scaling (VW order). Grids (NOTES_SON item 1: the paper's 2^-3..2^6 presumes normalised
+``son m=0/5/10`` are ``--no_diag --no_invariant`` (the paper's Alg. 1 + 3 with the plain Newton
+step); ``diag m=0/10`` are streamlearn's defaults (diagonal pre-scaling as a preconditioner,
+importance-invariant step). Grids (NOTES_SON item 1: the paper's 2^-3..2^6 presumes normalised
 features, so it is extended): Oja-SON alpha = 2^j, j = -3..16; AdaGrad eta = 2^j, j = -10..3.
 The to-sketch scale sigma+eta is 1/8 (NOTES_SON item 2). VW ``--OjaNewton --sketch_size 10
 --binary`` on the same rows (written as VW text), alpha = 2^j, j = -3..6, seed 0 only.
@@ -81,7 +82,8 @@ def one(args):
     out = {}
     out["adagrad"] = best(lambda a: AdaGrad(learning_rate=a), ADA_GRID, b, y)
     for m in (0, 5, 10):
-        out[f"son m={m}"] = best(lambda a: OjaSON(sketch_size=m, alpha=a, no_diag=True), SON_GRID, b, y)
+        out[f"son m={m}"] = best(lambda a: OjaSON(sketch_size=m, alpha=a, no_diag=True, no_invariant=True),
+                                 SON_GRID, b, y)
     for m in (0, 10):
         out[f"diag m={m}"] = best(lambda a: OjaSON(sketch_size=m, alpha=a), SON_GRID, b, y)
     return seed, kappa, out

@@ -24,6 +24,7 @@ Run: python benchmarks/son_real.py [--jobs 2] [--only a9a,w8a] [--no-vw]
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -89,14 +90,19 @@ def best(make, grid, b):
     return es[i], grid[i]
 
 
+SON_KW = json.loads(os.environ.get("SON_REAL_KW", "{}"))  # extra options of the default-mode runs (experiments)
+
+
 def ours(name):
     b = load(SETS[name][0])
     r = {"n": b.n}
-    r["son0"] = best(lambda a: OjaSON(sketch_size=0, alpha=a, diag_frame="precond"), SON_GRID, b)
-    r["son10"] = best(lambda a: OjaSON(sketch_size=10, alpha=a, diag_frame="precond"), SON_GRID, b)
-    r["son10data"] = best(lambda a: OjaSON(sketch_size=10, alpha=a), SON_GRID, b)  # the defaults
+    r["son0"] = best(lambda a: OjaSON(sketch_size=0, alpha=a, **SON_KW), SON_GRID, b)
+    r["son10"] = best(lambda a: OjaSON(sketch_size=10, alpha=a, **SON_KW), SON_GRID, b)  # the defaults
+    r["son10at1"] = (err(OjaSON(sketch_size=10, **SON_KW).learn_batch(b)[0], b.labels), None)  # untuned
+    r["son10data"] = best(lambda a: OjaSON(sketch_size=10, alpha=a, diag_frame="data"), SON_GRID, b)
     r["son10paper"] = best(lambda a: OjaSON(sketch_size=10, alpha=a, diag_frame="data", diag_power=0.5,
-                                            sketch_scale="paper", diag_order="paper"), SON_GRID, b)
+                                            sketch_scale="paper", diag_order="paper", no_invariant=True),
+                           SON_GRID, b)
     r["ada"] = best(lambda a: AdaGrad(learning_rate=a), ADA_GRID, b)
     return name, r
 
@@ -154,12 +160,15 @@ def main():
     def f(x):
         return f"{x[0]:.4f}"
 
-    cols = ["son0", "son10", "son10data", "son10paper", "ada"] + ([] if a.no_vw else ["vw_default", "vw_tuned", "vw_oja"])
-    heads = {"son0": "precond m=0", "son10": "precond m=10", "son10data": "m=10 default", "son10paper": "m=10 paper",
+    cols = ["son0", "son10", "son10at1", "son10data", "son10paper", "ada"] + \
+        ([] if a.no_vw else ["vw_default", "vw_tuned", "vw_oja"])
+    heads = {"son0": "ours m=0", "son10": "ours m=10", "son10at1": "m=10 alpha=1", "son10data": "m=10 data-frm",
+             "son10paper": "m=10 paper",
              "ada": "AdaGrad", "vw_default": "VW dflt", "vw_tuned": "VW -l best", "vw_oja": "VW Oja"}
-    print("Progressive error, one pass, squared loss, best step of the grid. precond = --diag_frame precond "
-          "(diagonal pre-scaling as preconditioner, opt-in); default = Oja-SON defaults (the paper's data frame, "
-          "D^-1/2, VW order, avg to-sketch scale); paper = SON Alg. 4-5 + Sec. 5.2 exactly.")
+    print("Progressive error, one pass, squared loss, best step of the grid. ours = Oja-SON defaults (diagonal "
+          "pre-scaling as a preconditioner, D^-1/4, VW order, avg to-sketch scale, importance-invariant step)"
+          + (f" with {SON_KW}" if SON_KW else "") + "; alpha=1 = the defaults untuned; data-frm = --diag_frame data "
+          "(the paper's frame, D^-1/2); paper = SON Alg. 4-5 + Sec. 5.2 exactly (plain Newton step).")
     print("Paper (Table 3, Oja-SON with diagonal adaptation m=0 / m=10, and AdaGrad) in the last columns.")
     hdr = f"{'dataset':<14}{'n':>7}  " + "  ".join(f"{heads[c]:>14}" for c in cols) + \
         f"  {'paper m=0':>9}  {'paper m=10':>10}  {'paper Ada':>9}  {'gap*':>6}  note"
@@ -172,8 +181,7 @@ def main():
         gap = r["son10"][0] - ref
         print(f"{n:<14}{r['n']:>7}  " + "  ".join(f"{f(r[c]):>14}" for c in cols)
               + f"  {paper[2]:>9.4f}  {paper[3]:>10.4f}  {paper[4]:>9.4f}  {100 * gap:>+6.2f}  {SETS[n][2]}")
-    print("* gap = precond m=10 minus the better of AdaGrad and VW default, in points (target <= +0.5); "
-          "gap of the defaults: the 'm=10 default' column minus the same reference.")
+    print("* gap = ours m=10 (best alpha) minus the better of AdaGrad and VW default, in points (target <= +0.5).")
     print("best steps (log2): " + "; ".join(
         f"{n}: " + ",".join(f"{c}={int(np.log2(res[n][c][1]))}" for c in cols if res[n][c][1]) for n in names))
 

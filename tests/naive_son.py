@@ -5,7 +5,9 @@ at a time, with explicit S and H (d <= a few hundred). Slow on purpose: the spar
 Conventions shared with the sparse learner (see its module docstring):
 
 * Gamma_t = gamma_c / (t + t0) I_m, to-sketch vector g^ = sqrt(sigma_eta * h) l'(p) x~,
-  gradient g = h l'(p) x~ (h = importance weight).
+  gradient g = h l'(p) x~ (h = importance weight); with ``invariant`` (the learner's default) the
+  step uses VW's importance-invariant coefficient in place of h l'(p); squared loss takes l' at p
+  clipped to the label range seen so far.
 * Diagonal pre-scaling in the paper's order (Sec. 5.2): x~_t = D_t^{-1/2} x_t, D_1 = 0.1 I,
   D_{t+1} = D_t + h (l'(p_t) x_t)^2 after round t.
 * V_0 = given m x d matrix with orthonormal rows; "orth" is Gram-Schmidt of the rows in order
@@ -22,6 +24,26 @@ def _deriv(loss, p, y):
     if loss == "logistic":
         return -y / (1.0 + np.exp(y * p))
     return -y if y * p < 1.0 else 0.0
+
+
+def _invariant_step(loss, p, y, us, q):
+    """Importance-invariant update, obvious form: the prediction moves by upd * q after ``us`` = eta h
+    units of continuous gradient flow along a direction that moves it q per unit of gradient."""
+    a = us * q
+    if loss == "squared":  # p' - y = (p - y) e^{-2a}
+        return (y - p) * (1 - np.exp(-2 * a)) / q
+    if loss == "logistic":  # margin z = y p flows as dz/ds = 1 / (1 + e^z): d + e^z (e^d - 1) = a, by bisection
+        ez = np.exp(min(y * p, 700.0))
+        lo, hi = 0.0, a
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            if mid + ez * np.expm1(mid) < a:
+                lo = mid
+            else:
+                hi = mid
+        return y * 0.5 * (lo + hi) / q
+    err = 1 - y * p  # hinge: the flow stops at the margin
+    return 0.0 if err <= 0 else y * min(us, err / q)
 
 
 def _target(loss, lab):
@@ -43,19 +65,21 @@ class NaiveSON:
 
     def __init__(self, d, m, alpha, V0=None, sigma_eta=0.125, gamma_c=1.0, gamma_t0=0.0,
                  proj_c=0.0, diag=True, loss="squared", diag_order="paper", sketch_scale="paper", step_power=0.0,
-                 diag_frame="data", diag_power=0.5):
+                 diag_frame="data", diag_power=0.5, invariant=True):
         self.d, self.m, self.alpha = d, m, alpha
         self.sigma_eta, self.gamma_c, self.gamma_t0 = sigma_eta, gamma_c, gamma_t0
         self.C, self.diag, self.loss = proj_c, diag, loss
         self.diag_vw = diag and diag_order == "vw"
         # "avg": g^ = sqrt(sigma_eta h t) l' x~ and S = Lambda^{1/2} V (no factor t)
         self.step_power = step_power
+        self.invariant = invariant
         self.avg = sketch_scale == "avg" or (sketch_scale == "auto" and diag)
         self.u = np.zeros(d)  # Alg. 1 line 1
         self.t = 0  # Alg. 3 SketchInit
         self.Lam = np.zeros(m)
         self.V = np.zeros((m, d)) if V0 is None else np.array(V0, dtype=float)
         self.D = np.full(d, 0.1)
+        self.lrange = (0.0, 0.0)  # squared loss: label range learned so far
         # diag_frame "data" (the paper): x~ = D^-r x is the example, u are the weights (pre-scaled
         # coordinates). "precond": the weights wo live in original coordinates, every change of u moves
         # wo by f * (change) with the frame f of that moment, f = (0.1 + G / s2)^-r / sqrt(s2), G = sum of
@@ -118,7 +142,11 @@ class NaiveSON:
         if not learn:
             return p
         y = _target(self.loss, label)
-        dl = _deriv(self.loss, p, y)
+        pg = p
+        if self.loss == "squared":  # derivative at p clipped to the label range seen (from [0, 0])
+            self.lrange = (min(self.lrange[0], y), max(self.lrange[1], y))
+            pg = min(max(p, self.lrange[0]), self.lrange[1])
+        dl = _deriv(self.loss, pg, y)
         if self.diag_vw:  # VW's order: D first, then the update step sees D_{t+1}^{-r} x
             self._acc_d(weight, dl, x)
             f = self.frame()
@@ -138,6 +166,10 @@ class NaiveSON:
         S, H = self.S_H()
         # Alg. 1 line 8
         eta = float(self.t) ** self.step_power  # step multiplier eta_t = t^p
+        if self.invariant and dl != 0.0:  # replace h l'(p) by the importance-invariant coefficient
+            q = xt @ (xt - S.T @ (H @ (S @ xt))) / self.alpha  # x~^T A^-1 x~
+            if q > 0:
+                g = -_invariant_step(self.loss, pg, y, eta * weight, q) / eta * xt
         u = w - eta * (g - S.T @ (H @ (S @ g))) / self.alpha
         if self.precond:
             self.wo += f * (u - w)

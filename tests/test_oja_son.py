@@ -72,7 +72,8 @@ def dense_run(learner_kw, X, y, weights=None, learn_mask=None, sparse=None):
                  diag=not learner_kw.get("no_diag", False), loss=learner_kw.get("loss_function", "squared"),
                  diag_order=learner_kw.get("diag_order", OjaSON.default_hyper("diag_order")),
                  sketch_scale=learner_kw.get("sketch_scale", OjaSON.default_hyper("sketch_scale")),
-                 step_power=L.step_power, diag_frame=L.hyper["diag_frame"], diag_power=L.dpow)
+                 step_power=L.step_power, diag_frame=L.hyper["diag_frame"], diag_power=L.dpow,
+                 invariant=L.invariant)
     p_dense = np.array([R.step(X[i], y[i], w[i]) for i in range(T)])
     return L, R, p_sparse, p_dense
 
@@ -91,13 +92,13 @@ def assert_close(p_sparse, p_dense, rtol=RTOL):
 @pytest.mark.parametrize("m", [1, 5, 10])
 def test_matches_dense_reference_10k(m, diag):
     """vw = pre-scaling as a preconditioner (--diag_frame precond, VW order); paper = SON Alg. 4-5 + Sec. 5.2
-    exactly (data frame, D^-1/2, paper order, paper to-sketch scale); data-vw = the data frame in VW order."""
+    exactly (data frame, D^-1/2, paper order, paper to-sketch scale, plain Newton step); data-vw = the data frame in VW order."""
     X, y = ill_conditioned(10_000, 40, seed=m)
     kw = dict(sketch_size=m, alpha={"off": 8.0, "vw": 16.0}.get(diag, 1.0), no_diag=diag == "off")
     if diag == "vw":
         kw.update(diag_frame="precond")
     if diag == "paper":
-        kw.update(diag_order="paper", diag_frame="data", diag_power=0.5, sketch_scale="paper")
+        kw.update(diag_order="paper", diag_frame="data", diag_power=0.5, sketch_scale="paper", no_invariant=True)
     elif diag == "data-vw":
         kw.update(diag_frame="data", diag_power=0.5)
     L, R, ps, pd = dense_run(kw, X, y)
@@ -134,6 +135,10 @@ def test_step_power_matches_dense_reference(m):
     dict(sketch_size=5, alpha=1.0, diag_frame="data", diag_power=0.5, sketch_scale="paper"),
     dict(sketch_size=5, alpha=1.0, loss_function="logistic"),
     dict(sketch_size=5, alpha=1.0, loss_function="hinge"),
+    dict(sketch_size=5, alpha=8.0, no_invariant=True),
+    dict(sketch_size=5, alpha=8.0, loss_function="logistic", no_invariant=True),
+    dict(sketch_size=5, alpha=8.0, loss_function="hinge", no_invariant=True, diag_frame="data"),
+    dict(sketch_size=0, alpha=8.0, no_invariant=True, diag_frame="precond"),
     dict(sketch_size=4, alpha=2.0, oja_gamma=0.5, oja_t0=3.0, sigma_eta=0.5),
     dict(sketch_size=5, alpha=1.0, sketch_scale="paper", **DATA),    # the paper's S = (t Lambda)^1/2 V with diag
     dict(sketch_size=10, alpha=0.01, max_cond=12.0, sketch_scale="avg", oja_t0=2.0, **DATA),
@@ -164,7 +169,7 @@ def test_reference_setting_is_stable(kw):
     for Xi in (X, pert):
         R = NaiveSON(40, 10, L.alpha, V0=V0, diag_order=L.hyper["diag_order"], sketch_scale=L.hyper["sketch_scale"],
                      sigma_eta=L.sigma_eta, step_power=L.step_power,
-                     diag_frame=L.hyper["diag_frame"], diag_power=L.dpow)
+                     diag_frame=L.hyper["diag_frame"], diag_power=L.dpow, invariant=L.invariant)
         out.append(np.array([R.step(Xi[i], y[i]) for i in range(len(y))]))
     rel = np.abs(out[0] - out[1]) / np.maximum(np.abs(out[0]), 1e-2)
     assert rel.max() < RTOL / 10
@@ -420,23 +425,93 @@ def test_precond_frame_is_scale_invariant_and_m0_is_adagrad_like():
         p1, _ = OjaSON(sketch_size=m, diag_frame="precond").learn_batch(Batch.from_dense(X, y))
         p2, _ = OjaSON(sketch_size=m, diag_frame="precond").learn_batch(Batch.from_dense(Xs, y))
         np.testing.assert_allclose(p1, p2, rtol=1e-12, atol=1e-14)
-    L = OjaSON(sketch_size=0, alpha=2.0, diag_frame="precond")
     b = Batch(np.array([0, 1, 2], np.int64), np.array([5, 5], np.uint32), np.array([1.0, 1.0]),
               np.array([1.0, 1.0]), np.ones(2))
-    p, _ = L.learn_batch(b)
+    p, _ = OjaSON(sketch_size=0, alpha=2.0, diag_frame="precond", no_invariant=True).learn_batch(b)
     g1 = 2 * (0.0 - 1.0)
     w1 = -g1 / (2.0 * np.sqrt(0.1 + g1 * g1))
     assert p[1] == pytest.approx(w1, rel=1e-12)
+    # the importance-invariant step (default): the prediction moves (y - p)(1 - exp(-2 q)) toward the
+    # label, q = x~^2 / alpha the prediction's change per unit of gradient
+    p, _ = OjaSON(sketch_size=0, alpha=2.0, diag_frame="precond").learn_batch(b)
+    q = 1.0 / (2.0 * np.sqrt(0.1 + g1 * g1))
+    assert p[1] == pytest.approx(1.0 - np.exp(-2.0 * q), rel=1e-12)
 
 
-def test_legacy_model_without_diag_frame_loads_as_data_frame():
-    L = OjaSON(sketch_size=3, diag_frame="data", diag_power=0.5)
+def test_legacy_model_loads_as_it_was_trained():
+    """Models written before --diag_frame, --no_invariant and the label-range clip existed load as the
+    data frame with D^-1/2, the plain Newton step and a label range that never clips, and continue
+    training exactly as such a learner does."""
+    big = np.finfo(np.float64).max
+    L = OjaSON(sketch_size=3, diag_frame="data", diag_power=0.5, no_invariant=True)
+    L.flt[1:] = (-big, big)  # what the learner was: no clip
     L.learn_batch(sparse_stream(300, seed=1))
     meta, arrays = L.state_dict()
     meta = json.loads(json.dumps(meta))
-    for k in ("diag_frame", "diag_power"):
+    for k in ("diag_frame", "diag_power", "no_invariant"):
         del meta["hyper"][k]
-    R = OjaSON.from_state(meta, {k: np.array(v) for k, v in arrays.items()})
-    assert (R.precond, R.dpow) == (False, 0.5)
-    q = sparse_stream(50, seed=2)
-    assert np.array_equal(R.predict_batch(q)[0], L.predict_batch(q)[0])
+    arrays = {k: np.array(v) for k, v in arrays.items()}
+    arrays["flt"] = arrays["flt"][:1]
+    R = OjaSON.from_state(meta, arrays)
+    assert (R.precond, R.dpow, R.invariant) == (False, 0.5, False)
+    assert list(R.flt[1:]) == [-big, big]
+    q = sparse_stream(500, seed=2)
+    q.labels[:] *= 3.0  # labels outside anything seen: a clip would bind
+    assert np.array_equal(R.learn_batch(q)[0], L.learn_batch(q)[0])
+
+
+@pytest.mark.parametrize("m", [1, 3])
+def test_growth_of_z_scale_is_caught(m):
+    """Oja's steps can grow Z by orders of magnitude while cond(Z) stays small (for m = 1,
+    ||F|| ||Z|| is always 1): the growth check includes tr(K) / m, so the representation is
+    re-materialised and the predictions stay those of a well-scaled run."""
+    b = heavy_tailed_stream(5000, seed=3)
+    L = OjaSON(sketch_size=m)
+    p, _ = L.learn_batch(b)
+    assert np.all(np.isfinite(p)) and np.abs(p).max() < 100
+    assert L.n_remat > 0 and np.trace(L.K) / m <= L.max_cond
+    assert np.mean(np.sign(p[-2000:]) != b.labels[-2000:]) < 0.45
+
+
+def heavy_tailed_stream(n, seed, d=5000, k=50):
+    """Sparse +-1 classification like benchmarks' gen_sparse: ~k features per example, half binary, half
+    numeric with per-feature scales over 6 decades, a shared dense block of 8 correlated features."""
+    rng = np.random.default_rng(seed)
+    scale = 10.0 ** rng.uniform(-3, 3, d + 8)
+    wstar = rng.standard_normal(d + 8) * (rng.random(d + 8) < 0.3)
+    pop = 1.0 / np.arange(1, d + 1) ** 1.1
+    pop /= pop.sum()
+    rows_i, rows_v, off, ys = [], [], [0], []
+    for _ in range(n):
+        ids = np.unique(rng.choice(d, k - 8, p=pop))
+        z = rng.standard_normal(ids.size)
+        v = np.where(ids % 2 == 0, 1.0, z * scale[ids])
+        lat = rng.standard_normal(2)
+        dense = (np.array([lat[j % 2] for j in range(8)]) + 0.1 * rng.standard_normal(8)) * scale[d:]
+        idx = np.concatenate([ids, np.arange(d, d + 8)])
+        val = np.concatenate([v, dense])
+        ys.append(val @ (wstar[idx] / scale[idx]) + 0.3 * rng.standard_normal())
+        rows_i.append(idx)
+        rows_v.append(val)
+        off.append(off[-1] + idx.size)
+    ys = np.array(ys)
+    return Batch(np.array(off, np.int64), np.concatenate(rows_i).astype(np.uint32), np.concatenate(rows_v),
+                 np.where(ys > np.median(ys), 1.0, -1.0), np.ones(n))
+
+
+@pytest.mark.parametrize("m", [0, 10])
+def test_default_alpha_is_stable_on_heavy_tailed_sparse_data(m):
+    """What kept --diag_frame precond from being the default: at alpha = 1 it diverged on raw
+    heavy-tailed sparse streams. With the invariant step and the label-range clip the default run
+    learns (better than the base rate, no blow-up, no re-materialisation storm), and the plain
+    step at the same alpha is the one that overshoots."""
+    b = heavy_tailed_stream(6000, seed=5)
+    base = min(np.mean(b.labels > 0), np.mean(b.labels < 0))
+    L = OjaSON(sketch_size=m)
+    p, loss = L.learn_batch(b)
+    err = np.mean(np.sign(p[-3000:]) != b.labels[-3000:])
+    assert np.all(np.isfinite(p)) and err < base - 0.05, (err, base)
+    assert L.n_remat <= 20
+    P = OjaSON(sketch_size=m, no_invariant=True)
+    pp, lp = P.learn_batch(b)
+    assert np.mean(lp) > 3 * np.mean(loss)

@@ -15,7 +15,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ._loss_kernels import loss_deriv, loss_value, target
+from ._loss_kernels import SQUARED, invariant_step, loss_deriv, loss_value, target
 
 __all__ = ["son_run", "rehash", "decompose", "rematerialize", "table_lookup_rows"]
 
@@ -29,6 +29,7 @@ D0 = 0.1  # D_1 = 0.1 I (Sec. 5.2)
 NAG_RESCALE = True
 REMAT_AMORTIZE = 8  # re-materialise at most once per (stored features / 8) learned examples ...
 HARD_COND = 1e4  # ... unless the cond(Z) bound exceeds HARD_COND * max_cond
+REORTH = 16  # F is refactored in O(m^2) per example, and by a full Gram-Schmidt every REORTH examples
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -181,8 +182,43 @@ def decompose(P, K, Q, KQ, beta, Kb):
 
 
 @njit(cache=True, nogil=True)
+def _refactor_rank1(F, c, beta, acc, y):
+    """Alg. 5 line 4 in O(m^2): ``F <- Decompose(F, K')`` after the sketch update, without Gram-Schmidt.
+
+    With ``F K F^T = I`` before the update and ``K' = K + d zg^T + zg d^T + (g^T g) d d^T``,
+    ``d = Gamma zg`` (App. G), ``F K' F^T = I + beta c c^T`` with ``c = F zg = V g^`` and
+    ``beta = 2 Gamma + Gamma^2 g^T g``. Decompose returns the unique ``T F`` (T lower triangular,
+    positive diagonal) with orthonormal rows in the K' inner product, i.e. ``T = L^-1`` for the
+    Cholesky factor ``L L^T = I + beta c c^T``. That factor has a closed form:
+    ``L = Lu diag(d)^1/2``, ``d_i = (1 + beta S_i) / (1 + beta S_(i-1))``, ``S_i = sum_(k<=i) c_k^2``,
+    ``Lu = I + strictly-lower(c w^T)``, ``w_k = beta c_k / (1 + beta S_k)``, so
+    ``L^-1 F`` is a forward substitution with a running sum ``acc = sum_(k<i) w_k Y_k``: O(m^2)
+    instead of Gram-Schmidt's O(m^3). Exact in exact arithmetic; rounding drift is removed by the
+    full Gram-Schmidt every REORTH examples."""
+    m = F.shape[0]
+    for q in range(m):
+        acc[q] = 0.0
+    S = 0.0
+    for i in range(m):
+        ci = c[i]
+        s_prev = S
+        S += ci * ci
+        for q in range(i + 1):  # F lower triangular; acc lives on columns < i
+            y[q] = F[i, q] - ci * acc[q]
+        wi = beta * ci / (1.0 + beta * S)
+        inv = math.sqrt((1.0 + beta * s_prev) / (1.0 + beta * S))
+        for q in range(i + 1):
+            acc[q] += wi * y[q]
+            F[i, q] = y[q] * inv
+
+
+@njit(cache=True, nogil=True)
 def _estimate_cond(F, K):
-    """Cheap upper bound of cond(Z): ||F||_F * ||Z||_F (since F Z is orthonormal, ||Z^+|| = ||F||)."""
+    """Growth of the representation: the larger of a cheap upper bound of cond(Z), ||F||_F * ||Z||_F
+    (since F Z is orthonormal, ||Z^+|| = ||F||), and the scale of Z, ||Z||_F^2 / m = tr(K) / m (1 when
+    Z is orthonormal). The scale matters on its own: Oja's steps multiply Z by I + Gamma g^ g^^T, so
+    Z can grow by orders of magnitude while cond(Z) stays small (always, for m = 1), and then
+    ``w = u_bar + Z^T b`` is a difference of huge numbers that loses every digit."""
     m = F.shape[0]
     f2 = 0.0
     tr = 0.0
@@ -190,7 +226,8 @@ def _estimate_cond(F, K):
         tr += K[i, i]
         for j in range(m):
             f2 += F[i, j] * F[i, j]
-    return math.sqrt(f2 * max(tr, 0.0))
+    tr = max(tr, 0.0)
+    return max(math.sqrt(f2 * tr), tr / m)
 
 
 @njit(cache=True, nogil=True)
@@ -293,11 +330,12 @@ def rematerialize(keys, tab, F, K, b, n_assigned):
 def son_run(offsets, indices, values, labels, weights, start,
             keys, shift, tab, ints, flt, F, K, lam, b, assigned,
             mask, loss_code, alpha, sigma_eta, gamma_c, gamma_t0, proj_c, diag, diag_vw, max_cond,
-            sketch_avg, step_power, learn, pred_out, loss_out, slot_buf, xt_buf, precond, dpow):
+            sketch_avg, step_power, learn, pred_out, loss_out, slot_buf, xt_buf, precond, dpow, invariant):
     """Sparse Oja-SON (SON Alg. 4 + Alg. 5) over examples ``start..n-1`` in order: predict,
     record, then (if ``learn``, the label is not NaN and the weight is > 0) update.
 
-    ``ints = [t, n_assigned, n_occupied, n_remat, t_last_remat]``, ``flt = [cond_estimate]``.
+    ``ints = [t, n_assigned, n_occupied, n_remat, t_last_remat]``, ``flt = [cond_estimate, label min,
+    label max]`` (the label range learned so far, squared loss).
     Returns ``(next, learned)``: ``next < n`` means the hash table must grow before example
     ``next`` (the caller grows it and calls again from ``next``).
     """
@@ -311,6 +349,7 @@ def son_run(offsets, indices, values, labels, weights, start,
     xh = np.zeros(m)
     zg = np.zeros(m)
     delta = np.zeros(m)
+    cv = np.zeros(m)
     cc = np.zeros(m)
     tmp = np.zeros(m)
     yv = np.zeros(m)
@@ -421,7 +460,17 @@ def son_run(offsets, indices, values, labels, weights, start,
                     acc += F[r, q] * tmp[r]
                 b[q] += acc
         # ---- Alg. 4 line 6: gradient g = l'(p) x~ (times the importance weight) ----
-        dl = loss_deriv(loss_code, p, y)
+        # squared loss: the derivative is taken at p clipped to the range of the labels learned so
+        # far (flt[1:3], from [0, 0]), as VW's squared loss (and its OjaNewton) clips predictions to
+        # its label range: |l'| <= 2 (max - min), so a step that overshoots cannot feed on itself
+        pg = p
+        if loss_code == SQUARED:
+            if y < flt[1]:
+                flt[1] = y
+            if y > flt[2]:
+                flt[2] = y
+            pg = min(max(p, flt[1]), flt[2])
+        dl = loss_deriv(loss_code, pg, y)
         gcoef = imp * dl  # g = gcoef * x~
         gs = dl * math.sqrt(sigma_eta * imp)  # to-sketch vector g^ = gs * x~
         if sketch_avg:  # g^ = sqrt(sigma_eta h) t^r l' x~ (t = this round): stationary scale
@@ -453,6 +502,7 @@ def son_run(offsets, indices, values, labels, weights, start,
                 for r in range(m):
                     zg[r] = gs * z[r]  # Z g^
                     vg = gs * xh[r]  # F Z g^ = V g^
+                    cv[r] = vg
                     lam[r] = (1.0 - gam_t) * lam[r] + gam_t * vg * vg  # line 1
                     delta[r] = gam_t * zg[r]  # line 2: delta = F^-1 Gamma F Z g^ (scalar Gamma)
                     db += delta[r] * b[r]
@@ -473,37 +523,57 @@ def son_run(offsets, indices, values, labels, weights, start,
                 allow = (ints[0] - ints[4]) * REMAT_AMORTIZE >= ints[2]
                 bound = flt[0] * (1.0 + gam_t * gg)
                 if bound <= max_cond or not allow:
-                    ok = decompose(F, K, Q, KQ, beta, Kb)
+                    if ints[0] % REORTH == 0:
+                        ok = decompose(F, K, Q, KQ, beta, Kb)
+                        if ok:
+                            for r in range(m):
+                                for q in range(m):
+                                    F[r, q] = Q[r, q]
+                    else:
+                        _refactor_rank1(F, cv, 2.0 * gam_t + gam_t * gam_t * gg, beta, Kb)
+                        ok = True
                     if ok:
-                        for r in range(m):
-                            for q in range(m):
-                                F[r, q] = Q[r, q]
                         flt[0] = _estimate_cond(F, K)
-                if not ok or not (flt[0] <= HARD_COND * max_cond) or (allow and flt[0] > max_cond):
+                remat_now = not ok or not (flt[0] <= HARD_COND * max_cond) or (allow and flt[0] > max_cond)
+                if remat_now:
                     rematerialize(keys, tab, F, K, b, ints[1])
                     flt[0] = _estimate_cond(F, K)
                     ints[3] += 1
                     ints[4] = ints[0]
-                # Eq. 5: b += (1/alpha) F^T (t Lambda H) F Z g   (Z, F after the sketch update)
-                for r in range(m):
-                    z[r] = 0.0
-                for k in range(s):
-                    sl = slot_buf[k]
-                    xk = xt_buf[k]
+                # Eq. 5: b += (1/alpha) F^T (t Lambda H) F Z g   (Z, F after the sketch update):
+                # Z x~ after line 3 is z + delta (g^ . x~) = z + gs xx delta, O(m) (after a
+                # re-materialisation Z is new: recomputed, O(m s))
+                if remat_now:
                     for r in range(m):
-                        z[r] += tab[sl, C_Z + r] * xk
+                        z[r] = 0.0
+                    for k in range(s):
+                        sl = slot_buf[k]
+                        xk = xt_buf[k]
+                        for r in range(m):
+                            z[r] += tab[sl, C_Z + r] * xk
+                else:
+                    for r in range(m):
+                        z[r] += gs * xx * delta[r]
+                qs = 0.0
                 for r in range(m):
                     acc = 0.0
                     for q in range(r + 1):
                         acc += F[r, q] * z[q]
                     yv[r] = acc
                     sl_ = lam[r] if sketch_avg else tf * lam[r]
-                    tmp[r] = (gcoef * eta / alpha) * (sl_ / (alpha + sl_)) * acc
+                    cc[r] = sl_ / (alpha + sl_)
+                    qs += cc[r] * acc * acc
+                if invariant:
+                    gcoef = _invariant_coef(loss_code, pg, y, imp, eta, (xx - qs) / alpha, gcoef)
+                for r in range(m):
+                    tmp[r] = (gcoef * eta / alpha) * cc[r] * yv[r]
                 for q in range(m):
                     acc = 0.0
                     for r in range(q, m):
                         acc += F[r, q] * tmp[r]
                     b[q] += acc
+        elif invariant and gcoef != 0.0:
+            gcoef = _invariant_coef(loss_code, pg, y, imp, eta, xx / alpha, gcoef)
         # Eq. 5: u_bar -= g / alpha
         if gcoef != 0.0:
             step = gcoef * eta / alpha
@@ -515,6 +585,21 @@ def son_run(offsets, indices, values, labels, weights, start,
                     _flush(tab, slot_buf, values, a, s, b, m, dpow)
                 _accumulate_d(tab, slot_buf, values, a, s, imp * dl * dl)
     return n, learned
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _invariant_coef(code, p, y, imp, eta, q, gcoef):
+    """Importance-invariant Newton step (``--invariant``, default): the gradient coefficient ``c``
+    of the step ``u <- w - eta c A^-1 x~`` that moves this example's prediction by ``-eta c q``
+    (``q = x~^T A^-1 x~``) as h infinitesimal steps would (Karampatziakis & Langford 2011, as VW's
+    getUpdate): for small ``eta h q`` it is ``h l'(p)`` (the paper's step), and it never steps past
+    the label (squared), the margin (hinge) or the logistic loss's own fixed point, whatever alpha."""
+    if not q > 0.0:
+        return gcoef
+    upd = invariant_step(code, p, y, eta * imp, q)
+    if not math.isfinite(upd):
+        return gcoef
+    return -upd / eta
 
 
 @njit(cache=True, nogil=True)
