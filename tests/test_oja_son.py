@@ -515,3 +515,29 @@ def test_default_alpha_is_stable_on_heavy_tailed_sparse_data(m):
     P = OjaSON(sketch_size=m, no_invariant=True)
     pp, lp = P.learn_batch(b)
     assert np.mean(lp) > 3 * np.mean(loss)
+
+
+@pytest.mark.parametrize("loss,code", [("squared", 0), ("logistic", 1), ("hinge", 2)])
+def test_invariant_step_is_the_gradient_flow(loss, code):
+    """The importance-invariant step equals integrating the gradient flow dp/ds = -ppu l'(p) for
+    s in [0, us] (RK4, 20,000 steps: the obvious reference), for small and large steps."""
+    from streamlearn.algos._loss_kernels import invariant_step, loss_deriv
+
+    def flow(p, y, us, ppu, n=20_000):
+        h = us / n
+        for _ in range(n):
+            k1 = -ppu * loss_deriv(code, p, y)
+            k2 = -ppu * loss_deriv(code, p + 0.5 * h * k1, y)
+            k3 = -ppu * loss_deriv(code, p + 0.5 * h * k2, y)
+            k4 = -ppu * loss_deriv(code, p + h * k3, y)
+            p += h * (k1 + 2 * k2 + 2 * k3 + k4) / 6
+        return p
+
+    for p, y, us, ppu in [(0.3, 1.0, 1e-7, 0.5), (0.3, 1.0, 1.0, 0.5), (-0.2, -1.0, 2.5, 3.0),
+                          (1.5, 1.0, 1.0, 0.1), (-4.0, 1.0, 3.0, 2.0), (2.0, -1.0, 50.0, 1.0)]:
+        got = p + invariant_step(code, p, y, us, ppu) * ppu
+        want = flow(p, y, us, ppu)
+        # hinge: l' jumps at the margin, where a fixed-step integrator overshoots by up to one step
+        assert got == pytest.approx(want, rel=1e-6, abs=1e-9 if code != 2 else 2 * us * ppu / 20_000), (p, y, us, ppu)
+        if code == 0:  # never past the label
+            assert (got - y) * (p - y) >= 0
