@@ -7,7 +7,8 @@ pre-scaling of Sec. 5.2.
 
 Per-feature state lives in an open-addressing hash table keyed by the masked feature index:
 ``keys[slot]`` (``-1`` = empty) and ``tab[slot, :]`` = ``[u_bar, D - 0.1, scratch, Z[0, j],
-..., Z[m-1, j]]`` (one contiguous row per feature, like VW's strided weights). A feature that
+..., Z[m-1, j]]`` (one contiguous row per feature, like VW's strided weights), then in precond mode
+``[c_j, snapshot of w~_j, s2_j = max x_j^2, cached frame scale f_j]``. A feature that
 was never learned from has no slot and reads as all zeros (``D = 0.1``).
 """
 import math
@@ -17,7 +18,7 @@ from numba import njit
 
 from ._loss_kernels import SQUARED, invariant_step, loss_deriv, loss_value, target
 
-__all__ = ["son_run", "rehash", "decompose", "rematerialize", "table_lookup_rows"]
+__all__ = ["son_run", "rehash", "decompose", "rematerialize", "table_lookup_rows", "fill_frame"]
 
 EMPTY = -1
 C_U = 0  # u_bar (the weights outside the sketch subspace, Alg. 4)
@@ -62,8 +63,24 @@ def _flush1(tab, sl, b, m, r):
     wt = tab[sl, C_U]
     for q in range(m):
         wt += tab[sl, C_Z + q] * b[q]
-    tab[sl, cw] += _pscale(tab[sl, C_D], tab[sl, cw + 2], r) * (wt - tab[sl, cw + 1])
+    tab[sl, cw] += tab[sl, cw + 3] * (wt - tab[sl, cw + 1])
     tab[sl, cw + 1] = wt
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _set_frame(tab, sl, m, r):
+    """Precond mode: the cached frame scale ``f_j = _pscale(D_j, s2_j)`` (column C_Z + m + 3), set
+    whenever D_j or s2_j changes (after the flush), so the prediction, the flush and the re-scaling
+    read it instead of computing three roots and divisions each."""
+    cw = C_Z + m
+    tab[sl, cw + 3] = _pscale(tab[sl, C_D], tab[sl, cw + 2], r)
+
+
+@njit(cache=True, nogil=True)
+def fill_frame(tab, m, r):
+    """Set the cached frame column of every row (models saved before it was cached)."""
+    for sl in range(tab.shape[0]):
+        _set_frame(tab, sl, m, r)
 
 
 @njit(cache=True, nogil=True)
@@ -98,6 +115,7 @@ def _update_scale(tab, slot_buf, values, a, s, b, m, r):
             if NAG_RESCALE and tab[sl, cw + 2] > 0.0:
                 tab[sl, cw] *= tab[sl, cw + 2] / (v * v)
             tab[sl, cw + 2] = v * v
+            _set_frame(tab, sl, m, r)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -395,7 +413,7 @@ def son_run(offsets, indices, values, labels, weights, start,
             v = values[a + k]
             if sl >= 0:
                 if precond:  # w_j = c_j + f_j (w~_j - snap_j)
-                    xk = v * _pscale(tab[sl, C_D], tab[sl, cw + 2], dpow)
+                    xk = v * tab[sl, cw + 3]
                     ux += tab[sl, cw] * v - tab[sl, cw + 1] * xk
                 else:
                     xk = v * _fscale(tab[sl, C_D], dpow) if diag else v
@@ -480,7 +498,7 @@ def son_run(offsets, indices, values, labels, weights, start,
             # VW's order: D_{t+1} = D_t + h (l' x)^2 first, then the update uses D_{t+1}^{-r} x
             if precond:
                 _flush(tab, slot_buf, values, a, s, b, m, dpow)
-            _accumulate_d(tab, slot_buf, values, a, s, imp * dl * dl)
+            _accumulate_d(tab, slot_buf, values, a, s, imp * dl * dl, precond, m, dpow)
             xx = _rescale(tab, slot_buf, values, a, s, xt_buf, z, m, dpow, precond)
             for r in range(m):
                 acc = 0.0
@@ -583,7 +601,7 @@ def son_run(offsets, indices, values, labels, weights, start,
             if diag and not diag_vw:
                 if precond:
                     _flush(tab, slot_buf, values, a, s, b, m, dpow)
-                _accumulate_d(tab, slot_buf, values, a, s, imp * dl * dl)
+                _accumulate_d(tab, slot_buf, values, a, s, imp * dl * dl, precond, m, dpow)
     return n, learned
 
 
@@ -603,8 +621,9 @@ def _invariant_coef(code, p, y, imp, eta, q, gcoef):
 
 
 @njit(cache=True, nogil=True)
-def _accumulate_d(tab, slot_buf, values, a, s, g2):
-    """D_j += g2 * x_j^2 in original coordinates, duplicate indices summed first."""
+def _accumulate_d(tab, slot_buf, values, a, s, g2, precond, m, r):
+    """D_j += g2 * x_j^2 in original coordinates, duplicate indices summed first (precond: and the
+    cached frame scale follows)."""
     _sum_duplicates(tab, slot_buf, values, a, s)
     for k in range(s):
         sl = slot_buf[k]
@@ -612,6 +631,8 @@ def _accumulate_d(tab, slot_buf, values, a, s, g2):
         if v != 0.0:
             tab[sl, C_D] += g2 * v * v
             tab[sl, C_S] = 0.0
+            if precond:
+                _set_frame(tab, sl, m, r)
 
 
 @njit(cache=True, nogil=True)
@@ -623,7 +644,7 @@ def _rescale(tab, slot_buf, values, a, s, xt_buf, z, m, dpow, precond):
     for k in range(s):
         sl = slot_buf[k]
         if precond:
-            xk = values[a + k] * _pscale(tab[sl, C_D], tab[sl, C_Z + m + 2], dpow)
+            xk = values[a + k] * tab[sl, C_Z + m + 3]
         else:
             xk = values[a + k] * _fscale(tab[sl, C_D], dpow)
         xt_buf[k] = xk

@@ -197,7 +197,7 @@ class OjaSON(Learner):
         self.dpow = float(dp if dp is not None else (0.25 if self.precond else 0.5))
         if not 0.0 < self.dpow <= 1.0:
             raise ValueError(f"--diag_power must be in (0, 1], got {self.dpow}")
-        self.ncol = m + N_COLS_EXTRA + (3 if self.precond else 0)  # precond: c, snapshot of w~, s2
+        self.ncol = m + N_COLS_EXTRA + (4 if self.precond else 0)  # precond: c, snapshot of w~, s2, frame f
         self._alloc_table(MIN_CAP)
         self.ints = np.zeros(5, np.int64)  # t, n_assigned, n_occupied, n_remat, t at last remat
         # bound on cond(Z) (||F||_F ||Z||_F = m at start), then the label range learned so far
@@ -350,6 +350,10 @@ class OjaSON(Learner):
             setattr(self, k, np.array(a, copy=True))
         keys = np.asarray(arrays["keys"], np.int64)
         rows = np.asarray(arrays["rows"], np.float64)
+        if self.precond and rows.ndim == 2 and rows.shape[1] == self.ncol - 1:
+            # saved before the frame scale was cached in its own column: derive it
+            rows = np.concatenate([rows, np.zeros((rows.shape[0], 1))], axis=1)
+            _k().fill_frame(rows, self.m, self.dpow)
         if rows.shape != (len(keys), self.ncol) or (len(keys) and (keys.min() < 0 or keys.max() > self.mask)):
             raise ValueError("arrays keys/rows do not fit this model")
         if len(keys) != int(self.ints[2]):
