@@ -348,7 +348,7 @@ def rematerialize(keys, tab, F, K, b, n_assigned):
 def son_run(offsets, indices, values, labels, weights, start,
             keys, shift, tab, ints, flt, F, K, lam, b, assigned,
             mask, loss_code, alpha, sigma_eta, gamma_c, gamma_t0, proj_c, diag, diag_vw, max_cond,
-            sketch_avg, step_power, learn, pred_out, loss_out, slot_buf, xt_buf, precond, dpow, invariant):
+            sketch_avg, step_power, learn, pred_out, loss_out, slot_buf, xt_buf, wt_buf, precond, dpow, invariant):
     """Sparse Oja-SON (SON Alg. 4 + Alg. 5) over examples ``start..n-1`` in order: predict,
     record, then (if ``learn``, the label is not NaN and the weight is > 0) update.
 
@@ -361,6 +361,9 @@ def son_run(offsets, indices, values, labels, weights, start,
     m = lam.shape[0]
     cw = C_Z + m  # precond mode: original-coordinate weight c_j, then the snapshot of w~_j
     r_avg = dpow if diag else 0.5  # avg to-sketch scale: g^ = sqrt(sigma_eta h) t^r_avg l' x~
+    # precond + VW order + no projection: the prediction loop computes w~_j (kept in wt_buf for the
+    # flush that follows at once) instead of Z x~ (recomputed after D changes anyway): one pass less
+    fast = precond and diag_vw and not proj_c > 0.0
     cap = keys.shape[0]
     capmask = cap - 1
     z = np.zeros(m)
@@ -412,6 +415,15 @@ def son_run(offsets, indices, values, labels, weights, start,
             sl = slot_buf[k]
             v = values[a + k]
             if sl >= 0:
+                if fast:  # w_j = c_j + f_j (w~_j - snap_j), w~_j = u_bar_j + Z_j^T b kept for the flush
+                    xk = v * tab[sl, cw + 3]
+                    wt = tab[sl, C_U]
+                    for r in range(m):
+                        wt += tab[sl, C_Z + r] * b[r]
+                    wt_buf[k] = wt
+                    ux += tab[sl, cw] * v + (wt - tab[sl, cw + 1]) * xk
+                    xt_buf[k] = xk
+                    continue
                 if precond:  # w_j = c_j + f_j (w~_j - snap_j)
                     xk = v * tab[sl, cw + 3]
                     ux += tab[sl, cw] * v - tab[sl, cw + 1] * xk
@@ -445,16 +457,18 @@ def son_run(offsets, indices, values, labels, weights, start,
         if not do_learn:
             continue
         learned += 1
-        # ||x~||^2 with duplicate indices summed
-        for k in range(s):
-            tab[slot_buf[k], C_S] = 0.0
-        for k in range(s):
-            tab[slot_buf[k], C_S] += xt_buf[k]
+        # ||x~||^2 with duplicate indices summed (fast path: recomputed with the new D below, the
+        # only place it is used)
         xx = 0.0
-        for k in range(s):
-            xx += xt_buf[k] * tab[slot_buf[k], C_S]
+        if not fast:
+            for k in range(s):
+                tab[slot_buf[k], C_S] = 0.0
+            for k in range(s):
+                tab[slot_buf[k], C_S] += xt_buf[k]
+            for k in range(s):
+                xx += xt_buf[k] * tab[slot_buf[k], C_S]
         tf = float(ints[0])
-        if m > 0:
+        if m > 0 and not fast:
             for r in range(m):
                 acc = 0.0
                 for q in range(r + 1):  # F is lower triangular
@@ -496,7 +510,12 @@ def son_run(offsets, indices, values, labels, weights, start,
             gs *= math.sqrt(t1) if r_avg == 0.5 else t1 ** r_avg
         if diag and diag_vw and dl != 0.0:
             # VW's order: D_{t+1} = D_t + h (l' x)^2 first, then the update uses D_{t+1}^{-r} x
-            if precond:
+            if fast:  # w~ was computed in the prediction loop and has not changed since
+                for k in range(s):
+                    sl = slot_buf[k]
+                    tab[sl, cw] += tab[sl, cw + 3] * (wt_buf[k] - tab[sl, cw + 1])
+                    tab[sl, cw + 1] = wt_buf[k]
+            elif precond:
                 _flush(tab, slot_buf, values, a, s, b, m, dpow)
             _accumulate_d(tab, slot_buf, values, a, s, imp * dl * dl, precond, m, dpow)
             xx = _rescale(tab, slot_buf, values, a, s, xt_buf, z, m, dpow, precond)
@@ -524,9 +543,14 @@ def son_run(offsets, indices, values, labels, weights, start,
                     lam[r] = (1.0 - gam_t) * lam[r] + gam_t * vg * vg  # line 1
                     delta[r] = gam_t * zg[r]  # line 2: delta = F^-1 Gamma F Z g^ (scalar Gamma)
                     db += delta[r] * b[r]
-                for r in range(m):  # line 2: K += d g^T Z^T + Z g d^T + (g^T g) d d^T
-                    for q in range(m):
-                        K[r, q] += delta[r] * zg[q] + zg[r] * delta[q] + gg * delta[r] * delta[q]
+                # line 2: K += d g^T Z^T + Z g d^T + (g^T g) d d^T = beta zg zg^T, as d = Gamma zg
+                beta_k = 2.0 * gam_t + gam_t * gam_t * gg
+                for r in range(m):
+                    br = beta_k * zg[r]
+                    for q in range(r):
+                        K[r, q] += br * zg[q]
+                        K[q, r] = K[r, q]
+                    K[r, r] += br * zg[r]
                 for k in range(s):  # line 3: Z += delta g^T ; Eq. 5: u_bar -= (delta^T b) g^
                     sl = slot_buf[k]
                     gk = gs * xt_buf[k]
@@ -548,7 +572,7 @@ def son_run(offsets, indices, values, labels, weights, start,
                                 for q in range(m):
                                     F[r, q] = Q[r, q]
                     else:
-                        _refactor_rank1(F, cv, 2.0 * gam_t + gam_t * gam_t * gg, beta, Kb)
+                        _refactor_rank1(F, cv, beta_k, beta, Kb)
                         ok = True
                     if ok:
                         flt[0] = _estimate_cond(F, K)

@@ -273,6 +273,7 @@ class OjaSON(Learner):
         maxs = int(np.max(offsets[1:] - offsets[:-1]))
         slot_buf = np.empty(max(maxs, 1), np.int64)
         xt_buf = np.empty(max(maxs, 1))
+        wt_buf = np.empty(max(maxs, 1))
         kern = _k().son_run
         start = 0
         while True:
@@ -280,7 +281,7 @@ class OjaSON(Learner):
                                 self.keys, self.shift, self.tab, self.ints, self.flt, self.F, self.K,
                                 self.lam, self.b, self.assigned, self.mask, self.loss.code, self.alpha,
                                 self.sigma_eta, self.gamma_c, self.gamma_t0, self.proj_c, self.diag,
-                                self.diag_vw, self.max_cond, self.sketch_avg, self.step_power, bool(learn), pred, loss, slot_buf, xt_buf,
+                                self.diag_vw, self.max_cond, self.sketch_avg, self.step_power, bool(learn), pred, loss, slot_buf, xt_buf, wt_buf,
                                 self.precond, self.dpow, self.invariant)
             self.examples_learned += int(learned)
             if nxt >= n:
