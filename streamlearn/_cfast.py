@@ -182,10 +182,12 @@ def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
 _ADAGRAD_DTYPES = (np.int64, np.uint32, np.float64, np.float64, np.float64)
 
 
-def adagrad_args_ok(offsets, indices, values, labels, weights, w, G, N, scal, pred_out, loss_out) -> bool:
-    """Whether the C kernel computes exactly what numba would for these arrays: the dtypes
+def adagrad_args_ok(offsets, indices, values, labels, weights, w, G, N, scal, mask, loss_code, eta,
+                    normalized, learn, pred_out, loss_out) -> bool:
+    """Whether the C kernel computes exactly what numba would for these arguments: the dtypes
     numba's specialisation would see (other dtypes change numba's arithmetic, e.g. float32
-    values), contiguous, state arrays float32 and writable."""
+    values), contiguous 1-D arrays, writable float32 state with room for every masked index,
+    a known loss code."""
     for a, dt in zip((offsets, indices, values, labels, weights), _ADAGRAD_DTYPES):
         if not isinstance(a, np.ndarray) or a.dtype != dt or a.ndim != 1 or not a.flags.c_contiguous:
             return False
@@ -194,9 +196,12 @@ def adagrad_args_ok(offsets, indices, values, labels, weights, w, G, N, scal, pr
         if (not isinstance(a, np.ndarray) or a.dtype != dt or a.ndim != 1 or not a.flags.c_contiguous
                 or not a.flags.writeable):
             return False
+    if not isinstance(mask, int) or not 0 <= mask < 1 << 32 or loss_code not in (0, 1, 2):
+        return False
     n = labels.shape[0]
     return (offsets.shape[0] == n + 1 and weights.shape[0] >= n and pred_out.shape[0] >= n
-            and loss_out.shape[0] >= n and scal.shape[0] >= 4)
+            and loss_out.shape[0] >= n and scal.shape[0] >= 4 and w.shape[0] > mask and G.shape[0] > mask
+            and (not normalized or N.shape[0] > mask))
 
 
 def adagrad_run(offsets, indices, values, labels, weights, w, G, N, scal, mask, loss_code, eta,

@@ -323,8 +323,8 @@ def test_adagrad_kernel_matches_numba(loss, normalized, extreme):
                 f = adagrad_run if impl == "numba" else _cfast.adagrad_run
                 args = (b.offsets, b.indices, b.values, b.labels, b.weights, w, G, N, scal, mask, loss, eta,
                         normalized, learn, pred, lossv)
-                if impl == "c":
-                    assert _cfast.adagrad_args_ok(*args[:9], pred, lossv)
+                if impl == "c":  # (-b 32 tables would be 2**32 entries: the check asks for them)
+                    assert _cfast.adagrad_args_ok(*args) == (bits < 32)
                 k = f(*args)
                 res.append((int(k), pred.tobytes(), lossv.tobytes()))
             states.append((res, w.tobytes(), G.tobytes(), N.tobytes(), scal.tobytes()))
@@ -332,17 +332,19 @@ def test_adagrad_kernel_matches_numba(loss, normalized, extreme):
         assert states[0][1:] == states[1][1:], bits
 
 
-def test_adagrad_args_ok_rejects_other_dtypes():
+def test_adagrad_args_ok_rejects_what_numba_would_compute_differently():
     b = Batch.from_dense(np.eye(3), np.ones(3))
     w = np.zeros(8, np.float32)
     p, l_ = np.empty(3), np.empty(3)
-    base = [b.offsets, b.indices, b.values, b.labels, b.weights, w, w.copy(), w.copy(), np.zeros(4)]
-    assert _cfast.adagrad_args_ok(*base, p, l_)
+    base = [b.offsets, b.indices, b.values, b.labels, b.weights, w, w.copy(), w.copy(), np.zeros(4),
+            7, 0, 0.1, True, True, p, l_]
+    assert _cfast.adagrad_args_ok(*base)
     for i, bad in ((2, b.values.astype(np.float32)), (0, b.offsets.astype(np.int32)),
-                   (1, b.indices.astype(np.int64)), (5, w.astype(np.float64)), (2, np.repeat(b.values, 2)[::2])):
+                   (1, b.indices.astype(np.int64)), (5, w.astype(np.float64)), (2, np.repeat(b.values, 2)[::2]),
+                   (9, 15), (7, w[:4]), (10, 3)):
         args = list(base)
         args[i] = bad
-        assert not _cfast.adagrad_args_ok(*args, p, l_)
+        assert not _cfast.adagrad_args_ok(*args), i
 
 
 @pytest.mark.parametrize("loss", ["squared", "logistic", "hinge"])

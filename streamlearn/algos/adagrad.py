@@ -64,7 +64,7 @@ class AdaGrad(Learner):
         # the C kernel (bit-identical, no numba start-up) where the arrays have the dtypes it
         # was written for; numba otherwise (STREAMLEARN_NO_C=1: always)
         c = _c()
-        if c is not None and c.adagrad_args_ok(*args[:9], pred, loss):
+        if c is not None and c.adagrad_args_ok(*args):
             n = c.adagrad_run(*args)
         else:
             n = _k().adagrad_run(*args)
