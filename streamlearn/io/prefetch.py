@@ -2,13 +2,15 @@
 
 VW runs its parser on its own thread feeding a bounded queue; :class:`Prefetcher` does the
 same for any iterator of batches. The producer thread runs the reader (gzip inflation and
-file reads release the GIL, and the numba parse kernels are ``nogil=True``), so with two
-cores parsing overlaps learning (whose kernels are ``nogil`` too). The queue is bounded
+file reads release the GIL, and the numba parse kernels are ``nogil=True``, as are the C fast
+path's ctypes calls), so with two cores parsing overlaps learning (whose kernels release the
+GIL too). The queue is bounded
 (``depth`` batches), so memory stays bounded whatever the stream's length.
 
 :func:`parallel_read_batches` goes one step further for text inputs: the reading thread only
 reads (and inflates) chunks of complete lines, and ``workers`` threads parse them at the same
-time (each chunk with :func:`streamlearn.io.source.text_batches`), results taken in order.
+time (each chunk in place with :func:`streamlearn.io.source.chunk_batch`), results taken in
+order.
 
 Order is preserved; an exception raised by the reader is re-raised in the consumer at the
 point of the stream where it happened; closing the prefetcher (or leaving a ``with`` block,
