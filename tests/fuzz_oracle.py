@@ -611,12 +611,13 @@ def _crash(where, exc):
 
 def check_text(data: bytes, fmt: str, pairs=(), constant=True, keep_names=False,
                chunk_bytes=1 << 20, name="fuzz.txt", strict=None, path=None,
-               reader=None) -> CaseResult:
+               reader=None, c_parser=False) -> CaseResult:
     """Read ``data`` as the readers do and compare with the oracle: ``reader`` is
     ``"memory"`` (``text_batches`` over the bytes, the default without ``path``), ``"file"``
     (``read_batches`` of ``path``, which holds ``data``; the default with ``path``) or
     ``"parallel"`` (the CLI's ``parallel_read_batches``, 2 workers). ``strict`` (default: yes)
-    also checks that a strict read stops with ``FILE:LINE: reason`` at the first bad line."""
+    also checks that a strict read stops with ``FILE:LINE: reason`` at the first bad line.
+    ``c_parser``: parse with the C fast path (``ReaderConfig.c_parser``)."""
     from streamlearn.errors import InputError
     from streamlearn.io import ReaderConfig, read_batches
     from streamlearn.io.prefetch import parallel_read_batches
@@ -628,7 +629,7 @@ def check_text(data: bytes, fmt: str, pairs=(), constant=True, keep_names=False,
     res = CaseResult(sum(r.good for r in expected), sum(not r.good for r in expected))
     where = f"{fmt} file of {len(data)} bytes ({reader} reader)"
     cfg = ReaderConfig(fmt=fmt, quadratic=qs, constant=constant, keep_names=keep_names,
-                       chunk_bytes=chunk_bytes)
+                       chunk_bytes=chunk_bytes, c_parser=c_parser)
 
     def read(c):
         if reader == "file":

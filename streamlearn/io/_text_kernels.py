@@ -42,47 +42,26 @@ __all__ = [
     "ERROR_REASONS",
 ]
 
-FMT_VW = 0
-FMT_LIBSVM = 1
-
-# --- status codes of a line (0 = ok) -----------------------------------------------------
-ERR_LABEL = 1
-ERR_IMPORTANCE = 2
-ERR_BASE = 3
-ERR_LABEL_TOKENS = 4
-ERR_FEATURE_VALUE = 5
-ERR_NS_WEIGHT = 6
-ERR_NO_COLON = 7
-ERR_INDEX = 8
-ERR_LABEL_NONFINITE = 9
-ERR_IMPORTANCE_NONFINITE = 10
-ERR_BASE_NONFINITE = 11
-ERR_VALUE_NONFINITE = 12
-ERR_NS_WEIGHT_NONFINITE = 13
-ERR_VALUE_OVERFLOW = 14
-ERR_QUADRATIC_OVERFLOW = 15
-
-_NONFINITE = "is NaN or infinite (nan/inf, or beyond the double range like 1e400)"
-
-#: Short text of each error code (the reason reported with ``FILE:LINE``).
-ERROR_REASONS = {
-    ERR_LABEL: "non-numeric label",
-    ERR_IMPORTANCE: "bad importance weight",
-    ERR_BASE: "bad base (initial prediction) value",
-    ERR_LABEL_TOKENS: "too many tokens before '|' (expected: label [importance [base]] ['tag])",
-    ERR_FEATURE_VALUE: "bad feature value (expected name:number)",
-    ERR_NS_WEIGHT: "bad namespace weight (expected |namespace:number)",
-    ERR_NO_COLON: "LIBSVM token without ':' (expected index:value)",
-    ERR_INDEX: "LIBSVM feature index is not a non-negative integer",
-    ERR_LABEL_NONFINITE: "label " + _NONFINITE,
-    ERR_IMPORTANCE_NONFINITE: "importance weight " + _NONFINITE,
-    ERR_BASE_NONFINITE: "base (initial prediction) value " + _NONFINITE,
-    ERR_VALUE_NONFINITE: "feature value " + _NONFINITE,
-    ERR_NS_WEIGHT_NONFINITE: "namespace weight " + _NONFINITE,
-    ERR_VALUE_OVERFLOW: "feature value times its namespace weight overflows the double range",
-    ERR_QUADRATIC_OVERFLOW: "-q interaction value (product of two feature values) overflows "
-                            "the double range",
-}
+from ._text_codes import (  # noqa: E402  (the codes live in a numba-free module)
+    ERR_BASE,
+    ERR_BASE_NONFINITE,
+    ERR_FEATURE_VALUE,
+    ERR_IMPORTANCE,
+    ERR_IMPORTANCE_NONFINITE,
+    ERR_INDEX,
+    ERR_LABEL,
+    ERR_LABEL_NONFINITE,
+    ERR_LABEL_TOKENS,
+    ERR_NO_COLON,
+    ERR_NS_WEIGHT,
+    ERR_NS_WEIGHT_NONFINITE,
+    ERR_QUADRATIC_OVERFLOW,
+    ERR_VALUE_NONFINITE,
+    ERR_VALUE_OVERFLOW,
+    ERROR_REASONS,
+    FMT_LIBSVM,
+    FMT_VW,
+)
 
 # --- powers of ten as double-double (hi, lo), 10**q for q in [_PMIN, _PMAX] -----------------
 # Entries far from 1 are stored pre-scaled by an exact power of two (2**256 for q < -280,

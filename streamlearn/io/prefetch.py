@@ -2,13 +2,15 @@
 
 VW runs its parser on its own thread feeding a bounded queue; :class:`Prefetcher` does the
 same for any iterator of batches. The producer thread runs the reader (gzip inflation and
-file reads release the GIL, and the numba parse kernels are ``nogil=True``), so with two
-cores parsing overlaps learning (whose kernels are ``nogil`` too). The queue is bounded
+file reads release the GIL, and the numba parse kernels are ``nogil=True``, as are the C fast
+path's ctypes calls), so with two cores parsing overlaps learning (whose kernels release the
+GIL too). The queue is bounded
 (``depth`` batches), so memory stays bounded whatever the stream's length.
 
 :func:`parallel_read_batches` goes one step further for text inputs: the reading thread only
 reads (and inflates) chunks of complete lines, and ``workers`` threads parse them at the same
-time (each chunk with :func:`streamlearn.io.source.text_batches`), results taken in order.
+time (each chunk in place with :func:`streamlearn.io.source.chunk_batch`), results taken in
+order.
 
 Order is preserved; an exception raised by the reader is re-raised in the consumer at the
 point of the stream where it happened; closing the prefetcher (or leaving a ``with`` block,
@@ -16,13 +18,10 @@ or garbage collection) stops and joins the thread.
 """
 from __future__ import annotations
 
-import io
 import os
 import queue
 import threading
 from collections import deque
-
-import numpy as np
 
 __all__ = ["Prefetcher", "prefetch", "parallel_read_batches", "bound_malloc"]
 
@@ -176,32 +175,11 @@ def bound_malloc(threshold: int = 1 << 20) -> bool:
     return ok
 
 
-class _ArrayReader(io.RawIOBase):
-    """A binary stream over one ``uint8`` array (one copy, into the reader's buffer)."""
-
-    def __init__(self, arr):
-        self._mv = memoryview(arr).cast("B")
-        self._pos = 0
-
-    def readable(self):
-        return True
-
-    def readinto(self, b):
-        n = min(len(b), len(self._mv) - self._pos)
-        b[:n] = self._mv[self._pos:self._pos + n]
-        self._pos += n
-        return n
-
-
 def _parse_one(chunk, name, cfg, fmt):
     """Parse one chunk of complete lines -> (batch or None, number of lines in it)."""
-    from .source import text_batches
+    from .source import chunk_batch
 
-    n_lines = int(np.count_nonzero(chunk == 10))
-    if len(chunk) and chunk[-1] != 10:
-        n_lines += 1
-    batch = next(text_batches(_ArrayReader(chunk), name, cfg, fmt), None)
-    return batch, n_lines
+    return chunk_batch(chunk, name, cfg, fmt)
 
 
 def _text_parallel(src, cfg, workers):

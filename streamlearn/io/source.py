@@ -33,7 +33,7 @@ import numpy as np
 
 from ..batch import Batch
 from ..errors import ConfigError, InputError
-from ._text_kernels import ERROR_REASONS, FMT_LIBSVM, FMT_VW, parse_chunk
+from ._text_codes import ERROR_REASONS, FMT_LIBSVM, FMT_VW
 
 __all__ = [
     "ReaderConfig",
@@ -49,6 +49,8 @@ __all__ = [
     "parse_text",
     "quadratic_pairs",
     "sniff_text_format",
+    "chunk_parser",
+    "chunk_batch",
 ]
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -92,6 +94,10 @@ class ReaderConfig:
     strict : bool
         Raise :class:`~streamlearn.errors.InputError` at the first malformed line instead of
         skipping it (skipped lines are listed in ``batch.extra["errors"]``).
+    c_parser : bool
+        Parse VW text / LIBSVM with the C fast path (:mod:`streamlearn._cfast`) when it is
+        available (bit-identical batches and error reports, and numba is not imported); the
+        numba kernel otherwise. The API sets it for AdaGrad runs.
     """
 
     fmt: str = "auto"
@@ -100,6 +106,7 @@ class ReaderConfig:
     keep_names: bool = False
     chunk_bytes: int = 1 << 22
     strict: bool = False
+    c_parser: bool = False
 
     def __post_init__(self):
         if isinstance(self.quadratic, str):
@@ -346,45 +353,75 @@ def parse_text(text, cfg: ReaderConfig | None, name: str, fmt: str) -> Batch:
     return out
 
 
+def chunk_parser(cfg: ReaderConfig) -> Callable:
+    """The ``parse_chunk`` function for ``cfg``: the C fast path when ``cfg.c_parser`` asks for
+    it and it is available (see :mod:`streamlearn._cfast`; ``STREAMLEARN_NO_C=1`` disables it),
+    else the numba kernel :func:`streamlearn.io._text_kernels.parse_chunk` (imported only
+    then). Both give bit-identical results."""
+    if cfg.c_parser:
+        from .. import _cfast
+        if _cfast.available():
+            return _cfast.parse_chunk
+    from ._text_kernels import parse_chunk
+    return parse_chunk
+
+
+def chunk_batch(chunk: np.ndarray, name: str, cfg: ReaderConfig, fmt: str, line_base: int = 0,
+                parser: Callable | None = None, pairs=None):
+    """Parse one chunk of complete lines (``uint8``; the last line may lack ``\\n``) in ``fmt``
+    (``"vw"``, ``"libsvm"``, or ``"auto"`` to sniff it) -> ``(batch, n_lines)``: the batch
+    (``None`` when the chunk holds no example and no malformed line) with line numbers after
+    ``line_base``, and the number of lines in the chunk. Raises :class:`InputError` at the first
+    malformed line when ``cfg.strict``. ``parser`` / ``pairs``: :func:`chunk_parser` and
+    :func:`quadratic_pairs` of ``cfg``, when the caller has them already."""
+    if fmt == "auto":
+        fmt = sniff_text_format(chunk) or "auto"
+    code = FMT_LIBSVM if fmt == "libsvm" else FMT_VW
+    qa, qb = pairs if pairs is not None else quadratic_pairs(cfg.quadratic)
+    keep = bool(cfg.keep_names)
+    (offsets, indices, values, labels, weights, ex_line, tag_start, tag_end,
+     name_start, name_end, ns_start, ns_end, err_line, err_code, n_lines) = (parser or chunk_parser(cfg))(
+        chunk, code, qa, qb, bool(cfg.constant), keep)
+    errors = [(name, line_base + int(ln) + 1, ERROR_REASONS.get(int(c), f"error {int(c)}"))
+              for ln, c in zip(err_line, err_code)]
+    if errors and cfg.strict:
+        src, ln, reason = errors[0]
+        raise InputError(f"{src}:{ln}: {reason}")
+    n_lines = int(n_lines)
+    if len(labels) == 0 and not errors:
+        return None, n_lines
+    return Batch(
+        offsets=offsets,
+        indices=indices,
+        values=values,
+        labels=labels,
+        weights=weights,
+        lines=ex_line + (line_base + 1),
+        source=name,
+        text=chunk,
+        tag_start=tag_start,
+        tag_end=tag_end,
+        name_start=name_start if keep else None,
+        name_end=name_end if keep else None,
+        ns_start=ns_start if keep else None,
+        ns_end=ns_end if keep else None,
+        extra={"errors": errors},
+    ), n_lines
+
+
 def text_batches(stream, name: str, cfg: ReaderConfig, fmt: str, flush_after=None) -> Iterator[Batch]:
     """Parse a text stream in ``fmt`` (``"vw"``, ``"libsvm"`` or ``"auto"``) into batches,
     one per chunk (``flush_after``: see :func:`iter_chunks`)."""
-    qa, qb = quadratic_pairs(cfg.quadratic)
+    pairs = quadratic_pairs(cfg.quadratic)
+    parser = chunk_parser(cfg)
     line_base = 0
-    keep = bool(cfg.keep_names)
     for chunk in iter_chunks(stream, name, cfg.chunk_bytes, flush_after):
         if fmt == "auto":
             fmt = sniff_text_format(chunk) or "auto"
-        code = FMT_LIBSVM if fmt == "libsvm" else FMT_VW
-        (offsets, indices, values, labels, weights, ex_line, tag_start, tag_end,
-         name_start, name_end, ns_start, ns_end, err_line, err_code, n_lines) = parse_chunk(
-            chunk, code, qa, qb, bool(cfg.constant), keep)
-        errors = [(name, line_base + int(ln) + 1, ERROR_REASONS.get(int(c), f"error {int(c)}"))
-                  for ln, c in zip(err_line, err_code)]
-        if errors and cfg.strict:
-            src, ln, reason = errors[0]
-            raise InputError(f"{src}:{ln}: {reason}")
-        lines = ex_line + (line_base + 1)
-        line_base += int(n_lines)
-        if len(labels) == 0 and not errors:
-            continue
-        yield Batch(
-            offsets=offsets,
-            indices=indices,
-            values=values,
-            labels=labels,
-            weights=weights,
-            lines=lines,
-            source=name,
-            text=chunk,
-            tag_start=tag_start,
-            tag_end=tag_end,
-            name_start=name_start if keep else None,
-            name_end=name_end if keep else None,
-            ns_start=ns_start if keep else None,
-            ns_end=ns_end if keep else None,
-            extra={"errors": errors},
-        )
+        batch, n_lines = chunk_batch(chunk, name, cfg, fmt, line_base, parser, pairs)
+        line_base += n_lines
+        if batch is not None:
+            yield batch
 
 
 def _reader_for(fmt: str) -> Callable:

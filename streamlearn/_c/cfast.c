@@ -1,0 +1,1089 @@
+/* streamlearn C fast path: the VW text / LIBSVM chunk parser, VW's hashing and the AdaGrad
+ * kernel, line for line ports of the numba kernels
+ *
+ *   streamlearn/io/_text_kernels.py    parse_chunk, scan_float, parse_float, ...
+ *   streamlearn/io/_hash_kernels.py    murmur3_32, hashstring, quadratic_hash
+ *   streamlearn/algos/_adagrad_kernels.py, _loss_kernels.py   adagrad_run, wexpmx, losses
+ *
+ * which stay the reference (tests/test_cfast.py checks bit-identical results) and the
+ * fallback. Plain C99, no Python API: loaded with ctypes by streamlearn/_cfast.py, so calls
+ * run without the GIL. Compile with -O2 -ffp-contract=off (no FMA contraction, no fast-math):
+ * every floating-point operation is the IEEE double (or float) operation the numba kernel
+ * does, in the same order. No global state: calls from several threads are independent.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pow10.h"
+
+#define CF_API __attribute__((visibility("default")))
+
+/* ===================================================================== hashing */
+
+#define M32 0xFFFFFFFFull
+#define CONSTANT_HASH 11650396ull
+#define FNV_PRIME 16777619ull
+
+CF_API uint64_t cf_murmur3_32(const uint8_t *buf, int64_t start, int64_t end, uint64_t seed)
+{
+    uint64_t h = seed & M32;
+    int64_t n = end - start;
+    int64_t nblocks = n / 4;
+    int64_t p = start;
+    uint64_t k;
+    for (int64_t b = 0; b < nblocks; b++) {
+        k = (uint64_t)buf[p] | ((uint64_t)buf[p + 1] << 8) | ((uint64_t)buf[p + 2] << 16)
+            | ((uint64_t)buf[p + 3] << 24);
+        k = (k * 0xCC9E2D51ull) & M32;
+        k = ((k << 15) | (k >> 17)) & M32;
+        k = (k * 0x1B873593ull) & M32;
+        h ^= k;
+        h = ((h << 13) | (h >> 19)) & M32;
+        h = (h * 5ull + 0xE6546B64ull) & M32;
+        p += 4;
+    }
+    int64_t rem = n & 3;
+    if (rem > 0) {
+        k = 0;
+        if (rem == 3)
+            k ^= (uint64_t)buf[p + 2] << 16;
+        if (rem >= 2)
+            k ^= (uint64_t)buf[p + 1] << 8;
+        k ^= (uint64_t)buf[p];
+        k = (k * 0xCC9E2D51ull) & M32;
+        k = ((k << 15) | (k >> 17)) & M32;
+        k = (k * 0x1B873593ull) & M32;
+        h ^= k;
+    }
+    h ^= (uint64_t)n;
+    h ^= h >> 16;
+    h = (h * 0x85EBCA6Bull) & M32;
+    h ^= h >> 13;
+    h = (h * 0xC2B2AE35ull) & M32;
+    h ^= h >> 16;
+    return h;
+}
+
+CF_API uint64_t cf_hashstring(const uint8_t *buf, int64_t start, int64_t end, uint64_t seed)
+{
+    int64_t s = start, e = end;
+    while (s < e && buf[s] <= 32)
+        s++;
+    while (e > s && buf[e - 1] <= 32)
+        e--;
+    uint64_t ret = 0;
+    for (int64_t p = s; p < e; p++) {
+        uint8_t c = buf[p];
+        if (c >= 48 && c <= 57)
+            ret = (ret * 10ull + (uint64_t)(c - 48)) & M32;
+        else
+            return cf_murmur3_32(buf, s, e, seed);
+    }
+    return (ret + (seed & M32)) & M32;
+}
+
+static inline uint64_t quadratic_hash(uint64_t h1, uint64_t h2)
+{
+    return (((h1 & M32) * FNV_PRIME) & M32) ^ (h2 & M32);
+}
+
+/* ===================================================================== float parsing */
+
+static const double EXACT_P10[23] = {
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+#define SPLITTER 134217729.0 /* 2**27 + 1 */
+#define TWO53 9007199254740992ll
+#define SCALE_Q 280
+#define TWO256 0x1p256
+#define TWOM256 0x1p-256
+
+/* for tests: the double-double table entry of 10**q */
+CF_API void cf_pow10_entry(int64_t q, double *hi, double *lo)
+{
+    *hi = CF_P10[q - CF_PMIN][0];
+    *lo = CF_P10[q - CF_PMIN][1];
+}
+
+static double scale(int64_t m, int64_t q, int sticky)
+{
+    if (!sticky && m < TWO53) {
+        if (q >= 0 && q <= 22)
+            return (double)m * EXACT_P10[q];
+        if (q < 0 && q >= -22)
+            return (double)m / EXACT_P10[-q];
+        if (q > 22 && q <= 22 + 15) {
+            int64_t p10 = 1;
+            for (int64_t t = 0; t < q - 22; t++)
+                p10 *= 10;
+            if (m <= TWO53 / p10) {
+                int64_t mm = m * p10; /* exact: m * p10 <= 2**53 */
+                if (mm < TWO53)
+                    return (double)mm * EXACT_P10[22];
+            }
+        }
+    }
+    if (q > CF_PMAX)
+        return INFINITY;
+    if (q < CF_PMIN)
+        return 0.0;
+    double mh = (double)m;
+    double ml = (double)(m - (int64_t)mh);
+    if (sticky)
+        ml += 0.5;
+    double ph = CF_P10[q - CF_PMIN][0];
+    double pl = CF_P10[q - CF_PMIN][1];
+    /* Dekker's two-product of mh and ph */
+    double p = mh * ph;
+    double t = SPLITTER * mh;
+    double ah = t - (t - mh);
+    double al = mh - ah;
+    t = SPLITTER * ph;
+    double bh = t - (t - ph);
+    double bl = ph - bh;
+    double e = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
+    e += mh * pl + ml * ph;
+    double r = p + e;
+    if (q < -SCALE_Q)
+        r *= TWOM256;
+    else if (q > SCALE_Q)
+        r *= TWO256;
+    return r;
+}
+
+/* scan_float: returns the value; *ok and *end as the numba kernel's (value, ok, end) */
+CF_API double cf_scan_float(const uint8_t *buf, int64_t s, int64_t e, int *ok, int64_t *end)
+{
+    int64_t i = s;
+    int neg = 0;
+    if (i < e && (buf[i] == 43 || buf[i] == 45)) {
+        neg = buf[i] == 45;
+        i++;
+    }
+    int64_t m = 0;
+    int nd = 0;
+    int64_t q = 0;
+    int sticky = 0;
+    int any_digit = 0;
+    while (i < e) {
+        uint8_t c = buf[i];
+        if (c < 48 || c > 57)
+            break;
+        any_digit = 1;
+        if (nd < 18) {
+            m = m * 10 + (c - 48);
+            if (m > 0)
+                nd++;
+        } else {
+            q++;
+            if (c != 48)
+                sticky = 1;
+        }
+        i++;
+    }
+    if (i < e && buf[i] == 46) {
+        i++;
+        while (i < e) {
+            uint8_t c = buf[i];
+            if (c < 48 || c > 57)
+                break;
+            any_digit = 1;
+            if (nd < 18) {
+                m = m * 10 + (c - 48);
+                if (m > 0)
+                    nd++;
+                q--;
+            } else if (c != 48) {
+                sticky = 1;
+            }
+            i++;
+        }
+    }
+    if (!any_digit) {
+        *ok = 0;
+        *end = i;
+        return 0.0;
+    }
+    if (i < e && (buf[i] == 101 || buf[i] == 69)) {
+        i++;
+        int eneg = 0;
+        if (i < e && (buf[i] == 43 || buf[i] == 45)) {
+            eneg = buf[i] == 45;
+            i++;
+        }
+        int64_t x = 0;
+        int64_t nexp = 0;
+        while (i < e) {
+            uint8_t c = buf[i];
+            if (c < 48 || c > 57)
+                break;
+            if (x < 100000000000000ll)
+                x = x * 10 + (c - 48);
+            nexp++;
+            i++;
+        }
+        if (nexp == 0) {
+            *ok = 0;
+            *end = i;
+            return 0.0;
+        }
+        q += eneg ? -x : x;
+    }
+    double v;
+    if (m == 0)
+        v = 0.0;
+    else
+        v = scale(m, q, sticky);
+    *ok = 1;
+    *end = i;
+    return neg ? -v : v;
+}
+
+static inline double parse_float(const uint8_t *buf, int64_t s, int64_t e, int *ok)
+{
+    int64_t end;
+    double v = cf_scan_float(buf, s, e, ok, &end);
+    if (end != e)
+        *ok = 0;
+    return v;
+}
+
+static inline int is_ws(uint8_t c)
+{
+    return c == 32 || c == 9 || c == 13 || c == 11 || c == 12;
+}
+
+static inline int lower(int c)
+{
+    return (c >= 65 && c <= 90) ? c + 32 : c;
+}
+
+static int is_nonfinite_word(const uint8_t *buf, int64_t s, int64_t e)
+{
+    if (s < e && (buf[s] == 43 || buf[s] == 45))
+        s++;
+    int64_t n = e - s;
+    if (n == 3) {
+        int a = lower(buf[s]), b = lower(buf[s + 1]), c = lower(buf[s + 2]);
+        return (a == 110 && b == 97 && c == 110) || (a == 105 && b == 110 && c == 102);
+    }
+    if (n == 8) {
+        static const uint8_t word[8] = {105, 110, 102, 105, 110, 105, 116, 121};
+        for (int k = 0; k < 8; k++)
+            if (lower(buf[s + k]) != word[k])
+                return 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* _parse_num: value; *st = 0 finite number, 1 not a number, 2 NaN / infinite */
+static double parse_num(const uint8_t *buf, int64_t s, int64_t e, int *st)
+{
+    int ok;
+    double v = parse_float(buf, s, e, &ok);
+    if (ok)
+        *st = isfinite(v) ? 0 : 2;
+    else
+        *st = is_nonfinite_word(buf, s, e) ? 2 : 1;
+    return v;
+}
+
+/* error codes: the ERR_* constants of streamlearn/io/_text_codes.py */
+enum {
+    ERR_LABEL = 1,
+    ERR_IMPORTANCE = 2,
+    ERR_BASE = 3,
+    ERR_LABEL_TOKENS = 4,
+    ERR_FEATURE_VALUE = 5,
+    ERR_NS_WEIGHT = 6,
+    ERR_NO_COLON = 7,
+    ERR_INDEX = 8,
+    ERR_LABEL_NONFINITE = 9,
+    ERR_IMPORTANCE_NONFINITE = 10,
+    ERR_BASE_NONFINITE = 11,
+    ERR_VALUE_NONFINITE = 12,
+    ERR_NS_WEIGHT_NONFINITE = 13,
+    ERR_VALUE_OVERFLOW = 14,
+    ERR_QUADRATIC_OVERFLOW = 15,
+};
+
+static inline int is_value_end(uint8_t c, int bar_ends)
+{
+    return is_ws(c) || (bar_ends && c == 124);
+}
+
+/* _feature_value: value; *end, *status as the numba kernel's (value, end, status) */
+static inline double feature_value(const uint8_t *buf, int64_t s, int64_t e, int bar_ends,
+                                   int64_t *end, int *status)
+{
+    int ok;
+    int64_t k;
+    double v = cf_scan_float(buf, s, e, &ok, &k);
+    if (!ok || (k < e && !is_value_end(buf[k], bar_ends))) {
+        k = s;
+        while (k < e && !is_value_end(buf[k], bar_ends))
+            k++;
+        *end = k;
+        *status = is_nonfinite_word(buf, s, k) ? ERR_VALUE_NONFINITE : ERR_FEATURE_VALUE;
+        return v;
+    }
+    *end = k;
+    *status = isfinite(v) ? 0 : ERR_VALUE_NONFINITE;
+    return v;
+}
+
+/* ===================================================================== parse_chunk */
+
+/* Arrays of one cf_parse_chunk call. The caller provides the per-line arrays (room for
+ * cf_count_lines(...) + 1 lines: they never grow) and the per-feature arrays with room for
+ * `cap` entries (the numba kernel's initial estimate); when a chunk needs more, the feature
+ * arrays are moved to malloc'ed memory (feat_owned = 1) and the caller copies them out. The
+ * error arrays and scratch space are always malloc'ed here. cf_parse_free releases what
+ * this library allocated. */
+typedef struct {
+    int64_t *offsets;   /* [lines + 1], caller */
+    uint32_t *indices;  /* [cap] */
+    double *values;     /* [cap] */
+    double *labels;     /* [lines], caller */
+    double *weights;    /* [lines], caller */
+    int64_t *ex_line;   /* [lines], caller */
+    int64_t *tag_start; /* [lines], caller */
+    int64_t *tag_end;   /* [lines], caller */
+    int64_t *name_start; /* [cap] with keep_names, else unused */
+    int64_t *name_end;
+    int64_t *ns_start;
+    int64_t *ns_end;
+    int64_t *err_line; /* [n_err], malloc'ed */
+    int64_t *err_code; /* [n_err], malloc'ed */
+    int64_t n_ex, nnz, nn, n_err, n_lines;
+    int64_t cap, feat_owned;
+    uint8_t *letters; /* scratch */
+    int64_t *scr_a, *scr_b; /* scratch */
+} cf_parse_out;
+
+/* number of bytes equal to c in buf[0:L] */
+CF_API int64_t cf_count_byte(const uint8_t *buf, int64_t L, int64_t c)
+{
+    int64_t n = 0;
+    for (const uint8_t *p = buf, *end = buf + L; p < end; n++, p++) {
+        p = memchr(p, (int)c, (size_t)(end - p));
+        if (!p)
+            break;
+    }
+    return n;
+}
+
+CF_API void cf_parse_free(cf_parse_out *o)
+{
+    if (o->feat_owned) {
+        free(o->indices);
+        free(o->values);
+        free(o->name_start);
+        free(o->name_end);
+        free(o->ns_start);
+        free(o->ns_end);
+        o->indices = NULL;
+        o->values = NULL;
+        o->name_start = o->name_end = o->ns_start = o->ns_end = NULL;
+        o->feat_owned = 0;
+    }
+    free(o->err_line);
+    free(o->err_code);
+    free(o->letters);
+    free(o->scr_a);
+    free(o->scr_b);
+    o->err_line = o->err_code = o->scr_a = o->scr_b = NULL;
+    o->letters = NULL;
+}
+
+static int grow(void **p, size_t elsize, int64_t newcap)
+{
+    void *q = realloc(*p, (size_t)(newcap > 0 ? newcap : 1) * elsize);
+    if (!q)
+        return -1;
+    *p = q;
+    return 0;
+}
+
+/* room for newcap feature entries; the first nnz are kept */
+static int grow_features(cf_parse_out *o, int keep_names, int64_t nnz, int64_t newcap)
+{
+    if (grow((void **)&o->letters, 1, newcap))
+        return -1;
+    if (!o->feat_owned) {
+        /* still the caller's arrays: copy them into malloc'ed ones; from here on every
+           feature pointer is this library's (NULL until allocated, so that cf_parse_free
+           never frees the caller's memory, even after a failure) */
+        void **arrs[6] = {(void **)&o->indices, (void **)&o->values, (void **)&o->name_start,
+                          (void **)&o->name_end, (void **)&o->ns_start, (void **)&o->ns_end};
+        const size_t sizes[6] = {sizeof(uint32_t), sizeof(double), sizeof(int64_t), sizeof(int64_t),
+                                 sizeof(int64_t), sizeof(int64_t)};
+        void *orig[6];
+        for (int k = 0; k < 6; k++) {
+            orig[k] = *arrs[k];
+            *arrs[k] = NULL;
+        }
+        o->feat_owned = 1;
+        int n = keep_names ? 6 : 2;
+        for (int k = 0; k < n; k++) {
+            void *q = malloc((size_t)newcap * sizes[k]);
+            if (!q)
+                return -1;
+            if (nnz > 0)
+                memcpy(q, orig[k], (size_t)nnz * sizes[k]);
+            *arrs[k] = q;
+        }
+        return 0;
+    }
+    if (grow((void **)&o->indices, sizeof(uint32_t), newcap) || grow((void **)&o->values, sizeof(double), newcap))
+        return -1;
+    if (keep_names
+        && (grow((void **)&o->name_start, sizeof(int64_t), newcap)
+            || grow((void **)&o->name_end, sizeof(int64_t), newcap)
+            || grow((void **)&o->ns_start, sizeof(int64_t), newcap)
+            || grow((void **)&o->ns_end, sizeof(int64_t), newcap)))
+        return -1;
+    return 0;
+}
+
+static int push_err(cf_parse_out *o, int64_t *err_cap, int64_t line, int64_t code)
+{
+    if (o->n_err == *err_cap) {
+        int64_t nc = 2 * *err_cap;
+        if (grow((void **)&o->err_line, sizeof(int64_t), nc) || grow((void **)&o->err_code, sizeof(int64_t), nc))
+            return -1;
+        *err_cap = nc;
+    }
+    o->err_line[o->n_err] = line;
+    o->err_code[o->n_err] = code;
+    o->n_err++;
+    return 0;
+}
+
+#define FMT_VW 0
+#define FMT_LIBSVM 1
+
+/* Parse all lines of buf[0:L] (see parse_chunk in _text_kernels.py for the grammar and the
+ * outputs) into the arrays of o (see cf_parse_out: the caller sets the per-line and feature
+ * arrays and o->cap, the rest zero). Returns 0, or -1 when memory ran out. Either way the
+ * caller calls cf_parse_free afterwards. */
+CF_API int cf_parse_chunk(const uint8_t *buf, int64_t L, int64_t fmt, const int64_t *qa, const int64_t *qb,
+                          int64_t npairs, int64_t add_constant, int64_t keep_names, cf_parse_out *o)
+{
+    int64_t err_cap = 16;
+    int64_t cap = o->cap;
+    int64_t scr_cap = 16;
+    o->feat_owned = 0;
+    o->n_err = 0;
+    o->err_line = malloc((size_t)err_cap * sizeof(int64_t));
+    o->err_code = malloc((size_t)err_cap * sizeof(int64_t));
+    o->scr_a = malloc((size_t)scr_cap * sizeof(int64_t));
+    o->scr_b = malloc((size_t)scr_cap * sizeof(int64_t));
+    o->letters = malloc((size_t)(cap > 0 ? cap : 1));
+    if (!o->err_line || !o->err_code || !o->scr_a || !o->scr_b || !o->letters)
+        return -1;
+
+    uint32_t *indices;
+    double *values;
+    uint8_t *letters;
+#define RELOAD()                                                                                             \
+    do {                                                                                                     \
+        indices = o->indices;                                                                                \
+        values = o->values;                                                                                  \
+        letters = o->letters;                                                                                \
+    } while (0)
+    RELOAD();
+
+    o->offsets[0] = 0;
+    int64_t nnz = 0;
+    int64_t n_ex = 0;
+    int64_t line = 0;
+    int64_t pos = 0;
+    while (pos < L) {
+        const uint8_t *nl = memchr(buf + pos, 10, (size_t)(L - pos));
+        int64_t eol = nl ? nl - buf : L;
+        int64_t s = pos;
+        int64_t e = eol;
+        pos = eol + 1;
+        int64_t cur_line = line;
+        line++;
+        if (fmt == FMT_LIBSVM && e > s) {
+            const uint8_t *hash = memchr(buf + s, 35, (size_t)(e - s)); /* '#': comment */
+            if (hash)
+                e = hash - buf;
+        }
+        while (s < e && is_ws(buf[s]))
+            s++;
+        while (e > s && is_ws(buf[e - 1]))
+            e--;
+        if (s == e)
+            continue;
+
+        int64_t need = nnz + (e - s + 1) / 2 + 2;
+        if (need > cap) {
+            int64_t newcap = 2 * cap > need ? 2 * cap : need;
+            if (grow_features(o, (int)keep_names, nnz, newcap))
+                return -1;
+            RELOAD();
+            cap = newcap;
+        }
+
+        int64_t ex_start = nnz;
+        int status = 0;
+        double label = NAN;
+        double weight = 1.0;
+        int64_t t0 = -1, t1 = -1;
+        if (fmt == FMT_VW) {
+            const uint8_t *pbar = memchr(buf + s, 124, (size_t)(e - s));
+            int64_t bar = pbar ? pbar - buf : e;
+            int64_t ts0 = -1, te0 = -1, ts1 = -1, te1 = -1, ts2 = -1, te2 = -1, ts3 = -1, te3 = -1;
+            int64_t ntok = 0;
+            int64_t p = s;
+            while (p < bar) {
+                if (is_ws(buf[p])) {
+                    p++;
+                    continue;
+                }
+                int64_t q = p;
+                while (q < bar && !is_ws(buf[q]))
+                    q++;
+                if (ntok == 0) {
+                    ts0 = p;
+                    te0 = q;
+                } else if (ntok == 1) {
+                    ts1 = p;
+                    te1 = q;
+                } else if (ntok == 2) {
+                    ts2 = p;
+                    te2 = q;
+                } else {
+                    ts3 = p;
+                    te3 = q;
+                }
+                ntok++;
+                p = q;
+            }
+            if (ntok > 0) {
+                int64_t ls, le;
+                if (ntok == 1) {
+                    ls = ts0;
+                    le = te0;
+                } else if (ntok == 2) {
+                    ls = ts1;
+                    le = te1;
+                } else if (ntok == 3) {
+                    ls = ts2;
+                    le = te2;
+                } else {
+                    ls = ts3;
+                    le = te3;
+                }
+                if (buf[ls] == 39) {
+                    t0 = ls + 1;
+                    t1 = le;
+                    ntok--;
+                } else if (bar < e && le == bar) {
+                    t0 = ls;
+                    t1 = le;
+                    ntok--;
+                }
+            }
+            if (ntok > 3) {
+                status = ERR_LABEL_TOKENS;
+            } else {
+                int st;
+                if (ntok >= 1) {
+                    label = parse_num(buf, ts0, te0, &st);
+                    if (st != 0)
+                        status = st == 1 ? ERR_LABEL : ERR_LABEL_NONFINITE;
+                }
+                if (status == 0 && ntok >= 2) {
+                    weight = parse_num(buf, ts1, te1, &st);
+                    if (st != 0)
+                        status = st == 1 ? ERR_IMPORTANCE : ERR_IMPORTANCE_NONFINITE;
+                }
+                if (status == 0 && ntok >= 3) {
+                    (void)parse_num(buf, ts2, te2, &st);
+                    if (st != 0)
+                        status = st == 1 ? ERR_BASE : ERR_BASE_NONFINITE;
+                }
+            }
+            /* features */
+            uint64_t ns_hash = 0;
+            uint8_t letter = 32;
+            double nsw = 1.0;
+            int64_t nss = -1, nse = -1;
+            int64_t i = bar;
+            while (status == 0 && i < e) {
+                uint8_t c = buf[i];
+                if (c == 124) {
+                    i++;
+                    nsw = 1.0;
+                    if (i >= e || is_ws(buf[i]) || buf[i] == 124) {
+                        ns_hash = 0;
+                        letter = 32;
+                        nss = -1;
+                        nse = -1;
+                    } else {
+                        int64_t j = i;
+                        while (j < e && !is_ws(buf[j]) && buf[j] != 58 && buf[j] != 124)
+                            j++;
+                        nss = i;
+                        nse = j;
+                        letter = buf[i];
+                        ns_hash = cf_hashstring(buf, i, j, 0);
+                        if (j < e && buf[j] == 58) {
+                            int64_t k = j + 1;
+                            while (k < e && !is_ws(buf[k]) && buf[k] != 124)
+                                k++;
+                            int st;
+                            nsw = parse_num(buf, j + 1, k, &st);
+                            if (st != 0)
+                                status = st == 1 ? ERR_NS_WEIGHT : ERR_NS_WEIGHT_NONFINITE;
+                            j = k;
+                        }
+                        i = j;
+                    }
+                    continue;
+                }
+                if (is_ws(c)) {
+                    i++;
+                    continue;
+                }
+                int64_t j = i;
+                int alldig = 1;
+                uint64_t dv = 0;
+                while (j < e) {
+                    c = buf[j];
+                    if (c == 58 || c == 124 || is_ws(c))
+                        break;
+                    if (c >= 48 && c <= 57)
+                        dv = dv * 10ull + (uint64_t)(c - 48);
+                    else
+                        alldig = 0;
+                    j++;
+                }
+                double v = 1.0;
+                int64_t nxt = j;
+                if (j < e && buf[j] == 58) {
+                    int64_t k;
+                    v = feature_value(buf, j + 1, e, 1, &k, &status);
+                    if (status)
+                        break;
+                    nxt = k;
+                }
+                double val = v * nsw;
+                if (!isfinite(val)) {
+                    status = ERR_VALUE_OVERFLOW;
+                    break;
+                }
+                if (val != 0.0) {
+                    uint64_t hv;
+                    if (j == i)
+                        hv = ns_hash;
+                    else if (buf[i] <= 32 || buf[j - 1] <= 32)
+                        hv = cf_hashstring(buf, i, j, ns_hash);
+                    else if (alldig)
+                        hv = (dv + ns_hash) & M32;
+                    else
+                        hv = cf_murmur3_32(buf, i, j, ns_hash);
+                    indices[nnz] = (uint32_t)hv;
+                    values[nnz] = val;
+                    letters[nnz] = letter;
+                    if (keep_names) {
+                        o->name_start[nnz] = i;
+                        o->name_end[nnz] = j;
+                        o->ns_start[nnz] = nss;
+                        o->ns_end[nnz] = nse;
+                    }
+                    nnz++;
+                }
+                i = nxt;
+            }
+        } else {
+            /* LIBSVM / SVMlight */
+            int64_t p = s;
+            while (p < e && !is_ws(buf[p]))
+                p++;
+            int st;
+            label = parse_num(buf, s, p, &st);
+            if (st != 0)
+                status = st == 1 ? ERR_LABEL : ERR_LABEL_NONFINITE;
+            int64_t i = p;
+            while (status == 0 && i < e) {
+                uint8_t c = buf[i];
+                if (is_ws(c)) {
+                    i++;
+                    continue;
+                }
+                int64_t j = i;
+                uint64_t h = 0;
+                while (j < e) {
+                    c = buf[j];
+                    if (c < 48 || c > 57)
+                        break;
+                    h = h * 10ull + (uint64_t)(c - 48);
+                    j++;
+                }
+                if (j > i && j < e && buf[j] == 58) {
+                    int64_t k;
+                    double v = feature_value(buf, j + 1, e, 0, &k, &status);
+                    if (status)
+                        break;
+                    if (v != 0.0) {
+                        indices[nnz] = (uint32_t)(h & M32);
+                        values[nnz] = v;
+                        letters[nnz] = 32;
+                        if (keep_names) {
+                            o->name_start[nnz] = i;
+                            o->name_end[nnz] = j;
+                            o->ns_start[nnz] = -1;
+                            o->ns_end[nnz] = -1;
+                        }
+                        nnz++;
+                    }
+                    i = k;
+                    continue;
+                }
+                int64_t k = i;
+                int64_t colon = -1;
+                while (k < e && !is_ws(buf[k])) {
+                    if (buf[k] == 58 && colon < 0)
+                        colon = k;
+                    k++;
+                }
+                if (colon < 0)
+                    status = ERR_NO_COLON;
+                else if (colon - i == 3 && buf[i] == 113 && buf[i + 1] == 105 && buf[i + 2] == 100)
+                    i = k;
+                else
+                    status = ERR_INDEX;
+            }
+        }
+
+        if (status != 0) {
+            nnz = ex_start;
+            if (push_err(o, &err_cap, cur_line, status))
+                return -1;
+            continue;
+        }
+
+        int64_t lin_end = nnz;
+        if (add_constant) {
+            indices[nnz] = (uint32_t)CONSTANT_HASH;
+            values[nnz] = 1.0;
+            letters[nnz] = 0;
+            if (keep_names) {
+                o->name_start[nnz] = -1;
+                o->name_end[nnz] = -1;
+                o->ns_start[nnz] = -1;
+                o->ns_end[nnz] = -1;
+            }
+            nnz++;
+        }
+
+        if (npairs > 0) {
+            int64_t nlin = lin_end - ex_start;
+            if (scr_cap < nlin) {
+                scr_cap = 2 * nlin;
+                free(o->scr_a);
+                free(o->scr_b);
+                o->scr_a = malloc((size_t)scr_cap * sizeof(int64_t));
+                o->scr_b = malloc((size_t)scr_cap * sizeof(int64_t));
+                if (!o->scr_a || !o->scr_b)
+                    return -1;
+            }
+            int64_t *scr_a = o->scr_a, *scr_b = o->scr_b;
+            int64_t total = 0;
+            for (int64_t pr = 0; pr < npairs; pr++) {
+                int64_t na = 0, nb = 0;
+                for (int64_t k = ex_start; k < lin_end; k++) {
+                    if (letters[k] == qa[pr])
+                        na++;
+                    if (letters[k] == qb[pr])
+                        nb++;
+                }
+                if (qa[pr] == qb[pr])
+                    total += na * (na + 1) / 2;
+                else
+                    total += na * nb;
+            }
+            if (nnz + total > cap) {
+                int64_t newcap = 2 * cap > nnz + total ? 2 * cap : nnz + total;
+                if (grow_features(o, (int)keep_names, nnz, newcap))
+                    return -1;
+                RELOAD();
+                cap = newcap;
+            }
+            int q_over = 0;
+            for (int64_t pr = 0; pr < npairs; pr++) {
+                int64_t na = 0, nb = 0;
+                for (int64_t k = ex_start; k < lin_end; k++) {
+                    if (letters[k] == qa[pr])
+                        scr_a[na++] = k;
+                    if (letters[k] == qb[pr])
+                        scr_b[nb++] = k;
+                }
+                int same = qa[pr] == qb[pr];
+                for (int64_t ia = 0; ia < na; ia++) {
+                    int64_t ka = scr_a[ia];
+                    uint64_t h1 = (uint64_t)indices[ka];
+                    double v1 = values[ka];
+                    for (int64_t ib = same ? ia : 0; ib < nb; ib++) {
+                        int64_t kb = scr_b[ib];
+                        indices[nnz] = (uint32_t)quadratic_hash(h1, (uint64_t)indices[kb]);
+                        double qv = v1 * values[kb];
+                        if (!isfinite(qv))
+                            q_over = 1;
+                        values[nnz] = qv;
+                        letters[nnz] = 0;
+                        if (keep_names) {
+                            o->name_start[nnz] = -1;
+                            o->name_end[nnz] = -1;
+                            o->ns_start[nnz] = -1;
+                            o->ns_end[nnz] = -1;
+                        }
+                        nnz++;
+                    }
+                }
+            }
+            if (q_over) {
+                nnz = ex_start;
+                if (push_err(o, &err_cap, cur_line, ERR_QUADRATIC_OVERFLOW))
+                    return -1;
+                continue;
+            }
+        }
+
+        o->labels[n_ex] = label;
+        o->weights[n_ex] = weight;
+        o->ex_line[n_ex] = cur_line;
+        o->tag_start[n_ex] = t0;
+        o->tag_end[n_ex] = t1;
+        n_ex++;
+        o->offsets[n_ex] = nnz;
+    }
+#undef RELOAD
+    o->n_ex = n_ex;
+    o->nnz = nnz;
+    o->nn = keep_names ? nnz : 0;
+    o->n_lines = line;
+    o->cap = cap;
+    return 0;
+}
+
+/* ===================================================================== losses, AdaGrad */
+
+#define SQUARED 0
+#define LOGISTIC 1
+#define HINGE 2
+#define X2_MIN 1.1754943508222875e-38 /* FLT_MIN */
+#define X_MIN 1.0842021724855044e-19  /* sqrt(FLT_MIN) = 2**-63, exact */
+#define F32_MAX 3.4028234663852886e38
+
+/* Python's min(a, b) / max(a, b) (the first argument unless the second is smaller/larger) */
+static inline double py_min(double a, double b) { return b < a ? b : a; }
+static inline double py_max(double a, double b) { return b > a ? b : a; }
+
+static inline double target(int code, double label)
+{
+    if (code == SQUARED)
+        return label;
+    return label > 0.0 ? 1.0 : -1.0;
+}
+
+static inline double loss_value(int code, double p, double y)
+{
+    if (code == SQUARED)
+        return (p - y) * (p - y);
+    if (code == LOGISTIC) {
+        double z = -y * p;
+        if (z > 0)
+            return z + log1p(exp(-z));
+        return log1p(exp(z));
+    }
+    double m = 1.0 - y * p;
+    return m > 0.0 ? m : 0.0;
+}
+
+static inline double loss_deriv(int code, double p, double y)
+{
+    if (code == SQUARED)
+        return 2.0 * (p - y);
+    if (code == LOGISTIC) {
+        double z = y * p;
+        if (z > 0) {
+            double e = exp(-z);
+            return -y * e / (1.0 + e);
+        }
+        return -y / (1.0 + exp(z));
+    }
+    return y * p < 1.0 ? -y : 0.0;
+}
+
+static inline double sat32(double v)
+{
+    if (v > F32_MAX)
+        return F32_MAX;
+    if (v < -F32_MAX)
+        return -F32_MAX;
+    return v;
+}
+
+CF_API double cf_wexpmx(double x)
+{
+    double w;
+    if (x < 1.0) {
+        w = exp(x);
+        w = x < -2.0 ? w / (1.0 + w) : 0.6 * w;
+        w = py_max(w, 1e-300);
+    } else {
+        w = x > 1.5 ? x - log(x) : 0.8;
+    }
+    for (int it = 0; it < 50; it++) {
+        double f = w + log(w) - x;
+        double nw = w - f / (1.0 + 1.0 / w);
+        if (nw <= 0.0)
+            nw = w * 0.5;
+        if (fabs(nw - w) <= 1e-15 * py_max(1.0, fabs(w))) {
+            w = nw;
+            break;
+        }
+        w = nw;
+    }
+    return w - x;
+}
+
+static inline double invariant_update(int code, double p, double y, double us, double ppu)
+{
+    if (code == SQUARED) {
+        if (us * ppu < 1e-6)
+            return 2.0 * (y - p) * us;
+        return (y - p) * (1.0 - exp(-2.0 * us * ppu)) / ppu;
+    }
+    if (code == LOGISTIC) {
+        double d = exp(py_min(y * p, 700.0));
+        if (us * ppu < 1e-6)
+            return y * us / (1.0 + d);
+        double x = us * ppu + y * p + d;
+        return -(y * cf_wexpmx(x) + p) / ppu;
+    }
+    if (y * p >= 1.0)
+        return 0.0;
+    double err = 1.0 - y * p;
+    return y * (us * ppu < err ? us : err / ppu);
+}
+
+/* adagrad_run of _adagrad_kernels.py: predict, record, then (if learn) update, for each of
+ * the n examples in order; returns the number of examples learned from. */
+CF_API int64_t cf_adagrad_run(const int64_t *offsets, const uint32_t *indices, const double *values,
+                              const double *labels, const double *weights, int64_t n, float *w, float *G,
+                              float *N, double *scal, int64_t mask, int64_t loss_code, double eta,
+                              int64_t normalized, int64_t learn, double *pred_out, double *loss_out)
+{
+    int code = (int)loss_code;
+    int64_t learned = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t a = offsets[i];
+        int64_t b = offsets[i + 1];
+        double p = 0.0;
+        for (int64_t k = a; k < b; k++)
+            p += (double)w[(int64_t)indices[k] & mask] * values[k];
+        if (normalized) {
+            if (code == SQUARED) {
+                if (p < scal[2])
+                    p = scal[2];
+                else if (p > scal[3])
+                    p = scal[3];
+            } else if (code == LOGISTIC) {
+                if (p < -50.0)
+                    p = -50.0;
+                else if (p > 50.0)
+                    p = 50.0;
+            }
+        }
+        pred_out[i] = p;
+        double lab = labels[i];
+        if (isnan(lab)) {
+            loss_out[i] = NAN;
+            continue;
+        }
+        double y = target(code, lab);
+        loss_out[i] = loss_value(code, p, y);
+        if (!learn)
+            continue;
+        double imp = weights[i];
+        learned++;
+        if (normalized) {
+            if (code == SQUARED) {
+                if (y < scal[2])
+                    scal[2] = y;
+                if (y > scal[3])
+                    scal[3] = y;
+            }
+            if (loss_out[i] <= 0.0 || imp <= 0.0)
+                continue;
+            double dl = loss_deriv(code, p, y);
+            double g2 = imp * dl * dl;
+            if (g2 == 0.0)
+                continue;
+            double norm_x = 0.0;
+            double ppu = 0.0;
+            for (int64_t k = a; k < b; k++) {
+                int64_t j = (int64_t)indices[k] & mask;
+                double x = values[k];
+                double x2 = x * x;
+                if (x2 < X2_MIN) {
+                    x = x > 0 ? X_MIN : -X_MIN;
+                    x2 = X2_MIN;
+                }
+                G[j] = (float)sat32((double)G[j] + g2 * x2);
+                double ax = fabs(x);
+                if (ax > (double)N[j]) {
+                    if ((double)N[j] > 0.0)
+                        w[j] = (float)((double)w[j] * ((double)N[j] / ax));
+                    N[j] = (float)ax;
+                }
+                norm_x += x2 / ((double)N[j] * (double)N[j]);
+                if ((double)G[j] > 0.0)
+                    ppu += x2 / (sqrt((double)G[j]) * (double)N[j]);
+            }
+            scal[0] += imp * norm_x;
+            scal[1] += imp;
+            if (ppu <= 0.0 || scal[0] <= 0.0)
+                continue;
+            double mult = sqrt(scal[1] / scal[0]);
+            ppu *= mult;
+            double upd = invariant_update(code, p, y, eta * imp, ppu);
+            if (isnan(upd) || upd == 0.0)
+                continue;
+            upd *= mult;
+            for (int64_t k = a; k < b; k++) {
+                int64_t j = (int64_t)indices[k] & mask;
+                double x = values[k];
+                if (x * x < X2_MIN)
+                    x = x > 0 ? X_MIN : -X_MIN;
+                if ((double)G[j] > 0.0)
+                    w[j] = (float)sat32((double)w[j] + upd * x / (sqrt((double)G[j]) * (double)N[j]));
+            }
+        } else {
+            double dl = loss_deriv(code, p, y) * imp;
+            if (dl == 0.0)
+                continue;
+            for (int64_t k = a; k < b; k++) {
+                int64_t j = (int64_t)indices[k] & mask;
+                double gj = dl * values[k];
+                double g64 = (double)G[j] + gj * gj;
+                G[j] = (float)sat32(g64);
+                if ((double)G[j] > 0.0) {
+                    double den = g64 <= F32_MAX ? sqrt((double)G[j]) : sqrt(g64);
+                    w[j] = (float)sat32((double)w[j] - eta * gj / den);
+                }
+            }
+        }
+    }
+    return learned;
+}

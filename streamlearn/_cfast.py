@@ -1,0 +1,251 @@
+"""The C fast path (``streamlearn/_c/cfast.c``), loaded with :mod:`ctypes`.
+
+The library is a plain C99 port of the numba kernels on the start-up-critical path of a
+``train --algo adagrad`` run over VW text or LIBSVM: the chunk parser
+(:func:`streamlearn.io._text_kernels.parse_chunk`), VW's hashing and the AdaGrad kernel
+(:func:`streamlearn.algos._adagrad_kernels.adagrad_run`). It gives bit-identical results
+(tests/test_cfast.py) without importing numba, whose start-up (import, target
+initialisation, cache loads: ~0.6 CPU-s) costs more than such a run's parsing and learning.
+The numba kernels stay the reference and the fallback.
+
+The library is compiled by ``pip install`` (``setup.py``, an extension without Python API
+use); when it is missing (no compiler at install time, a source checkout never built) or
+``STREAMLEARN_NO_C=1`` is set, :func:`available` is False and callers use numba. The
+library file is looked up in ``STREAMLEARN_C_LIB`` (a path; tests use it for a checkout)
+or beside this module. ctypes calls release the GIL, so the reader and parser threads keep
+overlapping with the learner as with the ``nogil`` numba kernels.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import threading
+
+import numpy as np
+
+__all__ = ["available", "library_path", "parse_chunk", "adagrad_run", "murmur3_32", "hashstring",
+           "scan_float"]
+
+_lock = threading.Lock()
+_lib = None  # the CDLL, or False when it cannot be loaded
+_c_i64 = ctypes.c_int64
+_p = ctypes.c_void_p
+
+
+class _ParseOut(ctypes.Structure):
+    """``cf_parse_out`` of cfast.c."""
+    _fields_ = [(name, _p) for name in (
+        "offsets", "indices", "values", "labels", "weights", "ex_line", "tag_start", "tag_end",
+        "name_start", "name_end", "ns_start", "ns_end", "err_line", "err_code")] + [
+        (name, _c_i64) for name in ("n_ex", "nnz", "nn", "n_err", "n_lines", "cap", "feat_owned")] + [
+        ("letters", _p), ("scr_a", _p), ("scr_b", _p)]
+
+
+def library_path() -> str | None:
+    """Path of the compiled library (``STREAMLEARN_C_LIB`` or the one beside this module),
+    or None."""
+    env = os.environ.get("STREAMLEARN_C_LIB")
+    if env:
+        return env if os.path.isfile(env) else None
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = sorted(glob.glob(os.path.join(here, "_cfast_lib*.so"))
+                   + glob.glob(os.path.join(here, "_cfast_lib*.pyd"))
+                   + glob.glob(os.path.join(here, "_cfast_lib*.dylib")))
+    return found[0] if found else None
+
+
+def _load():
+    global _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        lib = False
+        path = library_path()
+        if path is not None:
+            try:
+                lib = ctypes.CDLL(path)
+                _declare(lib)
+            except (OSError, AttributeError):
+                lib = False
+        _lib = lib
+        return lib
+
+
+def _declare(lib):
+    u64, i64, dbl = ctypes.c_uint64, ctypes.c_int64, ctypes.c_double
+    lib.cf_murmur3_32.argtypes = [_p, i64, i64, u64]
+    lib.cf_murmur3_32.restype = u64
+    lib.cf_hashstring.argtypes = [_p, i64, i64, u64]
+    lib.cf_hashstring.restype = u64
+    lib.cf_scan_float.argtypes = [_p, i64, i64, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(i64)]
+    lib.cf_scan_float.restype = dbl
+    lib.cf_pow10_entry.argtypes = [i64, ctypes.POINTER(dbl), ctypes.POINTER(dbl)]
+    lib.cf_pow10_entry.restype = None
+    lib.cf_wexpmx.argtypes = [dbl]
+    lib.cf_wexpmx.restype = dbl
+    lib.cf_count_byte.argtypes = [_p, i64, i64]
+    lib.cf_count_byte.restype = i64
+    lib.cf_parse_chunk.argtypes = [_p, i64, i64, _p, _p, i64, i64, i64, ctypes.POINTER(_ParseOut)]
+    lib.cf_parse_chunk.restype = ctypes.c_int
+    lib.cf_parse_free.argtypes = [ctypes.POINTER(_ParseOut)]
+    lib.cf_parse_free.restype = None
+    lib.cf_adagrad_run.argtypes = [_p, _p, _p, _p, _p, i64, _p, _p, _p, _p, i64, i64, dbl, i64, i64, _p, _p]
+    lib.cf_adagrad_run.restype = i64
+
+
+def available() -> bool:
+    """Whether the C path is usable (the library loads and ``STREAMLEARN_NO_C`` is not set)."""
+    if os.environ.get("STREAMLEARN_NO_C", "") not in ("", "0"):
+        return False
+    lib = _lib if _lib is not None else _load()
+    return lib is not False
+
+
+def lib():
+    """The loaded library (call only when :func:`available`)."""
+    return _lib if _lib is not None else _load()
+
+
+def _ptr(a: np.ndarray) -> int:
+    return a.ctypes.data
+
+
+def _u8(buf) -> np.ndarray:
+    a = np.asarray(buf)
+    if a.dtype != np.uint8 or a.ndim != 1 or not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a, dtype=np.uint8).reshape(-1)
+    return a
+
+
+def _take(addr, n: int, dtype) -> np.ndarray:
+    """A numpy copy of ``n`` elements of ``dtype`` at C address ``addr``."""
+    out = np.empty(n, dtype)
+    if n:
+        ctypes.memmove(out.ctypes.data, addr, out.nbytes)
+    return out
+
+
+_EMPTY_I64 = np.empty(0, np.int64)
+
+
+def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
+    """Same arguments and results as :func:`streamlearn.io._text_kernels.parse_chunk` (the
+    arrays it returns are, as there, views of arrays sized by its initial estimate)."""
+    b = _u8(buf)
+    qa = np.ascontiguousarray(qa, dtype=np.int64)
+    qb = np.ascontiguousarray(qb, dtype=np.int64)
+    if len(qa) != len(qb):
+        raise ValueError("qa and qb differ in length")
+    L = len(b)
+    c = lib()
+    bp = _ptr(b) if L else None
+    max_lines = (c.cf_count_byte(bp, L, 10) if L else 0) + 1
+    cap = L // 4 + max_lines * (2 if add_constant else 1) + 16  # the numba kernel's estimate
+    i64 = np.int64
+    offsets = np.empty(max_lines + 1, i64)
+    labels = np.empty(max_lines, np.float64)
+    weights = np.empty(max_lines, np.float64)
+    ex_line = np.empty(max_lines, i64)
+    tag_start = np.empty(max_lines, i64)
+    tag_end = np.empty(max_lines, i64)
+    indices = np.empty(cap, np.uint32)
+    values = np.empty(cap, np.float64)
+    names = [np.empty(cap if keep_names else 0, i64) for _ in range(4)]
+    out = _ParseOut()
+    for name, a in (("offsets", offsets), ("labels", labels), ("weights", weights), ("ex_line", ex_line),
+                    ("tag_start", tag_start), ("tag_end", tag_end), ("indices", indices), ("values", values)):
+        setattr(out, name, _ptr(a))
+    if keep_names:
+        out.name_start, out.name_end, out.ns_start, out.ns_end = (_ptr(a) for a in names)
+    out.cap = cap
+    try:
+        if c.cf_parse_chunk(bp, L, int(fmt), _ptr(qa), _ptr(qb), len(qa), int(bool(add_constant)),
+                            int(bool(keep_names)), ctypes.byref(out)) != 0:
+            raise MemoryError("streamlearn C parser: out of memory")
+        n_ex, nnz, nn, n_err = out.n_ex, out.nnz, out.nn, out.n_err
+        if out.feat_owned:  # the chunk outgrew the estimate: the arrays moved to C memory
+            indices = _take(out.indices, nnz, np.uint32)
+            values = _take(out.values, nnz, np.float64)
+            if keep_names:
+                names = [_take(getattr(out, k), nn, i64) for k in ("name_start", "name_end", "ns_start", "ns_end")]
+        err_line = _take(out.err_line, n_err, i64) if n_err else _EMPTY_I64.copy()
+        err_code = _take(out.err_code, n_err, i64) if n_err else _EMPTY_I64.copy()
+        n_lines = int(out.n_lines)
+    finally:
+        c.cf_parse_free(ctypes.byref(out))
+    return (offsets[:n_ex + 1], indices[:nnz], values[:nnz], labels[:n_ex], weights[:n_ex],
+            ex_line[:n_ex], tag_start[:n_ex], tag_end[:n_ex],
+            names[0][:nn], names[1][:nn], names[2][:nn], names[3][:nn], err_line, err_code, n_lines)
+
+
+_ADAGRAD_DTYPES = (np.int64, np.uint32, np.float64, np.float64, np.float64)
+
+
+def adagrad_args_ok(offsets, indices, values, labels, weights, w, G, N, scal, mask, loss_code, eta,
+                    normalized, learn, pred_out, loss_out) -> bool:
+    """Whether the C kernel computes exactly what numba would for these arguments: the dtypes
+    numba's specialisation would see (other dtypes change numba's arithmetic, e.g. float32
+    values), contiguous 1-D arrays, writable float32 state with room for every masked index,
+    a known loss code."""
+    for a, dt in zip((offsets, indices, values, labels, weights), _ADAGRAD_DTYPES):
+        if not isinstance(a, np.ndarray) or a.dtype != dt or a.ndim != 1 or not a.flags.c_contiguous:
+            return False
+    for a, dt in ((w, np.float32), (G, np.float32), (N, np.float32), (scal, np.float64),
+                  (pred_out, np.float64), (loss_out, np.float64)):
+        if (not isinstance(a, np.ndarray) or a.dtype != dt or a.ndim != 1 or not a.flags.c_contiguous
+                or not a.flags.writeable):
+            return False
+    if not isinstance(mask, int) or not 0 <= mask < 1 << 32 or loss_code not in (0, 1, 2):
+        return False
+    n = labels.shape[0]
+    return (offsets.shape[0] == n + 1 and weights.shape[0] >= n and pred_out.shape[0] >= n
+            and loss_out.shape[0] >= n and scal.shape[0] >= 4 and w.shape[0] > mask and G.shape[0] > mask
+            and (not normalized or N.shape[0] > mask))
+
+
+def adagrad_run(offsets, indices, values, labels, weights, w, G, N, scal, mask, loss_code, eta,
+                normalized, learn, pred_out, loss_out) -> int:
+    """Same arguments and result as :func:`streamlearn.algos._adagrad_kernels.adagrad_run`
+    (the arrays must pass :func:`adagrad_args_ok`)."""
+    n = labels.shape[0]
+    if n == 0:
+        return 0
+    nnz = int(offsets[n])
+    if nnz and (int(offsets[0]) < 0 or nnz > indices.shape[0] or nnz > values.shape[0]):
+        raise IndexError("offsets point past the feature arrays")
+    return int(lib().cf_adagrad_run(
+        _ptr(offsets), _ptr(indices), _ptr(values), _ptr(labels), _ptr(weights), n,
+        _ptr(w), _ptr(G), _ptr(N), _ptr(scal), int(mask), int(loss_code), float(eta),
+        int(bool(normalized)), int(bool(learn)), _ptr(pred_out), _ptr(loss_out)))
+
+
+# -- scalar helpers (tests) --------------------------------------------------------------------
+
+def murmur3_32(data, seed: int = 0) -> int:
+    a = _u8(np.frombuffer(bytes(data), np.uint8)) if not isinstance(data, np.ndarray) else _u8(data)
+    return int(lib().cf_murmur3_32(_ptr(a) if len(a) else None, 0, len(a), seed & 0xFFFFFFFF))
+
+
+def hashstring(data, seed: int = 0) -> int:
+    a = _u8(np.frombuffer(bytes(data), np.uint8)) if not isinstance(data, np.ndarray) else _u8(data)
+    return int(lib().cf_hashstring(_ptr(a) if len(a) else None, 0, len(a), seed & 0xFFFFFFFF))
+
+
+def scan_float(buf, s: int, e: int):
+    """``(value, ok, end)`` as :func:`streamlearn.io._text_kernels.scan_float`."""
+    b = _u8(buf)
+    ok = ctypes.c_int(0)
+    end = ctypes.c_int64(0)
+    v = lib().cf_scan_float(_ptr(b) if len(b) else None, int(s), int(e), ctypes.byref(ok), ctypes.byref(end))
+    return v, bool(ok.value), int(end.value)
+
+
+def pow10_entry(q: int):
+    hi, lo = ctypes.c_double(), ctypes.c_double()
+    lib().cf_pow10_entry(int(q), ctypes.byref(hi), ctypes.byref(lo))
+    return hi.value, lo.value
+
+
+def wexpmx(x: float) -> float:
+    return float(lib().cf_wexpmx(float(x)))
