@@ -184,8 +184,9 @@ def _batches(cfg: RunConfig, reader: dict, keep_names: bool, c_parser: bool = Fa
     Environment: ``STREAMLEARN_PREFETCH`` = queue depth in batches (0: read on the main
     thread), ``STREAMLEARN_PARSE_THREADS`` = text parsing threads (default: CPUs, <= 4),
     ``STREAMLEARN_CHUNK_BYTES`` = bytes of text per batch (results do not depend on it).
-    ``c_parser``: parse text with the C fast path when available (AdaGrad runs; see
-    :mod:`streamlearn._cfast`)."""
+    ``c_parser``: parse text with the C fast path when available (see :mod:`streamlearn._cfast`:
+    bit-identical batches, so every learner uses it; an AdaGrad run then never imports numba, and
+    the others skip loading the numba parser and parse while numba starts)."""
     from .io import ReaderConfig
     from .io.prefetch import bound_malloc, parallel_read_batches, prefetch
 
@@ -265,7 +266,7 @@ def _run(cfg: RunConfig, learn: bool, log=None):
     try:
         with InterruptGuard() as guard:
             try:
-                ev = run_stream(learner, _batches(cfg, reader, keep_names, learner.name == "adagrad"), learn=learn and not cfg.test_only,
+                ev = run_stream(learner, _batches(cfg, reader, keep_names, True), learn=learn and not cfg.test_only,
                                 schedule=schedule, emit_row=emit_row,
                                 on_predictions=sink, on_errors=on_errors, guard=guard)
             except KeyboardInterrupt:
