@@ -1,9 +1,10 @@
 """The C fast path (``streamlearn/_c/cfast.c``), loaded with :mod:`ctypes`.
 
 The library is a plain C99 port of the numba kernels on the start-up-critical path of a
-``train --algo adagrad`` run over VW text or LIBSVM: the chunk parser
-(:func:`streamlearn.io._text_kernels.parse_chunk`), VW's hashing and the AdaGrad kernel
-(:func:`streamlearn.algos._adagrad_kernels.adagrad_run`). It gives bit-identical results
+``train --algo adagrad`` run over VW text, LIBSVM or Parquet: the chunk parser
+(:func:`streamlearn.io._text_kernels.parse_chunk`), the Parquet reader's kernels
+(:mod:`streamlearn.io._parquet_kernels` and :func:`streamlearn.io._hash_kernels.hash_spans`),
+VW's hashing and the AdaGrad kernel (:func:`streamlearn.algos._adagrad_kernels.adagrad_run`). It gives bit-identical results
 (tests/test_cfast.py) without importing numba, whose start-up (import, target
 initialisation, cache loads: ~0.6 CPU-s) costs more than such a run's parsing and learning.
 The numba kernels stay the reference and the fallback.

@@ -1,8 +1,9 @@
-/* streamlearn C fast path: the VW text / LIBSVM chunk parser, VW's hashing and the AdaGrad
- * kernel, line for line ports of the numba kernels
+/* streamlearn C fast path: the VW text / LIBSVM chunk parser, the Parquet reader's kernels,
+ * VW's hashing and the AdaGrad kernel, line for line ports of the numba kernels
  *
  *   streamlearn/io/_text_kernels.py    parse_chunk, scan_float, parse_float, ...
- *   streamlearn/io/_hash_kernels.py    murmur3_32, hashstring, quadratic_hash
+ *   streamlearn/io/_hash_kernels.py    murmur3_32, hashstring, quadratic_hash, hash_spans
+ *   streamlearn/io/_parquet_kernels.py assemble_rows, wide_part, hash_string_part
  *   streamlearn/algos/_adagrad_kernels.py, _loss_kernels.py   adagrad_run, wexpmx, losses
  *
  * which stay the reference (tests/test_cfast.py checks bit-identical results) and the

@@ -240,7 +240,7 @@ def _row_spans(arr):
     starts = o[:-1]
     ends = o[1:].copy()
     if arr.null_count:
-        valid = arr.is_valid().to_numpy(zero_copy_only=False)
+        valid = _valid(arr)
         ends[~valid] = starts[~valid]
     return starts, ends
 
@@ -502,7 +502,7 @@ def _convert(rb, plan, cfg, src, first_row, qa, qb, keep_names, K=None):
         ts = off[:-1] + b0
         te = off[1:] + b0
         if tarr.null_count:
-            valid = tarr.is_valid().to_numpy(zero_copy_only=False)
+            valid = _valid(tarr)
             ts = np.where(valid, ts, -1)
             te = np.where(valid, te, -1)
         batch.tag_start, batch.tag_end = ts, te
@@ -571,10 +571,39 @@ def _rows_holding(entry_mask, s, e):
 
 
 def _valid(arr):
-    """Validity (not null) of each entry of an Arrow array, as a bool numpy array."""
+    """Validity (not null) of each entry of an Arrow array, as a bool numpy array.
+
+    Read from the validity bitmap (honouring the slice offset): ``Array.is_valid()`` imports
+    ``pyarrow.compute`` (~40 ms of start-up) on a first null, e.g. a file whose tags are all
+    null. Arrays without a bitmap (null type, unions) go through ``is_valid()``."""
+    n = len(arr)
     if not arr.null_count:
-        return np.ones(len(arr), bool)
-    return arr.is_valid().to_numpy(zero_copy_only=False)
+        return np.ones(n, bool)
+    buf = arr.buffers()[0]
+    if buf is None or arr.type.id in _NO_BITMAP_TYPES():
+        return arr.is_valid().to_numpy(zero_copy_only=False)
+    bits = np.unpackbits(np.frombuffer(buf, np.uint8), count=arr.offset + n, bitorder="little")
+    return bits[arr.offset:].astype(bool)
+
+
+_NO_BITMAP = []
+
+
+def _NO_BITMAP_TYPES():
+    """Arrow type ids whose first buffer is not a validity bitmap (null, unions, run-end
+    encoded)."""
+    if not _NO_BITMAP:
+        import pyarrow as pa
+        ids = {pa.null().id}
+        for make in (lambda: pa.sparse_union([pa.field("a", pa.int8())]),
+                     lambda: pa.dense_union([pa.field("a", pa.int8())]),
+                     lambda: pa.run_end_encoded(pa.int32(), pa.int8())):
+            try:
+                ids.add(make().id)
+            except (AttributeError, TypeError, ValueError, NotImplementedError):
+                pass
+        _NO_BITMAP.append(frozenset(ids))
+    return _NO_BITMAP[0]
 
 
 def _drop_bad_rows(batch, bad_rows, src, first_row, cfg):
