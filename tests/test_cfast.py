@@ -805,15 +805,16 @@ def _bad_rows_parquet(path):
     pq.write_table(t, path, row_group_size=700)
 
 
-PQ_CLI_CASES = [
-    ("pq_sparse", ["--loss_function", "logistic"]),
-    ("pq_namespaces", ["--normalized", "-q", "ab", "-q", "aa"]),
-    ("pq_wide", ["--label_column", "y", "--loss_function", "hinge"]),
-    ("bad", ["--normalized", "-q", "ab", "--loss_function", "logistic"]),
+PQ_CLI_CASES = [  # (the schemas' kernels are compared directly above; slow: -m slow)
+    pytest.param("pq_sparse", ["--loss_function", "logistic"], marks=pytest.mark.slow, id="pq_sparse"),
+    pytest.param("pq_namespaces", ["--normalized", "-q", "ab", "-q", "aa"], id="pq_namespaces"),
+    pytest.param("pq_wide", ["--label_column", "y", "--loss_function", "hinge"], marks=pytest.mark.slow,
+                 id="pq_wide"),
+    pytest.param("bad", ["--normalized", "-q", "ab", "--loss_function", "logistic"], id="bad"),
 ]
 
 
-@pytest.mark.parametrize("fixture,opts", PQ_CLI_CASES, ids=[c[0] for c in PQ_CLI_CASES])
+@pytest.mark.parametrize("fixture,opts", PQ_CLI_CASES)
 def test_cli_parquet_with_and_without_c_is_byte_identical(fixture, opts, tmp_path):
     if fixture == "bad":
         path = tmp_path / "bad.parquet"
@@ -854,7 +855,7 @@ def test_cli_parquet_strict_error_is_the_same(tmp_path):
 @pytest.mark.parametrize("args,expect_numba", [
     (["train", "P", "--quiet"], False),
     (["train", "P", "--quiet", "--normalized", "-q", "ab", "-f", "M"], False),
-    (["train", "W", "--quiet", "--label_column", "y"], False),
+    pytest.param(["train", "W", "--quiet", "--label_column", "y"], False, marks=pytest.mark.slow),
 ])
 def test_adagrad_parquet_run_does_not_import_numba(args, expect_numba, tmp_path):
     """(Other learners still import numba: see the text case above.)"""
