@@ -6,7 +6,9 @@ and a Parquet conversion (``streamlearn convert``), then runs, alternating in on
 process-level loop (``--reps`` rounds, each case once per round):
 
 * VW (``vw_run FILE``): default learner, and ``--OjaNewton --sketch_size 10``;
-* streamlearn adagrad (plain and ``--normalized``) on VW text, LIBSVM, gzip text, Parquet;
+* streamlearn adagrad (plain and ``--normalized``) on VW text, LIBSVM, gzip text, Parquet, and
+  plain on a lean Parquet file (``convert --no_names --compression none``: only the columns an
+  AdaGrad run reads, no decompression);
 * streamlearn ``--algo oja-son --sketch_size 10`` (if registered) on VW text and Parquet.
 
 For each case: examples/s and MB/s over the process wall time, the in-run rate (VW: the
@@ -50,6 +52,8 @@ SL = [PY, "-m", "streamlearn"]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402
 
+#: input files gs.KIND (lean.parquet: ``convert --no_names --compression none``)
+KINDS = ("vw", "libsvm", "vw.gz", "parquet", "lean.parquet")
 SMALL_N = 1000  # the small file of each format: start-up cost, subtracted for "marginal" rates
 
 
@@ -91,6 +95,10 @@ def prepare(wd: Path, n: int):
             subprocess.run(["gzip", "-c", str(wd / "k1.vw")], stdout=f, check=True)
     if not (wd / "k1.parquet").exists():
         run(SL + ["convert", str(wd / "k1.vw"), "-o", str(wd / "k1.parquet")])
+    for stem in ("k1", "gs"):  # the lean Parquet case: no names/namespaces, no compression
+        if not (wd / f"{stem}.lean.parquet").exists():
+            run(SL + ["convert", str(wd / f"{stem}.vw"), "-o", str(wd / f"{stem}.lean.parquet"),
+                      "--no_names", "--compression", "none"])
     conv = None
     if not (wd / "gs.parquet").exists():
         conv, _, err, rc = run(SL + ["convert", str(wd / "gs.vw"), "-o", str(wd / "gs.parquet")])
@@ -101,7 +109,7 @@ def prepare(wd: Path, n: int):
 
 def cases(wd: Path, bits: int, algos):
     vw = str(TOOLS / "vw_run")
-    f = {k: str(wd / f"gs.{k}") for k in ("vw", "libsvm", "vw.gz", "parquet")}
+    f = {k: str(wd / f"gs.{k}") for k in KINDS}
     c = [("VW default", "vw", [vw, f["vw"], "-b", str(bits), "--quiet"], None),
          ("VW --OjaNewton m=10", "vw", [vw, f["vw"], "-b", str(bits), "--OjaNewton", "--sketch_size", "10",
                                         "--quiet"], None)]
@@ -111,6 +119,8 @@ def cases(wd: Path, bits: int, algos):
             name = f"sl adagrad{' --normalized' if norm else ''} {kind}"
             c.append((name, kind, SL + ["train", f[kind], "-b", str(bits), "--quiet", "--metrics", "METRICS"] + extra,
                       "VW default"))
+    c.append(("sl adagrad lean.parquet", "lean.parquet",
+              SL + ["train", f["lean.parquet"], "-b", str(bits), "--quiet", "--metrics", "METRICS"], "VW default"))
     if "oja-son" in algos:
         for kind in ("vw", "parquet"):
             c.append((f"sl oja-son m=10 {kind}", kind,
@@ -141,14 +151,23 @@ def main(argv=None):
     ap.add_argument("--stream_n", type=int, default=10_000_000)
     ap.add_argument("--no_stream", action="store_true", help="skip the big stdin RSS check")
     ap.add_argument("--only", default=None, help="regex: run only the matching cases")
+    ap.add_argument("--no_compile", action="store_true",
+                    help="do not byte-compile the checkout first (see the note printed)")
     a = ap.parse_args(argv)
     wd = Path(a.workdir)
     conv = prepare(wd, a.n)
+    if not a.no_compile:
+        # pip install byte-compiles the package; a checkout without __pycache__ (or run with
+        # PYTHONDONTWRITEBYTECODE=1, which never writes it) compiles every streamlearn module
+        # in every run: ~0.05 s of start-up an install does not pay
+        subprocess.run([PY, "-m", "compileall", "-q", str(ROOT / "streamlearn")], check=False,
+                       stdout=subprocess.DEVNULL)
+        print("# streamlearn byte-compiled first, as pip install does (--no_compile: not)")
     algos = learners()
     cs = cases(wd, a.bits, algos)
     if a.only:
         cs = [c for c in cs if re.search(a.only, c[0]) or c[0].startswith("VW")]
-    sizes = {k: os.path.getsize(wd / f"gs.{k}") for k in ("vw", "libsvm", "vw.gz", "parquet")}
+    sizes = {k: os.path.getsize(wd / f"gs.{k}") for k in KINDS}
     print(f"# data: {a.n} examples; bytes: " + ", ".join(f"{k}={v / 1e6:.1f} MB" for k, v in sizes.items()))
     if conv:
         print(f"# convert gs.vw -> gs.parquet: {conv:.2f} s")
@@ -232,6 +251,7 @@ def main(argv=None):
     tgt("adagrad VW text", "sl adagrad vw", "VW default", 1.0)
     tgt("adagrad LIBSVM", "sl adagrad libsvm", "VW default", 1.0)
     tgt("adagrad Parquet vs VW on text", "sl adagrad parquet", "VW default", 2.0)
+    tgt("adagrad lean Parquet vs VW on text", "sl adagrad lean.parquet", "VW default", 2.0)
     tgt("oja-son m=10 VW text", "sl oja-son m=10 vw", "VW --OjaNewton m=10", 1.0)
     print(f"  1,000-line warm run {t1k:.2f} s (<= 1.0) {'PASS' if t1k <= 1.0 else 'MISS'}")
     print(f"  --help {th:.2f} s (<= 0.5) {'PASS' if th <= 0.5 else 'MISS'}")

@@ -1,9 +1,10 @@
 """The C fast path (``streamlearn/_c/cfast.c``), loaded with :mod:`ctypes`.
 
 The library is a plain C99 port of the numba kernels on the start-up-critical path of a
-``train --algo adagrad`` run over VW text or LIBSVM: the chunk parser
-(:func:`streamlearn.io._text_kernels.parse_chunk`), VW's hashing and the AdaGrad kernel
-(:func:`streamlearn.algos._adagrad_kernels.adagrad_run`). It gives bit-identical results
+``train --algo adagrad`` run over VW text, LIBSVM or Parquet: the chunk parser
+(:func:`streamlearn.io._text_kernels.parse_chunk`), the Parquet reader's kernels
+(:mod:`streamlearn.io._parquet_kernels` and :func:`streamlearn.io._hash_kernels.hash_spans`),
+VW's hashing and the AdaGrad kernel (:func:`streamlearn.algos._adagrad_kernels.adagrad_run`). It gives bit-identical results
 (tests/test_cfast.py) without importing numba, whose start-up (import, target
 initialisation, cache loads: ~0.6 CPU-s) costs more than such a run's parsing and learning.
 The numba kernels stay the reference and the fallback.
@@ -25,7 +26,7 @@ import threading
 import numpy as np
 
 __all__ = ["available", "library_path", "parse_chunk", "adagrad_run", "murmur3_32", "hashstring",
-           "scan_float"]
+           "scan_float", "hash_string_part", "hash_spans", "wide_part", "assemble_rows"]
 
 _lock = threading.Lock()
 _lib = None  # the CDLL, or False when it cannot be loaded
@@ -92,6 +93,18 @@ def _declare(lib):
     lib.cf_parse_free.restype = None
     lib.cf_adagrad_run.argtypes = [_p, _p, _p, _p, _p, i64, _p, _p, _p, _p, i64, i64, dbl, i64, i64, _p, _p]
     lib.cf_adagrad_run.restype = i64
+    lib.cf_hash_string_part.argtypes = [_p, _p, i64, i64, u64, _p]
+    lib.cf_hash_string_part.restype = None
+    lib.cf_hash_spans.argtypes = [_p, _p, _p, _p, i64, _p]
+    lib.cf_hash_spans.restype = None
+    lib.cf_wide_count.argtypes = [_p, i64, i64]
+    lib.cf_wide_count.restype = i64
+    lib.cf_wide_fill.argtypes = [_p, i64, i64, _p, _p, _p, _p, _p, _p]
+    lib.cf_wide_fill.restype = None
+    lib.cf_assemble_count.argtypes = [_p, _p, i64, i64, _p, _p, _p, _p, i64, i64, _p, _p]
+    lib.cf_assemble_count.restype = i64
+    lib.cf_assemble_rows.argtypes = [_p, _p, i64, i64, _p, _p, _p, _p, _p, i64, i64, i64, _p, _p, _p, _p, _p]
+    lib.cf_assemble_rows.restype = i64
 
 
 def available() -> bool:
@@ -218,6 +231,123 @@ def adagrad_run(offsets, indices, values, labels, weights, w, G, N, scal, mask, 
         _ptr(offsets), _ptr(indices), _ptr(values), _ptr(labels), _ptr(weights), n,
         _ptr(w), _ptr(G), _ptr(N), _ptr(scal), int(mask), int(loss_code), float(eta),
         int(bool(normalized)), int(bool(learn)), _ptr(pred_out), _ptr(loss_out)))
+
+
+# -- Parquet reader kernels (streamlearn/io/_parquet_kernels.py, _hash_kernels.hash_spans) ------
+#
+# Each ``*_args_ok`` says whether the C port computes exactly what the numba kernel computes
+# for these arguments: the dtypes the reader passes (numba would specialise differently on
+# others), C-contiguous arrays of the expected dimensions, and every span inside its buffer
+# (numba wraps negative indices; C would read outside the arrays). The reader falls back to
+# numba when one is False.
+
+
+def _arr(a, dt, ndim=1) -> bool:
+    return isinstance(a, np.ndarray) and a.dtype == dt and a.ndim == ndim and a.flags.c_contiguous
+
+
+def _spans_ok(s: np.ndarray, e: np.ndarray, size: int) -> bool:
+    """``0 <= s <= e <= size`` everywhere (empty arrays are fine)."""
+    if s.size == 0:
+        return True
+    return bool(s.min() >= 0 and e.max() <= size and (e >= s).all())
+
+
+def hash_string_part_args_ok(data, soff, lo, hi, seed) -> bool:
+    if not (_arr(data, np.uint8) and _arr(soff, np.int64)):
+        return False
+    try:
+        lo, hi, seed = int(lo), int(hi), int(seed)
+    except (TypeError, ValueError):
+        return False
+    if not (0 <= lo <= hi and hi + 1 <= len(soff) and 0 <= seed < 1 << 64):
+        return False
+    return _spans_ok(soff[lo:hi], soff[lo + 1:hi + 1], len(data))
+
+
+def hash_string_part(data, soff, lo, hi, seed) -> np.ndarray:
+    """:func:`streamlearn.io._parquet_kernels.hash_string_part` (arguments passing
+    :func:`hash_string_part_args_ok`)."""
+    lo, hi = int(lo), int(hi)
+    out = np.empty(hi - lo, np.uint32)
+    if hi > lo:
+        lib().cf_hash_string_part(_ptr(data), _ptr(soff), lo, hi, int(seed), _ptr(out))
+    return out
+
+
+def hash_spans_args_ok(buf, starts, ends, seeds) -> bool:
+    if not (_arr(buf, np.uint8) and _arr(starts, np.int64) and _arr(ends, np.int64)
+            and _arr(seeds, np.uint64)):
+        return False
+    n = len(starts)
+    return len(ends) >= n and len(seeds) >= n and _spans_ok(starts, ends[:n], len(buf))
+
+
+def hash_spans(buf, starts, ends, seeds) -> np.ndarray:
+    """:func:`streamlearn.io._hash_kernels.hash_spans` (arguments passing
+    :func:`hash_spans_args_ok`)."""
+    n = len(starts)
+    out = np.empty(n, np.uint32)
+    if n:
+        lib().cf_hash_spans(_ptr(buf), _ptr(starts), _ptr(ends), _ptr(seeds), n, _ptr(out))
+    return out
+
+
+def wide_part_args_ok(X, hashes) -> bool:
+    return _arr(X, np.float64, 2) and _arr(hashes, np.uint32) and len(hashes) >= X.shape[1]
+
+
+def wide_part(X, hashes):
+    """:func:`streamlearn.io._parquet_kernels.wide_part` (arguments passing
+    :func:`wide_part_args_ok`)."""
+    n, d = X.shape
+    c = lib()
+    cnt = int(c.cf_wide_count(_ptr(X), n, d)) if n and d else 0
+    starts = np.empty(n, np.int64)
+    ends = np.empty(n, np.int64)
+    idx = np.empty(cnt, np.uint32)
+    val = np.empty(cnt, np.float64)
+    col = np.empty(cnt, np.int64)
+    if n:
+        c.cf_wide_fill(_ptr(X), n, d, _ptr(hashes), _ptr(starts), _ptr(ends), _ptr(idx), _ptr(val),
+                       _ptr(col))
+    return starts, ends, idx, val, col
+
+
+def assemble_rows_args_ok(starts, ends, idx, val, letters, qa, qb, add_constant, want_src) -> bool:
+    if not (_arr(starts, np.int64, 2) and _arr(ends, np.int64, 2) and starts.shape == ends.shape
+            and _arr(idx, np.uint32) and _arr(val, np.float64) and _arr(letters, np.uint8)
+            and _arr(qa, np.int64) and _arr(qb, np.int64) and len(qa) == len(qb)):
+        return False
+    if not isinstance(add_constant, (bool, np.bool_)) or not isinstance(want_src, (bool, np.bool_)):
+        return False
+    return _spans_ok(starts, ends, min(len(idx), len(val), len(letters)))
+
+
+def assemble_rows(starts, ends, idx, val, letters, qa, qb, add_constant, want_src):
+    """:func:`streamlearn.io._parquet_kernels.assemble_rows` (arguments passing
+    :func:`assemble_rows_args_ok`): the same arrays (views of larger ones, as there)."""
+    k, n = starts.shape
+    npairs = len(qa)
+    c = lib()
+    add_constant, want_src = bool(add_constant), bool(want_src)
+    if npairs:
+        na = np.empty(npairs, np.int64)
+        nb = np.empty(npairs, np.int64)
+        cap = int(c.cf_assemble_count(_ptr(starts), _ptr(ends), k, n, _ptr(val), _ptr(letters),
+                                      _ptr(qa), _ptr(qb), npairs, int(add_constant), _ptr(na),
+                                      _ptr(nb))) + 16
+    else:
+        cap = int((ends - starts).sum()) + (n if add_constant else 0) + 16
+    indices = np.empty(cap, np.uint32)
+    values = np.empty(cap, np.float64)
+    src = np.empty(cap if (want_src or npairs > 0) else 0, np.int64)
+    offsets = np.empty(n + 1, np.int64)
+    status = np.zeros(n, np.int64)
+    nnz = int(c.cf_assemble_rows(_ptr(starts), _ptr(ends), k, n, _ptr(idx), _ptr(val), _ptr(letters),
+                                 _ptr(qa), _ptr(qb), npairs, int(add_constant), int(want_src),
+                                 _ptr(indices), _ptr(values), _ptr(src), _ptr(offsets), _ptr(status)))
+    return offsets, indices[:nnz], values[:nnz], (src[:nnz] if want_src else src[:0]), status
 
 
 # -- scalar helpers (tests) --------------------------------------------------------------------

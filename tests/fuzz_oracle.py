@@ -666,9 +666,9 @@ def check_text(data: bytes, fmt: str, pairs=(), constant=True, keep_names=False,
 
 
 def check_parquet(table, path, pairs=(), constant=True, keep_names=False, batch_rows=None,
-                  label_column=None) -> CaseResult:
-    """Write ``table`` to ``path``, read it back with the Parquet reader (plain and strict)
-    and compare with :func:`oracle_parquet`."""
+                  label_column=None, c_parser=False) -> CaseResult:
+    """Write ``table`` to ``path``, read it back with the Parquet reader (plain and strict;
+    ``c_parser``: with the C kernels) and compare with :func:`oracle_parquet`."""
     import pyarrow.parquet as pq
 
     from streamlearn.errors import InputError
@@ -692,7 +692,7 @@ def check_parquet(table, path, pairs=(), constant=True, keep_names=False, batch_
 
     def read(strict):
         cfg = ReaderConfig(fmt="parquet", quadratic=qs, constant=constant,
-                           keep_names=keep_names, strict=strict)
+                           keep_names=keep_names, strict=strict, c_parser=c_parser)
         if batch_rows:
             cfg.parquet_batch_rows = batch_rows
         if label_column is not None:

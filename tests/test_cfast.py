@@ -1,7 +1,8 @@
 """The C fast path (streamlearn/_c/cfast.c via streamlearn/_cfast.py) against its numba
 references: bit-identical parses (same batches, same error lines and codes), hashes, float
 parsing, AdaGrad updates, and CLI runs with and without ``STREAMLEARN_NO_C`` (byte-identical
-predictions, model files, metrics and warnings), plus dispatch: an AdaGrad run over text
+predictions, model files, metrics and warnings), the Parquet reader's kernels and reader with and
+without C, plus dispatch: an AdaGrad run over text or Parquet
 never imports numba, everything else keeps it.
 
 The library comes from the install or, in a source checkout, from conftest.py (compiled once
@@ -479,6 +480,392 @@ def test_adagrad_text_run_does_not_import_numba(args, expect_numba, tmp_path):
     mods = r.stdout.split("MODULES", 1)[1].split()
     assert ("numba" in mods) == expect_numba, mods
     assert "scipy" not in mods
+    if not expect_numba:
+        r = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True,
+                           env={**os.environ, "STREAMLEARN_NO_C": "1"})
+        assert "numba" in r.stdout.split("MODULES", 1)[1].split()
+
+
+# ------------------------------------------------------------------------------ Parquet kernels
+
+def _pk():
+    from streamlearn.io import _parquet_kernels
+    return _parquet_kernels
+
+
+def same_arrays(a, b, what=""):
+    """Tuples of arrays equal bit for bit (dtype, shape, bytes)."""
+    assert len(a) == len(b), what
+    for i, (x, y) in enumerate(zip(a, b)):
+        assert (x.dtype, x.shape) == (y.dtype, y.shape), (what, i, x.dtype, y.dtype, x.shape, y.shape)
+        assert x.tobytes() == y.tobytes(), (what, i, x, y)
+
+
+_SPECIAL = np.array([0.0, -0.0, np.nan, -np.nan, np.inf, -np.inf, 1e200, -1e200, 1e-300, 5e-324,
+                     1.7976931348623157e308, 1.0, -1.0, 0.5])
+
+
+def _values(r, m, p_special=0.3):
+    v = r.normal(size=m) * 10.0 ** r.integers(-3, 4, size=m)
+    sp = r.random(m) < p_special
+    v[sp] = r.choice(_SPECIAL, size=int(sp.sum()))
+    return v
+
+
+def _random_parts(r, k, n, letters_from=b"ab c\xe9", max_len=5, p_empty=0.3):
+    """``k`` parts of ``n`` rows over flat arrays, with gaps between spans (as the reader's
+    sliced list columns have)."""
+    starts = np.zeros((k, n), np.int64)
+    ends = np.zeros((k, n), np.int64)
+    pos = 0
+    for p in range(k):
+        for i in range(n):
+            pos += int(r.integers(0, 2))  # a gap
+            ln = 0 if r.random() < p_empty else int(r.integers(0, max_len + 1))
+            starts[p, i], ends[p, i] = pos, pos + ln
+            pos += ln
+    size = pos + int(r.integers(0, 3))
+    idx = r.integers(0, 2**32, size=size, dtype=np.uint64).astype(np.uint32)
+    val = _values(r, size)
+    letters = np.frombuffer(bytes(r.choice(list(letters_from), size=size).astype(np.uint8)), np.uint8).copy()
+    return starts, ends, idx, val, letters
+
+
+_PAIRS = [(), ("ab",), ("aa",), ("ba", "cc"), ("  ", "a "), ("aa", "ab", "bb", "\xe9a")]
+
+
+def _both_assemble(args, what):
+    assert _cfast.assemble_rows_args_ok(*args), what
+    a = _pk().assemble_rows(*args)
+    b = _cfast.assemble_rows(*args)
+    same_arrays(a, b, what)
+    return a
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_assemble_rows_matches_numba(seed):
+    """Random parts (empty rows, gaps, zeros, NaN, inf, -q overflow, non-ASCII letters) under
+    every -q / constant / names combination; ``status`` flags the same rows."""
+    from streamlearn.io.source import quadratic_pairs
+    r = np.random.default_rng(seed)
+    statuses = set()
+    for case in range(40):
+        k, n = int(r.integers(0, 4)), int(r.integers(0, 12))
+        starts, ends, idx, val, letters = _random_parts(r, k, n)
+        pairs = tuple(q.encode("utf-8")[:1] + q.encode("utf-8")[-1:] if len(q.encode()) > 2 else q
+                      for q in _PAIRS[case % len(_PAIRS)])
+        qa, qb = quadratic_pairs(pairs)
+        for add_constant in (True, False):
+            for want_src in (True, False):
+                out = _both_assemble((starts, ends, idx, val, letters, qa, qb, add_constant, want_src),
+                                     f"seed {seed} case {case} k={k} n={n} q={pairs} c={add_constant} s={want_src}")
+                statuses.update(out[4].tolist())
+    assert {0, 1, 2} <= statuses or seed  # the first seed reaches every status
+
+
+def test_assemble_rows_matches_numba_on_growth_and_edges():
+    """Many products in an early row (numba grows its buffers), then linear-only rows; empty
+    batches; only constants."""
+    from streamlearn.io.source import quadratic_pairs
+    r = np.random.default_rng(99)
+    n = 30
+    starts = np.zeros((2, n), np.int64)
+    ends = np.zeros((2, n), np.int64)
+    ends[0, 0] = 40  # part 0, row 0: 40 'a' features
+    pos = 40
+    for i in range(1, n):
+        starts[1, i] = pos
+        pos += 6
+        ends[1, i] = pos
+    idx = r.integers(0, 2**32, size=pos, dtype=np.uint64).astype(np.uint32)
+    val = r.normal(size=pos)
+    letters = np.full(pos, ord("a"), np.uint8)
+    letters[40:] = ord("b")
+    for pairs in [("aa",), ("aa", "ab"), ("bb", "ab", "aa")]:
+        qa, qb = quadratic_pairs(pairs)
+        for c in (True, False):
+            for s in (True, False):
+                _both_assemble((starts, ends, idx, val, letters, qa, qb, c, s), f"growth {pairs} {c} {s}")
+    e64, eu32, ef, eu8 = np.zeros(0, np.int64), np.zeros(0, np.uint32), np.zeros(0), np.zeros(0, np.uint8)
+    qa, qb = quadratic_pairs(("ab",))
+    for k, n in [(0, 0), (0, 5), (2, 0), (1, 3)]:
+        z = np.zeros((k, n), np.int64)
+        for c in (True, False):
+            _both_assemble((z, z.copy(), eu32, ef, eu8, qa, qb, c, True), f"empty {k} {n} {c}")
+            _both_assemble((z, z.copy(), eu32, ef, eu8, e64, e64, c, False), f"empty {k} {n} {c} no q")
+
+
+def test_parquet_args_ok_rejects_what_numba_would_compute_differently():
+    from streamlearn.io.source import quadratic_pairs
+    r = np.random.default_rng(5)
+    starts, ends, idx, val, letters = _random_parts(r, 2, 6)
+    qa, qb = quadratic_pairs(("ab",))
+    good = [starts, ends, idx, val, letters, qa, qb, True, False]
+    assert _cfast.assemble_rows_args_ok(*good)
+    bad = {0: starts.astype(np.int32), 1: np.asfortranarray(ends), 2: idx.astype(np.int64),
+           3: val.astype(np.float32), 4: letters.astype(np.int64), 5: qa[:0], 7: 1}
+    for i, x in bad.items():
+        args = list(good)
+        args[i] = x
+        assert not _cfast.assemble_rows_args_ok(*args), i
+    neg, past, back = starts.copy(), ends.copy(), ends.copy()
+    neg[0, 0] = -1
+    past[1, -1] = len(idx) + 1
+    i = int(np.flatnonzero(ends[0] > starts[0])[0])
+    back[0, i] = starts[0, i] - 1
+    for s, e in [(neg, ends), (starts, past), (starts, back)]:
+        assert not _cfast.assemble_rows_args_ok(s, e, *good[2:])
+    X = r.normal(size=(4, 3))
+    h = np.arange(3, dtype=np.uint32)
+    assert _cfast.wide_part_args_ok(X, h)
+    assert not _cfast.wide_part_args_ok(np.asfortranarray(X), h)
+    assert not _cfast.wide_part_args_ok(X.astype(np.float32), h)
+    assert not _cfast.wide_part_args_ok(X, h.astype(np.int64))
+    assert not _cfast.wide_part_args_ok(X, h[:2])
+    data = np.frombuffer(b"abcdef", np.uint8)
+    soff = np.array([0, 2, 6], np.int64)
+    assert _cfast.hash_string_part_args_ok(data, soff, 0, 2, np.uint64(7))
+    assert not _cfast.hash_string_part_args_ok(data, soff, 0, 3, 7)
+    assert not _cfast.hash_string_part_args_ok(data, np.array([0, 2, 7], np.int64), 0, 2, 7)
+    assert not _cfast.hash_string_part_args_ok(data, np.array([-1, 2, 6], np.int64), 0, 2, 7)
+    assert not _cfast.hash_string_part_args_ok(data, soff.astype(np.int32), 0, 2, 7)
+    seeds = np.zeros(2, np.uint64)
+    assert _cfast.hash_spans_args_ok(data, soff[:2], soff[1:], seeds)
+    assert not _cfast.hash_spans_args_ok(data, soff[:2], soff[1:], seeds.astype(np.int64))
+    assert not _cfast.hash_spans_args_ok(data, soff[:2], soff[1:] + 1, seeds)
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (5, 0), (1, 1), (7, 4), (50, 9)])
+def test_wide_part_matches_numba(shape):
+    r = np.random.default_rng(shape[0] * 31 + shape[1])
+    X = _values(r, shape[0] * shape[1], p_special=0.5).reshape(shape)
+    h = r.integers(0, 2**32, size=shape[1], dtype=np.uint64).astype(np.uint32)
+    assert _cfast.wide_part_args_ok(X, h)
+    same_arrays(_pk().wide_part(X, h), _cfast.wide_part(X, h), str(shape))
+
+
+def _string_buffer(r, m):
+    """``m`` strings (names, digits, blanks, non-ASCII, empty) as Arrow would hold them."""
+    pool = [b"", b" ", b"x", b"abc", b"123", b" 42 ", b"0", b"4294967296", b"9" * 25, b"f1:2",
+            "é名".encode(), b"\x00\x1f a\t", b"constant", b"a b"]
+    strs = [pool[int(r.integers(len(pool)))] if r.random() < 0.6
+            else bytes(r.integers(0, 256, size=int(r.integers(0, 12))).astype(np.uint8)) for _ in range(m)]
+    soff = np.zeros(m + 1, np.int64)
+    np.cumsum([len(s) for s in strs], out=soff[1:])
+    data = np.frombuffer(b"".join(strs) or b"\0", np.uint8).copy()
+    return data, soff
+
+
+def test_string_hash_kernels_match_numba():
+    from streamlearn.io import _hash_kernels
+    r = np.random.default_rng(17)
+    for case in range(60):
+        m = int(r.integers(0, 40))
+        data, soff = _string_buffer(r, m)
+        lo = int(r.integers(0, m + 1))
+        hi = int(r.integers(lo, m + 1))
+        seed = np.uint64(r.choice([0, 1, 2**31, 2**32 - 1, int(r.integers(0, 2**32))]))
+        assert _cfast.hash_string_part_args_ok(data, soff, lo, hi, seed)
+        same_arrays((_pk().hash_string_part(data, soff, lo, hi, seed),),
+                    (_cfast.hash_string_part(data, soff, lo, hi, seed),), f"part {case}")
+        seeds = r.integers(0, 2**63, size=m, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+        seeds[: m // 2] &= np.uint64(0xFFFFFFFF)
+        s, e = soff[:-1].copy(), soff[1:].copy()
+        assert _cfast.hash_spans_args_ok(data, s, e, seeds)
+        same_arrays((_hash_kernels.hash_spans(data, s, e, seeds),), (_cfast.hash_spans(data, s, e, seeds),),
+                    f"spans {case}")
+
+
+# ------------------------------------------------------------------------------ Parquet reader
+
+def _read_pq(path, c, **kw):
+    from streamlearn.io import ReaderConfig, read_batches
+    label_column = kw.pop("label_column", None)
+    batch_rows = kw.pop("batch_rows", None)
+    cfg = ReaderConfig(fmt="parquet", c_parser=c, **kw)
+    if label_column:
+        cfg.label_column = label_column
+    if batch_rows:
+        cfg.parquet_batch_rows = batch_rows
+    return list(read_batches([str(path)], cfg))
+
+
+_BATCH_FIELDS = ("offsets", "indices", "values", "labels", "weights", "lines", "tag_start", "tag_end",
+                 "name_start", "name_end", "ns_start", "ns_end", "text")
+
+
+def same_batches(a, b, what=""):
+    assert len(a) == len(b), what
+    for x, y in zip(a, b):
+        for f in _BATCH_FIELDS:
+            u, v = getattr(x, f), getattr(y, f)
+            assert (u is None) == (v is None), (what, f)
+            if u is not None:
+                u, v = np.asarray(u), np.asarray(v)
+                assert (u.dtype, u.shape) == (v.dtype, v.shape) and u.tobytes() == v.tobytes(), (what, f)
+        assert x.extra.get("errors") == y.extra.get("errors"), what
+        assert x.source == y.source
+
+
+def _read_both(path, what, **kw):
+    from streamlearn.errors import InputError
+    out = []
+    for c in (True, False):
+        try:
+            out.append(("ok", _read_pq(path, c, **kw)))
+        except InputError as e:
+            out.append(("err", str(e)))
+    assert out[0][0] == out[1][0], (what, out[0][0], out[1][0])
+    if out[0][0] == "ok":
+        same_batches(out[0][1], out[1][1], what)
+    else:
+        assert out[0][1] == out[1][1], what
+    return out[0]
+
+
+@pytest.mark.parametrize("fixture,kw", [
+    ("pq_sparse", {}), ("pq_sparse", {"constant": False, "keep_names": True}),
+    ("pq_namespaces", {"quadratic": ("ab", "aa"), "keep_names": True}), ("pq_namespaces", {"quadratic": ("ba",)}),
+    ("pq_wide", {"label_column": "y", "keep_names": True}), ("pq_wide", {"label_column": "y", "batch_rows": 1}),
+    ("pq_wide", {}),
+])
+def test_parquet_reader_c_matches_numba_on_fixtures(fixture, kw):
+    _read_both(DATA / f"{fixture}.parquet", f"{fixture} {kw}", **dict(kw))
+
+
+def test_parquet_reader_c_matches_numba_on_random_tables(tmp_path):
+    """The reader with the C kernels and with numba on random tables of every schema (with
+    schema mutations, nulls, NaN, inf, bad index lists), plain and strict: the same batches,
+    errors and messages."""
+    import pyarrow.parquet as pq
+    kinds = set()
+    for seed in range(60):
+        r = random.Random(seed)
+        table = fo.gen_parquet_table(r)
+        cfg = fo.random_config(r, "vw")
+        p = tmp_path / f"t{seed}.parquet"
+        try:
+            pq.write_table(table, p)
+        except Exception:  # noqa: BLE001 - not a reader case
+            continue
+        for strict in (False, True):
+            kinds.add(_read_both(p, f"seed {seed} strict={strict}", quadratic=tuple(cfg["pairs"]),
+                                 constant=cfg["constant"], keep_names=cfg["keep_names"], strict=strict,
+                                 batch_rows=r.choice([None, 1, 3]))[0])
+    assert kinds == {"ok", "err"}
+
+
+@fuzz(25)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_c_parquet_reader_matches_the_oracle(seed, tmp_path_factory):
+    r = random.Random(seed)
+    table = fo.gen_parquet_table(r)
+    cfg = fo.random_config(r, "vw")
+    path = tmp_path_factory.mktemp("cpq") / "t.parquet"
+    res = fo.check_parquet(table, path, pairs=cfg["pairs"], constant=cfg["constant"],
+                           keep_names=cfg["keep_names"], batch_rows=r.choice([None, 1, 2, 5]), c_parser=True)
+    assert not res.crashes, res.crashes[0]
+    assert not res.mismatches, "\n".join(res.mismatches[:10])
+
+
+def _bad_rows_parquet(path):
+    """Sparse schema with tags, names, namespaces, unlabeled rows and bad rows (NaN label, inf
+    weight and value, a -q overflow, a null index)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    r = random.Random(3)
+    rows = {"label": [], "weight": [], "tag": [], "indices": [], "values": [], "names": [], "namespaces": []}
+    for i in range(2500):
+        m = r.randint(0, 7)
+        rows["label"].append(None if i % 101 == 3 else float("nan") if i % 401 == 9 else r.choice([1.0, -1.0]))
+        rows["weight"].append(float("inf") if i % 503 == 11 else r.choice([None, 1.0, 2.0, 0.5]))
+        rows["tag"].append(None if i % 7 == 0 else f"t{i}")
+        ids = [r.randint(0, 2**32 - 1) for _ in range(m)]
+        vals = [r.uniform(-2, 2) for _ in range(m)]
+        if i % 307 == 5 and m:
+            vals[0] = float("inf")
+        if i % 211 == 6 and m:
+            vals[0] = 1e300
+            ids.append(1)
+            vals.append(1e300)
+        if i % 601 == 8 and m:
+            ids[0] = None
+        rows["indices"].append(ids)
+        rows["values"].append(vals)
+        rows["names"].append([f"n{x}" for x in range(len(ids))])
+        ns = [r.choice(["a", "b", "ab"]) for _ in ids]
+        if i % 211 == 6 and m:  # the 1e300 pair is an a x b product: -q ab overflows
+            ns[0], ns[-1] = "a", "b"
+        rows["namespaces"].append(ns)
+    t = pa.table({"label": rows["label"], "weight": rows["weight"], "tag": rows["tag"],
+                  "indices": pa.array(rows["indices"], pa.list_(pa.uint32())),
+                  "values": pa.array(rows["values"], pa.list_(pa.float64())),
+                  "names": pa.array(rows["names"], pa.list_(pa.string())),
+                  "namespaces": pa.array(rows["namespaces"], pa.list_(pa.string()))})
+    pq.write_table(t, path, row_group_size=700)
+
+
+PQ_CLI_CASES = [  # (the schemas' kernels are compared directly above; slow: -m slow)
+    pytest.param("pq_sparse", ["--loss_function", "logistic"], marks=pytest.mark.slow, id="pq_sparse"),
+    pytest.param("pq_namespaces", ["--normalized", "-q", "ab", "-q", "aa"], id="pq_namespaces"),
+    pytest.param("pq_wide", ["--label_column", "y", "--loss_function", "hinge"], marks=pytest.mark.slow,
+                 id="pq_wide"),
+    pytest.param("bad", ["--normalized", "-q", "ab", "--loss_function", "logistic"], id="bad"),
+]
+
+
+@pytest.mark.parametrize("fixture,opts", PQ_CLI_CASES)
+def test_cli_parquet_with_and_without_c_is_byte_identical(fixture, opts, tmp_path):
+    if fixture == "bad":
+        path = tmp_path / "bad.parquet"
+        _bad_rows_parquet(path)
+    else:
+        path = DATA / f"{fixture}.parquet"
+    outs = []
+    for no_c in ("0", "1"):
+        d = tmp_path / f"run{no_c}"
+        d.mkdir()
+        r = _sl(["train", path, "-f", d / "m.slm", "-p", d / "p.txt", "--metrics", d / "m.json", *opts],
+                {"STREAMLEARN_NO_C": no_c})
+        assert r.returncode == 0, r.stderr.decode()
+        err = re.sub(rb"seconds = .*", b"", r.stderr).replace(str(d).encode(), b"RUN")
+        pr = _sl(["predict", "-i", d / "m.slm", "-p", d / "t.txt", path,
+                  *(["--label_column", "y"] if fixture == "pq_wide" else [])], {"STREAMLEARN_NO_C": no_c})
+        assert pr.returncode == 0, pr.stderr.decode()
+        outs.append(((d / "m.slm").read_bytes(), (d / "p.txt").read_bytes(), _metrics(d / "m.json"), err,
+                     (d / "t.txt").read_bytes()))
+    assert outs[0][0] == outs[1][0], "model files differ"
+    assert outs[0][1] == outs[1][1], "predictions differ"
+    assert outs[0][2] == outs[1][2], "metrics differ"
+    assert outs[0][4] == outs[1][4], "predict outputs differ"
+    assert outs[0][3] == outs[1][3], "stderr differs"
+    if fixture == "bad":
+        assert outs[0][3].count(b"line skipped") >= 15
+
+
+def test_cli_parquet_strict_error_is_the_same(tmp_path):
+    _bad_rows_parquet(tmp_path / "bad.parquet")
+    for opts in ([], ["-q", "ab"]):
+        res = [_sl(["train", "--strict", tmp_path / "bad.parquet", *opts], {"STREAMLEARN_NO_C": v}) for v in ("0", "1")]
+        assert res[0].returncode == res[1].returncode == 1
+        assert res[0].stderr == res[1].stderr
+        assert b"bad.parquet:" in res[0].stderr
+
+
+@pytest.mark.parametrize("args,expect_numba", [
+    (["train", "P", "--quiet"], False),
+    (["train", "P", "--quiet", "--normalized", "-q", "ab", "-f", "M"], False),
+    pytest.param(["train", "W", "--quiet", "--label_column", "y"], False, marks=pytest.mark.slow),
+])
+def test_adagrad_parquet_run_does_not_import_numba(args, expect_numba, tmp_path):
+    """(Other learners still import numba: see the text case above.)"""
+    sub = {"P": str(DATA / "pq_namespaces.parquet"), "W": str(DATA / "pq_wide.parquet"), "M": str(tmp_path / "m.slm")}
+    args = [sub.get(a, a) for a in args]
+    r = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    mods = r.stdout.split("MODULES", 1)[1].split()
+    assert ("numba" in mods) == expect_numba, mods
+    assert "scipy" not in mods and "pyarrow" in mods
     if not expect_numba:
         r = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True,
                            env={**os.environ, "STREAMLEARN_NO_C": "1"})

@@ -429,3 +429,22 @@ def test_cli_import_stays_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=str(DATA.parents[1]), check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_validity_from_the_bitmap_equals_is_valid():
+    """parquet._valid reads the validity bitmap (no pyarrow.compute import): the same as
+    Array.is_valid() on sliced arrays of every column kind, nulls anywhere in a byte."""
+    from streamlearn.io.parquet import _valid
+    r = np.random.default_rng(1)
+    for t in (pa.float64(), pa.string(), pa.list_(pa.int64()), pa.map_(pa.string(), pa.float64()), pa.null()):
+        for n in (0, 1, 9, 40):
+            m = r.random(n) < 0.4
+            one = {pa.types.is_map(t): [("a", 1.0)], pa.types.is_list(t): [1], pa.types.is_string(t): "a",
+                   pa.types.is_floating(t): 1.0}.get(True)
+            a = pa.array([None if x else one for x in m], t)
+            for off in range(min(n, 10)):
+                for ln in (0, 1, n - off):
+                    sl = a.slice(off, ln)
+                    ref = sl.is_valid().to_numpy(zero_copy_only=False)
+                    got = _valid(sl)
+                    assert got.dtype == bool and got.tolist() == ref.tolist(), (t, n, off, ln)

@@ -1,8 +1,9 @@
-/* streamlearn C fast path: the VW text / LIBSVM chunk parser, VW's hashing and the AdaGrad
- * kernel, line for line ports of the numba kernels
+/* streamlearn C fast path: the VW text / LIBSVM chunk parser, the Parquet reader's kernels,
+ * VW's hashing and the AdaGrad kernel, line for line ports of the numba kernels
  *
  *   streamlearn/io/_text_kernels.py    parse_chunk, scan_float, parse_float, ...
- *   streamlearn/io/_hash_kernels.py    murmur3_32, hashstring, quadratic_hash
+ *   streamlearn/io/_hash_kernels.py    murmur3_32, hashstring, quadratic_hash, hash_spans
+ *   streamlearn/io/_parquet_kernels.py assemble_rows, wide_part, hash_string_part
  *   streamlearn/algos/_adagrad_kernels.py, _loss_kernels.py   adagrad_run, wexpmx, losses
  *
  * which stay the reference (tests/test_cfast.py checks bit-identical results) and the
@@ -1086,4 +1087,159 @@ CF_API int64_t cf_adagrad_run(const int64_t *offsets, const uint32_t *indices, c
         }
     }
     return learned;
+}
+
+/* ===================================================================== Parquet reader kernels
+ *
+ *   streamlearn/io/_parquet_kernels.py   hash_string_part, wide_part, assemble_rows
+ *   streamlearn/io/_hash_kernels.py      hash_spans
+ *
+ * Output arrays are allocated by the caller (streamlearn/_cfast.py) with the sizes the numba
+ * kernels give their results; see there for the calling protocol. */
+
+#define ROW_INF_VALUE 1          /* = streamlearn/io/_parquet_codes.py */
+#define ROW_QUADRATIC_OVERFLOW 2
+
+/* hash_string_part: out[k - lo] = hashstring(data[soff[k]:soff[k+1]], seed), k in [lo, hi) */
+CF_API void cf_hash_string_part(const uint8_t *data, const int64_t *soff, int64_t lo, int64_t hi,
+                                uint64_t seed, uint32_t *out)
+{
+    for (int64_t k = lo; k < hi; k++)
+        out[k - lo] = (uint32_t)cf_hashstring(data, soff[k], soff[k + 1], seed);
+}
+
+/* hash_spans: out[i] = hashstring(buf[starts[i]:ends[i]], seeds[i]) */
+CF_API void cf_hash_spans(const uint8_t *buf, const int64_t *starts, const int64_t *ends,
+                          const uint64_t *seeds, int64_t n, uint32_t *out)
+{
+    for (int64_t i = 0; i < n; i++)
+        out[i] = (uint32_t)cf_hashstring(buf, starts[i], ends[i], seeds[i]);
+}
+
+/* wide_part, first pass: the number of non-zero, non-NaN entries of X (n x d, row-major) */
+CF_API int64_t cf_wide_count(const double *X, int64_t n, int64_t d)
+{
+    int64_t cnt = 0;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < d; j++) {
+            double v = X[i * d + j];
+            if (v != 0.0 && v == v)
+                cnt++;
+        }
+    return cnt;
+}
+
+/* wide_part, second pass: fill starts/ends [n], idx/val/col [cf_wide_count] */
+CF_API void cf_wide_fill(const double *X, int64_t n, int64_t d, const uint32_t *hashes,
+                         int64_t *starts, int64_t *ends, uint32_t *idx, double *val, int64_t *col)
+{
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        starts[i] = k;
+        for (int64_t j = 0; j < d; j++) {
+            double v = X[i * d + j];
+            if (v != 0.0 && v == v) {
+                idx[k] = hashes[j];
+                val[k] = v;
+                col[k] = j;
+                k++;
+            }
+        }
+        ends[i] = k;
+    }
+}
+
+/* assemble_rows, the number of output entries it writes: the kept linear entries, the
+ * constants and the -q products (needs letters; only called with -q pairs) */
+CF_API int64_t cf_assemble_count(const int64_t *starts, const int64_t *ends, int64_t k, int64_t n,
+                                 const double *val, const uint8_t *letters, const int64_t *qa,
+                                 const int64_t *qb, int64_t npairs, int64_t add_constant,
+                                 int64_t *na, int64_t *nb)
+{
+    int64_t total = 0;
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t pr = 0; pr < npairs; pr++)
+            na[pr] = nb[pr] = 0;
+        for (int64_t p = 0; p < k; p++)
+            for (int64_t q = starts[p * n + i]; q < ends[p * n + i]; q++) {
+                double v = val[q];
+                if (v != 0.0 && v == v) {
+                    total++;
+                    int64_t c = letters[q];
+                    for (int64_t pr = 0; pr < npairs; pr++) {
+                        if (c == qa[pr])
+                            na[pr]++;
+                        if (c == qb[pr])
+                            nb[pr]++;
+                    }
+                }
+            }
+        if (add_constant)
+            total++;
+        for (int64_t pr = 0; pr < npairs; pr++)
+            total += qa[pr] == qb[pr] ? na[pr] * (na[pr] + 1) / 2 : na[pr] * nb[pr];
+    }
+    return total;
+}
+
+/* assemble_rows into caller arrays: indices/values [cap], src [cap] (written when want_src or
+ * npairs > 0; may be NULL otherwise), offsets [n+1], status [n] (zeroed here). The caller
+ * sizes cap >= the entries written (cf_assemble_count with -q pairs; the linear entries plus
+ * n constants without). Returns nnz. */
+CF_API int64_t cf_assemble_rows(const int64_t *starts, const int64_t *ends, int64_t k, int64_t n,
+                                const uint32_t *idx, const double *val, const uint8_t *letters,
+                                const int64_t *qa, const int64_t *qb, int64_t npairs,
+                                int64_t add_constant, int64_t want_src, uint32_t *indices,
+                                double *values, int64_t *src, int64_t *offsets, int64_t *status)
+{
+    int keep_src = want_src || npairs > 0;
+    int64_t nnz = 0;
+    offsets[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        status[i] = 0;
+        int64_t ex_start = nnz;
+        for (int64_t p = 0; p < k; p++)
+            for (int64_t q = starts[p * n + i]; q < ends[p * n + i]; q++) {
+                double v = val[q];
+                if (v != 0.0 && v == v) {
+                    if (!isfinite(v))
+                        status[i] = ROW_INF_VALUE;
+                    indices[nnz] = idx[q];
+                    values[nnz] = v;
+                    if (keep_src)
+                        src[nnz] = q;
+                    nnz++;
+                }
+            }
+        int64_t lin_end = nnz;
+        if (add_constant) {
+            indices[nnz] = (uint32_t)CONSTANT_HASH;
+            values[nnz] = 1.0;
+            if (keep_src)
+                src[nnz] = -1;
+            nnz++;
+        }
+        for (int64_t pr = 0; pr < npairs; pr++) {
+            int same = qa[pr] == qb[pr];
+            for (int64_t ta = ex_start; ta < lin_end; ta++) {
+                if (letters[src[ta]] != qa[pr])
+                    continue;
+                uint64_t h1 = indices[ta];
+                double v1 = values[ta];
+                for (int64_t tb = same ? ta : ex_start; tb < lin_end; tb++) {
+                    if (letters[src[tb]] != qb[pr])
+                        continue;
+                    indices[nnz] = (uint32_t)quadratic_hash(h1, (uint64_t)indices[tb]);
+                    double qv = v1 * values[tb];
+                    if (status[i] == 0 && !isfinite(qv))
+                        status[i] = ROW_QUADRATIC_OVERFLOW;
+                    values[nnz] = qv;
+                    src[nnz] = -1;
+                    nnz++;
+                }
+            }
+        }
+        offsets[i + 1] = nnz;
+    }
+    return nnz;
 }

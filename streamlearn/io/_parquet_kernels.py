@@ -1,6 +1,8 @@
 """Compiled kernels of the Parquet reader (only ``@njit`` functions).
 
-The reader turns each Arrow record batch into a few flat "parts" (one per feature column:
+The reader calls their C ports (:mod:`streamlearn._cfast`, bit-identical) when the library is
+available and the run asks for it (``ReaderConfig.c_parser``); these stay the reference and the
+fallback. The reader turns each Arrow record batch into a few flat "parts" (one per feature column:
 per-row ``[start, end)`` spans into flat ``hash`` / ``value`` / ``letter`` arrays) without a
 Python loop per row; :func:`assemble_rows` then interleaves the parts row by row into the CSR
 :class:`streamlearn.batch.Batch` arrays, in the order the VW text reader emits them:
@@ -16,10 +18,8 @@ from ._hash_kernels import CONSTANT_HASH, hashstring, quadratic_hash
 __all__ = ["assemble_rows", "wide_part", "hash_string_part", "ROW_INF_VALUE",
            "ROW_QUADRATIC_OVERFLOW"]
 
-#: ``assemble_rows`` row status: a linear feature value is infinite.
-ROW_INF_VALUE = 1
-#: ``assemble_rows`` row status: a ``-q`` product of two finite values overflows.
-ROW_QUADRATIC_OVERFLOW = 2
+# ``assemble_rows`` row status codes (a numba-free module: the C path reports them too)
+from ._parquet_codes import ROW_INF_VALUE, ROW_QUADRATIC_OVERFLOW  # noqa: E402
 
 
 @njit(cache=True, nogil=True)

@@ -4,7 +4,9 @@ Files are read with ``pyarrow.parquet.ParquetFile.iter_batches`` (only the neede
 so memory stays bounded by a row group whatever the file's size. Arrow buffers become the
 CSR arrays without a Python loop per row: list columns give their offsets and child
 buffers; strings are hashed in compiled code over the Arrow string buffers
-(:mod:`streamlearn.io._parquet_kernels`, hashing from :mod:`streamlearn.io._hash_kernels`).
+(:mod:`streamlearn.io._parquet_kernels`, hashing from :mod:`streamlearn.io._hash_kernels`), or
+by their bit-identical C ports (:mod:`streamlearn._cfast`) when ``cfg.c_parser`` asks for them
+and the library is available: such a run never imports numba.
 
 Accepted schemas (see ``man/streamlearn.1``, PARQUET SCHEMAS)
 ------------------------------------------------------------
@@ -238,7 +240,7 @@ def _row_spans(arr):
     starts = o[:-1]
     ends = o[1:].copy()
     if arr.null_count:
-        valid = arr.is_valid().to_numpy(zero_copy_only=False)
+        valid = _valid(arr)
         ends[~valid] = starts[~valid]
     return starts, ends
 
@@ -283,20 +285,70 @@ def _strings(arr):
     return data, off
 
 
-def _ns_hash(name):
-    from .hashing import namespace_hash
+class _Kernels:
+    """The reader's compiled kernels: the C ports (:mod:`streamlearn._cfast`, bit-identical,
+    no numba import) when ``use_c`` and the arguments are what the numba kernels expect, else
+    the numba kernels of :mod:`._parquet_kernels` / :mod:`._hash_kernels` (imported on first
+    use)."""
 
-    return namespace_hash(name)
+    def __init__(self, use_c):
+        self.c = None
+        if use_c:
+            from .. import _cfast
+            if _cfast.available():
+                self.c = _cfast
+
+    def hash_string_part(self, data, soff, lo, hi, seed):
+        if self.c is not None and self.c.hash_string_part_args_ok(data, soff, lo, hi, seed):
+            return self.c.hash_string_part(data, soff, lo, hi, seed)
+        from ._parquet_kernels import hash_string_part
+        return hash_string_part(data, soff, lo, hi, seed)
+
+    def wide_part(self, X, hashes):
+        if self.c is not None and self.c.wide_part_args_ok(X, hashes):
+            return self.c.wide_part(X, hashes)
+        from ._parquet_kernels import wide_part
+        return wide_part(X, hashes)
+
+    def assemble_rows(self, *args):
+        if self.c is not None and self.c.assemble_rows_args_ok(*args):
+            return self.c.assemble_rows(*args)
+        from ._parquet_kernels import assemble_rows
+        return assemble_rows(*args)
+
+    def hash_strings(self, names, seed=0):
+        """:func:`streamlearn.io.hashing.hash_strings`."""
+        if self.c is None:
+            from .hashing import hash_strings
+            return hash_strings(names, seed)
+        enc = [n.encode("utf-8") if isinstance(n, str) else bytes(n) for n in names]
+        lens = np.fromiter((len(b) for b in enc), dtype=np.int64, count=len(enc))
+        ends = np.cumsum(lens)
+        starts = ends - lens
+        buf = np.frombuffer(b"".join(enc), dtype=np.uint8)
+        if len(buf) == 0:
+            buf = np.zeros(1, np.uint8)
+        seeds = np.full(len(enc), seed & 0xFFFFFFFF, dtype=np.uint64)
+        return self.c.hash_spans(buf, starts, ends, seeds)
+
+    def ns_hash(self, name):
+        """:func:`streamlearn.io.hashing.namespace_hash`."""
+        if self.c is None:
+            from .hashing import namespace_hash
+            return namespace_hash(name)
+        if name is None or name in ("", " ", b"", b" "):
+            return 0
+        return self.c.hashstring(name.encode("utf-8") if isinstance(name, str) else bytes(name), 0)
 
 
 # --------------------------------------------------------------------------------------------
 # one record batch
 
 
-def _convert(rb, plan, cfg, src, first_row, qa, qb, keep_names):
-    from ._hash_kernels import hash_spans
-    from ._parquet_kernels import (ROW_INF_VALUE, ROW_QUADRATIC_OVERFLOW, assemble_rows,
-                                   hash_string_part, wide_part)
+def _convert(rb, plan, cfg, src, first_row, qa, qb, keep_names, K=None):
+    from ._parquet_codes import ROW_INF_VALUE, ROW_QUADRATIC_OVERFLOW
+
+    K = K if K is not None else _Kernels(getattr(cfg, "c_parser", False))
 
     n = rb.num_rows
     col = {name: rb.column(i) for i, name in enumerate(rb.schema.names)}
@@ -382,10 +434,10 @@ def _convert(rb, plan, cfg, src, first_row, qa, qb, keep_names):
     for name, kind in plan.ns_cols:
         a = col[name]
         s, e = _row_spans(a)
-        seed = _ns_hash(name)
+        seed = K.ns_hash(name)
         if kind == "list":
             data, soff = _strings(a.values)
-            hashes = hash_string_part(data, soff, 0, len(soff) - 1, np.uint64(seed))
+            hashes = K.hash_string_part(data, soff, 0, len(soff) - 1, np.uint64(seed))
             vals = np.ones(len(hashes))
             if a.values.null_count:  # a null string is no feature (value 0: dropped)
                 vals[~_valid(a.values)] = 0.0
@@ -394,7 +446,7 @@ def _convert(rb, plan, cfg, src, first_row, qa, qb, keep_names):
             keys = a.keys if hasattr(a, "keys") else a.values.field(0)
             items = a.items if hasattr(a, "items") else a.values.field(1)
             data, soff = _strings(keys)
-            hashes = hash_string_part(data, soff, 0, len(soff) - 1, np.uint64(seed))
+            hashes = K.hash_string_part(data, soff, 0, len(soff) - 1, np.uint64(seed))
             vals = _float64(items, src, name)
             names_info = (data, soff, None)
         nsb = np.frombuffer(name.encode("utf-8"), np.uint8)
@@ -406,8 +458,8 @@ def _convert(rb, plan, cfg, src, first_row, qa, qb, keep_names):
         X = np.empty((n, len(plan.wide_cols)))
         for j, c in enumerate(plan.wide_cols):
             X[:, j] = _float64(col[c], src, c)
-        hashes = _wide_hashes(tuple(plan.wide_cols))
-        s, e, idx, vals, colj = wide_part(X, hashes)
+        hashes = _wide_hashes(tuple(plan.wide_cols), K)
+        s, e, idx, vals, colj = K.wide_part(X, hashes)
         parts.append((s, e, idx, vals, np.full(len(idx), 32, np.uint8), ("wide", colj), None))
 
     # flatten parts
@@ -428,7 +480,7 @@ def _convert(rb, plan, cfg, src, first_row, qa, qb, keep_names):
         fidx, fval, flet = np.zeros(0, np.uint32), np.zeros(0), np.zeros(0, np.uint8)
     if not fval.flags.c_contiguous:
         fval = np.ascontiguousarray(fval)
-    offsets, indices, values, srcpos, row_status = assemble_rows(
+    offsets, indices, values, srcpos, row_status = K.assemble_rows(
         np.ascontiguousarray(starts), np.ascontiguousarray(ends), fidx, fval, flet, qa, qb,
         bool(cfg.constant), bool(keep_names))
 
@@ -450,7 +502,7 @@ def _convert(rb, plan, cfg, src, first_row, qa, qb, keep_names):
         ts = off[:-1] + b0
         te = off[1:] + b0
         if tarr.null_count:
-            valid = tarr.is_valid().to_numpy(zero_copy_only=False)
+            valid = _valid(tarr)
             ts = np.where(valid, ts, -1)
             te = np.where(valid, te, -1)
         batch.tag_start, batch.tag_end = ts, te
@@ -519,10 +571,39 @@ def _rows_holding(entry_mask, s, e):
 
 
 def _valid(arr):
-    """Validity (not null) of each entry of an Arrow array, as a bool numpy array."""
+    """Validity (not null) of each entry of an Arrow array, as a bool numpy array.
+
+    Read from the validity bitmap (honouring the slice offset): ``Array.is_valid()`` imports
+    ``pyarrow.compute`` (~40 ms of start-up) on a first null, e.g. a file whose tags are all
+    null. Arrays without a bitmap (null type, unions) go through ``is_valid()``."""
+    n = len(arr)
     if not arr.null_count:
-        return np.ones(len(arr), bool)
-    return arr.is_valid().to_numpy(zero_copy_only=False)
+        return np.ones(n, bool)
+    buf = arr.buffers()[0]
+    if buf is None or arr.type.id in _NO_BITMAP_TYPES():
+        return arr.is_valid().to_numpy(zero_copy_only=False)
+    bits = np.unpackbits(np.frombuffer(buf, np.uint8), count=arr.offset + n, bitorder="little")
+    return bits[arr.offset:].astype(bool)
+
+
+_NO_BITMAP = []
+
+
+def _NO_BITMAP_TYPES():
+    """Arrow type ids whose first buffer is not a validity bitmap (null, unions, run-end
+    encoded)."""
+    if not _NO_BITMAP:
+        import pyarrow as pa
+        ids = {pa.null().id}
+        for make in (lambda: pa.sparse_union([pa.field("a", pa.int8())]),
+                     lambda: pa.dense_union([pa.field("a", pa.int8())]),
+                     lambda: pa.run_end_encoded(pa.int32(), pa.int8())):
+            try:
+                ids.add(make().id)
+            except (AttributeError, TypeError, ValueError, NotImplementedError):
+                pass
+        _NO_BITMAP.append(frozenset(ids))
+    return _NO_BITMAP[0]
 
 
 def _drop_bad_rows(batch, bad_rows, src, first_row, cfg):
@@ -563,12 +644,10 @@ def _drop_bad_rows(batch, bad_rows, src, first_row, cfg):
 _WIDE_CACHE = {}
 
 
-def _wide_hashes(cols):
+def _wide_hashes(cols, K):
     h = _WIDE_CACHE.get(cols)
     if h is None:
-        from .hashing import hash_strings
-
-        h = _WIDE_CACHE[cols] = hash_strings(list(cols), 0)
+        h = _WIDE_CACHE[cols] = K.hash_strings(list(cols), 0)
     return h
 
 
@@ -619,12 +698,13 @@ def read_parquet_file(source, cfg, batch_rows=None, name=None):
     plan = _plan(pf.schema_arrow, src, cfg, (keep_names, len(qa) > 0))
     rows = int(batch_rows or getattr(cfg, "parquet_batch_rows", None) or DEFAULT_BATCH_ROWS)
     first = 0
+    K = _Kernels(getattr(cfg, "c_parser", False))
     try:
         it = pf.iter_batches(batch_size=rows, columns=plan.columns, use_threads=True)
         for rb in it:
             if rb.num_rows == 0:
                 continue
-            yield _convert(rb, plan, cfg, src, first, qa, qb, keep_names)
+            yield _convert(rb, plan, cfg, src, first, qa, qb, keep_names, K)
             first += rb.num_rows
     except (pa.ArrowException, OSError) as e:
         raise InputError(f"{src}: cannot read Parquet data after row {first} "

@@ -95,9 +95,10 @@ class ReaderConfig:
         Raise :class:`~streamlearn.errors.InputError` at the first malformed line instead of
         skipping it (skipped lines are listed in ``batch.extra["errors"]``).
     c_parser : bool
-        Parse VW text / LIBSVM with the C fast path (:mod:`streamlearn._cfast`) when it is
-        available (bit-identical batches and error reports, and numba is not imported); the
-        numba kernel otherwise. The API sets it for AdaGrad runs.
+        Parse VW text / LIBSVM, and convert Parquet record batches, with the C fast path
+        (:mod:`streamlearn._cfast`) when it is available (bit-identical batches and error
+        reports, and numba is not imported); the numba kernels otherwise. The API sets it for
+        every run.
     """
 
     fmt: str = "auto"
