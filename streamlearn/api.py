@@ -46,7 +46,7 @@ class RunConfig:
     save_on_interrupt: bool = False
     select_out: str | None = None
     label_column: str | None = None
-    chunk_bytes: int = 1 << 22
+    chunk_bytes: int = 1 << 20  # 1 MiB: as fast as 4 MiB, half the RSS in flight (benchmarks/memory_stream.py)
     keep_names: bool | None = None
 
 

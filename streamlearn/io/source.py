@@ -105,7 +105,7 @@ class ReaderConfig:
     quadratic: tuple = ()
     constant: bool = True
     keep_names: bool = False
-    chunk_bytes: int = 1 << 22
+    chunk_bytes: int = 1 << 20  # 1 MiB: as fast as 4 MiB, half the RSS in flight (benchmarks/memory_stream.py)
     strict: bool = False
     c_parser: bool = False
 
