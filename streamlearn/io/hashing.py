@@ -80,12 +80,5 @@ def quadratic_hash(h1: int, h2: int) -> int:
 def hash_strings(names, seed: int = 0) -> np.ndarray:
     """``hashstring`` of each of ``names`` (a sequence of str/bytes) with one ``seed`` ->
     ``uint32`` array, computed in one compiled call."""
-    enc = [n.encode("utf-8") if isinstance(n, str) else bytes(n) for n in names]
-    lens = np.fromiter((len(b) for b in enc), dtype=np.int64, count=len(enc))
-    ends = np.cumsum(lens)
-    starts = ends - lens
-    buf = np.frombuffer(b"".join(enc), dtype=np.uint8)
-    if len(buf) == 0:
-        buf = np.zeros(1, np.uint8)
-    seeds = np.full(len(enc), seed & 0xFFFFFFFF, dtype=np.uint64)
-    return hash_spans(buf, starts, ends, seeds)
+    from ._spans import string_spans
+    return hash_spans(*string_spans(names, seed))

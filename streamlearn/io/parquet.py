@@ -321,15 +321,8 @@ class _Kernels:
         if self.c is None:
             from .hashing import hash_strings
             return hash_strings(names, seed)
-        enc = [n.encode("utf-8") if isinstance(n, str) else bytes(n) for n in names]
-        lens = np.fromiter((len(b) for b in enc), dtype=np.int64, count=len(enc))
-        ends = np.cumsum(lens)
-        starts = ends - lens
-        buf = np.frombuffer(b"".join(enc), dtype=np.uint8)
-        if len(buf) == 0:
-            buf = np.zeros(1, np.uint8)
-        seeds = np.full(len(enc), seed & 0xFFFFFFFF, dtype=np.uint64)
-        return self.c.hash_spans(buf, starts, ends, seeds)
+        from ._spans import string_spans
+        return self.c.hash_spans(*string_spans(names, seed))
 
     def ns_hash(self, name):
         """:func:`streamlearn.io.hashing.namespace_hash`."""
