@@ -139,8 +139,10 @@ class NaiveSON:
             p = self.wo @ x
         else:
             p = w @ xt  # line 6
+        # squared loss: the reported prediction is clipped to the label range learned so far
+        pc = min(max(p, self.lrange[0]), self.lrange[1]) if self.loss == "squared" else p
         if not learn:
-            return p
+            return pc
         y = _target(self.loss, label)
         pg = p
         if self.loss == "squared":  # derivative at p clipped to the label range seen (from [0, 0])
@@ -176,4 +178,4 @@ class NaiveSON:
         self.u = u
         if not self.diag_vw:
             self._acc_d(weight, dl, x)
-        return p
+        return pc

@@ -514,7 +514,10 @@ def test_default_alpha_is_stable_on_heavy_tailed_sparse_data(m):
     assert L.n_remat <= 20
     P = OjaSON(sketch_size=m, no_invariant=True)
     pp, lp = P.learn_batch(b)
-    assert np.mean(lp) > 3 * np.mean(loss)
+    # squared-loss predictions are reported clipped to the labels' range: the plain step's overshoot
+    # shows as predictions pinned at the wrong label (about 11% of examples against 1%)
+    wrong = lambda q: np.mean(q * b.labels <= -1.0 + 1e-12)  # noqa: E731
+    assert wrong(pp) > 5 * wrong(p) and np.mean(lp) > 1.2 * np.mean(loss), (wrong(pp), wrong(p))
 
 
 @pytest.mark.parametrize("loss,code", [("squared", 0), ("logistic", 1), ("hinge", 2)])

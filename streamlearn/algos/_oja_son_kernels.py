@@ -448,12 +448,15 @@ def son_run(offsets, indices, values, labels, weights, start,
             elif p0 < -proj_c:
                 tau = p0 + proj_c
         p = p0 - tau
-        pred_out[i] = p
+        # squared loss: the prediction reported (and scored) is clipped to the range of the labels
+        # learned so far, as VW reports it (its OjaNewton too); the model's own p is unchanged
+        pc = min(max(p, flt[1]), flt[2]) if loss_code == SQUARED else p
+        pred_out[i] = pc
         if math.isnan(lab):
             loss_out[i] = math.nan
             continue
         y = target(loss_code, lab)
-        loss_out[i] = loss_value(loss_code, p, y)
+        loss_out[i] = loss_value(loss_code, pc, y)
         if not do_learn:
             continue
         learned += 1
