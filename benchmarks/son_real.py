@@ -1,11 +1,12 @@
 """SON paper Sec. 5.2 / App. H Table 3 on the real datasets we have: progressive error rate of
 one pass with squared loss, each method at the best step of a grid, next to the paper's numbers.
 
-Methods: Oja-SON m = 0 and m = 10 with the opt-in preconditioner frame (``--diag_frame precond``,
-diag_power 0.25, VW order, avg to-sketch scale, sigma_eta 1/2: m = 0 is AdaGrad on max-normalised
-features), m = 10 with the defaults (the data frame, ``--diag_power 0.5``: the pre-scaled example is
-the data, sigma_eta 1/8) and m = 10 exactly as the paper
-(``--diag_frame data --diag_power 0.5 --sketch_scale paper --diag_order paper``),
+Methods: Oja-SON m = 0 and m = 10 with the defaults (diagonal pre-scaling as a preconditioner,
+``--diag_frame precond``, diag_power 0.25, VW order, avg to-sketch scale, sigma_eta 1/2,
+importance-invariant step; m = 0 is AdaGrad on max-normalised features), m = 10 with the defaults
+at alpha = 1 (untuned), m = 10 in the paper's data frame (``--diag_frame data``, D^-1/2) and m = 10
+exactly as the paper (``--diag_frame data --diag_power 0.5 --sketch_scale paper --diag_order paper
+--no_invariant``),
 AdaGrad (ours), VW's default learner (no tuning:
 ``vw --binary``, and tuned over -l 2^j), VW ``--OjaNewton --sketch_size 10`` (tuned over
 --alpha). Grids: Oja-SON alpha = 2^j, j = -16..6 (the paper's -3..6 extended down: with the
