@@ -175,7 +175,7 @@ def _check_inputs(paths):
             raise InputError(f"{p}: permission denied")
 
 
-def _batches(cfg: RunConfig, reader: dict, keep_names: bool, c_parser: bool = False):
+def _batches(cfg: RunConfig, reader: dict, keep_names: bool):
     """The run's batches: ``cfg.passes`` passes over ``cfg.data`` (directories expand to
     their ``*.parquet`` files), read ahead on a background thread (bounded queue) while
     worker threads parse text chunks in parallel, so reading, decompression and parsing
@@ -184,9 +184,9 @@ def _batches(cfg: RunConfig, reader: dict, keep_names: bool, c_parser: bool = Fa
     Environment: ``STREAMLEARN_PREFETCH`` = queue depth in batches (0: read on the main
     thread), ``STREAMLEARN_PARSE_THREADS`` = text parsing threads (default: CPUs, <= 4),
     ``STREAMLEARN_CHUNK_BYTES`` = bytes of text per batch (results do not depend on it).
-    ``c_parser``: parse text with the C fast path when available (see :mod:`streamlearn._cfast`:
-    bit-identical batches, so every learner uses it; an AdaGrad run then never imports numba, and
-    the others skip loading the numba parser and parse while numba starts)."""
+    Text and Parquet go through the C fast path when it is available (``c_parser``; see
+    :mod:`streamlearn._cfast`: bit-identical batches, so every learner uses it; an AdaGrad run
+    then never imports numba)."""
     from .io import ReaderConfig
     from .io.prefetch import bound_malloc, parallel_read_batches, prefetch
 
@@ -194,7 +194,7 @@ def _batches(cfg: RunConfig, reader: dict, keep_names: bool, c_parser: bool = Fa
     rc = ReaderConfig(fmt=cfg.fmt, quadratic=tuple(reader.get("quadratic", ())),
                       constant=bool(reader.get("constant", True)), keep_names=keep_names,
                       chunk_bytes=int(os.environ.get("STREAMLEARN_CHUNK_BYTES") or cfg.chunk_bytes),
-                      strict=cfg.strict, c_parser=c_parser)
+                      strict=cfg.strict, c_parser=True)
     if cfg.label_column is not None:
         rc.label_column = cfg.label_column
     paths = []
@@ -266,7 +266,7 @@ def _run(cfg: RunConfig, learn: bool, log=None):
     try:
         with InterruptGuard() as guard:
             try:
-                ev = run_stream(learner, _batches(cfg, reader, keep_names, True), learn=learn and not cfg.test_only,
+                ev = run_stream(learner, _batches(cfg, reader, keep_names), learn=learn and not cfg.test_only,
                                 schedule=schedule, emit_row=emit_row,
                                 on_predictions=sink, on_errors=on_errors, guard=guard)
             except KeyboardInterrupt:

@@ -59,10 +59,16 @@ def _flush1(tab, sl, b, m, r):
     """Precond mode: bring the original-coordinate weight of one feature up to date before its frame
     scale changes: ``c_j += f_j (w~_j - snap_j)``, ``snap_j = w~_j`` (``w~ = u_bar + Z^T b``, ``f_j`` the
     frame scale that held since the feature was last touched)."""
-    cw = C_Z + m
     wt = tab[sl, C_U]
     for q in range(m):
         wt += tab[sl, C_Z + q] * b[q]
+    _flush_to(tab, sl, m, wt)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _flush_to(tab, sl, m, wt):
+    """``c_j += f_j (wt - snap_j)``, ``snap_j = wt`` for the current ``wt = w~_j`` (see _flush1)."""
+    cw = C_Z + m
     tab[sl, cw] += tab[sl, cw + 3] * (wt - tab[sl, cw + 1])
     tab[sl, cw + 1] = wt
 
@@ -515,9 +521,7 @@ def son_run(offsets, indices, values, labels, weights, start,
             # VW's order: D_{t+1} = D_t + h (l' x)^2 first, then the update uses D_{t+1}^{-r} x
             if fast:  # w~ was computed in the prediction loop and has not changed since
                 for k in range(s):
-                    sl = slot_buf[k]
-                    tab[sl, cw] += tab[sl, cw + 3] * (wt_buf[k] - tab[sl, cw + 1])
-                    tab[sl, cw + 1] = wt_buf[k]
+                    _flush_to(tab, slot_buf[k], m, wt_buf[k])
             elif precond:
                 _flush(tab, slot_buf, values, a, s, b, m, dpow)
             _accumulate_d(tab, slot_buf, values, a, s, imp * dl * dl, precond, m, dpow)

@@ -317,8 +317,7 @@ class OjaSON(Learner):
         """Re-materialise the sketch now (w and V unchanged up to rounding)."""
         if self.m > 0:
             _k().rematerialize(self.keys, self.tab, self.F, self.K, self.b, int(self.ints[1]))
-            tr = max(float(np.trace(self.K)), 0.0)
-            self.flt[0] = max(float(np.linalg.norm(self.F)) * np.sqrt(tr), tr / self.m)
+            self.flt[0] = _k()._estimate_cond(self.F, self.K)
             self.ints[3] += 1
             self.ints[4] = self.ints[0]
 
