@@ -540,7 +540,9 @@ CF_API int cf_parse_chunk(const uint8_t *buf, int64_t L, int64_t fmt, const int6
         if (fmt == FMT_VW) {
             const uint8_t *pbar = memchr(buf + s, 124, (size_t)(e - s));
             int64_t bar = pbar ? pbar - buf : e;
-            int64_t ts0 = -1, te0 = -1, ts1 = -1, te1 = -1, ts2 = -1, te2 = -1, ts3 = -1, te3 = -1;
+            /* the tokens before the bar: the first three and the last one (slot 3 keeps the
+               latest when there are more), as the numba parser tracks them */
+            int64_t ts[4] = {-1, -1, -1, -1}, te[4] = {-1, -1, -1, -1};
             int64_t ntok = 0;
             int64_t p = s;
             while (p < bar) {
@@ -551,37 +553,15 @@ CF_API int cf_parse_chunk(const uint8_t *buf, int64_t L, int64_t fmt, const int6
                 int64_t q = p;
                 while (q < bar && !is_ws(buf[q]))
                     q++;
-                if (ntok == 0) {
-                    ts0 = p;
-                    te0 = q;
-                } else if (ntok == 1) {
-                    ts1 = p;
-                    te1 = q;
-                } else if (ntok == 2) {
-                    ts2 = p;
-                    te2 = q;
-                } else {
-                    ts3 = p;
-                    te3 = q;
-                }
+                int64_t slot = ntok < 3 ? ntok : 3;
+                ts[slot] = p;
+                te[slot] = q;
                 ntok++;
                 p = q;
             }
             if (ntok > 0) {
-                int64_t ls, le;
-                if (ntok == 1) {
-                    ls = ts0;
-                    le = te0;
-                } else if (ntok == 2) {
-                    ls = ts1;
-                    le = te1;
-                } else if (ntok == 3) {
-                    ls = ts2;
-                    le = te2;
-                } else {
-                    ls = ts3;
-                    le = te3;
-                }
+                int64_t last = ntok < 4 ? ntok - 1 : 3;
+                int64_t ls = ts[last], le = te[last];
                 if (buf[ls] == 39) {
                     t0 = ls + 1;
                     t1 = le;
@@ -597,17 +577,17 @@ CF_API int cf_parse_chunk(const uint8_t *buf, int64_t L, int64_t fmt, const int6
             } else {
                 int st;
                 if (ntok >= 1) {
-                    label = parse_num(buf, ts0, te0, &st);
+                    label = parse_num(buf, ts[0], te[0], &st);
                     if (st != 0)
                         status = st == 1 ? ERR_LABEL : ERR_LABEL_NONFINITE;
                 }
                 if (status == 0 && ntok >= 2) {
-                    weight = parse_num(buf, ts1, te1, &st);
+                    weight = parse_num(buf, ts[1], te[1], &st);
                     if (st != 0)
                         status = st == 1 ? ERR_IMPORTANCE : ERR_IMPORTANCE_NONFINITE;
                 }
                 if (status == 0 && ntok >= 3) {
-                    (void)parse_num(buf, ts2, te2, &st);
+                    (void)parse_num(buf, ts[2], te[2], &st);
                     if (st != 0)
                         status = st == 1 ? ERR_BASE : ERR_BASE_NONFINITE;
                 }
