@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Bounded memory for every learner (issue 6, part 6): peak RSS of ``train -`` fed N examples
 through a pipe (default 10,000,000), next to a 100,000-example run of the same command, and
-the RSS sampled over the run (at 25/50/75/100% of its wall time), for adagrad (plain and
+the RSS sampled over the run (at 25/50/75/100% of its wall time; the peaks are the kernel's
+high-water marks, ``ru_maxrss``), for adagrad (plain and
 --normalized), oja-son (m = 10), bear and mission.
 
 The stream is generated on the fly by repeating a block of lines of the gen_sparse file (it
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -45,24 +47,36 @@ def run_stream(src: Path, n: int, extra, wd: Path):
     samples = []
     proc = psutil.Process(p.pid)
 
-    def sample():
-        while p.poll() is None:
+    done = threading.Event()
+
+    def sample():  # never poll() the child: wait4 below must be the one that reaps it
+        while not done.is_set():
             try:
-                samples.append((time.perf_counter() - t0, proc.memory_info().rss / 2**20))
+                rss = proc.memory_info().rss
+                if rss:  # 0 once the child is a zombie
+                    samples.append((time.perf_counter() - t0, rss / 2**20))
             except psutil.Error:
                 break
-            time.sleep(0.25)
+            done.wait(0.25)
 
     th = threading.Thread(target=sample, daemon=True)
     th.start()
-    _, err = p.communicate()
+    # the peak is the kernel's high-water mark of the process (wait4's ru_maxrss), not the
+    # largest sample: a 0.3 s run gets one or two samples, which miss its peak
+    err_chunks = []
+    eth = threading.Thread(target=lambda: err_chunks.append(p.stderr.read()), daemon=True)
+    eth.start()
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - t0
+    done.set()
+    eth.join()
     th.join()
     prod.wait()
     if p.returncode:
-        raise RuntimeError(err.decode()[-2000:])
+        raise RuntimeError(b"".join(err_chunks).decode()[-2000:])
     ex = json.loads(metrics.read_text())["examples"]
-    peak = max(r for _, r in samples) if samples else float("nan")
+    peak = ru.ru_maxrss / 1024  # KiB on Linux
     at = []
     for q in (0.25, 0.5, 0.75, 1.0):
         before = [r for t, r in samples if t <= q * wall]

@@ -181,14 +181,14 @@ def _batches(cfg: RunConfig, reader: dict, keep_names: bool):
     worker threads parse text chunks in parallel, so reading, decompression and parsing
     overlap learning (the numba parse and learn kernels release the GIL).
 
-    Environment: ``STREAMLEARN_PREFETCH`` = queue depth in batches (0: read on the main
+    Environment: ``STREAMLEARN_PREFETCH`` = queue depth in batches (default 1; 0: read on the main
     thread), ``STREAMLEARN_PARSE_THREADS`` = text parsing threads (default: CPUs, <= 4),
     ``STREAMLEARN_CHUNK_BYTES`` = bytes of text per batch (results do not depend on it).
     Text and Parquet go through the C fast path when it is available (``c_parser``; see
     :mod:`streamlearn._cfast`: bit-identical batches, so every learner uses it; an AdaGrad run
     then never imports numba)."""
     from .io import ReaderConfig
-    from .io.prefetch import bound_malloc, parallel_read_batches, prefetch
+    from .io.prefetch import bound_malloc, bounded, parallel_read_batches, prefetch
 
     bound_malloc()  # flat RSS over arbitrarily long streams (see its docstring)
     rc = ReaderConfig(fmt=cfg.fmt, quadratic=tuple(reader.get("quadratic", ())),
@@ -211,8 +211,10 @@ def _batches(cfg: RunConfig, reader: dict, keep_names: bool):
         for _ in range(cfg.passes):
             yield from parallel_read_batches(paths, rc, workers)
 
-    depth = int(os.environ.get("STREAMLEARN_PREFETCH") or 4)
-    yield from prefetch(passes(), depth) if depth > 0 else passes()
+    # one batch waiting is enough to overlap: the parse workers' results queue behind it (2 more);
+    # each slot is ~1-2 MB that a long stream eventually fills at once (peak RSS)
+    depth = int(os.environ.get("STREAMLEARN_PREFETCH") or 1)
+    yield from bounded(prefetch(passes(), depth) if depth > 0 else passes())
 
 
 def _run(cfg: RunConfig, learn: bool, log=None):

@@ -419,6 +419,45 @@ def test_bound_malloc_is_idempotent():
     assert bound_malloc() is first
 
 
+def test_bounded_trims_the_heap_every_n_batches_and_passes_batches_through(monkeypatch):
+    from streamlearn.io import prefetch as pf
+
+    calls = []
+    monkeypatch.setattr(pf, "trim_heap", lambda: calls.append(1))
+    items = [object() for _ in range(100)]
+    assert list(pf.bounded(iter(items), every=32)) == items
+    assert len(calls) == 3  # after batches 32, 64 and 96
+
+
+def test_trim_heap_returns_freed_small_blocks(tmp_path):
+    """glibc keeps freed small blocks inside its arenas; ``trim_heap`` hands their pages
+    back (checked in a child, so this process's heap does not matter)."""
+    import ctypes.util
+    import subprocess
+    import sys
+
+    if not ctypes.util.find_library("c") or sys.platform != "linux":
+        pytest.skip("glibc only")
+    code = (
+        "import ctypes\n"
+        "from streamlearn.io.prefetch import trim_heap\n"
+        "def rss():\n"
+        "    return int(open('/proc/self/status').read().split('VmRSS:')[1].split()[0])\n"
+        "libc = ctypes.CDLL(None); libc.malloc.restype = ctypes.c_void_p\n"
+        "libc.free.argtypes = [ctypes.c_void_p]\n"
+        "libc.mallopt(-3, 1 << 20)\n"  # as bound_malloc: blocks < 1 MiB come from the heap
+        "ps = [libc.malloc(16000) for _ in range(4000)]\n"
+        "for p in ps: ctypes.memset(p, 1, 16000)\n"
+        "keep = ps[-1]\n"  # the last block pins the heap's top: nothing can be trimmed from the end
+        "for p in ps[:-1]: libc.free(p)\n"
+        "before = rss(); trim_heap(); after = rss()\n"
+        "print(before - after)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=str(DATA.parents[1]), check=True).stdout.strip()
+    assert int(out) > 40_000  # kB: most of the ~64 MB freed in the middle of the heap
+
+
 def test_cli_import_stays_light():
     """``streamlearn --help`` must not pay for numba or pyarrow (they load on first use)."""
     import subprocess

@@ -483,6 +483,20 @@ def test_batch_text_and_tags_survive_next_chunk(tmp_path):
     assert tags == [f"tag{i}" for i in range(100)]
 
 
+def test_batch_keeps_its_text_only_when_something_points_into_it(tmp_path):
+    """A batch in flight holds the chunk's bytes only for tags or feature names (memory)."""
+    p = tmp_path / "t.vw"
+    p.write_text("1 |a x\n-1 'only |a y\n" + "1 |a z\n" * 50)
+    plain = list(read_batches([str(p)], ReaderConfig(chunk_bytes=64)))
+    assert len(plain) > 2
+    assert plain[0].text is not None and plain[0].tags()[:2] == [None, "only"]
+    for b in plain[1:]:
+        assert b.text is None and b.tag_start is None and b.tags() == [None] * b.n
+    named = list(read_batches([str(p)], ReaderConfig(chunk_bytes=64, keep_names=True)))
+    assert all(b.text is not None for b in named)
+    assert named[-1].feature_name(0) == "a^z"
+
+
 def test_truncated_gzip_keeps_the_good_lines_before_the_damage(tmp_path):
     """Both the sequential and the parallel reader deliver every complete line read before
     the truncation, then raise InputError naming the file."""

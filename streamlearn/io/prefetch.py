@@ -23,7 +23,7 @@ import queue
 import threading
 from collections import deque
 
-__all__ = ["Prefetcher", "prefetch", "parallel_read_batches", "bound_malloc"]
+__all__ = ["Prefetcher", "prefetch", "parallel_read_batches", "bound_malloc", "trim_heap", "bounded"]
 
 _DONE = object()
 
@@ -149,6 +149,39 @@ def prefetch(iterable, depth: int = 4):
 
 
 _MALLOC_DONE = []
+_TRIM = []
+
+
+def trim_heap() -> None:
+    """Give the malloc heaps' free pages back to the OS (glibc ``malloc_trim(0)``; else a
+    no-op). Called every few dozen batches by :func:`bounded`: the many small per-batch
+    arrays (offsets, labels, ...: a few kB each, allocated on parse threads and freed on the
+    learner's) leave free holes inside the heap arenas that glibc does not return by itself,
+    so RSS crept up by ~1 MB per 2M examples (measured with /proc/PID/smaps: the arenas grew
+    from 6 to 9 MB over 10M examples). A trim takes well under a millisecond."""
+    if not _TRIM:
+        fn = None
+        try:
+            import ctypes
+
+            fn = ctypes.CDLL(None).malloc_trim
+            fn.argtypes = [ctypes.c_size_t]
+            fn.restype = ctypes.c_int
+        except (OSError, AttributeError):
+            fn = None
+        _TRIM.append(fn)
+    if _TRIM[0] is not None:
+        _TRIM[0](0)
+
+
+def bounded(batches, every: int = 32):
+    """``batches`` unchanged, with :func:`trim_heap` called every ``every`` batches."""
+    k = 0
+    for b in batches:
+        k += 1
+        if k % every == 0:
+            trim_heap()
+        yield b
 
 
 def bound_malloc(threshold: int = 1 << 20) -> bool:
@@ -234,8 +267,9 @@ def _text_parallel(src, cfg, workers):
             c = replace(wcfg, chunk_bytes=len(chunk) + 1)
             pending.append(ex.submit(_parse_one, chunk, src.name, c, fmt))
             # in order; a parsed head is handed on at once (a slow pipe's batches must not
-            # wait for later chunks)
-            while pending and (len(pending) > workers or pending[0].done()):
+            # wait for later chunks); at most ``workers`` chunks in flight here, so the
+            # pipeline's memory is bounded by a few chunks whatever the stream's length
+            while pending and (len(pending) >= workers or pending[0].done()):
                 b = finish(pending.popleft())
                 if b is not None:
                     yield b

@@ -391,6 +391,9 @@ def chunk_batch(chunk: np.ndarray, name: str, cfg: ReaderConfig, fmt: str, line_
     n_lines = int(n_lines)
     if len(labels) == 0 and not errors:
         return None, n_lines
+    # the raw bytes stay with the batch only when something points into them (tags, names):
+    # a batch in flight then holds its arrays, not also the chunk (bounded-memory pipeline)
+    text = chunk if keep or (tag_start >= 0).any() else None
     return Batch(
         offsets=offsets,
         indices=indices,
@@ -399,9 +402,9 @@ def chunk_batch(chunk: np.ndarray, name: str, cfg: ReaderConfig, fmt: str, line_
         weights=weights,
         lines=ex_line + (line_base + 1),
         source=name,
-        text=chunk,
-        tag_start=tag_start,
-        tag_end=tag_end,
+        text=text,
+        tag_start=tag_start if text is not None else None,
+        tag_end=tag_end if text is not None else None,
         name_start=name_start if keep else None,
         name_end=name_end if keep else None,
         ns_start=ns_start if keep else None,
