@@ -654,6 +654,17 @@ def _quad_arrays(cfg):
     return quadratic_pairs(tuple(getattr(cfg, "quadratic", ()) or ()))
 
 
+def _same_regular_file(f, path) -> bool:
+    """Whether the open file object ``f`` is the regular file at ``path``."""
+    import stat
+
+    try:
+        st = os.fstat(f.fileno())
+        return stat.S_ISREG(st.st_mode) and os.path.samestat(st, os.stat(path))
+    except (OSError, TypeError, ValueError, AttributeError):
+        return False
+
+
 def _open(source, name=None):
     """A path or a binary file object -> (``ParquetFile``, display name)."""
     import pyarrow as pa
@@ -670,7 +681,14 @@ def _open(source, name=None):
             if not seekable or not hasattr(source, "fileno"):
                 # stdin, a pipe or a decompressed stream: Parquet needs random access
                 source = pa.BufferReader(source.read())
-        return pq.ParquetFile(source), name
+            elif _same_regular_file(source, name):
+                # pyarrow reads a path with its own file I/O; through the Python object
+                # every read is a fresh bytes object (2x the page faults, ~0.1 s per 100 MB)
+                source = name
+        # column chunks are read through a 1 MiB buffer instead of whole (and not pre-buffered
+        # as a row group): the Arrow pool's peak fell from 99 to 39 MB on the benchmark file
+        # (65,536-row groups), as fast
+        return pq.ParquetFile(source, pre_buffer=False, buffer_size=1 << 20), name
     except FileNotFoundError:
         raise InputError(f"{name}: no such file") from None
     except PermissionError:
