@@ -129,8 +129,8 @@ def energy(tr, te, a, extra):
     print("| learner | train loss (last pass) | test acc (top-k) | ||w|| | share of ||w||^2 on the "
           "heap | |w|_(k) | tail l2 | W* = (tail/|w|_(k))^2 | CF* = p / (5 W*) |")
     print("|---|---|---|---|---|---|---|---|---|")
-    runs = [(Bear, f"BEAR {lr:g}/{d:g}", float(lr), dict(curvature_damping=float(d), **extra))
-            for lr, d in (x.split(":") for x in a.bear.split(",") if x)]
+    runs = [(Bear, f"BEAR {lr:g}/{d:g}", lr, dict(curvature_damping=d, **extra))
+            for lr, d in (map(float, x.split(":")) for x in a.bear.split(",") if x)]
     runs += [(Mission, f"MISSION {lr:g}", lr, dict(extra)) for lr in br.floats(a.mission)]
     for cls, nm, lr, ex in runs:
         L, pl, _ = br.fit(cls, tr, 0, p, a.top_k, lr, a.minibatch, a.passes, ex)
