@@ -188,9 +188,8 @@ def _batches(cfg: RunConfig, reader: dict, keep_names: bool):
     :mod:`streamlearn._cfast`: bit-identical batches, so every learner uses it; an AdaGrad run
     then never imports numba)."""
     from .io import ReaderConfig
-    from .io.prefetch import bound_malloc, bounded, parallel_read_batches, prefetch
+    from .io.prefetch import bounded, parallel_read_batches, prefetch
 
-    bound_malloc()  # flat RSS over arbitrarily long streams (see its docstring)
     rc = ReaderConfig(fmt=cfg.fmt, quadratic=tuple(reader.get("quadratic", ())),
                       constant=bool(reader.get("constant", True)), keep_names=keep_names,
                       chunk_bytes=int(os.environ.get("STREAMLEARN_CHUNK_BYTES") or cfg.chunk_bytes),

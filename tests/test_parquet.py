@@ -412,6 +412,26 @@ def test_parallel_strict_stops_at_the_first_bad_line(tmp_path):
     assert [ln for b in got for ln in b.lines.tolist()] == [1]
 
 
+def test_only_the_cli_tunes_malloc(monkeypatch, tmp_path):
+    """The CLI owns its process and tunes glibc's malloc; the Python API leaves the host
+    program's malloc alone."""
+    from click.testing import CliRunner
+
+    from streamlearn.api import RunConfig, train
+    from streamlearn.cli import cli
+    from streamlearn.io import prefetch as pf
+
+    calls = []
+    monkeypatch.setattr(pf, "bound_malloc", lambda: calls.append(1) or True)
+    data = tmp_path / "d.vw"
+    data.write_text("1 |a x\n-1 |a y\n" * 20)
+    train(RunConfig(data=[str(data)]))
+    assert calls == []
+    res = CliRunner().invoke(cli, ["train", str(data), "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert calls == [1]
+
+
 def test_bound_malloc_is_idempotent():
     from streamlearn.io.prefetch import bound_malloc
 

@@ -15,6 +15,12 @@ def stderr_log(line: str) -> None:
 
 
 def run_api(fn, cfg):
+    # the CLI owns its process, so it tunes glibc's malloc for the reader pipeline (heap reuse
+    # instead of fresh mmaps; see bound_malloc); a program calling the Python API keeps its own
+    # malloc settings (the API still trims the heap every 32 batches)
+    from ..io.prefetch import bound_malloc
+
+    bound_malloc()
     try:
         return fn(cfg, log=stderr_log)
     except ConfigError as e:

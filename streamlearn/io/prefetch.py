@@ -202,8 +202,9 @@ def bound_malloc() -> bool:
     examples). Here the blocks come from one heap (``M_ARENA_MAX`` 1) that keeps freed blocks
     for the next batch (mmap threshold 32 MiB, trim threshold 64 MiB): 18,000 faults, 0.15 s;
     :func:`bounded` trims the heap every 32 batches, so the long run's peak is the short
-    run's. Each setting is skipped when the user set its ``MALLOC_*`` variable. Call it
-    before the reader threads start. Returns whether anything was applied."""
+    run's. Each setting is skipped when the user set its ``MALLOC_*`` variable. The CLI calls
+    it (``cli.common.run_api``) before any reader thread starts; the Python API does not touch
+    the host program's malloc. Returns whether anything was applied."""
     if _MALLOC_DONE:
         return _MALLOC_DONE[0]
     ok = False
