@@ -5,7 +5,8 @@ Generates the 200,000-example file with ``gen_sparse.py`` (VW text + LIBSVM), a 
 and a Parquet conversion (``streamlearn convert``), then runs, alternating in one
 process-level loop (``--reps`` rounds, each case once per round):
 
-* VW (``vw_run FILE``): default learner, and ``--OjaNewton --sketch_size 10``;
+* VW (``vw_run FILE``): default learner (on the VW text and on its gzip copy: the gzip rows
+  are compared with VW reading the same gzip file), and ``--OjaNewton --sketch_size 10``;
 * streamlearn adagrad (plain and ``--normalized``) on VW text, LIBSVM, gzip text, Parquet, and
   plain on a lean Parquet file (``convert --no_names --compression none``: only the columns an
   AdaGrad run reads, no decompression);
@@ -111,6 +112,7 @@ def cases(wd: Path, bits: int, algos):
     vw = str(TOOLS / "vw_run")
     f = {k: str(wd / f"gs.{k}") for k in KINDS}
     c = [("VW default", "vw", [vw, f["vw"], "-b", str(bits), "--quiet"], None),
+         ("VW default vw.gz", "vw.gz", [vw, f["vw.gz"], "-b", str(bits), "--quiet"], None),
          ("VW --OjaNewton m=10", "vw", [vw, f["vw"], "-b", str(bits), "--OjaNewton", "--sketch_size", "10",
                                         "--quiet"], None)]
     for norm in (False, True):
@@ -118,7 +120,7 @@ def cases(wd: Path, bits: int, algos):
             extra = ["--normalized"] if norm else []
             name = f"sl adagrad{' --normalized' if norm else ''} {kind}"
             c.append((name, kind, SL + ["train", f[kind], "-b", str(bits), "--quiet", "--metrics", "METRICS"] + extra,
-                      "VW default"))
+                      "VW default vw.gz" if kind == "vw.gz" else "VW default"))
     c.append(("sl adagrad lean.parquet", "lean.parquet",
               SL + ["train", f["lean.parquet"], "-b", str(bits), "--quiet", "--metrics", "METRICS"], "VW default"))
     if "oja-son" in algos:
