@@ -464,7 +464,8 @@ def test_cli_strict_error_is_the_same(tmp_path):
     assert b"d.vw:9: feature value is NaN" in res[0].stderr
 
 
-_PROBE = ("import sys, runpy; sys.argv = ['streamlearn'] + sys.argv[1:]\n"
+_PROBE = ("import os, sys, runpy; sys.argv = ['streamlearn'] + sys.argv[1:]\n"
+          "os.environ['STREAMLEARN_SLOW_EXIT'] = '1'  # the probe reads sys.modules after the run\n"
           "try:\n    runpy.run_module('streamlearn', run_name='__main__')\n"
           "except SystemExit:\n    pass\n"
           "print('MODULES', ' '.join(sorted({m.split('.')[0] for m, v in sys.modules.items() if v is not None}\n"

@@ -208,3 +208,26 @@ def test_bear_select_prints_names_sorted_by_weight(tmp_path):
     assert "Constant" in names  # the bias feature, named as VW's audit names it
     assert all(n.startswith(("s^", "b^")) for n in names - {"Constant"})
     assert (tmp_path / "sel.tsv").read_text() == r.stdout.decode()
+
+
+def test_fast_exit_loses_no_output_and_keeps_exit_codes(tmp_path):
+    """The console script leaves with os._exit after a command (no interpreter teardown):
+    everything written to a pipe, the predictions file and the model must be complete, and
+    the exit codes must be those of a normal exit; STREAMLEARN_SLOW_EXIT=1 gives the same."""
+    outs = []
+    for slow in ("0", "1"):
+        os.environ["STREAMLEARN_SLOW_EXIT"] = slow
+        try:
+            model, preds = tmp_path / f"m{slow}.slm", tmp_path / f"p{slow}.txt"
+            r = ok(sl("train", A9A, "-f", model, "-p", "/dev/stdout", "--quiet"))
+            ok(sl("predict", "-i", model, A9A_TEST, "-p", preds, "--quiet"))
+            bad = sl("train", tmp_path / "missing.vw")
+            usage = sl("train", "--no_such_option")
+        finally:
+            del os.environ["STREAMLEARN_SLOW_EXIT"]
+        assert len(r.stdout.decode().splitlines()) == 3000  # every prediction reached the pipe
+        assert len(lines(preds)) == 1000
+        assert bad.returncode == 1 and b"no such file" in bad.stderr
+        assert usage.returncode == 2 and b"No such option" in usage.stderr
+        outs.append((r.stdout, model.read_bytes(), preds.read_bytes()))
+    assert outs[0] == outs[1]

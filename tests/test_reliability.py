@@ -47,8 +47,9 @@ def sl(*args, **kw):
 
 # peak RSS from the process's own VmHWM (ru_maxrss would carry over the forking test process's
 # size across exec)
-_RSS = ("import runpy, sys\n"
+_RSS = ("import os, runpy, sys\n"
         "sys.argv = ['streamlearn'] + sys.argv[1:]\n"
+        "os.environ['STREAMLEARN_SLOW_EXIT'] = '1'  # the finally below must run\n"
         "try:\n"
         "    runpy.run_module('streamlearn', run_name='__main__')\n"
         "finally:\n"
