@@ -529,3 +529,70 @@ def test_validity_from_the_bitmap_equals_is_valid():
                     ref = sl.is_valid().to_numpy(zero_copy_only=False)
                     got = _valid(sl)
                     assert got.dtype == bool and got.tolist() == ref.tolist(), (t, n, off, ln)
+
+
+def test_parquet_from_a_pipe_is_copied_to_a_temporary_file_and_read_as_the_file(tmp_path):
+    """Parquet needs random access (its footer is at the end): a pipe is copied to $TMPDIR,
+    read with bounded memory like the file, and the copy is removed afterwards."""
+    import json
+    import subprocess
+    import sys
+
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    env = dict(os.environ, TMPDIR=str(spool),
+               PYTHONPATH=str(DATA.parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    src = DATA / "pq_sparse.parquet"
+    runs = []
+    for args, stdin in (([str(src)], None), (["-"], src.read_bytes())):
+        m = tmp_path / f"m{len(runs)}.slm"
+        r = subprocess.run([sys.executable, "-m", "streamlearn", "train", *args, "-f", str(m),
+                            "--metrics", str(tmp_path / "x.json"), "--quiet"],
+                           input=stdin, capture_output=True, env=env)
+        assert r.returncode == 0, r.stderr.decode()
+        runs.append((json.loads((tmp_path / "x.json").read_text())["average_loss"], m.read_bytes()))
+    assert runs[0] == runs[1]
+    assert list(spool.iterdir()) == []
+
+
+def test_parquet_spool_failure_names_the_stream_and_leaves_nothing(tmp_path, monkeypatch):
+    import errno
+    import io
+    import tempfile
+
+    from streamlearn.io import parquet as P
+
+    made = []
+
+    class Full:
+        def __init__(self, *a, **k):
+            self.name = str(tmp_path / "spool.parquet")
+            self.closed = False
+            made.append(self)
+
+        def write(self, b):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def flush(self):
+            pass
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", Full)
+    class Pipe(io.RawIOBase):  # not seekable, like stdin from a pipe
+        def __init__(self, data):
+            self._b = io.BytesIO(data)
+
+        def readable(self):
+            return True
+
+        def readinto(self, b):
+            return self._b.readinto(b)
+
+    stream = io.BufferedReader(Pipe((DATA / "pq_sparse.parquet").read_bytes()))
+    assert not stream.seekable()
+    with pytest.raises(InputError, match=r"^<stdin>: cannot copy the Parquet stream to a "
+                                         r"temporary file in .*No space left on device; set TMPDIR"):
+        list(P.read_parquet_file(stream, ReaderConfig(), name="<stdin>"))
+    assert made and all(f.closed for f in made)

@@ -665,22 +665,66 @@ def _same_regular_file(f, path) -> bool:
         return False
 
 
+#: bytes per read when a non-seekable Parquet stream is copied to a temporary file
+SPOOL_BYTES = 1 << 20
+
+
+def _spool(stream, name):
+    """Copy a non-seekable Parquet stream (stdin, a pipe, a decompressed file) to a temporary
+    file in ``$TMPDIR`` and return it (open; deleted when closed). Parquet's footer is at the
+    end, so the file needs random access; on disk, not in memory, RAM stays bounded by a row
+    group whatever the stream's size."""
+    import tempfile
+
+    def no_room(e):
+        return InputError(f"{name}: cannot copy the Parquet stream to a temporary file in "
+                          f"{tempfile.gettempdir()} ({e.strerror or e}; set TMPDIR to a "
+                          "directory with room)")
+
+    try:
+        tmp = tempfile.NamedTemporaryFile(prefix="streamlearn-", suffix=".parquet")
+    except OSError as e:
+        raise no_room(e) from None
+    try:
+        read = getattr(stream, "read1", stream.read)
+        while True:
+            b = read(SPOOL_BYTES)  # a read error propagates as the stream reports it
+            if not b:
+                break
+            try:
+                tmp.write(b)
+            except OSError as e:
+                raise no_room(e) from None
+        try:
+            tmp.flush()
+        except OSError as e:
+            raise no_room(e) from None
+    except BaseException:
+        tmp.close()
+        raise
+    return tmp
+
+
 def _open(source, name=None):
-    """A path or a binary file object -> (``ParquetFile``, display name)."""
+    """A path or a binary file object -> (``ParquetFile``, display name, temporary copy or
+    ``None``: the caller closes it when done)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     name = name or ("<stdin>" if source == "-" else str(source))
+    spool = None
     try:
         if source == "-":
             import sys
 
-            source = pa.BufferReader(sys.stdin.buffer.read())
+            spool = _spool(sys.stdin.buffer, name)
+            source = spool.name
         elif not isinstance(source, (str, os.PathLike)):
             seekable = getattr(source, "seekable", lambda: False)()
             if not seekable or not hasattr(source, "fileno"):
                 # stdin, a pipe or a decompressed stream: Parquet needs random access
-                source = pa.BufferReader(source.read())
+                spool = _spool(source, name)
+                source = spool.name
             elif _same_regular_file(source, name):
                 # pyarrow reads a path with its own file I/O; through the Python object
                 # every read is a fresh bytes object (2x the page faults, ~0.1 s per 100 MB)
@@ -688,29 +732,34 @@ def _open(source, name=None):
         # column chunks are read through a 1 MiB buffer instead of whole (and not pre-buffered
         # as a row group): the Arrow pool's peak fell from 99 to 39 MB on the benchmark file
         # (65,536-row groups), as fast
-        return pq.ParquetFile(source, pre_buffer=False, buffer_size=1 << 20), name
-    except FileNotFoundError:
-        raise InputError(f"{name}: no such file") from None
-    except PermissionError:
-        raise InputError(f"{name}: permission denied") from None
-    except (pa.ArrowException, OSError, ValueError) as e:
-        raise InputError(f"{name}: not a readable Parquet file ({str(e).splitlines()[0]})") from None
+        return pq.ParquetFile(source, pre_buffer=False, buffer_size=1 << 20), name, spool
+    except BaseException as exc:
+        if spool is not None:
+            spool.close()
+        if isinstance(exc, FileNotFoundError):
+            raise InputError(f"{name}: no such file") from None
+        if isinstance(exc, PermissionError):
+            raise InputError(f"{name}: permission denied") from None
+        if isinstance(exc, (pa.ArrowException, OSError, ValueError)) and not isinstance(exc, InputError):
+            raise InputError(f"{name}: not a readable Parquet file ({str(exc).splitlines()[0]})") from None
+        raise
 
 
 def read_parquet_file(source, cfg, batch_rows=None, name=None):
     """Yield :class:`Batch` objects of one Parquet file (one per Arrow record batch).
 
-    ``source`` is a path, ``"-"`` or a binary file object (read whole if not seekable)."""
+    ``source`` is a path, ``"-"`` or a binary file object (copied to a temporary file first
+    if not seekable)."""
     import pyarrow as pa
 
-    pf, src = _open(source, name)
-    keep_names = bool(getattr(cfg, "keep_names", False))
-    qa, qb = _quad_arrays(cfg)
-    plan = _plan(pf.schema_arrow, src, cfg, (keep_names, len(qa) > 0))
-    rows = int(batch_rows or getattr(cfg, "parquet_batch_rows", None) or DEFAULT_BATCH_ROWS)
+    pf, src, spool = _open(source, name)
     first = 0
-    K = _Kernels(getattr(cfg, "c_parser", False))
     try:
+        keep_names = bool(getattr(cfg, "keep_names", False))
+        qa, qb = _quad_arrays(cfg)
+        plan = _plan(pf.schema_arrow, src, cfg, (keep_names, len(qa) > 0))
+        rows = int(batch_rows or getattr(cfg, "parquet_batch_rows", None) or DEFAULT_BATCH_ROWS)
+        K = _Kernels(getattr(cfg, "c_parser", False))
         it = pf.iter_batches(batch_size=rows, columns=plan.columns, use_threads=True)
         for rb in it:
             if rb.num_rows == 0:
@@ -720,6 +769,9 @@ def read_parquet_file(source, cfg, batch_rows=None, name=None):
     except (pa.ArrowException, OSError) as e:
         raise InputError(f"{src}: cannot read Parquet data after row {first} "
                          f"({str(e).splitlines()[0]})") from None
+    finally:
+        if spool is not None:
+            spool.close()
 
 
 def parquet_reader(stream, name, cfg):
