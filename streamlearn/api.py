@@ -88,6 +88,16 @@ def load_model(path: str):
     return learner, header.get("reader", {}), header
 
 
+def _is_regular_file(path) -> bool:
+    """Whether ``path`` itself (not a symlink's target) is a regular file."""
+    import stat
+
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 class _PredictionSink:
     """Writes predictions (``pred [tag]`` per line, as VW's ``-p``) as they are produced, so
     predictions already made survive a later input error. Stops quietly on a closed pipe."""
@@ -141,7 +151,9 @@ class _PredictionSink:
             _silence_stdout()
         if self.f is not sys.stdout:
             self.f.close()
-            if failed and self.count == 0:
+            if failed and self.count == 0 and _is_regular_file(self.path):
+                # only a regular file: -p /dev/stdout, a FIFO or a device is never removed
+                # (as root, unlinking /dev/stdout would replace it for every later process)
                 try:
                     os.unlink(self.path)
                 except OSError:

@@ -231,3 +231,21 @@ def test_fast_exit_loses_no_output_and_keeps_exit_codes(tmp_path):
         assert usage.returncode == 2 and b"No such option" in usage.stderr
         outs.append((r.stdout, model.read_bytes(), preds.read_bytes()))
     assert outs[0] == outs[1]
+
+
+def test_a_failed_run_removes_only_a_regular_empty_predictions_file(tmp_path):
+    """With no prediction made, -p's empty file is removed, but never a symlink or anything
+    else that is not a regular file (-p /dev/stdout in a failed run as root once replaced
+    /dev/stdout by a regular file for every later process)."""
+    bad = tmp_path / "bad.vw"
+    bad.write_text("notalabel |a x\n1 |a y\n")
+    target = tmp_path / "target.txt"
+    target.write_text("old")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    plain = tmp_path / "plain.txt"
+    for p in (plain, link):
+        r = sl("train", bad, "--strict", "-p", p)
+        assert r.returncode == 1 and b"bad.vw:1" in r.stderr
+    assert not plain.exists()  # the sink was opened, the run failed: the empty file is gone
+    assert link.is_symlink() and target.exists()  # a symlink is left alone
