@@ -596,3 +596,27 @@ def test_parquet_spool_failure_names_the_stream_and_leaves_nothing(tmp_path, mon
                                          r"temporary file in .*No space left on device; set TMPDIR"):
         list(P.read_parquet_file(stream, ReaderConfig(), name="<stdin>"))
     assert made and all(f.closed for f in made)
+
+
+def test_gzipped_parquet_is_read_as_parquet_from_a_file_and_from_stdin(tmp_path):
+    """x.parquet.gz is sniffed by its decompressed magic (it used to be parsed as text: every
+    line malformed); from a file or stdin it gives the file's batches, and a truncated one
+    gives one line naming the stream."""
+    import gzip
+    import subprocess
+    import sys
+
+    src = DATA / "pq_sparse.parquet"
+    gz = tmp_path / "d.parquet.gz"
+    gz.write_bytes(gzip.compress(src.read_bytes()))
+    _same(_read(src), _read(gz))
+    env = dict(os.environ, PYTHONPATH=str(DATA.parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [sys.executable, "-m", "streamlearn", "train", "--quiet", "-p", "/dev/stdout"]
+    want = subprocess.run([*cmd, str(src)], capture_output=True, env=env)
+    for args, stdin in (([str(gz)], None), (["-"], gz.read_bytes())):
+        got = subprocess.run([*cmd, *args], input=stdin, capture_output=True, env=env)
+        assert got.returncode == 0, got.stderr.decode()
+        assert got.stdout == want.stdout and want.stdout
+    bad = subprocess.run([*cmd[:-3], "-"], input=gz.read_bytes()[:-20], capture_output=True, env=env)
+    assert bad.returncode == 1
+    assert bad.stderr.decode().strip().splitlines()[-1] == "streamlearn: error: <stdin>: gzip stream is truncated"

@@ -306,7 +306,7 @@ def parallel_read_batches(paths, cfg, workers=None):
     :func:`~streamlearn.io.read_batches` would send them. With ``workers <= 1`` this is
     ``read_batches`` itself."""
     from . import read_batches
-    from .source import GZIP_MAGIC, LAZY_MAGIC, MAGIC, READERS, open_input
+    from .source import LAZY_MAGIC, MAGIC, READERS, open_input
 
     if workers is None:
         workers = min(4, os.cpu_count() or 1)
@@ -319,9 +319,10 @@ def parallel_read_batches(paths, cfg, workers=None):
         src = open_input(path)
         try:
             magic = None
-            if cfg.fmt == "auto" and not src.head.startswith(GZIP_MAGIC):
+            if cfg.fmt == "auto":
+                head = src.content_head()  # decompressed: a gzip'd Parquet file is Parquet
                 for m, f in list(MAGIC.items()) + list(LAZY_MAGIC.items()):
-                    if src.head.startswith(m):
+                    if head.startswith(m):
                         magic = f
                         break
             if magic is not None:

@@ -238,6 +238,17 @@ class _Input:
         self.gz = head[:2] == GZIP_MAGIC
         self.stream = gzip.GzipFile(fileobj=raw, mode="rb") if self.gz else raw
 
+    def content_head(self, n: int = 8) -> bytes:
+        """The first bytes of the content (decompressed for gzip, without consuming them), for
+        sniffing a binary format inside gzip (``x.parquet.gz``); ``b""`` if a gzip stream
+        cannot be decompressed (its reader reports that)."""
+        if not self.gz:
+            return self.head[:n]
+        try:
+            return bytes(self.stream.peek(n)[:n])
+        except (OSError, EOFError, zlib.error):
+            return b""
+
     def close(self):
         if self._own is not None:
             try:
@@ -471,7 +482,7 @@ def read_batches(paths: str | Iterable[str], cfg: ReaderConfig | None = None) ->
         try:
             fmt = cfg.fmt
             if fmt == "auto":
-                fmt = (None if src.gz else _magic_format(src.head)) or "auto"
+                fmt = _magic_format(src.content_head()) or "auto"
             if fmt == "auto":
                 yield from text_batches(src.stream, src.name, cfg, "auto", src.flush_after)
                 continue
