@@ -154,6 +154,25 @@ static double scale(int64_t m, int64_t q, int sticky)
     return r;
 }
 
+/* one mantissa digit d of the integer part (frac = 0) or of the fraction (frac = 1): the
+ * first 18 significant digits go into m (a fraction digit also moves the exponent q down);
+ * later ones only move q up (integer part) or set sticky (a nonzero digit) */
+static inline void mant_digit(int d, int frac, int64_t *m, int *nd, int64_t *q, int *sticky)
+{
+    if (*nd < 18) {
+        *m = *m * 10 + d;
+        if (*m > 0)
+            (*nd)++;
+        if (frac)
+            (*q)--;
+    } else {
+        if (!frac)
+            (*q)++;
+        if (d != 0)
+            *sticky = 1;
+    }
+}
+
 /* scan_float: returns the value; *ok and *end as the numba kernel's (value, ok, end) */
 CF_API double cf_scan_float(const uint8_t *buf, int64_t s, int64_t e, int *ok, int64_t *end)
 {
@@ -168,37 +187,16 @@ CF_API double cf_scan_float(const uint8_t *buf, int64_t s, int64_t e, int *ok, i
     int64_t q = 0;
     int sticky = 0;
     int any_digit = 0;
-    while (i < e) {
-        uint8_t c = buf[i];
-        if (c < 48 || c > 57)
-            break;
+    while (i < e && buf[i] >= 48 && buf[i] <= 57) {
         any_digit = 1;
-        if (nd < 18) {
-            m = m * 10 + (c - 48);
-            if (m > 0)
-                nd++;
-        } else {
-            q++;
-            if (c != 48)
-                sticky = 1;
-        }
+        mant_digit(buf[i] - 48, 0, &m, &nd, &q, &sticky);
         i++;
     }
     if (i < e && buf[i] == 46) {
         i++;
-        while (i < e) {
-            uint8_t c = buf[i];
-            if (c < 48 || c > 57)
-                break;
+        while (i < e && buf[i] >= 48 && buf[i] <= 57) {
             any_digit = 1;
-            if (nd < 18) {
-                m = m * 10 + (c - 48);
-                if (m > 0)
-                    nd++;
-                q--;
-            } else if (c != 48) {
-                sticky = 1;
-            }
+            mant_digit(buf[i] - 48, 1, &m, &nd, &q, &sticky);
             i++;
         }
     }
