@@ -679,6 +679,8 @@ def _spool(stream, name):
     group whatever the stream's size."""
     import tempfile
 
+    from .source import read_error
+
     def no_room(e):
         return InputError(f"{name}: cannot copy the Parquet stream to a temporary file in "
                           f"{tempfile.gettempdir()} ({e.strerror or e}; set TMPDIR to a "
@@ -693,12 +695,8 @@ def _spool(stream, name):
         while True:
             try:
                 b = read(SPOOL_BYTES)
-            except EOFError:
-                raise InputError(f"{name}: gzip stream is truncated") from None
-            except (gzip.BadGzipFile, zlib.error) as e:
-                raise InputError(f"{name}: corrupt gzip stream ({e})") from None
-            except OSError as e:
-                raise InputError(f"{name}: read error: {e.strerror or e}") from None
+            except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
+                raise read_error(name, e) from None
             if not b:
                 break
             try:
@@ -722,14 +720,13 @@ def _open(source, name=None):
     import pyarrow.parquet as pq
 
     name = name or ("<stdin>" if source == "-" else str(source))
-    spool = None
-    try:
-        if source == "-":
-            import sys
+    if source == "-":
+        from .source import _stdin_raw
 
-            spool = _spool(sys.stdin.buffer, name)
-            source = spool.name
-        elif not isinstance(source, (str, os.PathLike)):
+        source = _stdin_raw()  # a stream like any other pipe (spooled below)
+    spool, opened = None, False
+    try:
+        if not isinstance(source, (str, os.PathLike)):
             plain = isinstance(source, (io.BufferedReader, io.FileIO)) and source.seekable()
             if plain and _same_regular_file(source, name):
                 # pyarrow reads a path with its own file I/O; through the Python object
@@ -742,17 +739,18 @@ def _open(source, name=None):
         # column chunks are read through a 1 MiB buffer instead of whole (and not pre-buffered
         # as a row group): the Arrow pool's peak fell from 99 to 39 MB on the benchmark file
         # (65,536-row groups), as fast
-        return pq.ParquetFile(source, pre_buffer=False, buffer_size=1 << 20), name, spool
-    except BaseException as exc:
-        if spool is not None:
+        pf = pq.ParquetFile(source, pre_buffer=False, buffer_size=1 << 20)
+        opened = True
+        return pf, name, spool
+    except FileNotFoundError:
+        raise InputError(f"{name}: no such file") from None
+    except PermissionError:
+        raise InputError(f"{name}: permission denied") from None
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise InputError(f"{name}: not a readable Parquet file ({str(e).splitlines()[0]})") from None
+    finally:
+        if spool is not None and not opened:  # failed: drop the copy
             spool.close()
-        if isinstance(exc, FileNotFoundError):
-            raise InputError(f"{name}: no such file") from None
-        if isinstance(exc, PermissionError):
-            raise InputError(f"{name}: permission denied") from None
-        if isinstance(exc, (pa.ArrowException, OSError, ValueError)) and not isinstance(exc, InputError):
-            raise InputError(f"{name}: not a readable Parquet file ({str(exc).splitlines()[0]})") from None
-        raise
 
 
 def read_parquet_file(source, cfg, batch_rows=None, name=None):

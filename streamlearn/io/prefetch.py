@@ -306,7 +306,7 @@ def parallel_read_batches(paths, cfg, workers=None):
     :func:`~streamlearn.io.read_batches` would send them. With ``workers <= 1`` this is
     ``read_batches`` itself."""
     from . import read_batches
-    from .source import LAZY_MAGIC, MAGIC, READERS, open_input
+    from .source import READERS, _magic_format, open_input
 
     if workers is None:
         workers = min(4, os.cpu_count() or 1)
@@ -318,13 +318,8 @@ def parallel_read_batches(paths, cfg, workers=None):
     for path in paths:
         src = open_input(path)
         try:
-            magic = None
-            if cfg.fmt == "auto":
-                head = src.content_head()  # decompressed: a gzip'd Parquet file is Parquet
-                for m, f in list(MAGIC.items()) + list(LAZY_MAGIC.items()):
-                    if head.startswith(m):
-                        magic = f
-                        break
+            # the decompressed head: a gzip'd Parquet file is Parquet
+            magic = _magic_format(src.content_head()) if cfg.fmt == "auto" else None
             if magic is not None:
                 if magic == "parquet":
                     from .parquet import parquet_reader

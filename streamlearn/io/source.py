@@ -281,13 +281,19 @@ def _readinto_full(stream, mv, name: str, flush_after=None, have_line=None):
             n += r
             if flush_after is not None and time.monotonic() - t0 >= flush_after and have_line(n):
                 return n, None, False
-    except EOFError:
-        return n, InputError(f"{name}: gzip stream is truncated"), True
-    except (gzip.BadGzipFile, zlib.error) as e:
-        return n, InputError(f"{name}: corrupt gzip stream ({e})"), True
-    except OSError as e:
-        return n, InputError(f"{name}: read error: {e.strerror or e}"), True
+    except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
+        return n, read_error(name, e), True
     return n, None, False
+
+
+def read_error(name: str, e: BaseException) -> InputError:
+    """The :class:`InputError` for a failed read of input ``name`` (truncated or corrupt gzip,
+    I/O error)."""
+    if isinstance(e, EOFError):
+        return InputError(f"{name}: gzip stream is truncated")
+    if isinstance(e, (gzip.BadGzipFile, zlib.error)):
+        return InputError(f"{name}: corrupt gzip stream ({e})")
+    return InputError(f"{name}: read error: {getattr(e, 'strerror', None) or e}")
 
 
 def iter_chunks(stream, name: str, chunk_bytes: int, flush_after=None) -> Iterator[np.ndarray]:
