@@ -1,6 +1,6 @@
 """Why BEAR ~ MISSION on real text: the oLBFGS direction and the sketchability of the weights.
 
-Two measurements on a binary data set of bear_real.py (rows L2-normalised as there):
+Three measurements on a binary data set of bear_real.py (rows L2-normalised as there):
 
 1. **Direction** (``--what direction``). BEAR is trained on the first part of the training file
    at the given sketch size; then, for the next ``--minibatches`` minibatches, the kernel's own
@@ -21,6 +21,8 @@ Two measurements on a binary data set of bear_real.py (rows L2-normalised as the
    stays recoverable while W >> W* = (tail / |w|_(k))^2, i.e. CF << CF* = p / (5 W*). The
    weight vector, not the optimiser, sets CF*: two learners with the same W* lose accuracy
    at the same CF.
+3. **Share** (``--what share``): the share of each row's |x|^2 on the heap's features, against
+   Fig. 1's design.
 
 Findings (news20_binary, top_k 1000, rows L2-normalised; commit of this script):
 
@@ -41,9 +43,24 @@ Findings (news20_binary, top_k 1000, rows L2-normalised; commit of this script):
   88% (b=100). BEAR concentrates energy on the first members, not on the k-th one: the tail
   that the sketch must absorb is the rare words' weights, which keep receiving gradient because
   predictions use only the top-k, and no optimiser changes that.
+* Fig. 1's design for comparison (``--dataset fig1``: b=10, step 0.1, undamped, top_k 8, CF 3):
+  gamma = 0.005 (= b / (2 (p + b)), NOTES_BEAR item 3), gain 0.46 on the top-k vs 0.052 off it
+  (x9), 43% of |z|^2 on the top-k (0.8% of A_t). On news20_binary, b=100, step 0.1, undamped,
+  CF 1: gain 410 vs 124 (x3.3, top_k 1000) and 523 vs 133 (x3.9, top_k 100), 89-92% of |z|^2
+  on the top-k (13% / 1.6% of A_t): the mechanism is there at a third of Fig. 1's contrast,
+  yet a 3-seed grid (b=100, top_k 100, 3 passes, steps 0.1-100 x damping 0/0.001/0.01, each
+  learner at its best mean test accuracy) shows no separation: CF 30 BEAR -2.5 vs MISSION -3.8
+  points, CF 100 -7.5 vs -7.8 (MISSION's CF-100 row stopped at step 10).
+* Share (``--what share``): the heap's features carry 56% of a news20_binary row's |x|^2 at
+  top_k 1000 (19% at top_k 100), 15% / 3% on rcv1_small (10 passes), against 0.8% for Fig. 1's
+  8 true features of 1000 Gaussian ones. The less of each row the top-k carries, the more r
+  spreads off the top-k and the smaller gamma is against the step along s.
 
 Run: python benchmarks/bear_diagnose.py --what direction --minibatch 10 --lr 3 --damping 0.1
+     python benchmarks/bear_diagnose.py --what direction --dataset fig1 --top_k 8 --cf 3 \
+         --lr 0.1 --damping 0 --minibatches 40
      python benchmarks/bear_diagnose.py --what energy --bear 3:0.1,0.3:0.01 --mission 30,10
+     python benchmarks/bear_diagnose.py --what share [--dataset rcv1 --passes 10]
 """
 from __future__ import annotations
 
@@ -74,10 +91,16 @@ def _sparse_sub(ak, av, bk, bv, c):
 def direction(tr, a, extra):
     from streamlearn.algos import _bear_kernels as bk
     from streamlearn.algos import _sketch_kernels as sk
+    # Load two_loop from numba's cache before bear_run: loaded after bear_run (whose cached
+    # library links it), its array return failed with "NRT_adapt_ndarray_to_python: 'descr'
+    # is NULL" (numba 0.68; the library only calls two_loop from bear_run).
+    z0, f0, l0 = np.zeros((1, 1), np.int64), np.zeros((1, 1)), np.zeros(1, np.int64)
+    bk.two_loop(np.zeros(1), np.zeros(1, np.int64), z0, f0, l0, z0, f0, l0, np.ones(1),
+                np.ones(1), 0, 0)
     p = len(np.unique(tr.indices))
     W = max(1, int(round(p / a.cf / 5)))
     L = Bear(sketch_rows=5, sketch_width=W, top_k=a.top_k, minibatch=a.minibatch,
-             learning_rate=a.lr, loss_function="logistic", curvature_damping=a.damping, **extra)
+             learning_rate=a.lr, loss_function=a.loss, curvature_damping=a.damping, **extra)
     nq = min(a.minibatches, (tr.n // 2) // a.minibatch)
     start = ((tr.n - nq * a.minibatch) // a.minibatch) * a.minibatch
     with np.errstate(all="ignore"):
@@ -165,10 +188,47 @@ def energy(tr, te, a, extra):
               f"{wk:.3g} | {tail:.3g} | {ws:.0f} | {p / (5 * ws):.1f} |", flush=True)
 
 
+def row_share(b, members):
+    """Per row of ``b``: the share of the row's squared norm on the features in ``members``."""
+    rows = np.repeat(np.arange(b.n), np.diff(b.offsets))
+    on = np.isin(b.indices, members)
+    tot = np.bincount(rows, weights=b.values ** 2, minlength=b.n)
+    top = np.bincount(rows, weights=b.values ** 2 * on, minlength=b.n)
+    return top[tot > 0] / tot[tot > 0]
+
+
+def share(tr, a, extra):
+    """Share of each row's squared norm on the heap's features (row mean and median).
+
+    BEAR's edge in Fig. 1 (NOTES_BEAR item 3) is that its pairs have s on the top-k while
+    r = H s spreads over every feature the minibatch's rows touch, so gamma = s.r / r.r (the
+    step off the top-k) is much smaller than the quasi-Newton step along s. That needs rows
+    whose energy lies mostly off the top-k: 8 of 1000 Gaussian features carry 0.8% of a row in
+    Fig. 1's design. The heap a learner selects on text (at CF ~1) carries far more;
+    ``--what direction`` measures the resulting gains on and off the top-k.
+    """
+    from bear_fig1 import problem
+    fb, beta, keys = problem(0)
+    print("\n### share of |x|^2 on the top-k")
+    print("| data | heap | top_k | share (mean) | share (median) |")
+    print("|---|---|---|---|---|")
+    sh = row_share(fb, keys[beta != 0])
+    print(f"| Fig. 1 design (p=1000 Gaussian) | true support | 8 | {sh.mean():.4f} | "
+          f"{np.median(sh):.4f} |")
+    p = len(np.unique(tr.indices))
+    for k in sorted({a.top_k, 100, 1000}):
+        L, _, _ = br.fit(Mission, tr, 0, p, k, 30.0, a.minibatch, a.passes, dict(extra))
+        sh = row_share(tr, L.hkeys[0, :L.hsize[0]])
+        print(f"| {a.dataset} | MISSION step 30, CF ~1 | {k} | {sh.mean():.4f} | "
+              f"{np.median(sh):.4f} |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--what", choices=("direction", "energy"), default="direction")
-    ap.add_argument("--dataset", choices=("news20_binary", "rcv1"), default="news20_binary")
+    ap.add_argument("--what", choices=("direction", "energy", "share"), default="direction")
+    ap.add_argument("--dataset", choices=("news20_binary", "rcv1", "fig1"), default="news20_binary",
+                    help="fig1: BEAR Fig. 1's design (bear_fig1.problem(0), squared loss; "
+                         "direction only)")
     ap.add_argument("--minibatch", type=int, default=10)
     ap.add_argument("--top_k", type=int, default=1000)
     ap.add_argument("--cf", type=float, default=10, help="direction: compression factor")
@@ -181,13 +241,19 @@ def main():
     ap.add_argument("--t0", type=float, default=0,
                     help="step schedule eta t0 / (t0 + t) with this t0 (0: constant step)")
     a = ap.parse_args()
-    trp, tep, _ = br.DATA[a.dataset]
-    tr = br.l2_normalize(br.load(trp, names=True))
+    a.loss = "logistic"
+    if a.dataset == "fig1":
+        from bear_fig1 import problem
+        tr, a.loss = problem(0)[0], "squared"
+    else:
+        tr = br.l2_normalize(br.load(br.DATA[a.dataset][0], names=True))
     extra = dict(step_schedule="inverse", t0=a.t0) if a.t0 else {}
     if a.what == "direction":
         direction(tr, a, extra)
+    elif a.what == "share":
+        share(tr, a, extra)
     else:
-        energy(tr, br.l2_normalize(br.load(tep)), a, extra)
+        energy(tr, br.l2_normalize(br.load(br.DATA[a.dataset][1])), a, extra)
 
 
 if __name__ == "__main__":

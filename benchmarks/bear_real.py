@@ -112,10 +112,11 @@ def acc_all_features(L, te, K):
     return accuracy(pred, te.labels, K)
 
 
-def fit(cls, tr, K, W, k, lr, b, passes, extra):
-    """Train ``passes`` epochs; returns (learner, last-pass progressive train loss, seconds)."""
+def fit(cls, tr, K, W, k, lr, b, passes, extra, seed=0):
+    """Train ``passes`` epochs with the hash functions of ``--sketch_seed seed``; returns
+    (learner, last-pass progressive train loss, seconds)."""
     L = cls(sketch_rows=5, sketch_width=W, top_k=k, minibatch=b, learning_rate=lr, oaa=K,
-            loss_function="logistic", **extra)
+            loss_function="logistic", sketch_seed=seed, **extra)
     t = time.time()
     with np.errstate(all="ignore"):
         for _ in range(passes):
@@ -181,6 +182,10 @@ def main():
     ap.add_argument("--fh_steps", default="0.1,0.3,1")
     ap.add_argument("--variant", action="store_true",
                     help="also BEAR with r restricted to the top-k set (Bear.secant_topk; not Alg. 2)")
+    ap.add_argument("--seeds", type=int, default=1,
+                    help="sketch hash seeds per cell of the table: steps are tuned with seed 0, "
+                         "then every learner is re-run at its chosen step with seeds 1..N-1; "
+                         "accuracies are means over the seeds (with the sd across seeds)")
     ap.add_argument("--top_class", type=int, default=15, help="class whose top 20 is printed")
     a = ap.parse_args()
     raw = a.normalize == "none"
@@ -217,18 +222,30 @@ def main():
             Le = fit(Mission, tr, K, W, a.top_k, lrb, a.minibatch, a.passes, {})[0]
             Lbe = fit(Bear, tr, K, W, a.top_k, lrm, a.minibatch, a.passes, xb)[0]
             fh = min((run_fh(tr, te, K, bits, lr, a.passes)[::-1] + (lr,) for lr in floats(a.fh_steps)))
-            acc = {n: (accuracy(L.predict_batch(te)[0], te.labels, K), acc_all_features(L, te, K))
-                   for n, L in (("b", Lb), ("m", Lm), ("e", Le), ("be", Lbe))}
+            runs = {"b": (Lb, Bear, lrb, xb), "m": (Lm, Mission, lrm, {}),
+                    "e": (Le, Mission, lrb, {}), "be": (Lbe, Bear, lrm, xb)}
+            per = {n: [(accuracy(L.predict_batch(te)[0], te.labels, K), acc_all_features(L, te, K))]
+                   for n, (L, _, _, _) in runs.items()}
+            for sd in range(1, a.seeds):
+                for n, (_, cls, lr, x) in runs.items():
+                    L = fit(cls, tr, K, W, a.top_k, lr, a.minibatch, a.passes, x, seed=sd)[0]
+                    per[n].append((accuracy(L.predict_batch(te)[0], te.labels, K),
+                                   acc_all_features(L, te, K)))
+            acc = {n: tuple(np.mean(v, 0)) for n, v in per.items()}
+            sds = {n: tuple(np.std(v, 0)) for n, v in per.items()}
             var = ""
             if a.variant:
                 Lv, _, _, lrv, xv = tune(BearTopkR, tr, K, W, a.top_k, a.minibatch, a.passes, cfgs)
                 var = (f"{lrv:g}/{xv['curvature_damping']:g}, {accuracy(Lv.predict_batch(te)[0], te.labels, K):.4f}, "
                        f"{acc_all_features(Lv, te, K):.4f} | ")
             cf_real = Lb.sketch_cells and p / Lb.sketch_cells
+
+            def pm(n, j):
+                return f"{acc[n][j]:.4f}" + (f" ±{sds[n][j]:.3f}" if a.seeds > 1 else "")
             print(f"| {cf:g} ({cf_real:.3g}) | 5 x {W}{' x %d' % K if K else ''} | "
-                  f"{lrb:g}/{xb['curvature_damping']:g} | {acc['b'][0]:.4f} | {acc['b'][1]:.4f} | "
-                  f"{lrm:g} | {acc['m'][0]:.4f} | {acc['m'][1]:.4f} | "
-                  f"{acc['e'][0]:.4f} | {acc['be'][0]:.4f} | {var}"
+                  f"{lrb:g}/{xb['curvature_damping']:g} | {pm('b', 0)} | {pm('b', 1)} | "
+                  f"{lrm:g} | {pm('m', 0)} | {pm('m', 1)} | "
+                  f"{pm('e', 0)} | {pm('be', 0)} | {var}"
                   f"{fh[1]:.4f} (b={bits}, lr {fh[2]:g}) | {tb:.1f} | {tm:.1f} |", flush=True)
             rows.append((cf, acc))
             if first_bear is None:
@@ -237,9 +254,13 @@ def main():
         if rows and rows[0][0] == 1:
             for proto, key in (("top-k", 0), ("all features", 1)):
                 b0, m0 = rows[0][1]["b"][key], rows[0][1]["m"][key]
+                e0 = rows[0][1]["e"][key]
                 drops = ", ".join(f"CF {cf:g}: MISSION {100 * (r['m'][key] - m0):+.1f}, "
                                   f"BEAR {100 * (r['b'][key] - b0):+.1f}" for cf, r in rows[1:])
                 print(f"\nLoss vs own CF-1 accuracy (points, {proto}, tuned): {drops}")
+                drops = ", ".join(f"CF {cf:g}: MISSION {100 * (r['e'][key] - e0):+.1f}, "
+                                  f"BEAR {100 * (r['b'][key] - b0):+.1f}" for cf, r in rows[1:])
+                print(f"Loss vs own CF-1 accuracy (points, {proto}, MISSION at BEAR's step): {drops}")
         if first_bear is not None:
             from streamlearn.select import select_rows
             cf0, Lb, Lm = first_bear
