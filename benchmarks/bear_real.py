@@ -40,6 +40,19 @@ BEAR wins by taking quasi-Newton-sized steps in a dozen iterations, not by resis
 and "MISSION loses 10 points" cannot occur. benchmarks/bear_diagnose.py measures why BEAR and
 MISSION degrade alike with CF at small minibatches.
 
+``--seeds 3`` on news20_binary (b=10, 1 pass, top_k 1000; losses in points against each
+learner's own CF-1 accuracy, top-k model): tuned, CF 30 MISSION -2.0 / BEAR -3.6, CF 100
+-6.2 / -8.1, CF 300 -11.6 / -11.4; MISSION at BEAR's step, CF 30 -10.1 / -3.6, CF 100 -12.1 /
+-8.1 -- but BEAR's step there is 0.3, at which MISSION barely trains (0.762 at CF 30, base rate
+0.740). BEAR's accuracy varies more from one sketch seed to the next (sd up to 0.022 on
+news20_binary, 0.12 on rcv1_small at CF 3-10) than MISSION's (0.012, 0.10).
+Variants measured and left out of the library (news20_binary, same protocol, steps re-tuned):
+re-QUERYing every heap member after each minibatch (members whose cells other features
+changed; CF 30/100/300: BEAR -3.1/-6.3/-12.9, MISSION -3.4/-7.7/-11.9), squared loss (BEAR
+-3.3/-5.3/-13.2, MISSION -1.2/-5.2/-10.4), an l2 weight decay of the whole sketch (0 or 1e-5..1e-3,
+tuned with the step: BEAR -4.3/-5.3/-12.1, MISSION -2.2/-5.2/-12.2), top_k 100, and b=100
+undamped (bear_diagnose.py): none separates the two.
+
 Run: python benchmarks/bear_real.py [--datasets news20_binary,rcv1,news20] [--cfs 1,3,10,30,100]
 """
 from __future__ import annotations
