@@ -52,7 +52,8 @@ changed; CF 30/100/300: BEAR -3.1/-6.3/-12.9, MISSION -3.4/-7.7/-11.9), squared 
 -3.3/-5.3/-13.2, MISSION -1.2/-5.2/-10.4), an l2 weight decay of the whole sketch (0 or 1e-5..1e-3,
 tuned with the step: BEAR -4.3/-5.3/-12.1, MISSION -2.2/-5.2/-12.2), the step schedule
 eta t0 / (t0 + t) (t0 100: BEAR -2.1/-6.5/-11.5, MISSION -2.3/-6.0/-11.5; t0 10: -4.4/-6.5/-11.6
-and -2.9/-7.8/-11.3), top_k 100, and b=100 undamped (bear_diagnose.py): none separates the two.
+and -2.9/-7.8/-11.3), BEAR's --history 1 or 20 (-2.6/-5.5/-11.7, -2.4/-5.9/-12.2), top_k 100,
+and b=100 undamped (bear_diagnose.py): none separates the two.
 
 Run: python benchmarks/bear_real.py [--datasets news20_binary,rcv1,news20] [--cfs 1,3,10,30,100]
 """
