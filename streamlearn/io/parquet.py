@@ -41,10 +41,8 @@ linear features, before ``-q`` interactions) unless ``cfg.constant`` is false.
 """
 from __future__ import annotations
 
-import gzip
 import io
 import os
-import zlib
 
 import numpy as np
 
@@ -679,7 +677,7 @@ def _spool(stream, name):
     group whatever the stream's size."""
     import tempfile
 
-    from .source import read_error
+    from .source import READ_ERRORS, read_error
 
     def no_room(e):
         return InputError(f"{name}: cannot copy the Parquet stream to a temporary file in "
@@ -695,7 +693,7 @@ def _spool(stream, name):
         while True:
             try:
                 b = read(SPOOL_BYTES)
-            except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
+            except READ_ERRORS as e:
                 raise read_error(name, e) from None
             if not b:
                 break

@@ -246,7 +246,7 @@ class _Input:
             return self.head[:n]
         try:
             return bytes(self.stream.peek(n)[:n])
-        except (OSError, EOFError, zlib.error):
+        except READ_ERRORS:
             return b""
 
     def close(self):
@@ -281,9 +281,13 @@ def _readinto_full(stream, mv, name: str, flush_after=None, have_line=None):
             n += r
             if flush_after is not None and time.monotonic() - t0 >= flush_after and have_line(n):
                 return n, None, False
-    except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
+    except READ_ERRORS as e:
         return n, read_error(name, e), True
     return n, None, False
+
+
+#: what reading an input stream can raise (truncated or corrupt gzip, I/O): see :func:`read_error`
+READ_ERRORS = (EOFError, zlib.error, OSError)  # gzip.BadGzipFile is an OSError
 
 
 def read_error(name: str, e: BaseException) -> InputError:
