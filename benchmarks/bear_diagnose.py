@@ -93,7 +93,7 @@ def direction(tr, a, extra):
     from streamlearn.algos import _sketch_kernels as sk
     # Load two_loop from numba's cache before bear_run: loaded after bear_run (whose cached
     # library links it), its array return failed with "NRT_adapt_ndarray_to_python: 'descr'
-    # is NULL" (numba 0.68; the library only calls two_loop from bear_run).
+    # is NULL" (numba 0.68; the library itself calls two_loop only inside bear_update).
     z0, f0, l0 = np.zeros((1, 1), np.int64), np.zeros((1, 1)), np.zeros(1, np.int64)
     bk.two_loop(np.zeros(1), np.zeros(1, np.int64), z0, f0, l0, z0, f0, l0, np.ones(1),
                 np.ones(1), 0, 0)
