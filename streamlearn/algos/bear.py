@@ -49,7 +49,8 @@ class Bear(SketchLearner):
         Param("curvature_damping", float, None,
               "bear: store r + delta s instead of r (curvature at least delta; bounds the "
               "quasi-Newton step where the loss is flat, e.g. saturated logistic). "
-              "Default: 0 for squared loss, 1 for logistic, hinge and --oaa."),
+              "Default: 0 for squared loss, 0.01 for logistic, hinge and --oaa "
+              "(benchmarks/bear_defaults.py)."),
     )
     default_lr = 0.1
     default_minibatch = 10
@@ -80,7 +81,7 @@ class Bear(SketchLearner):
         super()._apply_hyper()
         self.eps = float(self.hyper["curvature_eps"])
         d = self.hyper["curvature_damping"]
-        self.damping = float(d if d is not None else (0.0 if self.loss_code == 0 else 1.0))
+        self.damping = float(d if d is not None else (0.0 if self.loss_code == 0 else 0.01))
         if self.damping < 0:
             raise ValueError("--curvature_damping must be >= 0")
 
