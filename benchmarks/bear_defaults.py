@@ -28,10 +28,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from bear_real import ROOT, l2_normalize  # noqa: E402
+from bear_real import l2_normalize, load  # noqa: E402
 from streamlearn.algos.bear import Bear  # noqa: E402
-from streamlearn.algos.mission import Mission, concat_keep_names  # noqa: E402
-from streamlearn.io import ReaderConfig, read_batches  # noqa: E402
+from streamlearn.algos.mission import Mission  # noqa: E402
 
 BINARY = {  # name: (train, test or None for progressive validation, format, L2-normalise)
     "news20_binary raw": ("news20/news20_binary_train.vw.gz", "news20/news20_binary_test.vw.gz", "vw", False),
@@ -45,14 +44,6 @@ MULTI = {
     "news20 20 classes raw": ("news20/news20_train.vw.gz", "news20/news20_test.vw.gz", "vw", False),
     "news20 20 classes l2": ("news20/news20_train.vw.gz", "news20/news20_test.vw.gz", "vw", True),
 }
-
-
-def load(path, fmt):
-    bs = list(read_batches([os.path.join(ROOT, path)], ReaderConfig(fmt=fmt)))
-    out = bs[0]
-    for b in bs[1:]:
-        out = concat_keep_names(out, b)
-    return out
 
 
 def score(L, tr, te, K):
@@ -80,7 +71,7 @@ def main():
         print("|---|---|" + "---|" * len(cols))
         means = np.zeros((len(steps), len(cols)))
         for name, (trp, tep, fmt, nrm) in sets.items():
-            tr, te = load(trp, fmt), (load(tep, fmt) if tep else None)
+            tr, te = load(trp, fmt=fmt), (load(tep, fmt=fmt) if tep else None)
             if nrm:
                 tr, te = l2_normalize(tr), l2_normalize(te)
             for i, lr in enumerate(steps):

@@ -103,9 +103,10 @@ class BearTopkR(Bear):
     secant_topk = True
 
 
-def load(path, names=False):
+def load(path, names=False, fmt="vw"):
+    """One Batch with every row of ``ROOT/path``."""
     from streamlearn.algos.mission import concat_keep_names
-    bs = list(read_batches([os.path.join(ROOT, path)], ReaderConfig(fmt="vw", keep_names=names)))
+    bs = list(read_batches([os.path.join(ROOT, path)], ReaderConfig(fmt=fmt, keep_names=names)))
     out = bs[0]
     for b in bs[1:]:
         out = concat_keep_names(out, b)
