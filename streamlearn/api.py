@@ -33,6 +33,7 @@ class RunConfig:
     hyper: dict = field(default_factory=dict)  # learner hyper-parameters given explicitly
     quadratic: tuple = ()
     constant: bool = True
+    unit_norm: bool = False  # scale each example to unit L2 norm (stored in the model)
     initial_model: str | None = None
     final_model: str | None = None
     predictions: str | None = None  # path, "-" for stdout, None for none
@@ -170,7 +171,8 @@ def _silence_stdout():
 
 
 def _reader_settings(cfg: RunConfig) -> dict:
-    return {"quadratic": list(cfg.quadratic), "constant": bool(cfg.constant)}
+    return {"quadratic": list(cfg.quadratic), "constant": bool(cfg.constant),
+            "unit_norm": bool(cfg.unit_norm)}
 
 
 def _check_inputs(paths):
@@ -225,7 +227,11 @@ def _batches(cfg: RunConfig, reader: dict, keep_names: bool):
     # one batch waiting is enough to overlap: the parse workers' results queue behind it (2 more);
     # each slot is ~1-2 MB that a long stream eventually fills at once (peak RSS)
     depth = int(os.environ.get("STREAMLEARN_PREFETCH") or 1)
-    yield from bounded(prefetch(passes(), depth) if depth > 0 else passes())
+    stream = bounded(prefetch(passes(), depth) if depth > 0 else passes())
+    if reader.get("unit_norm"):
+        from .batch import unit_norm_rows
+        stream = map(unit_norm_rows, stream)
+    yield from stream
 
 
 def _run(cfg: RunConfig, learn: bool, log=None):
@@ -246,6 +252,8 @@ def _run(cfg: RunConfig, learn: bool, log=None):
             raise ConfigError(str(e)) from None
         if cfg.quadratic and list(cfg.quadratic) != reader.get("quadratic", []):
             raise ConfigError("-q differs from the model's interactions " + repr(reader.get("quadratic")))
+        if cfg.unit_norm and not reader.get("unit_norm"):
+            raise ConfigError("--unit_norm differs from the model's (trained without it)")
     else:
         learner = make_learner(cfg.algo or "adagrad", cfg.hyper)
         reader = _reader_settings(cfg)
@@ -323,6 +331,8 @@ def _settings_lines(cfg, learner, reader, learn):
             lines.append(f"{k} = {v}")
     if reader.get("quadratic"):
         lines.append("quadratic = " + " ".join(reader["quadratic"]))
+    if reader.get("unit_norm"):
+        lines.append("unit_norm = True")
     if cfg.initial_model:
         lines.append(f"initial model = {cfg.initial_model}")
     if cfg.final_model:

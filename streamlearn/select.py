@@ -15,7 +15,7 @@ import json
 import sys
 from dataclasses import asdict, dataclass
 
-_CONSTANT_HASH = 11650396  # VW's constant feature (streamlearn.io.hashing.CONSTANT_HASH)
+from .batch import CONSTANT_HASH
 
 __all__ = ["SelectedFeature", "select_rows", "format_rows", "write_selection", "supports_selection"]
 
@@ -48,7 +48,7 @@ def select_rows(learner, top_k: int | None = None, refresh: bool = True) -> list
         count[c] = count.get(c, 0) + 1
         if top_k is not None and count[c] > top_k:
             continue
-        if not nm and int(h) == _CONSTANT_HASH:
+        if not nm and int(h) == CONSTANT_HASH:
             nm = "Constant"  # the bias feature has no span in the input (VW's audit name)
         rows.append(SelectedFeature(nm, int(h), float(x), c + 1 if multi else None))
     return rows

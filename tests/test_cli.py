@@ -249,3 +249,39 @@ def test_a_failed_run_removes_only_a_regular_empty_predictions_file(tmp_path):
         assert r.returncode == 1 and b"bad.vw:1" in r.stderr
     assert not plain.exists()  # the sink was opened, the run failed: the empty file is gone
     assert link.is_symlink() and target.exists()  # a symlink is left alone
+
+
+def _unit_norm_copy(src, dst):
+    """``src`` (VW text, namespaces s and b, ``name:value`` or bare names) with every line's
+    values divided by its L2 norm: what ``--unit_norm --noconstant`` should feed the learner
+    (test_readers checks that the constant is scaled with the rest)."""
+    import math
+    out = []
+    for line in Path(src).read_text().splitlines():
+        head, *nss = line.split("|")
+        toks = [[t.rsplit(":", 1) if ":" in t else [t, "1"] for t in ns.split()[1:]] for ns in nss]
+        norm = math.sqrt(sum(float(v) ** 2 for ns in toks for _, v in ns)) or 1.0
+        out.append(head + "".join("|" + ns.split()[0] + " " + " ".join(f"{n}:{float(v) / norm!r}" for n, v in t)
+                                  for ns, t in zip(nss, toks)))
+    Path(dst).write_text("\n".join(out) + "\n")
+
+
+@pytest.mark.parametrize("algo", ["adagrad", "bear"])
+def test_unit_norm_equals_training_on_normalised_rows_and_is_kept_in_the_model(tmp_path, algo):
+    norm = tmp_path / "norm.vw"
+    _unit_norm_copy(NEWS_TEST, norm)
+    opts = ["--algo", algo, "--loss_function", "logistic", "--quiet", "--noconstant"]
+    ok(sl("train", NEWS_TEST, *opts, "--unit_norm", "-f", tmp_path / "u.slm", "-p", tmp_path / "u.txt"))
+    ok(sl("train", norm, *opts, "-f", tmp_path / "n.slm", "-p", tmp_path / "n.txt"))
+    ok(sl("train", NEWS_TEST, *opts, "-p", tmp_path / "raw.txt"))
+    u, n, raw = (np.loadtxt(tmp_path / f, usecols=0) for f in ("u.txt", "n.txt", "raw.txt"))
+    np.testing.assert_allclose(u, n, rtol=1e-9, atol=1e-12)  # progressive predictions
+    assert not np.allclose(u, raw)
+    # predict takes --unit_norm from the model: raw input, same scores as the normalised file
+    ok(sl("predict", "-i", tmp_path / "u.slm", NEWS_TEST, "-p", tmp_path / "pu.txt"))
+    ok(sl("predict", "-i", tmp_path / "n.slm", norm, "-p", tmp_path / "pn.txt"))
+    pu, pn = (np.loadtxt(tmp_path / f, usecols=0) for f in ("pu.txt", "pn.txt"))
+    np.testing.assert_allclose(pu, pn, rtol=1e-9, atol=1e-12)
+    # continuing a model trained without it cannot switch it on
+    r = sl("train", NEWS_TEST, "-i", tmp_path / "n.slm", "--unit_norm", "--quiet")
+    assert r.returncode == 2 and b"--unit_norm" in r.stderr

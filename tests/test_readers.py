@@ -515,3 +515,23 @@ def test_truncated_gzip_keeps_the_good_lines_before_the_damage(tmp_path):
                 assert (b.lines == np.arange(got + 1, got + b.n + 1)).all()
                 got += b.n
         assert 50000 < got < 60000
+
+
+def test_unit_norm_rows_against_numpy():
+    from streamlearn.batch import CONSTANT_HASH, Batch, unit_norm_rows
+    rng = np.random.default_rng(3)
+    rows = [[(5, 3.0), (CONSTANT_HASH, 4.0)],                 # norm 5, the constant included
+            [(CONSTANT_HASH, 1.0)],
+            [],                                             # empty row
+            [(int(h), float(v)) for h, v in zip(rng.integers(0, 2**32, 9), rng.normal(size=9))]]
+    offsets = np.cumsum([0] + [len(r) for r in rows]).astype(np.int64)
+    idx = np.array([h for r in rows for h, _ in r], np.uint32)
+    val = np.array([v for r in rows for _, v in r], np.float64)
+    b = Batch(offsets, idx, val.copy(), np.ones(4), np.ones(4))
+    got = unit_norm_rows(b).values
+    want = []
+    for r in rows:
+        nrm = math.sqrt(sum(v * v for _, v in r))
+        want += [v / nrm for _, v in r]
+    np.testing.assert_allclose(got, want, rtol=1e-15)
+    assert got[:3].tolist() == pytest.approx([0.6, 0.8, 1.0], rel=1e-15)

@@ -19,6 +19,9 @@ def _algo_names():
 @click.option("-q", "--quadratic", "quadratic", multiple=True, metavar="AB",
               help="Quadratic interactions between namespaces starting with letters A and B (may repeat).")
 @click.option("--noconstant", is_flag=True, help="Do not add the constant (bias) feature.")
+@click.option("--unit_norm", "--unit-norm", "unit_norm", is_flag=True,
+              help="Scale every example's feature vector (constant and -q pairs included) to unit L2 "
+                   "norm; stored in the model, so predict does the same. For BEAR on raw counts.")
 @click.option("-i", "--initial_regressor", "--initial-regressor", "initial_model", type=click.Path(dir_okay=False),
               default=None, help="Start from this model file (continue training).")
 @click.option("-f", "--final_regressor", "--final-regressor", "final_model", type=click.Path(dir_okay=False),
@@ -31,7 +34,7 @@ def _algo_names():
               help="On SIGINT/SIGTERM, still write -f with what was learned so far (complete, atomic).")
 @click.option("--select_out", "--select-out", "select_out", type=click.Path(dir_okay=False), default=None,
               help="Feature-selection learners: write the selected features (TSV) here at the end.")
-def train(files, data, algo, quadratic, noconstant, **kw):
+def train(files, data, algo, quadratic, noconstant, unit_norm, **kw):
     """Train on FILES (VW text, LIBSVM or Parquet; gzip ok; '-' or none = stdin).
 
     Every example is predicted and scored before it is learned (progressive validation);
@@ -45,7 +48,7 @@ def train(files, data, algo, quadratic, noconstant, **kw):
             raise click.BadParameter(f"{q!r}: give two namespace letters, e.g. -q ab", param_hint="-q")
     hyper = collect_hyper(kw)
     cfg = RunConfig(data=list(data) + list(files) or ["-"], fmt=kw["fmt"], algo=algo, hyper=hyper,
-                    quadratic=tuple(quadratic), constant=not noconstant,
+                    quadratic=tuple(quadratic), constant=not noconstant, unit_norm=unit_norm,
                     initial_model=kw["initial_model"], final_model=kw["final_model"],
                     predictions=kw["predictions"], link=kw["link"], test_only=kw["test_only"],
                     passes=kw["passes"], progress=kw["progress"], quiet=kw["quiet"], strict=kw["strict"],
