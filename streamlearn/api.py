@@ -289,7 +289,7 @@ def _run(cfg: RunConfig, learn: bool, log=None):
             try:
                 ev = run_stream(learner, _batches(cfg, reader, keep_names), learn=learn and not cfg.test_only,
                                 schedule=schedule, emit_row=emit_row,
-                                on_predictions=sink, on_errors=on_errors, guard=guard)
+                                on_predictions=sink, on_errors=on_errors, guard=guard, strict=cfg.strict)
             except KeyboardInterrupt:
                 if cfg.save_on_interrupt and cfg.final_model and learn and not cfg.test_only:
                     # the guard raised between batches: the state is that of whole batches
@@ -327,6 +327,8 @@ def _run(cfg: RunConfig, learn: bool, log=None):
 def _settings_lines(cfg, learner, reader, learn):
     lines = [f"algorithm = {learner.name}", f"Num weight bits = {learner.bits}"]
     for k, v in learner.hyper.items():
+        if k == "loss_function" and learner.multiclass:
+            v = "softmax (--oaa)"
         if k != "bit_precision" and v is not None:
             lines.append(f"{k} = {v}")
     if reader.get("quadratic"):

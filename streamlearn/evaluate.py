@@ -206,16 +206,43 @@ class InterruptGuard:
         return False
 
 
+def _split_bad_labels(learner, batch, strict):
+    """``(parts, errors, fatal)``: the runs of ``batch`` between rows whose label the learner
+    cannot use (e.g. label 3 under ``--oaa 2``), and those rows as ``(source, line, reason)``.
+    With ``strict``, ``parts`` stops at the first such row and ``fatal`` is the
+    :class:`InputError` to raise once the rows before it are done (their predictions kept)."""
+    bad = learner.bad_labels(batch.labels)
+    if bad is None or not bad.any():
+        return [batch], [], None
+    rows = np.flatnonzero(bad)
+    src = batch.source or "<input>"
+    errs = [(src, int(batch.lines[i]), learner.label_problem(batch.labels[i])) for i in rows]
+    if strict:
+        from .errors import InputError
+        first = int(rows[0])
+        return [batch.slice(0, first)] if first else [], [], InputError(f"{errs[0][0]}:{errs[0][1]}: {errs[0][2]}")
+    parts, a = [], 0
+    for i in rows:
+        if i > a:
+            parts.append(batch.slice(a, int(i)))
+        a = int(i) + 1
+    if a < batch.n:
+        parts.append(batch.slice(a, batch.n))
+    return parts, errs, None
+
+
 def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on_predictions=None,
-               on_errors=None, evaluation=None, guard=None):
+               on_errors=None, evaluation=None, guard=None, strict=False):
     """Run the learner over ``batches``; returns the :class:`Evaluation`.
 
     ``on_predictions(batch, pred)`` receives every batch's recorded predictions (for ``-p``);
-    ``on_errors(list)`` the malformed lines a reader skipped in each batch. With ``guard``
-    (an entered :class:`InterruptGuard`), interrupts are taken only between batches.
+    ``on_errors(list)`` the malformed lines a reader skipped in each batch, and the examples
+    whose label the learner cannot use (skipped the same way; ``strict``: an InputError). With
+    ``guard`` (an entered :class:`InterruptGuard`), interrupts are taken only between batches.
     """
     guard = guard or InterruptGuard()
-    ev = evaluation or Evaluation(learner.loss.name, learner.loss.classification, learner.multiclass)
+    loss_name = "softmax" if learner.multiclass else learner.loss.name
+    ev = evaluation or Evaluation(loss_name, learner.loss.classification, learner.multiclass)
     for batch in batches:
         guard.busy = True
         errs = batch.extra.get("errors") if batch.extra else None
@@ -226,12 +253,20 @@ def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on
         if batch.n == 0:
             guard.check()
             continue
-        pred, loss = learner.learn_batch(batch) if learn else learner.predict_batch(batch)
-        if np.isnan(pred).any():
-            _degenerated(learner, batch, pred)
-        ev.add(batch, pred, loss, schedule, emit_row)
-        if on_predictions is not None:
-            on_predictions(batch, pred)
+        parts, errs, fatal = _split_bad_labels(learner, batch, strict)
+        for part in parts:
+            pred, loss = learner.learn_batch(part) if learn else learner.predict_batch(part)
+            if np.isnan(pred).any():
+                _degenerated(learner, part, pred)
+            ev.add(part, pred, loss, schedule, emit_row)
+            if on_predictions is not None:
+                on_predictions(part, pred)
+        if fatal is not None:
+            raise fatal
+        if errs:
+            ev.skipped_lines += len(errs)
+            if on_errors is not None:
+                on_errors(errs)
         guard.check()
     if learn:
         guard.busy = True

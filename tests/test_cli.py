@@ -285,3 +285,21 @@ def test_unit_norm_equals_training_on_normalised_rows_and_is_kept_in_the_model(t
     # continuing a model trained without it cannot switch it on
     r = sl("train", NEWS_TEST, "-i", tmp_path / "n.slm", "--unit_norm", "--quiet")
     assert r.returncode == 2 and b"--unit_norm" in r.stderr
+
+
+def test_oaa_labels_out_of_range_are_skipped_and_named(tmp_path):
+    src = tmp_path / "mc.vw"
+    rows = ["1 |f a b", "2 |f c", "3 |f a", "0 |f b", "2.5 |f c", "|f a", "2 'keep |f b c"]
+    src.write_text("\n".join(rows) + "\n")
+    r = ok(sl("train", src, "--algo", "mission", "--oaa", 2, "-p", tmp_path / "p.txt", "--metrics", tmp_path / "m.json"))
+    err = r.stderr.decode()
+    for line, lab in ((3, "3"), (4, "0"), (5, "2.5")):
+        assert f"{src}:{line}: label {lab} is not a class of --oaa 2 (1..2); line skipped" in err
+    assert "loss_function = softmax" in err
+    m = json.loads((tmp_path / "m.json").read_text())
+    assert m["skipped_lines"] == 3 and m["examples"] == 4 and m["loss_function"] == "softmax"
+    assert lines(tmp_path / "p.txt")[-1].endswith(" keep") and len(lines(tmp_path / "p.txt")) == 4
+    r = sl("train", src, "--algo", "bear", "--oaa", 2, "--strict", "-p", tmp_path / "s.txt")
+    assert r.returncode == 1
+    assert r.stderr.decode().strip().splitlines()[-1] == f"streamlearn: error: {src}:3: label 3 is not a class of --oaa 2 (1..2)"
+    assert len(lines(tmp_path / "s.txt")) == 2  # the good lines before it keep their predictions

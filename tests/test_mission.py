@@ -88,3 +88,13 @@ def test_mission_recovers_sparse_support():
     _, hk, w, _ = L.top_features()
     assert set(hk.tolist()) == set(keys[sup].tolist())
     assert L.extra_summary()["compression_factor"] == pytest.approx(p / 300, rel=0.05)
+
+
+def test_oaa_bad_labels_mask_and_api_error():
+    L = Mission(oaa=3)
+    lab = np.array([1, 3, 0, 4, 2.5, np.nan, -1, 2])
+    assert L.bad_labels(lab).tolist() == [False, False, True, True, True, False, True, False]
+    assert Mission().bad_labels(lab) is None  # binary / regression: any label
+    b = Batch.from_dense(np.ones((2, 2)), np.array([1.0, 4.0]))
+    with pytest.raises(ValueError, match=r"label 4 is not a class of --oaa 3 \(1\.\.3\)"):
+        L.learn_batch(b)

@@ -97,6 +97,15 @@ class Learner:
     def predict_batch(self, batch):
         raise NotImplementedError
 
+    def bad_labels(self, labels):
+        """Boolean mask of the rows whose label this learner cannot learn from (the run skips
+        and reports them like malformed lines), or None when every label is usable."""
+        return None
+
+    def label_problem(self, label) -> str:
+        """Why ``label`` is one of :meth:`bad_labels`' rows (for the warning)."""
+        return f"label {label:g} is not usable"
+
     def finish(self) -> None:
         """End of stream (or of a pass): learn from anything still buffered (e.g. a partial
         minibatch). Predictions are never delayed; only updates may be."""

@@ -215,12 +215,21 @@ class SketchLearner(Learner):
         return 3 if self.multiclass else self.loss.code
 
     # -- learning -----------------------------------------------------------------------------
-    def _check_labels(self, labels):
+    def bad_labels(self, labels):
+        """Rows whose label is not a class id 1..K (``--oaa K``; unlabeled rows are fine)."""
         if not self.multiclass:
-            return
-        lab = labels[~np.isnan(labels)]
-        if len(lab) and (np.any(lab != np.floor(lab)) or lab.min() < 1 or lab.max() > self.n_classes):
-            raise ValueError(f"--oaa {self.n_classes}: labels must be integers in 1..{self.n_classes}")
+            return None
+        with np.errstate(invalid="ignore"):
+            ok = np.isnan(labels) | ((labels == np.floor(labels)) & (labels >= 1) & (labels <= self.n_classes))
+        return ~ok
+
+    def label_problem(self, label) -> str:
+        return f"label {label:g} is not a class of --oaa {self.n_classes} (1..{self.n_classes})"
+
+    def _check_labels(self, labels):
+        bad = self.bad_labels(labels)
+        if bad is not None and bad.any():
+            raise ValueError(self.label_problem(labels[np.flatnonzero(bad)[0]]))
 
     def _call(self, batch, learn, flush, skip):  # pragma: no cover - implemented by subclasses
         raise NotImplementedError
