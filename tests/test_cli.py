@@ -303,3 +303,5 @@ def test_oaa_labels_out_of_range_are_skipped_and_named(tmp_path):
     assert r.returncode == 1
     assert r.stderr.decode().strip().splitlines()[-1] == f"streamlearn: error: {src}:3: label 3 is not a class of --oaa 2 (1..2)"
     assert len(lines(tmp_path / "s.txt")) == 2  # the good lines before it keep their predictions
+    r = sl("train", src, "--algo", "mission", "--oaa", 2, "--loss_function", "hinge")
+    assert r.returncode == 2 and b"--loss_function does not apply with --oaa" in r.stderr
