@@ -28,9 +28,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from bear_real import l2_normalize, load  # noqa: E402
+from bear_real import load  # noqa: E402
 from streamlearn.algos.bear import Bear  # noqa: E402
 from streamlearn.algos.mission import Mission  # noqa: E402
+from streamlearn.batch import unit_norm_rows  # noqa: E402
 
 BINARY = {  # name: (train, test or None for progressive validation, format, L2-normalise)
     "news20_binary raw": ("news20/news20_binary_train.vw.gz", "news20/news20_binary_test.vw.gz", "vw", False),
@@ -73,7 +74,7 @@ def main():
         for name, (trp, tep, fmt, nrm) in sets.items():
             tr, te = load(trp, fmt=fmt), (load(tep, fmt=fmt) if tep else None)
             if nrm:
-                tr, te = l2_normalize(tr), l2_normalize(te)
+                tr, te = unit_norm_rows(tr), unit_norm_rows(te)
             for i, lr in enumerate(steps):
                 kw = dict(learning_rate=lr, **({"oaa": K} if K else {"loss_function": loss}))
                 r = [score(Mission(**kw), tr, te, K)]

@@ -76,6 +76,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import bear_real as br  # noqa: E402
 from streamlearn.algos.bear import Bear  # noqa: E402
 from streamlearn.algos.mission import Mission  # noqa: E402
+from streamlearn.batch import unit_norm_rows  # noqa: E402
 
 
 def _sparse_sub(ak, av, bk, bv, c):
@@ -246,14 +247,14 @@ def main():
         from bear_fig1 import problem
         tr, a.loss = problem(0)[0], "squared"
     else:
-        tr = br.l2_normalize(br.load(br.DATA[a.dataset][0], names=True))
+        tr = unit_norm_rows(br.load(br.DATA[a.dataset][0], names=True))
     extra = dict(step_schedule="inverse", t0=a.t0) if a.t0 else {}
     if a.what == "direction":
         direction(tr, a, extra)
     elif a.what == "share":
         share(tr, a, extra)
     else:
-        energy(tr, br.l2_normalize(br.load(br.DATA[a.dataset][1])), a, extra)
+        energy(tr, unit_norm_rows(br.load(br.DATA[a.dataset][1])), a, extra)
 
 
 if __name__ == "__main__":

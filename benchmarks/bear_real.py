@@ -83,6 +83,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from streamlearn.algos import AdaGrad  # noqa: E402
 from streamlearn.algos.bear import Bear  # noqa: E402
 from streamlearn.algos.mission import Mission  # noqa: E402
+from streamlearn.batch import unit_norm_rows  # noqa: E402
 from streamlearn.io import ReaderConfig, read_batches  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "datasets")
@@ -113,14 +114,6 @@ def load(path, names=False, fmt="vw"):
     for b in bs[1:]:
         out = concat_keep_names(out, b)
     return out
-
-
-def l2_normalize(b):
-    """Scale every row of ``b`` (in place) to unit L2 norm (empty rows stay empty)."""
-    rows = np.repeat(np.arange(b.n), np.diff(b.offsets))
-    nr = np.sqrt(np.bincount(rows, weights=b.values ** 2, minlength=b.n))
-    b.values = b.values / np.where(nr > 0, nr, 1.0)[rows]
-    return b
 
 
 def accuracy(pred, labels, K):
@@ -276,7 +269,7 @@ def main():
         trp, tep, K = DATA[ds]
         tr, te = load(trp, names=True), load(tep)
         if not raw:
-            tr, te = l2_normalize(tr), l2_normalize(te)
+            tr, te = unit_norm_rows(tr), unit_norm_rows(te)  # what train --unit_norm does
         p = len(np.unique(tr.indices))
         kc = max(1, K)
         if a.equal_steps:
