@@ -330,8 +330,8 @@ def _run(cfg: RunConfig, learn: bool, log=None):
 def _settings_lines(cfg, learner, reader, learn):
     lines = [f"algorithm = {learner.name}", f"Num weight bits = {learner.bits}"]
     for k, v in learner.hyper.items():
-        if k == "loss_function" and learner.multiclass:
-            v = "softmax (--oaa)"
+        if k == "loss_function":
+            v = learner.loss_name
         if k != "bit_precision" and v is not None:
             lines.append(f"{k} = {v}")
     if reader.get("quadratic"):

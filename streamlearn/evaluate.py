@@ -241,8 +241,7 @@ def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on
     ``guard`` (an entered :class:`InterruptGuard`), interrupts are taken only between batches.
     """
     guard = guard or InterruptGuard()
-    loss_name = "softmax" if learner.multiclass else learner.loss.name
-    ev = evaluation or Evaluation(loss_name, learner.loss.classification, learner.multiclass)
+    ev = evaluation or Evaluation(learner.loss_name, learner.loss.classification, learner.multiclass)
     for batch in batches:
         guard.busy = True
         errs = batch.extra.get("errors") if batch.extra else None

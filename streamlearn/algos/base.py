@@ -97,6 +97,11 @@ class Learner:
     def predict_batch(self, batch):
         raise NotImplementedError
 
+    @property
+    def loss_name(self) -> str:
+        """The loss the learner minimises, as the summary, the metrics and the settings name it."""
+        return self.loss.name
+
     def bad_labels(self, labels):
         """Boolean mask of the rows whose label this learner cannot learn from (the run skips
         and reports them like malformed lines), or None when every label is usable."""

@@ -214,6 +214,10 @@ class SketchLearner(Learner):
     def loss_code(self) -> int:
         return 3 if self.multiclass else self.loss.code
 
+    @property
+    def loss_name(self) -> str:
+        return "softmax" if self.multiclass else self.loss.name  # --oaa: softmax cross-entropy
+
     # -- learning -----------------------------------------------------------------------------
     def bad_labels(self, labels):
         """Rows whose label is not a class id 1..K (``--oaa K``; unlabeled rows are fine)."""
