@@ -1,26 +1,31 @@
-"""The Python API: ``train`` / ``predict`` over a config object, ``load_model`` / ``save_model``.
+"""The Python API: ``train`` / ``predict`` over a :class:`RunConfig`, ``select``, ``convert``,
+``load_model`` / ``save_model``, and the learner registry the command line is generated from.
 
 Nothing here prints: progress rows, warnings and the summary go through the ``log``
-callback (the CLI passes one that writes to stderr).
+callback (the CLI passes one that writes to stderr). Nothing here reads environment
+variables: the CLI turns them into :class:`RunConfig` fields.
 
 >>> from streamlearn.api import RunConfig, train
->>> summary = train(RunConfig(data=["sample_data/a9a_small.libsvm"], hyper={"loss_function": "logistic"}))
+>>> summary = train(RunConfig(data=["sample_data/a9a_train_3k.libsvm.gz"],
+...                           hyper={"loss_function": "logistic"}))  # doctest: +SKIP
 """
 from __future__ import annotations
 
-import json
 import os
-import sys
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import __version__
-from .algos import get_learner_class
+from .algos import COMMON_PARAMS, LEARNERS, get_learner_class
+from .convert import ConvertConfig, convert
 from .errors import ConfigError, InputError, ModelFileError
 from .evaluate import InterruptGuard, ProgressSchedule, run_stream
+from .outputs import PredictionSink, write_metrics
+from .report import settings_lines, summary_lines, table_header, table_row
 
-__all__ = ["RunConfig", "train", "predict", "load_model", "save_model", "make_learner"]
+__all__ = ["RunConfig", "train", "predict", "select", "convert", "ConvertConfig", "load_model",
+           "save_model", "make_learner", "LEARNERS", "COMMON_PARAMS"]
 
 
 @dataclass
@@ -87,87 +92,6 @@ def load_model(path: str):
     except (KeyError, ValueError, TypeError) as e:
         raise ModelFileError(f"{path}: model state does not fit algorithm {algo!r} ({e})") from None
     return learner, header.get("reader", {}), header
-
-
-def _is_regular_file(path) -> bool:
-    """Whether ``path`` itself (not a symlink's target) is a regular file."""
-    import stat
-
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
-class _PredictionSink:
-    """Writes predictions (``pred [tag]`` per line, as VW's ``-p``) as they are produced, so
-    predictions already made survive a later input error. Stops quietly on a closed pipe."""
-
-    def __init__(self, path, link, multiclass):
-        self.path = path
-        self.link = link
-        self.multiclass = multiclass
-        self.f = None
-        self.broken = False
-        self.count = 0
-
-    def open(self):
-        if self.path == "-":
-            self.f = sys.stdout
-        else:
-            try:
-                self.f = open(self.path, "w", buffering=1 << 20)
-            except OSError as e:
-                raise InputError(f"{self.path}: cannot write predictions: {e.strerror or e}") from None
-
-    def __call__(self, batch, pred):
-        if self.broken:
-            return
-        if self.multiclass:
-            vals = [str(int(p)) for p in pred.tolist()]
-        else:
-            p = 1.0 / (1.0 + np.exp(-pred)) if self.link == "logistic" else pred
-            vals = list(map("{:.9g}".format, p.tolist()))
-        if batch.tag_start is not None and np.any(batch.tag_start >= 0):
-            tags = batch.tags()
-            vals = [v if t is None else f"{v} {t}" for v, t in zip(vals, tags)]
-        try:
-            self.f.write("\n".join(vals))
-            self.f.write("\n")
-            self.count += len(vals)
-        except BrokenPipeError:
-            self.broken = True
-            _silence_stdout()
-
-    def close(self, failed=False):
-        """Flush and close; after a failed run that produced no prediction at all, remove
-        the (empty) file so that no output is left behind. Predictions already written are
-        always kept."""
-        if self.f is None:
-            return
-        try:
-            self.f.flush()
-        except BrokenPipeError:
-            self.broken = True
-            _silence_stdout()
-        if self.f is not sys.stdout:
-            self.f.close()
-            if failed and self.count == 0 and _is_regular_file(self.path):
-                # only a regular file: -p /dev/stdout, a FIFO or a device is never removed
-                # (as root, unlinking /dev/stdout would replace it for every later process)
-                try:
-                    os.unlink(self.path)
-                except OSError:
-                    pass
-
-
-def _silence_stdout():
-    """After a closed pipe (``| head``): point stdout at /dev/null so exit stays quiet."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
 
 
 def _reader_settings(cfg: RunConfig) -> dict:
@@ -264,14 +188,13 @@ def _run(cfg: RunConfig, learn: bool, log=None):
 
     sink = None
     if cfg.predictions is not None:
-        sink = _PredictionSink(cfg.predictions, cfg.link, learner.multiclass)
+        sink = PredictionSink(cfg.predictions, cfg.link, learner.multiclass)
         sink.open()
 
     schedule = None if cfg.quiet else ProgressSchedule(cfg.progress)
     header_done = [False]
 
     def emit_row(*row):
-        from .report import table_header, table_row
         if not header_done[0]:
             for h in table_header():
                 log(h)
@@ -284,7 +207,7 @@ def _run(cfg: RunConfig, learn: bool, log=None):
                 log(f"warning: {src}:{line}: {reason}; line skipped")
 
     if not cfg.quiet:
-        for line in _settings_lines(cfg, learner, reader, learn):
+        for line in settings_lines(cfg, learner, reader, learn):
             log(line)
     failed = True
     try:
@@ -314,40 +237,12 @@ def _run(cfg: RunConfig, learn: bool, log=None):
     if cfg.select_out:
         from .select import write_selection
         write_selection(learner, cfg.select_out)
-    if cfg.metrics == "-":
-        sys.stdout.write(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    elif cfg.metrics:
-        from .io.model_file import atomic_writer
-        with atomic_writer(cfg.metrics) as f:
-            f.write(json.dumps(summary, indent=2, sort_keys=True).encode() + b"\n")
+    if cfg.metrics:
+        write_metrics(summary, cfg.metrics)
     if not cfg.quiet:
-        from .report import summary_lines
         for line in summary_lines(summary):
             log(line)
     return summary
-
-
-def _settings_lines(cfg, learner, reader, learn):
-    lines = [f"algorithm = {learner.name}", f"Num weight bits = {learner.bits}"]
-    for k, v in learner.hyper.items():
-        if k == "loss_function":
-            v = learner.loss_name
-        if k != "bit_precision" and v is not None:
-            lines.append(f"{k} = {v}")
-    if reader.get("quadratic"):
-        lines.append("quadratic = " + " ".join(reader["quadratic"]))
-    if reader.get("unit_norm"):
-        lines.append("unit_norm = True")
-    if cfg.initial_model:
-        lines.append(f"initial model = {cfg.initial_model}")
-    if cfg.final_model:
-        lines.append(f"final model = {cfg.final_model}")
-    if cfg.predictions:
-        lines.append(f"predictions = {cfg.predictions}")
-    if not learn or cfg.test_only:
-        lines.append("only testing")
-    lines.append("data = " + " ".join("<stdin>" if d == "-" else d for d in cfg.data))
-    return lines
 
 
 def train(cfg: RunConfig, log=None) -> dict:
@@ -361,3 +256,15 @@ def predict(cfg: RunConfig, log=None) -> dict:
         raise ConfigError("predict needs a model: -i MODEL")
     cfg.test_only = True
     return _run(cfg, learn=False, log=log)
+
+
+def select(model: str, top_k: int | None = None, fmt: str = "tsv", out: str = "-") -> int:
+    """Write the features selected by the BEAR / MISSION model file ``model`` to ``out``
+    (``-``: stdout) as TSV or JSON (:mod:`streamlearn.select`); returns the number of rows."""
+    from .select import write_selection
+
+    learner, _, _ = load_model(model)
+    try:
+        return write_selection(learner, out, top_k=top_k, fmt=fmt)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["table_header", "table_row", "summary_lines"]
+__all__ = ["table_header", "table_row", "summary_lines", "settings_lines"]
 
 
 def table_header() -> list[str]:
@@ -47,3 +47,28 @@ def summary_lines(s: dict) -> list[str]:
         out.append(f"{k.replace('_', ' ')} = {v}")
     out.append(f"seconds = {s['seconds']:.3f} ({s['examples_per_second']:.0f} examples/s)")
     return out
+
+
+def settings_lines(cfg, learner, reader: dict, learn: bool) -> list[str]:
+    """The settings VW prints before its table: the learner, its hyper-parameters, the
+    reader's transforms and the run's files (``cfg``: an :class:`streamlearn.api.RunConfig`)."""
+    lines = [f"algorithm = {learner.name}", f"Num weight bits = {learner.bits}"]
+    for k, v in learner.hyper.items():
+        if k == "loss_function":
+            v = learner.loss_name
+        if k != "bit_precision" and v is not None:
+            lines.append(f"{k} = {v}")
+    if reader.get("quadratic"):
+        lines.append("quadratic = " + " ".join(reader["quadratic"]))
+    if reader.get("unit_norm"):
+        lines.append("unit_norm = True")
+    if cfg.initial_model:
+        lines.append(f"initial model = {cfg.initial_model}")
+    if cfg.final_model:
+        lines.append(f"final model = {cfg.final_model}")
+    if cfg.predictions:
+        lines.append(f"predictions = {cfg.predictions}")
+    if not learn or cfg.test_only:
+        lines.append("only testing")
+    lines.append("data = " + " ".join("<stdin>" if d == "-" else d for d in cfg.data))
+    return lines

@@ -35,8 +35,8 @@ def run_api(fn, cfg):
         sys.stderr.write("streamlearn: interrupted" + (" (SIGTERM)" if signum == 15 else "") + "\n")
         sys.exit(128 + signum)
     except BrokenPipeError:
-        from ..api import _silence_stdout
-        _silence_stdout()
+        from ..outputs import silence_stdout
+        silence_stdout()
         sys.exit(0)
     except OSError as e:
         name = f"{e.filename}: " if getattr(e, "filename", None) else ""

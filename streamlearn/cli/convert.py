@@ -26,7 +26,7 @@ def convert(inputs, output, fmt, row_group_size, compression, no_names, strict, 
     Labels, importance weights, tags, feature hashes, values, names and namespaces are kept;
     'streamlearn train OUT.parquet' then gives the same progressive loss as on the text.
     """
-    from ..convert import ConvertConfig, convert as api_convert
+    from ..api import ConvertConfig, convert as api_convert
     from .common import run_api
 
     cfg = ConvertConfig(inputs=list(inputs) or ["-"], output=output, fmt=fmt,

@@ -26,7 +26,7 @@ def _names(name, short=None):
 
 def learner_params():
     """All distinct Params over COMMON_PARAMS and every registered learner, in order."""
-    from ..algos import COMMON_PARAMS, LEARNERS
+    from ..api import COMMON_PARAMS, LEARNERS
 
     seen = {}
     for p in COMMON_PARAMS:
@@ -43,7 +43,7 @@ def learner_params():
 
 
 def _users(name):
-    from ..algos import COMMON_PARAMS, LEARNERS
+    from ..api import COMMON_PARAMS, LEARNERS
 
     if any(p.name == name for p in COMMON_PARAMS):
         return None

@@ -15,17 +15,7 @@ def select(model, top_k, fmt):
     """Print the selected features of MODEL, one per line, sorted by |weight| descending
     (per class for --oaa models): name (namespace^name as in the input), 32-bit hash,
     weight (and class)."""
+    from ..api import select as api_select
     from .common import run_api
 
-    def run(cfg, log):
-        from ..api import load_model
-        from ..errors import ConfigError
-        from ..select import write_selection
-
-        learner, _, _ = load_model(cfg["model"])
-        try:
-            write_selection(learner, "-", top_k=cfg["top_k"], fmt=cfg["fmt"])
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
-
-    run_api(run, {"model": model, "top_k": top_k, "fmt": fmt})
+    run_api(lambda cfg, log: api_select(**cfg), {"model": model, "top_k": top_k, "fmt": fmt})

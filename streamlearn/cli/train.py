@@ -7,7 +7,7 @@ from .options import collect_hyper, input_options, learner_options, output_optio
 
 
 def _algo_names():
-    from ..algos import LEARNERS
+    from ..api import LEARNERS
     return list(LEARNERS)
 
 
