@@ -216,6 +216,7 @@ def _batches(cfg: RunConfig, reader: dict, keep_names: bool):
             paths.extend(expand_paths(p))
         else:
             paths.append(p)
+
     def passes():
         for _ in range(cfg.passes):
             yield from read_batches(paths, rc)

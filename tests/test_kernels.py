@@ -187,3 +187,15 @@ def test_quadratic_is_validated_once_in_the_config():
     calls = [p.name for p in (ROOT / "streamlearn").rglob("*.py")
              for _ in re.finditer(r"(?<!def )\bquadratic_pairs\(", p.read_text())]
     assert calls == ["source.py"], calls
+
+
+def test_kernels_import_nothing_above_them():
+    """``kernels`` reaches the numba kernel modules of io/ and algos/ only by name (lazy)."""
+    import ast
+    for p in (ROOT / "streamlearn" / "kernels").glob("*.py"):
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                mod = "." * node.level + (node.module or "")
+                assert node.level <= 1 and not mod.startswith("streamlearn."), (p.name, mod)
+            elif isinstance(node, ast.Import):
+                assert not any(a.name.startswith("streamlearn") for a in node.names), p.name
