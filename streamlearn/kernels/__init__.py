@@ -1,8 +1,9 @@
 """The kernel seam: every compiled entry point, bound once per process to its C or numba
 implementation.
 
-Readers and learners call the names bound here (``kernels.parse_chunk(...)``) and never ask
-which backend runs them. The binding is made at the first use of one of them (importing
+Readers and learners call the names bound here as attributes of this module
+(``kernels.parse_chunk(...)``: a name imported from it would miss a later :func:`configure`)
+and never ask which backend runs them. The binding is made at the first use of one of them (importing
 streamlearn loads neither numba nor the C library): to the C fast path
 (:mod:`streamlearn.kernels._cfast`, bit-identical) when :func:`configure` allows it and the
 library loads, else to the numba kernels. A C-bound name still calls numba for arguments its
