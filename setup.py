@@ -1,7 +1,7 @@
 """Build step for the optional C fast path (project metadata: pyproject.toml).
 
-``streamlearn/_c/cfast.c`` is compiled into ``streamlearn/_cfast_lib*.so``: a shared library
-that uses no Python API and is loaded with ctypes (``streamlearn/_cfast.py``). The extension
+``streamlearn/kernels/_c/cfast.c`` is compiled into ``streamlearn/kernels/_cfast_lib*.so``: a shared library
+that uses no Python API and is loaded with ctypes (``streamlearn/kernels/_cfast.py``). The extension
 is optional: when it cannot be compiled (no C compiler), the install still succeeds and
 streamlearn uses its numba kernels. Flags: -O2 without fast-math and without FMA contraction
 (-ffp-contract=off), so every floating-point operation is the one the numba kernels do.
@@ -33,8 +33,8 @@ class build_c_library(build_ext):
 
 
 setup(
-    ext_modules=[Extension("streamlearn._cfast_lib", sources=["streamlearn/_c/cfast.c"],
-                           depends=["streamlearn/_c/pow10.h"], extra_compile_args=CFLAGS,
+    ext_modules=[Extension("streamlearn.kernels._cfast_lib", sources=["streamlearn/kernels/_c/cfast.c"],
+                           depends=["streamlearn/kernels/_c/pow10.h"], extra_compile_args=CFLAGS,
                            libraries=["m"], optional=True)],
     cmdclass={"build_ext": build_c_library},
 )

@@ -54,6 +54,10 @@ class RunConfig:
     label_column: str | None = None
     chunk_bytes: int = 1 << 20  # 1 MiB: as fast as 4 MiB, half the RSS in flight (benchmarks/memory_stream.py)
     keep_names: bool | None = None
+    # one batch waiting is enough to overlap: the parse workers' results queue behind it (2 more);
+    # each slot is ~1-2 MB that a long stream eventually fills at once (peak RSS)
+    prefetch_depth: int = 1  # batches read ahead on the reader thread (0: read on the caller's)
+    parse_threads: int | None = None  # text parsing threads (None: the CPUs, at most 4)
 
 
 def make_learner(algo: str, hyper: dict):
@@ -117,23 +121,18 @@ def _batches(cfg: RunConfig, reader: dict, keep_names: bool):
     """The run's batches: ``cfg.passes`` passes over ``cfg.data`` (directories expand to
     their ``*.parquet`` files), read ahead on a background thread (bounded queue) while
     worker threads parse text chunks in parallel, so reading, decompression and parsing
-    overlap learning (the numba parse and learn kernels release the GIL).
+    overlap learning (the parse and learn kernels release the GIL). ``cfg.prefetch_depth``,
+    ``cfg.parse_threads`` and ``cfg.chunk_bytes`` set the queue depth, the parsing threads and
+    the bytes of text per batch (results depend on none of them)."""
+    from .io import ReaderConfig, read_batches
+    from .io.prefetch import prefetch
+    from .memory import bounded
 
-    Environment: ``STREAMLEARN_PREFETCH`` = queue depth in batches (default 1; 0: read on the main
-    thread), ``STREAMLEARN_PARSE_THREADS`` = text parsing threads (default: CPUs, <= 4),
-    ``STREAMLEARN_CHUNK_BYTES`` = bytes of text per batch (results do not depend on it).
-    Text and Parquet go through the C fast path when it is available (``c_parser``; see
-    :mod:`streamlearn._cfast`: bit-identical batches, so every learner uses it; an AdaGrad run
-    then never imports numba)."""
-    from .io import ReaderConfig
-    from .io.prefetch import bounded, parallel_read_batches, prefetch
-
+    workers = cfg.parse_threads if cfg.parse_threads is not None else min(4, os.cpu_count() or 1)
     rc = ReaderConfig(fmt=cfg.fmt, quadratic=tuple(reader.get("quadratic", ())),
                       constant=bool(reader.get("constant", True)), keep_names=keep_names,
-                      chunk_bytes=int(os.environ.get("STREAMLEARN_CHUNK_BYTES") or cfg.chunk_bytes),
-                      strict=cfg.strict, c_parser=True)
-    if cfg.label_column is not None:
-        rc.label_column = cfg.label_column
+                      chunk_bytes=cfg.chunk_bytes, strict=cfg.strict, parse_threads=max(1, workers),
+                      label_column=cfg.label_column)
     paths = []
     for p in cfg.data:
         if p != "-" and os.path.isdir(p):
@@ -141,16 +140,12 @@ def _batches(cfg: RunConfig, reader: dict, keep_names: bool):
             paths.extend(expand_paths(p))
         else:
             paths.append(p)
-    workers = os.environ.get("STREAMLEARN_PARSE_THREADS")
-    workers = int(workers) if workers else None
 
     def passes():
         for _ in range(cfg.passes):
-            yield from parallel_read_batches(paths, rc, workers)
+            yield from read_batches(paths, rc)
 
-    # one batch waiting is enough to overlap: the parse workers' results queue behind it (2 more);
-    # each slot is ~1-2 MB that a long stream eventually fills at once (peak RSS)
-    depth = int(os.environ.get("STREAMLEARN_PREFETCH") or 1)
+    depth = cfg.prefetch_depth
     stream = bounded(prefetch(passes(), depth) if depth > 0 else passes())
     if reader.get("unit_norm"):
         from .batch import unit_norm_rows

@@ -1,11 +1,12 @@
-"""Test session set-up: make the C fast path (streamlearn/_c/cfast.c) testable from a source
-checkout.
+"""Test session set-up: make the C fast path (streamlearn/kernels/_c/cfast.c) testable from a
+source checkout.
 
 ``pip install`` compiles the library beside the installed package; a checkout that was never
 built has none. Then the library is compiled here, once per session, with the flags of
 ``setup.py`` into a temporary directory, and ``STREAMLEARN_C_LIB`` points at it (inherited by
-the CLI runs in subprocesses). Without a C compiler the C tests skip (the numba path is what
-runs then, as in such an install).
+the CLI runs in subprocesses), and the kernel seam of this process is bound to it as the CLI
+binds it (:func:`streamlearn.cli.common.configure_kernels`). Without a C compiler the C tests
+skip (the numba path is what runs then, as in such an install).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-C_SOURCE = ROOT / "streamlearn" / "_c" / "cfast.c"
+C_SOURCE = ROOT / "streamlearn" / "kernels" / "_c" / "cfast.c"
 
 
 def setup_cflags() -> list:
@@ -43,22 +44,26 @@ def build_c_library(out_dir) -> Path | None:
 
 
 def pytest_configure(config):
-    import streamlearn._cfast as cf
+    from streamlearn.cli.common import configure_kernels
+    from streamlearn.kernels import _cfast as cf
 
-    if os.environ.get("STREAMLEARN_C_LIB"):
-        return
+    if not os.environ.get("STREAMLEARN_C_LIB") and not _fresh_in_place_library(cf):
+        d = tempfile.mkdtemp(prefix="streamlearn-cfast-")
+        config._cfast_dir = d
+        lib = build_c_library(d)
+        if lib is not None:
+            os.environ["STREAMLEARN_C_LIB"] = str(lib)
+    # bind the kernel seam as the CLI would in this environment (STREAMLEARN_NO_C too)
+    configure_kernels()
+
+
+def _fresh_in_place_library(cf) -> bool:
+    """A library built in place (setup.py build_ext --inplace / a developer's build) that is
+    not older than the source."""
     here = Path(cf.__file__).resolve().parent
-    if cf.library_path() is not None and here == (ROOT / "streamlearn"):
-        # built in place (setup.py build_ext --inplace / a developer's build): use it only
-        # when it is not older than the source
-        if os.path.getmtime(cf.library_path()) >= os.path.getmtime(C_SOURCE):
-            return
-    d = tempfile.mkdtemp(prefix="streamlearn-cfast-")
-    config._cfast_dir = d
-    lib = build_c_library(d)
-    if lib is not None:
-        os.environ["STREAMLEARN_C_LIB"] = str(lib)
-        cf._lib = None  # look the library up again
+    path = cf.library_path()
+    return (path is not None and here == ROOT / "streamlearn" / "kernels"
+            and os.path.getmtime(path) >= os.path.getmtime(C_SOURCE))
 
 
 def pytest_unconfigure(config):

@@ -26,6 +26,7 @@ threshold are "fragile": only their good/bad status is compared (nothing else is
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import random
@@ -609,18 +610,34 @@ def _crash(where, exc):
         traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
 
 
+@contextlib.contextmanager
+def kernel_backend(use_c: bool):
+    """Run the block with the kernel seam bound to the C fast path (``use_c``, when the library
+    loads) or to numba, then restore the session's binding (tests/conftest.py)."""
+    from streamlearn import kernels
+
+    saved = (kernels._use_c, kernels._lib_path)
+    kernels.configure(use_c=use_c, lib_path=saved[1])
+    try:
+        yield
+    finally:
+        kernels.configure(*saved)
+
+
 def check_text(data: bytes, fmt: str, pairs=(), constant=True, keep_names=False,
                chunk_bytes=1 << 20, name="fuzz.txt", strict=None, path=None,
-               reader=None, c_parser=False) -> CaseResult:
+               reader=None, use_c=False) -> CaseResult:
     """Read ``data`` as the readers do and compare with the oracle: ``reader`` is
     ``"memory"`` (``text_batches`` over the bytes, the default without ``path``), ``"file"``
     (``read_batches`` of ``path``, which holds ``data``; the default with ``path``) or
-    ``"parallel"`` (the CLI's ``parallel_read_batches``, 2 workers). ``strict`` (default: yes)
-    also checks that a strict read stops with ``FILE:LINE: reason`` at the first bad line.
-    ``c_parser``: parse with the C fast path (``ReaderConfig.c_parser``)."""
+    ``"parallel"`` (``read_batches`` of ``path`` with 2 parsing threads, as the CLI reads).
+    ``strict`` (default: yes) also checks that a strict read stops with ``FILE:LINE: reason``
+    at the first bad line. ``use_c``: parse with the C fast path, else with numba
+    (:func:`kernel_backend`)."""
+    from dataclasses import replace
+
     from streamlearn.errors import InputError
     from streamlearn.io import ReaderConfig, read_batches
-    from streamlearn.io.prefetch import parallel_read_batches
     from streamlearn.io.source import text_batches
 
     reader = reader or ("memory" if path is None else "file")
@@ -629,14 +646,15 @@ def check_text(data: bytes, fmt: str, pairs=(), constant=True, keep_names=False,
     res = CaseResult(sum(r.good for r in expected), sum(not r.good for r in expected))
     where = f"{fmt} file of {len(data)} bytes ({reader} reader)"
     cfg = ReaderConfig(fmt=fmt, quadratic=qs, constant=constant, keep_names=keep_names,
-                       chunk_bytes=chunk_bytes, c_parser=c_parser)
+                       chunk_bytes=chunk_bytes)
 
     def read(c):
-        if reader == "file":
-            return list(read_batches([str(path)], c))
-        if reader == "parallel":
-            return list(parallel_read_batches([str(path)], c, workers=2))
-        return list(text_batches(io.BytesIO(data), name, c, fmt))
+        with kernel_backend(use_c):
+            if reader == "file":
+                return list(read_batches([str(path)], c))
+            if reader == "parallel":
+                return list(read_batches([str(path)], replace(c, parse_threads=2)))
+            return list(text_batches(io.BytesIO(data), name, c, fmt))
 
     source = str(path) if reader != "memory" else name
     try:
@@ -666,9 +684,9 @@ def check_text(data: bytes, fmt: str, pairs=(), constant=True, keep_names=False,
 
 
 def check_parquet(table, path, pairs=(), constant=True, keep_names=False, batch_rows=None,
-                  label_column=None, c_parser=False) -> CaseResult:
+                  label_column=None, use_c=False) -> CaseResult:
     """Write ``table`` to ``path``, read it back with the Parquet reader (plain and strict;
-    ``c_parser``: with the C kernels) and compare with :func:`oracle_parquet`."""
+    ``use_c``: with the C kernels, else numba) and compare with :func:`oracle_parquet`."""
     import pyarrow.parquet as pq
 
     from streamlearn.errors import InputError
@@ -692,12 +710,10 @@ def check_parquet(table, path, pairs=(), constant=True, keep_names=False, batch_
 
     def read(strict):
         cfg = ReaderConfig(fmt="parquet", quadratic=qs, constant=constant,
-                           keep_names=keep_names, strict=strict, c_parser=c_parser)
-        if batch_rows:
-            cfg.parquet_batch_rows = batch_rows
-        if label_column is not None:
-            cfg.label_column = label_column
-        return list(read_batches([str(path)], cfg))
+                           keep_names=keep_names, strict=strict, parquet_batch_rows=batch_rows or None,
+                           label_column=label_column)
+        with kernel_backend(use_c):
+            return list(read_batches([str(path)], cfg))
 
     for strict in (False, True):
         try:

@@ -1,4 +1,4 @@
-"""The C fast path (streamlearn/_c/cfast.c via streamlearn/_cfast.py) against its numba
+"""The C fast path (streamlearn/kernels/_c/cfast.c via streamlearn/kernels/_cfast.py) against its numba
 references: bit-identical parses (same batches, same error lines and codes), hashes, float
 parsing, AdaGrad updates, and CLI runs with and without ``STREAMLEARN_NO_C`` (byte-identical
 predictions, model files, metrics and warnings), the Parquet reader's kernels and reader with and
@@ -29,10 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fuzz_oracle as fo  # noqa: E402
 from naive_adagrad import adagrad_reference, vw_normalized_reference  # noqa: E402
 
-from streamlearn import _cfast  # noqa: E402
+from streamlearn import kernels  # noqa: E402
 from streamlearn.batch import Batch  # noqa: E402
+from streamlearn.kernels import _cfast  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not _cfast.available(),
+pytestmark = pytest.mark.skipif(kernels.backend() != "c",
                                 reason="C fast path not built (no C compiler) or STREAMLEARN_NO_C set")
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +80,7 @@ def both_parse(data: bytes, fmt: str, pairs=(), constant=True, keep_names=False)
 # ------------------------------------------------------------------------------ tables, codes
 
 def pow10_header() -> str:
-    """The text of streamlearn/_c/pow10.h (the construction of _pow10_tables in _text_kernels)."""
+    """The text of streamlearn/kernels/_c/pow10.h (the construction of _pow10_tables in _text_kernels)."""
     rows = []
     for q in range(-360, 311):
         x = Fraction(10) ** q
@@ -98,7 +99,7 @@ def pow10_header() -> str:
 
 def test_pow10_table_is_the_kernels_table():
     tk = _tk()
-    assert (ROOT / "streamlearn" / "_c" / "pow10.h").read_text() == pow10_header()
+    assert (ROOT / "streamlearn" / "kernels" / "_c" / "pow10.h").read_text() == pow10_header()
     assert (tk._PMIN, tk._PMAX, tk._SCALE_Q) == (-360, 310, 280)
     for q in range(tk._PMIN, tk._PMAX + 1):
         hi, lo = _cfast.pow10_entry(q)
@@ -107,7 +108,7 @@ def test_pow10_table_is_the_kernels_table():
 
 def test_error_codes_match_the_c_enum():
     from streamlearn.io import _text_codes
-    src = (ROOT / "streamlearn" / "_c" / "cfast.c").read_text()
+    src = (ROOT / "streamlearn" / "kernels" / "_c" / "cfast.c").read_text()
     enum = dict((k, int(v)) for k, v in re.findall(r"\b(ERR_[A-Z_]+) = (\d+),", src))
     py = {k: v for k, v in vars(_text_codes).items() if k.startswith("ERR_")}
     assert enum == py and len(py) == 15
@@ -250,7 +251,7 @@ def test_parser_matches_numba_on_growth_and_overflow():
 @given(seed=st.integers(0, 2**32 - 1), fmt=st.sampled_from(["vw", "libsvm"]),
        reader=st.sampled_from(["memory", "parallel"]))
 def test_c_reader_matches_the_oracle(seed, fmt, reader, tmp_path_factory):
-    """The readers with ``c_parser=True`` (in-memory, and the CLI's parallel reader) against the
+    """The readers on the C fast path (in-memory, and with the CLI's parsing threads) against the
     pure-Python oracle, strict mode included."""
     r = random.Random(seed)
     data = fo.join_lines(r, fo.gen_lines(r, fmt, r.randint(1, 80)))
@@ -258,19 +259,19 @@ def test_c_reader_matches_the_oracle(seed, fmt, reader, tmp_path_factory):
     if reader == "parallel":
         path = tmp_path_factory.mktemp("cfuzz") / f"f.{fmt}"
         path.write_bytes(data)
-    res = fo.check_text(data, fmt, c_parser=True, path=path, reader=reader, **fo.random_config(r, fmt))
+    res = fo.check_text(data, fmt, use_c=True, path=path, reader=reader, **fo.random_config(r, fmt))
     assert not res.crashes, res.crashes[0]
     assert not res.mismatches, "\n".join(res.mismatches[:10])
 
 
-def test_reader_dispatch(monkeypatch):
-    from streamlearn.io import ReaderConfig
-    from streamlearn.io.source import chunk_parser
-    assert chunk_parser(ReaderConfig(c_parser=True)) is _cfast.parse_chunk
-    assert chunk_parser(ReaderConfig()) is _tk().parse_chunk
-    monkeypatch.setenv("STREAMLEARN_NO_C", "1")
-    assert not _cfast.available()
-    assert chunk_parser(ReaderConfig(c_parser=True)) is _tk().parse_chunk
+def test_reader_dispatch():
+    with fo.kernel_backend(True):
+        assert kernels.backend() == "c"
+        assert kernels.parse_chunk is _cfast.parse_chunk
+    with fo.kernel_backend(False):  # what STREAMLEARN_NO_C=1 makes the CLI choose
+        assert kernels.backend() == "numba"
+        assert kernels.parse_chunk is not _cfast.parse_chunk
+        assert kernels.parse_chunk.__doc__.startswith("``streamlearn.io._text_kernels.parse_chunk``")
 
 
 # ------------------------------------------------------------------------------ AdaGrad
@@ -350,7 +351,7 @@ def test_adagrad_args_ok_rejects_what_numba_would_compute_differently():
 
 @pytest.mark.parametrize("loss", ["squared", "logistic", "hinge"])
 @pytest.mark.parametrize("normalized", [False, True])
-def test_c_learner_matches_numba_learner_and_reference(loss, normalized, monkeypatch):
+def test_c_learner_matches_numba_learner_and_reference(loss, normalized):
     from streamlearn.algos import AdaGrad
     rng = np.random.default_rng(3)
     X = rng.standard_normal((400, 20)) * 10 ** rng.uniform(-1, 1, 20)
@@ -360,11 +361,11 @@ def test_c_learner_matches_numba_learner_and_reference(loss, normalized, monkeyp
     b = Batch.from_dense(X, y, weights=imp)
     runs = []
     for no_c in ("0", "1"):
-        monkeypatch.setenv("STREAMLEARN_NO_C", no_c)
-        a = AdaGrad(loss_function=loss, learning_rate=0.3, normalized=normalized, bit_precision=10)
-        pred1, loss1 = a.learn_batch(b.slice(0, 150))
-        pred2, loss2 = a.learn_batch(b.slice(150, 400))
-        pt, lt = a.predict_batch(b)
+        with fo.kernel_backend(no_c == "0"):
+            a = AdaGrad(loss_function=loss, learning_rate=0.3, normalized=normalized, bit_precision=10)
+            pred1, loss1 = a.learn_batch(b.slice(0, 150))
+            pred2, loss2 = a.learn_batch(b.slice(150, 400))
+            pt, lt = a.predict_batch(b)
         runs.append([x.tobytes() for x in (pred1, pred2, loss1, loss2, pt, lt, a.w, a.G, a.N, a.scal)]
                     + [a.examples_learned])
         if no_c == "0":
@@ -687,14 +688,9 @@ def test_string_hash_kernels_match_numba():
 
 def _read_pq(path, c, **kw):
     from streamlearn.io import ReaderConfig, read_batches
-    label_column = kw.pop("label_column", None)
-    batch_rows = kw.pop("batch_rows", None)
-    cfg = ReaderConfig(fmt="parquet", c_parser=c, **kw)
-    if label_column:
-        cfg.label_column = label_column
-    if batch_rows:
-        cfg.parquet_batch_rows = batch_rows
-    return list(read_batches([str(path)], cfg))
+    cfg = ReaderConfig(fmt="parquet", parquet_batch_rows=kw.pop("batch_rows", None) or None, **kw)
+    with fo.kernel_backend(c):
+        return list(read_batches([str(path)], cfg))
 
 
 _BATCH_FIELDS = ("offsets", "indices", "values", "labels", "weights", "lines", "tag_start", "tag_end",
@@ -770,7 +766,7 @@ def test_c_parquet_reader_matches_the_oracle(seed, tmp_path_factory):
     cfg = fo.random_config(r, "vw")
     path = tmp_path_factory.mktemp("cpq") / "t.parquet"
     res = fo.check_parquet(table, path, pairs=cfg["pairs"], constant=cfg["constant"],
-                           keep_names=cfg["keep_names"], batch_rows=r.choice([None, 1, 2, 5]), c_parser=True)
+                           keep_names=cfg["keep_names"], batch_rows=r.choice([None, 1, 2, 5]), use_c=True)
     assert not res.crashes, res.crashes[0]
     assert not res.mismatches, "\n".join(res.mismatches[:10])
 

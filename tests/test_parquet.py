@@ -5,6 +5,7 @@ import os
 import shutil
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -23,11 +24,7 @@ DATA = Path(__file__).resolve().parent / "data"
 
 
 def _read(path, **kw):
-    label_column = kw.pop("label_column", None)
-    cfg = ReaderConfig(**kw)
-    if label_column:
-        cfg.label_column = label_column
-    return list(read_batches([str(path)], cfg))
+    return list(read_batches([str(path)], ReaderConfig(**kw)))
 
 
 def _same(a_batches, b_batches, names=False):
@@ -122,8 +119,7 @@ def test_batches_bounded_by_batch_rows(tmp_path):
     val = pa.ListArray.from_arrays(pa.array(offs), pa.array(rng.standard_normal(offs[-1])))
     t = pa.table({"label": rng.standard_normal(n), "indices": idx, "values": val})
     pq.write_table(t, tmp_path / "big.parquet", row_group_size=1000)
-    cfg = ReaderConfig()
-    cfg.parquet_batch_rows = 256
+    cfg = ReaderConfig(parquet_batch_rows=256)
     batches = list(read_batches([str(tmp_path / "big.parquet")], cfg))
     assert len(batches) >= n // 256
     assert max(b.n for b in batches) <= 256
@@ -374,8 +370,6 @@ def test_reader_error_surfaces_through_train(tmp_path):
 
 
 def test_parallel_text_parsing_equals_sequential(tmp_path):
-    from streamlearn.io.prefetch import parallel_read_batches
-
     lines = []
     for i in range(3000):
         lines.append(f"{i % 2} 'tag{i} |a x{i}:1 y |b z" if i % 97 else ("bad |a x" if i % 2 else ""))
@@ -383,16 +377,16 @@ def test_parallel_text_parsing_equals_sequential(tmp_path):
     p.write_text("\n".join(lines))
     cfg = ReaderConfig(chunk_bytes=1000, keep_names=True, quadratic=("ab",))
     a = list(read_batches([str(p)], cfg))
-    b = list(parallel_read_batches([str(p)], cfg, workers=3))
+    b = list(read_batches([str(p)], replace(cfg, parse_threads=3)))
     assert len(b) > 10
     _same(a, b, names=True)
     assert ([e for x in a for e in x.extra["errors"]] == [e for x in b for e in x.extra["errors"]]
             == [(str(p), 98 + 194 * k, "non-numeric label") for k in range(15)])
     np.testing.assert_array_equal(concat_batches(a).lines, concat_batches(b).lines)
     with pytest.raises(InputError, match=r"l.vw:98: non-numeric label"):
-        list(parallel_read_batches([str(p)], ReaderConfig(chunk_bytes=1000, strict=True), workers=2))
+        list(read_batches([str(p)], ReaderConfig(chunk_bytes=1000, strict=True, parse_threads=2)))
     # Parquet by magic goes to the Parquet reader
-    _same(list(parallel_read_batches([str(DATA / "pq_sparse.parquet")], ReaderConfig(), workers=2)),
+    _same(list(read_batches([str(DATA / "pq_sparse.parquet")], ReaderConfig(parse_threads=2))),
           _read(DATA / "pq_sparse.parquet"))
 
 
@@ -400,13 +394,11 @@ def test_parallel_strict_stops_at_the_first_bad_line(tmp_path):
     """The strict error of a parsed chunk was caught as if the stream were damaged: the next
     pending chunks were still delivered and the error named a later bad line. Found by
     fuzzing (tests/test_fuzz.py)."""
-    from streamlearn.io.prefetch import parallel_read_batches
-
     p = tmp_path / "b.vw"
     p.write_text("".join(f"1 |a x\nbad{i} |a x\n" for i in range(50)))
     got = []
     with pytest.raises(InputError) as e:
-        for b in parallel_read_batches([str(p)], ReaderConfig(chunk_bytes=8, strict=True), workers=2):
+        for b in read_batches([str(p)], ReaderConfig(chunk_bytes=8, strict=True, parse_threads=2)):
             got.append(b)
     assert str(e.value) == f"{p}:2: non-numeric label"
     assert [ln for b in got for ln in b.lines.tolist()] == [1]
@@ -419,10 +411,10 @@ def test_only_the_cli_tunes_malloc(monkeypatch, tmp_path):
 
     from streamlearn.api import RunConfig, train
     from streamlearn.cli import cli
-    from streamlearn.io import prefetch as pf
+    from streamlearn import memory
 
     calls = []
-    monkeypatch.setattr(pf, "bound_malloc", lambda: calls.append(1) or True)
+    monkeypatch.setattr(memory, "bound_malloc", lambda: calls.append(1) or True)
     data = tmp_path / "d.vw"
     data.write_text("1 |a x\n-1 |a y\n" * 20)
     train(RunConfig(data=[str(data)]))
@@ -433,7 +425,7 @@ def test_only_the_cli_tunes_malloc(monkeypatch, tmp_path):
 
 
 def test_bound_malloc_is_idempotent():
-    from streamlearn.io.prefetch import bound_malloc
+    from streamlearn.memory import bound_malloc
 
     first = bound_malloc()
     assert bound_malloc() is first
@@ -462,12 +454,12 @@ def test_an_open_regular_file_is_read_by_path_and_anything_else_through_the_obje
 
 
 def test_bounded_trims_the_heap_every_n_batches_and_passes_batches_through(monkeypatch):
-    from streamlearn.io import prefetch as pf
+    from streamlearn import memory
 
     calls = []
-    monkeypatch.setattr(pf, "trim_heap", lambda: calls.append(1))
+    monkeypatch.setattr(memory, "trim_heap", lambda: calls.append(1))
     items = [object() for _ in range(100)]
-    assert list(pf.bounded(iter(items), every=32)) == items
+    assert list(memory.bounded(iter(items), every=32)) == items
     assert len(calls) == 3  # after batches 32, 64 and 96
 
 
@@ -482,7 +474,7 @@ def test_trim_heap_returns_freed_small_blocks(tmp_path):
         pytest.skip("glibc only")
     code = (
         "import ctypes\n"
-        "from streamlearn.io.prefetch import trim_heap\n"
+        "from streamlearn.memory import trim_heap\n"
         "def rss():\n"
         "    return int(open('/proc/self/status').read().split('VmRSS:')[1].split()[0])\n"
         "libc = ctypes.CDLL(None); libc.malloc.restype = ctypes.c_void_p\n"

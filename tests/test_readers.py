@@ -502,13 +502,11 @@ def test_truncated_gzip_keeps_the_good_lines_before_the_damage(tmp_path):
     the truncation, then raise InputError naming the file."""
     import gzip as _gz
 
-    from streamlearn.io.prefetch import parallel_read_batches
-
     lines = b"".join(b"%d | a:%d b\n" % (i % 2, i) for i in range(60000))
     p = tmp_path / "t.gz"
     p.write_bytes(_gz.compress(lines)[:-300])
     for reader in (lambda: read_batches([str(p)], ReaderConfig(chunk_bytes=1 << 16)),
-                   lambda: parallel_read_batches([str(p)], ReaderConfig(chunk_bytes=1 << 16), workers=2)):
+                   lambda: read_batches([str(p)], ReaderConfig(chunk_bytes=1 << 16, parse_threads=2))):
         got = 0
         with pytest.raises(InputError, match="t.gz: gzip stream is truncated"):
             for b in reader():

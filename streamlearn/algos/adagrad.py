@@ -8,28 +8,18 @@ Wabbit's default learner uses (Ross, Mineiro & Langford 2013), so VW users find 
 State: ``w``, ``G`` (and ``N``, the per-feature scale, for ``--normalized``) as float32 arrays
 of length ``2**b``, like VW's weight table; arithmetic is float64.
 
-Kernel: :func:`streamlearn.algos._adagrad_kernels.adagrad_run` (numba), or its bit-identical
-C port (:mod:`streamlearn._cfast`) when that library is available and ``STREAMLEARN_NO_C`` is
-not set, so that an AdaGrad run over text never starts numba.
+Kernel: :func:`streamlearn.kernels.adagrad_run`, the seam's binding of
+:func:`streamlearn.algos._adagrad_kernels.adagrad_run` (numba) or of its bit-identical C port,
+so that an AdaGrad run over text never starts numba.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from .. import kernels
 from .base import Learner, Param, lazy_copy, lazy_zeros
 
 __all__ = ["AdaGrad"]
-
-
-def _k():
-    from . import _adagrad_kernels
-    return _adagrad_kernels
-
-
-def _c():
-    """The C fast path (:mod:`streamlearn._cfast`) if it is available, else None."""
-    from .. import _cfast
-    return _cfast if _cfast.available() else None
 
 
 class AdaGrad(Learner):
@@ -61,13 +51,7 @@ class AdaGrad(Learner):
         args = (batch.offsets, batch.indices, batch.values, batch.labels, batch.weights,
                 self.w, self.G, self.N, self.scal, self.mask, self.loss.code, self.eta,
                 bool(self.hyper["normalized"]), learn, pred, loss)
-        # the C kernel (bit-identical, no numba start-up) where the arrays have the dtypes it
-        # was written for; numba otherwise (STREAMLEARN_NO_C=1: always)
-        c = _c()
-        if c is not None and c.adagrad_args_ok(*args):
-            n = c.adagrad_run(*args)
-        else:
-            n = _k().adagrad_run(*args)
+        n = kernels.adagrad_run(*args)
         self.examples_learned += n
         return pred, loss
 

@@ -1,13 +1,44 @@
-"""Running an API call from a command: stderr logging and error -> exit code mapping."""
+"""Running an API call from a command: the process settings read from the environment, stderr
+logging and error -> exit code mapping."""
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
 from ..errors import ConfigError, StreamlearnError
 
-__all__ = ["run_api", "stderr_log"]
+__all__ = ["run_api", "stderr_log", "configure_kernels", "run_settings"]
+
+#: RunConfig field -> the environment variable that sets it (an integer)
+_RUN_ENV = {"prefetch_depth": "STREAMLEARN_PREFETCH", "parse_threads": "STREAMLEARN_PARSE_THREADS",
+            "chunk_bytes": "STREAMLEARN_CHUNK_BYTES"}
+
+
+def configure_kernels() -> None:
+    """Bind the kernel seam as the environment asks: ``STREAMLEARN_NO_C=1`` uses the numba
+    kernels everywhere, ``STREAMLEARN_C_LIB`` names the C library to load (the library itself
+    reads no environment variable)."""
+    from .. import kernels
+
+    kernels.configure(use_c=os.environ.get("STREAMLEARN_NO_C", "") in ("", "0"),
+                      lib_path=os.environ.get("STREAMLEARN_C_LIB") or None)
+
+
+def run_settings() -> dict:
+    """The :class:`streamlearn.api.RunConfig` fields set in the environment:
+    ``STREAMLEARN_PREFETCH`` (batches read ahead), ``STREAMLEARN_PARSE_THREADS`` (text parsing
+    threads), ``STREAMLEARN_CHUNK_BYTES`` (bytes of text per batch)."""
+    out = {}
+    for name, env in _RUN_ENV.items():
+        v = os.environ.get(env)
+        if v:
+            try:
+                out[name] = int(v)
+            except ValueError:
+                raise click.UsageError(f"{env}={v!r}: expected an integer") from None
+    return out
 
 
 def stderr_log(line: str) -> None:
@@ -18,8 +49,9 @@ def run_api(fn, cfg):
     # the CLI owns its process, so it tunes glibc's malloc for the reader pipeline (heap reuse
     # instead of fresh mmaps; see bound_malloc); a program calling the Python API keeps its own
     # malloc settings (the API still trims the heap every 32 batches)
-    from ..io.prefetch import bound_malloc
+    from ..memory import bound_malloc
 
+    configure_kernels()
     bound_malloc()
     try:
         return fn(cfg, log=stderr_log)

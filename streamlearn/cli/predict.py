@@ -17,10 +17,10 @@ def predict(files, data, **kw):
     Predictions go to -p FILE, or to stdout when -p is not given.
     """
     from ..api import RunConfig, predict as api_predict
-    from .common import run_api
+    from .common import run_api, run_settings
 
     cfg = RunConfig(data=list(data) + list(files) or ["-"], fmt=kw["fmt"], initial_model=kw["initial_model"],
                     predictions=kw["predictions"] or "-", link=kw["link"], progress=kw["progress"],
                     quiet=kw["quiet"], strict=kw["strict"], metrics=kw["metrics"],
-                    label_column=kw["label_column"])
+                    label_column=kw["label_column"], **run_settings())
     run_api(api_predict, cfg)

@@ -41,7 +41,7 @@ def train(files, data, algo, quadratic, noconstant, unit_norm, **kw):
     VW's progress table and summary go to stderr.
     """
     from ..api import RunConfig, train as api_train
-    from .common import run_api
+    from .common import run_api, run_settings
 
     for q in quadratic:
         if len(q) != 2:
@@ -53,5 +53,5 @@ def train(files, data, algo, quadratic, noconstant, unit_norm, **kw):
                     predictions=kw["predictions"], link=kw["link"], test_only=kw["test_only"],
                     passes=kw["passes"], progress=kw["progress"], quiet=kw["quiet"], strict=kw["strict"],
                     metrics=kw["metrics"], save_on_interrupt=kw["save_on_interrupt"],
-                    select_out=kw["select_out"], label_column=kw["label_column"])
+                    select_out=kw["select_out"], label_column=kw["label_column"], **run_settings())
     run_api(api_train, cfg)

@@ -1,5 +1,5 @@
 """Row status codes of the Parquet reader's ``assemble_rows`` kernels (numba:
-:mod:`streamlearn.io._parquet_kernels`; C: ``cf_assemble_rows`` in ``streamlearn/_c/cfast.c``,
+:mod:`streamlearn.io._parquet_kernels`; C: ``cf_assemble_rows`` in ``streamlearn/kernels/_c/cfast.c``,
 whose ``#define``\\ s must match), in a module of their own so that the reader on the C path
 reports bad rows without importing numba."""
 

@@ -1,7 +1,7 @@
 """Compiled kernels of the Parquet reader (only ``@njit`` functions).
 
-The reader calls their C ports (:mod:`streamlearn._cfast`, bit-identical) when the library is
-available and the run asks for it (``ReaderConfig.c_parser``); these stay the reference and the
+The reader calls them through the kernel seam (:mod:`streamlearn.kernels`), which binds their
+bit-identical C ports when the library is available; these stay the reference and the
 fallback. The reader turns each Arrow record batch into a few flat "parts" (one per feature column:
 per-row ``[start, end)`` spans into flat ``hash`` / ``value`` / ``letter`` arrays) without a
 Python loop per row; :func:`assemble_rows` then interleaves the parts row by row into the CSR

@@ -1,7 +1,7 @@
 """Format and error codes of the text parsers, and the reason reported for each error code.
 
 Shared by the numba kernels (:mod:`streamlearn.io._text_kernels`) and the C fast path
-(:mod:`streamlearn._cfast`, ``streamlearn/_c/cfast.c``, whose enum must match), and kept in a
+(:mod:`streamlearn.kernels._cfast`, ``streamlearn/kernels/_c/cfast.c``, whose enum must match), and kept in a
 module of its own so that the C path reports malformed lines without importing numba.
 """
 

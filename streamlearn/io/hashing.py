@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..kernels import hash_strings, namespace_hash  # the seam's (C or numba, bit-identical)
 from ._hash_kernels import (
     CONSTANT_HASH,
     FNV_PRIME,
@@ -60,13 +61,6 @@ def hashstring(s, seed: int = 0) -> int:
     return int(_hashstring_kernel(a, 0, len(a), np.uint64(seed & 0xFFFFFFFF)))
 
 
-def namespace_hash(namespace: str | bytes | None) -> int:
-    """Hash of a namespace name; ``None``, ``""`` and ``" "`` denote the default namespace (0)."""
-    if namespace is None or namespace in ("", " ", b"", b" "):
-        return 0
-    return hashstring(namespace, 0)
-
-
 def feature_hash(name, namespace: str | bytes | None = None) -> int:
     """Full 32-bit hash of feature ``name`` in ``namespace`` (default namespace if ``None``)."""
     return hashstring(name, namespace_hash(namespace))
@@ -76,9 +70,3 @@ def quadratic_hash(h1: int, h2: int) -> int:
     """Hash of the interaction of two features with hashes ``h1`` (first namespace) and ``h2``."""
     return ((h1 * FNV_PRIME) & 0xFFFFFFFF) ^ (h2 & 0xFFFFFFFF)
 
-
-def hash_strings(names, seed: int = 0) -> np.ndarray:
-    """``hashstring`` of each of ``names`` (a sequence of str/bytes) with one ``seed`` ->
-    ``uint32`` array, computed in one compiled call."""
-    from ._spans import string_spans
-    return hash_spans(*string_spans(names, seed))

@@ -4,9 +4,9 @@ Files are read with ``pyarrow.parquet.ParquetFile.iter_batches`` (only the neede
 so memory stays bounded by a row group whatever the file's size. Arrow buffers become the
 CSR arrays without a Python loop per row: list columns give their offsets and child
 buffers; strings are hashed in compiled code over the Arrow string buffers
-(:mod:`streamlearn.io._parquet_kernels`, hashing from :mod:`streamlearn.io._hash_kernels`), or
-by their bit-identical C ports (:mod:`streamlearn._cfast`) when ``cfg.c_parser`` asks for them
-and the library is available: such a run never imports numba.
+through the kernel seam (:mod:`streamlearn.kernels`: the C ports when the library is available,
+and such a run never imports numba; else the numba kernels of
+:mod:`streamlearn.io._parquet_kernels` and :mod:`streamlearn.io._hash_kernels`).
 
 Accepted schemas (see ``man/streamlearn.1``, PARQUET SCHEMAS)
 ------------------------------------------------------------
@@ -46,6 +46,7 @@ import os
 
 import numpy as np
 
+from .. import kernels
 from ..batch import Batch
 from ..errors import InputError
 
@@ -135,7 +136,7 @@ def _plan(schema, src, cfg, need_ns):
                 raise InputError(f"{src}: Parquet column '{f.name}' appears more than once")
             seen.add(f.name)
     p = _Plan()
-    label_col = getattr(cfg, "label_column", None)
+    label_col = cfg.label_column
     if label_col is not None and label_col not in fields:
         raise InputError(f"{src}: no Parquet column '{label_col}' (--label_column); columns: "
                          + ", ".join(fields))
@@ -286,63 +287,14 @@ def _strings(arr):
     return data, off
 
 
-class _Kernels:
-    """The reader's compiled kernels: the C ports (:mod:`streamlearn._cfast`, bit-identical,
-    no numba import) when ``use_c`` and the arguments are what the numba kernels expect, else
-    the numba kernels of :mod:`._parquet_kernels` / :mod:`._hash_kernels` (imported on first
-    use)."""
-
-    def __init__(self, use_c):
-        self.c = None
-        if use_c:
-            from .. import _cfast
-            if _cfast.available():
-                self.c = _cfast
-
-    def hash_string_part(self, data, soff, lo, hi, seed):
-        if self.c is not None and self.c.hash_string_part_args_ok(data, soff, lo, hi, seed):
-            return self.c.hash_string_part(data, soff, lo, hi, seed)
-        from ._parquet_kernels import hash_string_part
-        return hash_string_part(data, soff, lo, hi, seed)
-
-    def wide_part(self, X, hashes):
-        if self.c is not None and self.c.wide_part_args_ok(X, hashes):
-            return self.c.wide_part(X, hashes)
-        from ._parquet_kernels import wide_part
-        return wide_part(X, hashes)
-
-    def assemble_rows(self, *args):
-        if self.c is not None and self.c.assemble_rows_args_ok(*args):
-            return self.c.assemble_rows(*args)
-        from ._parquet_kernels import assemble_rows
-        return assemble_rows(*args)
-
-    def hash_strings(self, names, seed=0):
-        """:func:`streamlearn.io.hashing.hash_strings`."""
-        if self.c is None:
-            from .hashing import hash_strings
-            return hash_strings(names, seed)
-        from ._spans import string_spans
-        return self.c.hash_spans(*string_spans(names, seed))
-
-    def ns_hash(self, name):
-        """:func:`streamlearn.io.hashing.namespace_hash`."""
-        if self.c is None:
-            from .hashing import namespace_hash
-            return namespace_hash(name)
-        if name is None or name in ("", " ", b"", b" "):
-            return 0
-        return self.c.hashstring(name.encode("utf-8") if isinstance(name, str) else bytes(name), 0)
-
-
 # --------------------------------------------------------------------------------------------
 # one record batch
 
 
-def _convert(rb, plan, cfg, src, first_row, qa, qb, keep_names, K=None):
+def _convert(rb, plan, cfg, src, first_row, keep_names):
     from ._parquet_codes import ROW_INF_VALUE, ROW_QUADRATIC_OVERFLOW
 
-    K = K if K is not None else _Kernels(getattr(cfg, "c_parser", False))
+    qa, qb = cfg.pairs
 
     n = rb.num_rows
     col = {name: rb.column(i) for i, name in enumerate(rb.schema.names)}
@@ -428,10 +380,10 @@ def _convert(rb, plan, cfg, src, first_row, qa, qb, keep_names, K=None):
     for name, kind in plan.ns_cols:
         a = col[name]
         s, e = _row_spans(a)
-        seed = K.ns_hash(name)
+        seed = kernels.namespace_hash(name)
         if kind == "list":
             data, soff = _strings(a.values)
-            hashes = K.hash_string_part(data, soff, 0, len(soff) - 1, np.uint64(seed))
+            hashes = kernels.hash_string_part(data, soff, 0, len(soff) - 1, np.uint64(seed))
             vals = np.ones(len(hashes))
             if a.values.null_count:  # a null string is no feature (value 0: dropped)
                 vals[~_valid(a.values)] = 0.0
@@ -440,7 +392,7 @@ def _convert(rb, plan, cfg, src, first_row, qa, qb, keep_names, K=None):
             keys = a.keys if hasattr(a, "keys") else a.values.field(0)
             items = a.items if hasattr(a, "items") else a.values.field(1)
             data, soff = _strings(keys)
-            hashes = K.hash_string_part(data, soff, 0, len(soff) - 1, np.uint64(seed))
+            hashes = kernels.hash_string_part(data, soff, 0, len(soff) - 1, np.uint64(seed))
             vals = _float64(items, src, name)
             names_info = (data, soff, None)
         nsb = np.frombuffer(name.encode("utf-8"), np.uint8)
@@ -452,8 +404,8 @@ def _convert(rb, plan, cfg, src, first_row, qa, qb, keep_names, K=None):
         X = np.empty((n, len(plan.wide_cols)))
         for j, c in enumerate(plan.wide_cols):
             X[:, j] = _float64(col[c], src, c)
-        hashes = _wide_hashes(tuple(plan.wide_cols), K)
-        s, e, idx, vals, colj = K.wide_part(X, hashes)
+        hashes = _wide_hashes(tuple(plan.wide_cols))
+        s, e, idx, vals, colj = kernels.wide_part(X, hashes)
         parts.append((s, e, idx, vals, np.full(len(idx), 32, np.uint8), ("wide", colj), None))
 
     # flatten parts
@@ -474,7 +426,7 @@ def _convert(rb, plan, cfg, src, first_row, qa, qb, keep_names, K=None):
         fidx, fval, flet = np.zeros(0, np.uint32), np.zeros(0), np.zeros(0, np.uint8)
     if not fval.flags.c_contiguous:
         fval = np.ascontiguousarray(fval)
-    offsets, indices, values, srcpos, row_status = K.assemble_rows(
+    offsets, indices, values, srcpos, row_status = kernels.assemble_rows(
         np.ascontiguousarray(starts), np.ascontiguousarray(ends), fidx, fval, flet, qa, qb,
         bool(cfg.constant), bool(keep_names))
 
@@ -610,7 +562,7 @@ def _drop_bad_rows(batch, bad_rows, src, first_row, cfg):
     if not reason:
         return batch
     errors = [(src, first_row + i + 1, reason[i]) for i in sorted(reason)]
-    if getattr(cfg, "strict", False):
+    if cfg.strict:
         s, row, why = errors[0]
         raise InputError(f"{s}:{row}: {why}")
     keep = np.ones(batch.n, bool)
@@ -638,21 +590,15 @@ def _drop_bad_rows(batch, bad_rows, src, first_row, cfg):
 _WIDE_CACHE = {}
 
 
-def _wide_hashes(cols, K):
+def _wide_hashes(cols):
     h = _WIDE_CACHE.get(cols)
     if h is None:
-        h = _WIDE_CACHE[cols] = K.hash_strings(list(cols), 0)
+        h = _WIDE_CACHE[cols] = kernels.hash_strings(list(cols), 0)
     return h
 
 
 # --------------------------------------------------------------------------------------------
 # files
-
-
-def _quad_arrays(cfg):
-    from .source import quadratic_pairs
-
-    return quadratic_pairs(tuple(getattr(cfg, "quadratic", ()) or ()))
 
 
 def _same_regular_file(f, path) -> bool:
@@ -761,16 +707,14 @@ def read_parquet_file(source, cfg, batch_rows=None, name=None):
     pf, src, spool = _open(source, name)
     first = 0
     try:
-        keep_names = bool(getattr(cfg, "keep_names", False))
-        qa, qb = _quad_arrays(cfg)
-        plan = _plan(pf.schema_arrow, src, cfg, (keep_names, len(qa) > 0))
-        rows = int(batch_rows or getattr(cfg, "parquet_batch_rows", None) or DEFAULT_BATCH_ROWS)
-        K = _Kernels(getattr(cfg, "c_parser", False))
+        keep_names = bool(cfg.keep_names)
+        plan = _plan(pf.schema_arrow, src, cfg, (keep_names, len(cfg.pairs[0]) > 0))
+        rows = int(batch_rows or cfg.parquet_batch_rows or DEFAULT_BATCH_ROWS)
         it = pf.iter_batches(batch_size=rows, columns=plan.columns, use_threads=True)
         for rb in it:
             if rb.num_rows == 0:
                 continue
-            yield _convert(rb, plan, cfg, src, first, qa, qb, keep_names, K)
+            yield _convert(rb, plan, cfg, src, first, keep_names)
             first += rb.num_rows
     except (pa.ArrowException, OSError) as e:
         raise InputError(f"{src}: cannot read Parquet data after row {first} "

@@ -5,12 +5,8 @@ same for any iterator of batches. The producer thread runs the reader (gzip infl
 file reads release the GIL, and the numba parse kernels are ``nogil=True``, as are the C fast
 path's ctypes calls), so with two cores parsing overlaps learning (whose kernels release the
 GIL too). The queue is bounded
-(``depth`` batches), so memory stays bounded whatever the stream's length.
-
-:func:`parallel_read_batches` goes one step further for text inputs: the reading thread only
-reads (and inflates) chunks of complete lines, and ``workers`` threads parse them at the same
-time (each chunk in place with :func:`streamlearn.io.source.chunk_batch`), results taken in
-order.
+(``depth`` batches), so memory stays bounded whatever the stream's length. (Text chunks are
+parsed on further threads by the reader pipeline itself: ``ReaderConfig.parse_threads``.)
 
 Order is preserved; an exception raised by the reader is re-raised in the consumer at the
 point of the stream where it happened; closing the prefetcher (or leaving a ``with`` block,
@@ -18,12 +14,10 @@ or garbage collection) stops and joins the thread.
 """
 from __future__ import annotations
 
-import os
 import queue
 import threading
-from collections import deque
 
-__all__ = ["Prefetcher", "prefetch", "parallel_read_batches", "bound_malloc", "trim_heap", "bounded"]
+__all__ = ["Prefetcher", "prefetch"]
 
 _DONE = object()
 
@@ -146,187 +140,3 @@ def prefetch(iterable, depth: int = 4):
         yield from pf
     finally:
         pf.close()
-
-
-_MALLOC_DONE = []
-_TRIM = []
-
-
-def trim_heap() -> None:
-    """Give the malloc heap's free pages back to the OS (glibc ``malloc_trim(0)``; else a
-    no-op). :func:`bound_malloc` lets the heap keep freed batch buffers for reuse, and small
-    per-batch arrays leave holes in it; :func:`bounded` calls this every 32 batches, so the
-    resident heap is what the pipeline holds, not its history (without it, RSS crept ~1 MB
-    per 2M examples: /proc/PID/smaps showed the arenas growing from 6 to 9 MB over 10M
-    examples). A trim takes well under a millisecond."""
-    if not _TRIM:
-        fn = None
-        try:
-            import ctypes
-
-            fn = ctypes.CDLL(None).malloc_trim
-            fn.argtypes = [ctypes.c_size_t]
-            fn.restype = ctypes.c_int
-        except (OSError, AttributeError):
-            fn = None
-        _TRIM.append(fn)
-    if _TRIM[0] is not None:
-        _TRIM[0](0)
-
-
-def bounded(batches, every: int = 32):
-    """``batches`` unchanged, with :func:`trim_heap` called every ``every`` batches."""
-    k = 0
-    for b in batches:
-        k += 1
-        if k % every == 0:
-            trim_heap()
-        yield b
-
-
-#: glibc mallopt parameters: (option, value, the environment variable that overrides it)
-_MALLOPTS = (
-    (-3, 32 << 20, "MALLOC_MMAP_THRESHOLD_"),  # M_MMAP_THRESHOLD: batch buffers from the heap
-    (-1, 64 << 20, "MALLOC_TRIM_THRESHOLD_"),  # M_TRIM_THRESHOLD: freed buffers are kept for reuse
-    (-8, 1, "MALLOC_ARENA_MAX"),  # M_ARENA_MAX: one heap that every thread reuses
-)
-
-
-def bound_malloc() -> bool:
-    """Make the reader pipeline's memory cheap to reuse and bounded (glibc only; else a no-op).
-
-    Every batch allocates a few MB of arrays, on parse threads, freed on the learner's.
-    glibc's defaults serve such blocks with a fresh ``mmap`` each (every page faults in again:
-    in this VM, 72,000 faults and 0.4 s of system time per 200,000 text examples) or from
-    per-thread arenas that each keep their own free blocks (peak RSS crept +34% over 10M
-    examples). Here the blocks come from one heap (``M_ARENA_MAX`` 1) that keeps freed blocks
-    for the next batch (mmap threshold 32 MiB, trim threshold 64 MiB): 18,000 faults, 0.15 s;
-    :func:`bounded` trims the heap every 32 batches, so the long run's peak is the short
-    run's. Each setting is skipped when the user set its ``MALLOC_*`` variable. The CLI calls
-    it (``cli.common.run_api``) before any reader thread starts; the Python API does not touch
-    the host program's malloc. Returns whether anything was applied."""
-    if _MALLOC_DONE:
-        return _MALLOC_DONE[0]
-    ok = False
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        for opt, value, env in _MALLOPTS:
-            if env not in os.environ:
-                ok = bool(libc.mallopt(opt, value)) or ok
-    except (OSError, AttributeError):
-        ok = False
-    _MALLOC_DONE.append(ok)
-    return ok
-
-
-def _parse_one(chunk, name, cfg, fmt):
-    """Parse one chunk of complete lines -> (batch or None, number of lines in it)."""
-    from .source import chunk_batch
-
-    return chunk_batch(chunk, name, cfg, fmt)
-
-
-def _text_parallel(src, cfg, workers):
-    """Batches of one opened text input, chunks parsed by ``workers`` threads in order."""
-    from concurrent.futures import ThreadPoolExecutor
-    from dataclasses import replace
-
-    from ..errors import InputError
-    from .source import iter_chunks, sniff_text_format
-
-    fmt = cfg.fmt
-    # the workers parse each chunk as a whole stream: one chunk, never strict (line numbers are
-    # made absolute here, and the strict error raised here names the right line)
-    wcfg = replace(cfg, strict=False)
-    line_base = 0
-    pending = deque()
-    ex = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="streamlearn-parse")
-
-    def finish(fut):
-        nonlocal line_base
-        batch, n_lines = fut.result()
-        base = line_base
-        line_base += n_lines
-        if batch is None:
-            return None
-        if base:
-            batch.lines += base
-            errs = batch.extra.get("errors")
-            if errs:
-                batch.extra["errors"] = [(s, ln + base, r) for s, ln, r in errs]
-        errs = batch.extra.get("errors")
-        if errs and cfg.strict:
-            s, ln, reason = errs[0]
-            raise InputError(f"{s}:{ln}: {reason}")
-        return batch
-
-    read_error = None
-    chunks = iter_chunks(src.stream, src.name, cfg.chunk_bytes, src.flush_after)
-    try:
-        while True:
-            # only a failed *read* is caught here (damaged stream: the chunks read before it
-            # still count); the strict error raised by finish() must stop the run at once
-            try:
-                chunk = next(chunks)
-            except StopIteration:
-                break
-            except InputError as e:
-                read_error = e
-                break
-            if fmt == "auto":
-                fmt = sniff_text_format(chunk) or "auto"
-            c = replace(wcfg, chunk_bytes=len(chunk) + 1)
-            pending.append(ex.submit(_parse_one, chunk, src.name, c, fmt))
-            # in order; a parsed head is handed on at once (a slow pipe's batches must not
-            # wait for later chunks); at most ``workers`` chunks in flight here, so the
-            # pipeline's memory is bounded by a few chunks whatever the stream's length
-            while pending and (len(pending) >= workers or pending[0].done()):
-                b = finish(pending.popleft())
-                if b is not None:
-                    yield b
-        while pending:
-            b = finish(pending.popleft())
-            if b is not None:
-                yield b
-        if read_error is not None:
-            raise read_error
-    finally:
-        for f in pending:
-            f.cancel()
-        ex.shutdown(wait=True)
-
-
-def parallel_read_batches(paths, cfg, workers=None):
-    """Like :func:`streamlearn.io.read_batches`, with VW text / LIBSVM chunks parsed by
-    ``workers`` threads (default: the number of CPUs, at most 4) in parallel, in order.
-
-    Other formats (Parquet, by ``PAR1`` magic or ``cfg.fmt``) go to their reader as
-    :func:`~streamlearn.io.read_batches` would send them. With ``workers <= 1`` this is
-    ``read_batches`` itself."""
-    from . import read_batches
-    from .source import READERS, _magic_format, open_input
-
-    if workers is None:
-        workers = min(4, os.cpu_count() or 1)
-    if isinstance(paths, (str, bytes)):
-        paths = [paths]
-    if workers <= 1 or cfg.fmt not in ("auto", "vw", "libsvm"):
-        yield from read_batches(paths, cfg)
-        return
-    for path in paths:
-        src = open_input(path)
-        try:
-            # the decompressed head: a gzip'd Parquet file is Parquet
-            magic = _magic_format(src.content_head()) if cfg.fmt == "auto" else None
-            if magic is not None:
-                if magic == "parquet":
-                    from .parquet import parquet_reader
-                    yield from parquet_reader(src.stream, src.name, cfg)
-                else:  # pragma: no cover - no other binary format registered yet
-                    yield from READERS[magic](src.stream, src.name, cfg)
-                continue
-            yield from _text_parallel(src, cfg, workers)
-        finally:
-            src.close()

@@ -1,5 +1,6 @@
 """Input sources: open files / stdin, detect gzip and the format, cut text into chunks of
-complete lines, and dispatch to a format reader. Entry point: :func:`read_batches`.
+complete lines, parse them (on ``cfg.parse_threads`` threads), and dispatch binary formats to
+their reader. The one reader pipeline: :func:`read_batches`.
 
 Format readers are looked up in :data:`READERS` (format name -> function). A reader is called
 as ``reader(stream, name, cfg)`` and yields :class:`~streamlearn.batch.Batch` objects, where
@@ -13,7 +14,8 @@ as ``reader(stream, name, cfg)`` and yields :class:`~streamlearn.batch.Batch` ob
 Binary formats announce a magic number with :func:`register_reader` (e.g. Parquet:
 ``register_reader("parquet", read_parquet, magic=b"PAR1")``); ``fmt="auto"`` checks these
 magic numbers on the raw bytes first. Formats listed in :data:`LAZY_READERS` are imported on
-first use (the module is expected to call :func:`register_reader`).
+first use (the module is expected to call :func:`register_reader`). Text (VW, LIBSVM, or
+``auto``) is parsed here by :func:`text_batches`, whatever reader is registered for it.
 """
 from __future__ import annotations
 
@@ -26,11 +28,14 @@ import stat
 import sys
 import time
 import zlib
-from dataclasses import dataclass
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
+from .. import kernels
 from ..batch import Batch
 from ..errors import ConfigError, InputError
 from ._text_codes import ERROR_REASONS, FMT_LIBSVM, FMT_VW
@@ -49,8 +54,8 @@ __all__ = [
     "parse_text",
     "quadratic_pairs",
     "sniff_text_format",
-    "chunk_parser",
     "chunk_batch",
+    "TEXT_FORMATS",
 ]
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -63,6 +68,8 @@ MAGIC: dict[bytes, str] = {}
 LAZY_READERS: dict[str, str] = {"parquet": "streamlearn.io.parquet"}
 #: magic bytes of the lazily imported formats (so ``auto`` need not import them to sniff).
 LAZY_MAGIC: dict[bytes, str] = {b"PAR1": "parquet"}
+#: the formats :func:`text_batches` parses (``auto``: sniffed per stream)
+TEXT_FORMATS = ("auto", "vw", "libsvm")
 
 
 def register_reader(fmt: str, reader: Callable, magic: bytes | None = None) -> None:
@@ -72,9 +79,10 @@ def register_reader(fmt: str, reader: Callable, magic: bytes | None = None) -> N
         MAGIC[bytes(magic)] = fmt
 
 
-@dataclass
+@dataclass(slots=True)
 class ReaderConfig:
-    """How to read input.
+    """How to read input: every field a reader reads (setting any other attribute raises
+    ``AttributeError``).
 
     Parameters
     ----------
@@ -94,11 +102,17 @@ class ReaderConfig:
     strict : bool
         Raise :class:`~streamlearn.errors.InputError` at the first malformed line instead of
         skipping it (skipped lines are listed in ``batch.extra["errors"]``).
-    c_parser : bool
-        Parse VW text / LIBSVM, and convert Parquet record batches, with the C fast path
-        (:mod:`streamlearn._cfast`) when it is available (bit-identical batches and error
-        reports, and numba is not imported); the numba kernels otherwise. The API sets it for
-        every run.
+    parse_threads : int
+        Threads parsing the chunks of a text input at the same time (results in order, and
+        the same whatever the number); 1 parses on the thread that reads.
+    label_column : str or None
+        Parquet: the label column (default ``label``).
+    parquet_batch_rows : int or None
+        Parquet: rows per Arrow record batch, i.e. per batch (default
+        :data:`streamlearn.io.parquet.DEFAULT_BATCH_ROWS`).
+
+    ``pairs`` is ``quadratic`` as the kernels take it (:func:`quadratic_pairs`), validated when
+    the config is made and computed once.
     """
 
     fmt: str = "auto"
@@ -107,16 +121,31 @@ class ReaderConfig:
     keep_names: bool = False
     chunk_bytes: int = 1 << 20  # 1 MiB: as fast as 4 MiB, half the RSS in flight (benchmarks/memory_stream.py)
     strict: bool = False
-    c_parser: bool = False
+    parse_threads: int = 1
+    label_column: str | None = None
+    parquet_batch_rows: int | None = None
+    _pairs: tuple = field(default=(None, None), init=False, repr=False, compare=False)
 
     def __post_init__(self):
         if isinstance(self.quadratic, str):
             self.quadratic = (self.quadratic,)
         self.quadratic = tuple(self.quadratic or ())
-        quadratic_pairs(self.quadratic)  # validate early
+        self.pairs  # noqa: B018 - validate -q here, once
         if int(self.chunk_bytes) < 1:
             raise ConfigError("chunk_bytes must be positive")
         self.chunk_bytes = int(self.chunk_bytes)
+        if int(self.parse_threads) < 1:
+            raise ConfigError("parse_threads must be positive")
+        self.parse_threads = int(self.parse_threads)
+
+    @property
+    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(qa, qb)`` of :func:`quadratic_pairs` for ``quadratic`` (computed once)."""
+        of, pairs = self._pairs
+        if of is not self.quadratic:
+            pairs = quadratic_pairs(self.quadratic)
+            self._pairs = (self.quadratic, pairs)
+        return pairs
 
 
 def quadratic_pairs(quadratic) -> tuple[np.ndarray, np.ndarray]:
@@ -375,34 +404,19 @@ def parse_text(text, cfg: ReaderConfig | None, name: str, fmt: str) -> Batch:
     return out
 
 
-def chunk_parser(cfg: ReaderConfig) -> Callable:
-    """The ``parse_chunk`` function for ``cfg``: the C fast path when ``cfg.c_parser`` asks for
-    it and it is available (see :mod:`streamlearn._cfast`; ``STREAMLEARN_NO_C=1`` disables it),
-    else the numba kernel :func:`streamlearn.io._text_kernels.parse_chunk` (imported only
-    then). Both give bit-identical results."""
-    if cfg.c_parser:
-        from .. import _cfast
-        if _cfast.available():
-            return _cfast.parse_chunk
-    from ._text_kernels import parse_chunk
-    return parse_chunk
-
-
-def chunk_batch(chunk: np.ndarray, name: str, cfg: ReaderConfig, fmt: str, line_base: int = 0,
-                parser: Callable | None = None, pairs=None):
+def chunk_batch(chunk: np.ndarray, name: str, cfg: ReaderConfig, fmt: str, line_base: int = 0):
     """Parse one chunk of complete lines (``uint8``; the last line may lack ``\\n``) in ``fmt``
-    (``"vw"``, ``"libsvm"``, or ``"auto"`` to sniff it) -> ``(batch, n_lines)``: the batch
-    (``None`` when the chunk holds no example and no malformed line) with line numbers after
-    ``line_base``, and the number of lines in the chunk. Raises :class:`InputError` at the first
-    malformed line when ``cfg.strict``. ``parser`` / ``pairs``: :func:`chunk_parser` and
-    :func:`quadratic_pairs` of ``cfg``, when the caller has them already."""
+    (``"vw"``, ``"libsvm"``, or ``"auto"`` to sniff it) with :func:`streamlearn.kernels.parse_chunk`
+    -> ``(batch, n_lines)``: the batch (``None`` when the chunk holds no example and no
+    malformed line) with line numbers after ``line_base``, and the number of lines in the
+    chunk. Raises :class:`InputError` at the first malformed line when ``cfg.strict``."""
     if fmt == "auto":
         fmt = sniff_text_format(chunk) or "auto"
     code = FMT_LIBSVM if fmt == "libsvm" else FMT_VW
-    qa, qb = pairs if pairs is not None else quadratic_pairs(cfg.quadratic)
+    qa, qb = cfg.pairs
     keep = bool(cfg.keep_names)
     (offsets, indices, values, labels, weights, ex_line, tag_start, tag_end,
-     name_start, name_end, ns_start, ns_end, err_line, err_code, n_lines) = (parser or chunk_parser(cfg))(
+     name_start, name_end, ns_start, ns_end, err_line, err_code, n_lines) = kernels.parse_chunk(
         chunk, code, qa, qb, bool(cfg.constant), keep)
     errors = [(name, line_base + int(ln) + 1, ERROR_REASONS.get(int(c), f"error {int(c)}"))
               for ln, c in zip(err_line, err_code)]
@@ -434,19 +448,97 @@ def chunk_batch(chunk: np.ndarray, name: str, cfg: ReaderConfig, fmt: str, line_
     ), n_lines
 
 
+class _Now:
+    """A finished "future" (``done()``, ``result()``): a chunk parsed on the reading thread."""
+
+    __slots__ = ("_value", "_exc")
+
+    def __init__(self, fn, *args):
+        self._value = self._exc = None
+        try:
+            self._value = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - raised by result(), in stream order
+            self._exc = e
+
+    def done(self):
+        return True
+
+    def cancel(self):
+        return False
+
+    def result(self):
+        if self._exc is not None:
+            raise self._exc
+        return self._value
+
+
 def text_batches(stream, name: str, cfg: ReaderConfig, fmt: str, flush_after=None) -> Iterator[Batch]:
     """Parse a text stream in ``fmt`` (``"vw"``, ``"libsvm"`` or ``"auto"``) into batches,
-    one per chunk (``flush_after``: see :func:`iter_chunks`)."""
-    pairs = quadratic_pairs(cfg.quadratic)
-    parser = chunk_parser(cfg)
+    one per chunk (``flush_after``: see :func:`iter_chunks`).
+
+    The chunks are parsed by ``cfg.parse_threads`` threads at the same time (one: on this
+    thread), each chunk in place, results taken in order; line numbers are made absolute and
+    the ``strict`` error raised here, so both name the right line whatever the threads."""
+    workers = cfg.parse_threads
+    # each chunk is parsed as a whole stream: never strict (the error is raised in finish())
+    wcfg = replace(cfg, strict=False) if cfg.strict else cfg
     line_base = 0
-    for chunk in iter_chunks(stream, name, cfg.chunk_bytes, flush_after):
-        if fmt == "auto":
-            fmt = sniff_text_format(chunk) or "auto"
-        batch, n_lines = chunk_batch(chunk, name, cfg, fmt, line_base, parser, pairs)
+    pending = deque()
+    ex = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="streamlearn-parse") if workers > 1 else None
+    submit = ex.submit if ex is not None else _Now
+
+    def finish(fut):
+        nonlocal line_base
+        batch, n_lines = fut.result()
+        base = line_base
         line_base += n_lines
-        if batch is not None:
-            yield batch
+        if batch is None:
+            return None
+        if base:
+            batch.lines += base
+            errs = batch.extra.get("errors")
+            if errs:
+                batch.extra["errors"] = [(s, ln + base, r) for s, ln, r in errs]
+        errs = batch.extra.get("errors")
+        if errs and cfg.strict:
+            s, ln, reason = errs[0]
+            raise InputError(f"{s}:{ln}: {reason}")
+        return batch
+
+    failed_read = None
+    chunks = iter_chunks(stream, name, cfg.chunk_bytes, flush_after)
+    try:
+        while True:
+            # only a failed *read* is caught here (damaged stream: the chunks read before it
+            # still count); the strict error raised by finish() must stop the run at once
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                break
+            except InputError as e:
+                failed_read = e
+                break
+            if fmt == "auto":
+                fmt = sniff_text_format(chunk) or "auto"
+            pending.append(submit(chunk_batch, chunk, name, wcfg, fmt))
+            # in order; a parsed head is handed on at once (a slow pipe's batches must not
+            # wait for later chunks); at most ``workers`` chunks in flight here, so the
+            # pipeline's memory is bounded by a few chunks whatever the stream's length
+            while pending and (len(pending) >= workers or pending[0].done()):
+                b = finish(pending.popleft())
+                if b is not None:
+                    yield b
+        while pending:
+            b = finish(pending.popleft())
+            if b is not None:
+                yield b
+        if failed_read is not None:
+            raise failed_read
+    finally:
+        for f in pending:
+            f.cancel()
+        if ex is not None:
+            ex.shutdown(wait=True)
 
 
 def _reader_for(fmt: str) -> Callable:
@@ -473,7 +565,9 @@ def _magic_format(head: bytes) -> str | None:
 
 
 def read_batches(paths: str | Iterable[str], cfg: ReaderConfig | None = None) -> Iterator[Batch]:
-    """Read the inputs ``paths`` in order (``"-"`` = standard input) and yield batches.
+    """Read the inputs ``paths`` in order (``"-"`` = standard input) and yield batches: text
+    through :func:`text_batches` (``cfg.parse_threads`` parsing threads), other formats through
+    their registered reader.
 
     Gzip is detected by its magic bytes (files and stdin). Errors in the data raise
     :class:`~streamlearn.errors.InputError` naming the file (and line where known):
@@ -492,9 +586,10 @@ def read_batches(paths: str | Iterable[str], cfg: ReaderConfig | None = None) ->
         try:
             fmt = cfg.fmt
             if fmt == "auto":
+                # the decompressed head: a gzip'd Parquet file is Parquet
                 fmt = _magic_format(src.content_head()) or "auto"
-            if fmt == "auto":
-                yield from text_batches(src.stream, src.name, cfg, "auto", src.flush_after)
+            if fmt in TEXT_FORMATS:
+                yield from text_batches(src.stream, src.name, cfg, fmt, src.flush_after)
                 continue
             try:
                 reader = _reader_for(fmt)

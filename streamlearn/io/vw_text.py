@@ -24,7 +24,8 @@ So does any number that is NaN or infinite (``nan``, ``inf``, ``1e400``), and a 
 whose product with its namespace weight (or with another feature, under ``-q``) overflows.
 
 Hashing follows :mod:`streamlearn.io.hashing`; parsing is done by
-:func:`streamlearn.io._text_kernels.parse_chunk`, one compiled call per chunk.
+:func:`streamlearn.kernels.parse_chunk` (the numba kernel
+:func:`streamlearn.io._text_kernels.parse_chunk` or its C port), one compiled call per chunk.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@
  *   streamlearn/algos/_adagrad_kernels.py, _loss_kernels.py   adagrad_run, wexpmx, losses
  *
  * which stay the reference (tests/test_cfast.py checks bit-identical results) and the
- * fallback. Plain C99, no Python API: loaded with ctypes by streamlearn/_cfast.py, so calls
+ * fallback. Plain C99, no Python API: loaded with ctypes by streamlearn/kernels/_cfast.py, so calls
  * run without the GIL. Compile with -O2 -ffp-contract=off (no FMA contraction, no fast-math):
  * every floating-point operation is the IEEE double (or float) operation the numba kernel
  * does, in the same order. No global state: calls from several threads are independent.
@@ -1072,7 +1072,7 @@ CF_API int64_t cf_adagrad_run(const int64_t *offsets, const uint32_t *indices, c
  *   streamlearn/io/_parquet_kernels.py   hash_string_part, wide_part, assemble_rows
  *   streamlearn/io/_hash_kernels.py      hash_spans
  *
- * Output arrays are allocated by the caller (streamlearn/_cfast.py) with the sizes the numba
+ * Output arrays are allocated by the caller (streamlearn/kernels/_cfast.py) with the sizes the numba
  * kernels give their results; see there for the calling protocol. */
 
 #define ROW_INF_VALUE 1          /* = streamlearn/io/_parquet_codes.py */

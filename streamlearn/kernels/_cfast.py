@@ -1,20 +1,21 @@
-"""The C fast path (``streamlearn/_c/cfast.c``), loaded with :mod:`ctypes`.
+"""The C fast path (``streamlearn/kernels/_c/cfast.c``), loaded with :mod:`ctypes`: one wrapper
+per entry point, each with its argument guard (``*_args_ok``) beside it.
 
 The library is a plain C99 port of the numba kernels on the start-up-critical path of a
 ``train --algo adagrad`` run over VW text, LIBSVM or Parquet: the chunk parser
 (:func:`streamlearn.io._text_kernels.parse_chunk`), the Parquet reader's kernels
 (:mod:`streamlearn.io._parquet_kernels` and :func:`streamlearn.io._hash_kernels.hash_spans`),
-VW's hashing and the AdaGrad kernel (:func:`streamlearn.algos._adagrad_kernels.adagrad_run`). It gives bit-identical results
-(tests/test_cfast.py) without importing numba, whose start-up (import, target
-initialisation, cache loads: ~0.6 CPU-s) costs more than such a run's parsing and learning.
-The numba kernels stay the reference and the fallback.
+VW's hashing and the AdaGrad kernel (:func:`streamlearn.algos._adagrad_kernels.adagrad_run`).
+It gives bit-identical results (tests/test_cfast.py) without importing numba, whose start-up
+(import, target initialisation, cache loads: ~0.6 CPU-s) costs more than such a run's parsing
+and learning. The numba kernels stay the reference and the fallback: :mod:`streamlearn.kernels`
+binds each entry point to the wrapper here when the library loads, and calls numba wherever a
+guard says the C port would not compute exactly what numba computes.
 
 The library is compiled by ``pip install`` (``setup.py``, an extension without Python API
-use); when it is missing (no compiler at install time, a source checkout never built) or
-``STREAMLEARN_NO_C=1`` is set, :func:`available` is False and callers use numba. The
-library file is looked up in ``STREAMLEARN_C_LIB`` (a path; tests use it for a checkout)
-or beside this module. ctypes calls release the GIL, so the reader and parser threads keep
-overlapping with the learner as with the ``nogil`` numba kernels.
+use) beside this module; :func:`load` takes another path (the CLI passes ``STREAMLEARN_C_LIB``;
+the tests use it for a checkout). ctypes calls release the GIL, so the reader and parser
+threads keep overlapping with the learner as with the ``nogil`` numba kernels.
 """
 from __future__ import annotations
 
@@ -25,11 +26,14 @@ import threading
 
 import numpy as np
 
-__all__ = ["available", "library_path", "parse_chunk", "adagrad_run", "murmur3_32", "hashstring",
-           "scan_float", "hash_string_part", "hash_spans", "wide_part", "assemble_rows"]
+__all__ = ["load", "lib", "library_path", "parse_chunk", "adagrad_args_ok", "adagrad_run",
+           "hash_string_part_args_ok", "hash_string_part", "hash_spans_args_ok", "hash_spans",
+           "wide_part_args_ok", "wide_part", "assemble_rows_args_ok", "assemble_rows",
+           "murmur3_32", "hashstring", "scan_float", "pow10_entry", "wexpmx"]
 
 _lock = threading.Lock()
-_lib = None  # the CDLL, or False when it cannot be loaded
+_lib = None  # the loaded CDLL (None: not loaded yet)
+_lib_path = None  # the path it was loaded from
 _c_i64 = ctypes.c_int64
 _p = ctypes.c_void_p
 
@@ -43,12 +47,11 @@ class _ParseOut(ctypes.Structure):
         ("letters", _p), ("scr_a", _p), ("scr_b", _p)]
 
 
-def library_path() -> str | None:
-    """Path of the compiled library (``STREAMLEARN_C_LIB`` or the one beside this module),
+def library_path(path: str | None = None) -> str | None:
+    """``path`` if it is a file, else (no ``path``) the compiled library beside this module,
     or None."""
-    env = os.environ.get("STREAMLEARN_C_LIB")
-    if env:
-        return env if os.path.isfile(env) else None
+    if path:
+        return path if os.path.isfile(path) else None
     here = os.path.dirname(os.path.abspath(__file__))
     found = sorted(glob.glob(os.path.join(here, "_cfast_lib*.so"))
                    + glob.glob(os.path.join(here, "_cfast_lib*.pyd"))
@@ -56,20 +59,22 @@ def library_path() -> str | None:
     return found[0] if found else None
 
 
-def _load():
-    global _lib
+def load(path: str | None = None):
+    """The library at ``path`` (default: the one beside this module), loaded once; None when
+    there is none or it cannot be loaded. The wrappers below call the last one loaded."""
+    global _lib, _lib_path
     with _lock:
-        if _lib is not None:
+        found = library_path(path)
+        if found is None:
+            return None
+        if _lib is not None and _lib_path == found:
             return _lib
-        lib = False
-        path = library_path()
-        if path is not None:
-            try:
-                lib = ctypes.CDLL(path)
-                _declare(lib)
-            except (OSError, AttributeError):
-                lib = False
-        _lib = lib
+        try:
+            lib = ctypes.CDLL(found)
+            _declare(lib)
+        except (OSError, AttributeError):
+            return None
+        _lib, _lib_path = lib, found
         return lib
 
 
@@ -107,17 +112,9 @@ def _declare(lib):
     lib.cf_assemble_rows.restype = i64
 
 
-def available() -> bool:
-    """Whether the C path is usable (the library loads and ``STREAMLEARN_NO_C`` is not set)."""
-    if os.environ.get("STREAMLEARN_NO_C", "") not in ("", "0"):
-        return False
-    lib = _lib if _lib is not None else _load()
-    return lib is not False
-
-
 def lib():
-    """The loaded library (call only when :func:`available`)."""
-    return _lib if _lib is not None else _load()
+    """The loaded library (:func:`load` with no path when none is loaded yet)."""
+    return _lib if _lib is not None else load()
 
 
 def _ptr(a: np.ndarray) -> int:
@@ -144,7 +141,8 @@ _EMPTY_I64 = np.empty(0, np.int64)
 
 def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
     """Same arguments and results as :func:`streamlearn.io._text_kernels.parse_chunk` (the
-    arrays it returns are, as there, views of arrays sized by its initial estimate)."""
+    arrays it returns are, as there, views of arrays sized by its initial estimate). It needs
+    no guard: it converts its arguments to the dtypes the numba kernel is called with."""
     b = _u8(buf)
     qa = np.ascontiguousarray(qa, dtype=np.int64)
     qb = np.ascontiguousarray(qb, dtype=np.int64)
@@ -238,8 +236,8 @@ def adagrad_run(offsets, indices, values, labels, weights, w, G, N, scal, mask, 
 # Each ``*_args_ok`` says whether the C port computes exactly what the numba kernel computes
 # for these arguments: the dtypes the reader passes (numba would specialise differently on
 # others), C-contiguous arrays of the expected dimensions, and every span inside its buffer
-# (numba wraps negative indices; C would read outside the arrays). The reader falls back to
-# numba when one is False.
+# (numba wraps negative indices; C would read outside the arrays). The kernel seam
+# (:mod:`streamlearn.kernels`) calls numba when one is False.
 
 
 def _arr(a, dt, ndim=1) -> bool:
