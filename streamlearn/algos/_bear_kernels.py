@@ -11,12 +11,13 @@ Kernel state: the shared :class:`~streamlearn.algos._sketch_kernels.SketchState`
 :func:`streamlearn.algos._sketch_kernels.minibatch_run`.
 """
 import math
+from collections import namedtuple
 from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
-from ._sketch_kernels import (build_active, eff_weights, hll_add, implements_update, mb_gradient,
+from ._sketch_kernels import (DRIVER_HYPER, build_active, eff_weights, hll_add, implements_update, mb_gradient,
                               mb_predict, minibatch_run, offer_active, sketch_add)
 
 __all__ = ["Ring", "BearHyper", "two_loop", "bear_update", "bear_run", "ring_push"]
@@ -37,18 +38,11 @@ class Ring(NamedTuple):
     ring_rr: np.ndarray  # float64 (tau,)
 
 
-class BearHyper(NamedTuple):
-    """BEAR's hyper-parameters as its kernels take them."""
-
-    code: int  # loss code (_loss_kernels; 3 = softmax for --oaa)
-    eta0: float  # step size eta
-    schedule: int  # 0 constant, 1 inverse: eta * t0 / (t0 + t)
-    t0: float
-    b: int  # minibatch size
-    eps: float  # relative curvature guard: keep (s, r) only if s.r > eps |s| |r|
-    damping: float  # store r + damping s
-    same_set: bool  # secant pair on the top-k set before the heap update
-    mask_r: bool  # experimental, not Alg. 2: r zeroed off the top-k set
+#: BEAR's hyper-parameters as its kernels take them: the driver's (``DRIVER_HYPER``), then ``eps``
+#: (relative curvature guard: keep (s, r) only if s.r > eps |s| |r|), ``damping`` (store
+#: r + damping s), ``same_set`` (secant pair on the top-k set before the heap update) and
+#: ``mask_r`` (experimental, not Alg. 2: r zeroed off the top-k set).
+BearHyper = namedtuple("BearHyper", DRIVER_HYPER + ("eps", "damping", "same_set", "mask_r"))
 
 _FIB64 = np.uint64(0x9E3779B97F4A7C15)
 

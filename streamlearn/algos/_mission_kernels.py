@@ -5,25 +5,19 @@ heap and the same minibatch driver as BEAR Alg. 2
 (:func:`streamlearn.algos._sketch_kernels.minibatch_run`), with the descent direction ``z_t``
 equal to the stochastic gradient (no oLBFGS, no second QUERY for a secant pair).
 """
-from typing import NamedTuple
+from collections import namedtuple
 
 import numpy as np
 from numba import njit
 
-from ._sketch_kernels import (build_active, eff_weights, hll_add, implements_update, mb_gradient,
+from ._sketch_kernels import (DRIVER_HYPER, build_active, eff_weights, hll_add, implements_update, mb_gradient,
                               mb_predict, minibatch_run, offer_active, sketch_add)
 
 __all__ = ["MissionHyper", "mission_update", "mission_run"]
 
 
-class MissionHyper(NamedTuple):
-    """MISSION's hyper-parameters as its kernels take them."""
-
-    code: int  # loss code (_loss_kernels; 3 = softmax for --oaa)
-    eta0: float  # step size eta
-    schedule: int  # 0 constant, 1 inverse: eta * t0 / (t0 + t)
-    t0: float
-    b: int  # minibatch size
+#: MISSION's hyper-parameters as its kernels take them: the driver's (``DRIVER_HYPER``).
+MissionHyper = namedtuple("MissionHyper", DRIVER_HYPER)
 
 
 @implements_update(MissionHyper)

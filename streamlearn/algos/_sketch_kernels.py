@@ -37,8 +37,14 @@ __all__ = [
     "tbl_find", "heap_offer", "heap_lookup", "hll_add", "build_active", "eff_weights",
     "predict_example", "mb_predict", "mb_gradient", "mb_loss_and_pred", "copy_name",
     "SketchState", "Spans", "step_size", "minibatch_update", "implements_update", "minibatch_run",
-    "offer_active",
+    "offer_active", "DRIVER_HYPER",
 ]
+
+
+#: The minibatch driver's hyper-parameters, the first fields of every sketch learner's hyper
+#: tuple: loss code (``_loss_kernels``; 3 = softmax for ``--oaa``), step ``eta0``, ``schedule``
+#: (0 constant, 1 inverse: ``eta0 * t0 / (t0 + t)``), ``t0`` and the minibatch size ``b``.
+DRIVER_HYPER = ("code", "eta0", "schedule", "t0", "b")
 
 
 class SketchState(NamedTuple):

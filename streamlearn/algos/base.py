@@ -28,7 +28,7 @@ Protocol
     raw prediction (class id for multiclass learners); ``loss`` is ``NaN`` where unlabeled.
     Results never depend on how the stream is cut into batches.
 ``predict_batch(batch) -> (pred, loss)``
-    Same, without updates.
+    Same, without updates. By default both call ``_run(batch, learn)``.
 ``finish()``
     End of stream: flush buffered updates (minibatch learners).
 ``extra_summary() -> dict``
@@ -120,9 +120,14 @@ class Learner:
         raise NotImplementedError(f"--algo {self.name} does not select features")
 
     def learn_batch(self, batch):
-        raise NotImplementedError
+        return self._run(batch, True)
 
     def predict_batch(self, batch):
+        return self._run(batch, False)
+
+    def _run(self, batch, learn: bool):
+        """Progressive validation over ``batch`` (updates only if ``learn``): what the default
+        :meth:`learn_batch` / :meth:`predict_batch` call."""
         raise NotImplementedError
 
     @property

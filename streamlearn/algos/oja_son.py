@@ -216,12 +216,6 @@ class OjaSON(Learner):
             start = nxt
         return pred, loss
 
-    def learn_batch(self, batch):
-        return self._run(batch, True)
-
-    def predict_batch(self, batch):
-        return self._run(batch, False)
-
     # -- introspection (tests, benchmarks) -------------------------------------------------
     def weights_dense(self, keys):
         """Effective weights ``w = u_bar + Z^T b`` (pre-scaled coordinates) at the given masked keys."""

@@ -30,12 +30,6 @@ class Toy(Learner):
                                                       batch.weights, state, hyper, learn, pred, loss))
         return pred, loss
 
-    def learn_batch(self, batch):
-        return self._run(batch, True)
-
-    def predict_batch(self, batch):
-        return self._run(batch, False)
-
     def _arrays(self):
         return {f: getattr(self, f) for f in _kernels.ToyState._fields}
 
