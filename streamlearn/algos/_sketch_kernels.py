@@ -636,7 +636,9 @@ def implements_update(hyper_type):
     return bind
 
 
-@njit(cache=True, nogil=True)
+# inline: compiled into each learner's run kernel, so that its cache follows the learner's
+# module (a separately cached driver would keep a stale copy of an edited minibatch_update)
+@njit(cache=True, nogil=True, inline="always")
 def minibatch_run(offsets, indices, values, labels, weights, spans, state, extra, hyper,
                   learn, flush, skip, pred_out, loss_out, pending_out):
     """The minibatch driver of the sketch learners: progressive validation over the batch.
