@@ -254,8 +254,7 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     keep = inheap
     if not hyper.same_set:
         keep = np.ones((K, nA), np.bool_)
-    offer_active(sketch, st.hkeys, st.hw, st.htpos, st.hname, st.htbl, st.hsize, st.names, st.name_len,
-                 akeys, aocc, abk, asg, spans, tmp, beta1, keep)
+    offer_active(st, akeys, aocc, abk, asg, spans, tmp, beta1, keep)
     if not hyper.same_set:
         eff_weights(sketch, st.htbl, st.hkeys, akeys, abk, asg, beta1, inheap, tmp)
     mb_predict(offsets, values, mb, nmb, loc, beta1, P)

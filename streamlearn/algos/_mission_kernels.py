@@ -46,9 +46,7 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
         for c in range(K):
             if G[c, a] != 0.0:
                 sketch_add(sketch[c], abk[a], asg[a], -eta * G[c, a])
-    offer_active(sketch, st.hkeys, st.hw, st.htpos, st.hname, st.htbl, st.hsize, st.names, st.name_len,
-                 akeys, aocc, abk, asg, spans, tmp, np.empty((K, 0), np.float64),
-                 np.empty((K, 0), np.bool_))
+    offer_active(st, akeys, aocc, abk, asg, spans, tmp, np.empty((K, 0), np.float64), np.empty((K, 0), np.bool_))
     return extra
 
 

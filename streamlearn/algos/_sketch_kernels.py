@@ -596,21 +596,23 @@ def step_size(eta0, schedule, t0, t):
 
 
 @njit(cache=True, nogil=True)
-def offer_active(sketch, hkeys, hw, htpos, hname, htbl, hsize, names, name_len, akeys, aocc, abk, asg,
-                 spans, tmp, beta, keep):
-    """BEAR Alg. 2 lines 7 and 10: re-QUERY every class's weights of the active set A_t and
-    offer them to its heap (a feature entering the heap takes its name from ``spans``). With
-    ``beta`` non-empty, ``beta[c, a]`` receives the new weight where ``keep[c, a]`` (else 0)."""
-    K = sketch.shape[0]
+def offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta, keep):
+    """BEAR Alg. 2 lines 7 and 10: re-QUERY every class's weights of the active set A_t
+    (``akeys``, first occurrences ``aocc``, buckets ``abk`` and signs ``asg``) and offer them to
+    its heap (a feature entering the heap takes its name from ``spans``). With ``beta``
+    non-empty, ``beta[c, a]`` receives the new weight where ``keep[c, a]`` (else 0)."""
+    st = state
+    K = st.sketch.shape[0]
     nA = akeys.shape[0]
     for c in range(K):
         for a in range(nA):
-            v = sketch_query(sketch[c], abk[a], asg[a], tmp)
+            v = sketch_query(st.sketch[c], abk[a], asg[a], tmp)
             if beta.shape[1] > 0:
                 beta[c, a] = v if keep[c, a] else 0.0
-            nid = heap_offer(hkeys[c], hw[c], htpos[c], hname[c], htbl[c], hsize[c:c + 1], akeys[a], v)
+            nid = heap_offer(st.hkeys[c], st.hw[c], st.htpos[c], st.hname[c], st.htbl[c], st.hsize[c:c + 1],
+                             akeys[a], v)
             if nid >= 0:
-                copy_name(names[c], name_len[c], nid, aocc[a], spans.text, spans.name_start,
+                copy_name(st.names[c], st.name_len[c], nid, aocc[a], spans.text, spans.name_start,
                           spans.name_end, spans.ns_start, spans.ns_end)
 
 
