@@ -83,7 +83,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from streamlearn.algos import AdaGrad  # noqa: E402
 from streamlearn.algos.bear import Bear  # noqa: E402
 from streamlearn.algos.mission import Mission  # noqa: E402
-from streamlearn.batch import unit_norm_rows  # noqa: E402
+from streamlearn.batch import concat_batches, unit_norm_rows  # noqa: E402
 from streamlearn.io import ReaderConfig, read_batches  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "datasets")
@@ -108,12 +108,8 @@ class BearTopkR(Bear):
 
 def load(path, names=False, fmt="vw"):
     """One Batch with every row of ``ROOT/path``."""
-    from streamlearn.algos.mission import concat_keep_names
     bs = list(read_batches([os.path.join(ROOT, path)], ReaderConfig(fmt=fmt, keep_names=names)))
-    out = bs[0]
-    for b in bs[1:]:
-        out = concat_keep_names(out, b)
-    return out
+    return concat_batches(bs, names=True) if len(bs) > 1 else bs[0]
 
 
 def accuracy(pred, labels, K):

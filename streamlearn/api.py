@@ -63,6 +63,7 @@ class RunConfig:
 def make_learner(algo: str, hyper: dict):
     cls = get_learner_class(algo)
     try:
+        cls.check_options(hyper)
         return cls(**hyper)
     except ValueError as e:
         raise ConfigError(str(e)) from None
@@ -174,12 +175,9 @@ def _run(cfg: RunConfig, learn: bool, log=None):
         if cfg.unit_norm and not reader.get("unit_norm"):
             raise ConfigError("--unit_norm differs from the model's (trained without it)")
     else:
-        if cfg.hyper.get("oaa") and "loss_function" in cfg.hyper:
-            raise ConfigError("--loss_function does not apply with --oaa (multiclass uses softmax "
-                              "cross-entropy)")
         learner = make_learner(cfg.algo or "adagrad", cfg.hyper)
         reader = _reader_settings(cfg)
-    keep_names = cfg.keep_names if cfg.keep_names is not None else bool(getattr(learner, "wants_names", False))
+    keep_names = cfg.keep_names if cfg.keep_names is not None else learner.wants_names
 
     sink = None
     if cfg.predictions is not None:

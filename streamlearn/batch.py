@@ -29,6 +29,8 @@ __all__ = ["Batch", "empty_batch", "concat_batches", "unit_norm_rows", "CONSTANT
 #: VW's constant (bias) feature hash (``streamlearn.io.hashing.CONSTANT_HASH``, kept here so
 #: numba-free code can use it).
 CONSTANT_HASH = 11650396
+_I64 = np.zeros(0, np.int64)
+_U8 = np.zeros(0, np.uint8)
 
 
 @dataclass
@@ -113,6 +115,34 @@ class Batch:
             ns_end=f(self.ns_end),
         )
 
+    def take(self, rows) -> "Batch":
+        """Examples ``rows`` (in that order) as a compact new batch that owns its arrays; the
+        feature-name spans are kept, with only the byte range of ``text`` they use copied (spans
+        re-based). Tags are dropped."""
+        rows = np.asarray(rows, np.int64)
+        starts = self.offsets[rows]
+        counts = self.offsets[rows + 1] - starts
+        offsets = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        ent = (np.repeat(starts - offsets[:-1], counts) + np.arange(offsets[-1])) if len(rows) else _I64
+        ent = ent.astype(np.int64)
+        kw = {}
+        if self.name_start is not None and self.text is not None and len(ent):
+            none = np.full(len(ent), -1, np.int64)
+            ns, ne = self.name_start[ent], self.name_end[ent]
+            ss = self.ns_start[ent] if self.ns_start is not None else none
+            se = self.ns_end[ent] if self.ns_end is not None else none
+            used = np.concatenate([ns[ns >= 0], ss[ss >= 0]])
+            used_end = np.concatenate([ne[ns >= 0], se[ss >= 0]])
+            lo = int(used.min()) if len(used) else 0
+            hi = int(used_end.max()) if len(used_end) else 0
+            kw = dict(text=np.array(self.text[lo:hi], np.uint8),
+                      name_start=np.where(ns >= 0, ns - lo, -1), name_end=np.where(ns >= 0, ne - lo, -1),
+                      ns_start=np.where(ss >= 0, ss - lo, -1), ns_end=np.where(ss >= 0, se - lo, -1))
+        return Batch(offsets, self.indices[ent].copy(), self.values[ent].copy(),
+                     self.labels[rows].copy(), self.weights[rows].copy(),
+                     lines=self.lines[rows].copy(), source=self.source, **kw)
+
     @classmethod
     def from_dense(cls, X, y=None, weights=None, hashes=None) -> "Batch":
         """Build a batch from a dense matrix (zeros dropped). Feature ``j`` gets hash
@@ -149,8 +179,18 @@ def empty_batch() -> Batch:
     return Batch(np.zeros(1, np.int64), np.zeros(0, np.uint32), np.zeros(0), np.zeros(0), np.zeros(0))
 
 
-def concat_batches(batches: list[Batch]) -> Batch:
-    """Concatenate batches (features, labels, weights, lines; spans are dropped)."""
+def _shifted_spans(b: Batch, attr: str, shift: int) -> np.ndarray:
+    x = getattr(b, attr)
+    if x is None:
+        return np.full(b.nnz, -1, np.int64)
+    x = np.asarray(x, np.int64)
+    return np.where(x >= 0, x + shift, -1)
+
+
+def concat_batches(batches: list[Batch], names: bool = False) -> Batch:
+    """Concatenate batches (features, labels, weights, lines; tags are dropped). Feature-name
+    spans are dropped too unless ``names`` is set and some batch has them: then the batches'
+    ``text`` bytes are concatenated and the spans re-based into them (``-1`` where unknown)."""
     if not batches:
         return empty_batch()
     offs = [np.zeros(1, np.int64)]
@@ -158,6 +198,13 @@ def concat_batches(batches: list[Batch]) -> Batch:
     for b in batches:
         offs.append(b.offsets[1:] + base)
         base += b.nnz
+    kw = {}
+    if names and any(b.name_start is not None for b in batches):
+        texts = [b.text if b.text is not None else _U8 for b in batches]
+        shifts = np.concatenate([[0], np.cumsum([len(t) for t in texts])[:-1]]).tolist()
+        kw["text"] = np.concatenate(texts).astype(np.uint8)
+        for attr in ("name_start", "name_end", "ns_start", "ns_end"):
+            kw[attr] = np.concatenate([_shifted_spans(b, attr, sh) for b, sh in zip(batches, shifts)])
     return Batch(
         np.concatenate(offs),
         np.concatenate([b.indices for b in batches]),
@@ -166,4 +213,5 @@ def concat_batches(batches: list[Batch]) -> Batch:
         np.concatenate([b.weights for b in batches]),
         np.concatenate([b.lines for b in batches]),
         source=batches[0].source,
+        **kw,
     )

@@ -29,20 +29,20 @@ class SelectedFeature:
 
 
 def supports_selection(learner) -> bool:
-    """True for learners with a top-k heap (BEAR, MISSION)."""
-    return hasattr(learner, "top_features")
+    """True for learners with a top-k set (BEAR, MISSION): ``Learner.selects_features``."""
+    return learner.selects_features
 
 
 def select_rows(learner, top_k: int | None = None, refresh: bool = True) -> list[SelectedFeature]:
     """The selected features of ``learner`` (at most ``top_k`` per class; all heap members
     when ``None``)."""
     if not supports_selection(learner):
-        raise ValueError(f"--algo {getattr(learner, 'name', '?')} does not select features "
+        raise ValueError(f"--algo {learner.name} does not select features "
                          "(use bear or mission)")
     if top_k is not None and top_k < 1:
         raise ValueError("--top_k must be at least 1")
     cls, keys, w, names = learner.top_features(refresh=refresh)
-    multi = bool(getattr(learner, "multiclass", False))
+    multi = learner.multiclass
     rows, count = [], {}
     for c, h, x, nm in zip(cls.tolist(), keys.tolist(), w.tolist(), names):
         count[c] = count.get(c, 0) + 1

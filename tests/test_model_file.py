@@ -47,6 +47,8 @@ def test_no_temporary_left_and_existing_model_kept_on_failure(tmp_path):
     (lambda b: b[:100] + bytes([b[100] ^ 1]) + b[101:], "corrupt"),
     (lambda b: b"PK\x03\x04" + b[4:], "not a streamlearn model"),
     (lambda b: b[:8] + (FORMAT_VERSION + 1).to_bytes(4, "little") + b[12:], "newer"),
+    (lambda b: b[:8] + (FORMAT_VERSION - 1).to_bytes(4, "little") + b[12:],
+     f"model file format {FORMAT_VERSION - 1} is no longer read; re-train"),
     (lambda b: b"", "not a streamlearn model"),
 ])
 def test_damaged_files_give_one_clear_error(tmp_path, damage, msg):

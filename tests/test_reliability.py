@@ -163,6 +163,8 @@ def test_damaged_models_one_line_exit_1(tmp_path):
         "bit-flipped": (good[:200] + bytes([good[200] ^ 0x10]) + good[201:], "corrupt"),
         "foreign": (gzip.compress(b"1 |a b\n"), "not a streamlearn model"),
         "future": (good[:8] + (FORMAT_VERSION + 1).to_bytes(4, "little") + good[12:], "newer"),
+        "retired": (good[:8] + (FORMAT_VERSION - 1).to_bytes(4, "little") + good[12:],
+                    f"model file format {FORMAT_VERSION - 1} is no longer read; re-train"),
         "empty": (b"", "not a streamlearn model"),
     }
     for name, (raw, msg) in cases.items():

@@ -5,7 +5,8 @@ import pytest
 mmh3 = pytest.importorskip("mmh3")
 sk = pytest.importorskip("streamlearn.algos._sketch_kernels")
 
-from streamlearn.algos.mission import Mission, hll_estimate  # noqa: E402
+from streamlearn.algos.mission import Mission  # noqa: E402
+from streamlearn.algos.sketch import hll_estimate  # noqa: E402
 
 
 def _seeds(R, seed=0):

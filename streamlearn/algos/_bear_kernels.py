@@ -5,18 +5,44 @@ packed as the int64 ``c << 32 | h``; for binary / regression there is one class.
 history is a ring buffer of ``tau`` sparse pairs ``(s_i, r_i)``, each stored on its own support
 (keys + values, capacity grown as needed); the newest pair is at ``head - 1``, a new pair
 overwrites the oldest.
+
+Kernel state: the shared :class:`~streamlearn.algos._sketch_kernels.SketchState`, BEAR's
+:class:`Ring` of pairs and its :class:`BearHyper`; the minibatch driver is
+:func:`streamlearn.algos._sketch_kernels.minibatch_run`.
 """
 import math
+from collections import namedtuple
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
-from ._mission_kernels import step_size
-from ._sketch_kernels import (build_active, copy_name, eff_weights, hll_add, heap_offer,
-                              mb_gradient, mb_predict, predict_and_collect,
-                              sketch_add, sketch_query)
+from ._sketch_kernels import (DRIVER_HYPER, build_active, eff_weights, hll_add, implements_update, mb_gradient,
+                              mb_predict, minibatch_run, offer_active, sketch_add)
 
-__all__ = ["two_loop", "bear_update", "bear_run", "ring_push"]
+__all__ = ["Ring", "BearHyper", "two_loop", "bear_update", "bear_run", "ring_push"]
+
+
+class Ring(NamedTuple):
+    """The oLBFGS history (Alg. 1): ``tau`` sparse pairs ``(s_i, r_i)``, each on its own support
+    (``cap`` entries, grown as needed); ``ring_sr``/``ring_rr`` hold ``s.r`` and ``r.r``. The head and
+    count are ``SketchState.counters[1:3]``."""
+
+    rs_keys: np.ndarray  # int64 (tau, cap): coordinates (c << 32 | h) of s_i
+    rs_vals: np.ndarray  # float64 (tau, cap)
+    rs_len: np.ndarray  # int64 (tau,)
+    rr_keys: np.ndarray  # int64 (tau, cap): coordinates of r_i
+    rr_vals: np.ndarray  # float64 (tau, cap)
+    rr_len: np.ndarray  # int64 (tau,)
+    ring_sr: np.ndarray  # float64 (tau,)
+    ring_rr: np.ndarray  # float64 (tau,)
+
+
+#: BEAR's hyper-parameters as its kernels take them: the driver's (``DRIVER_HYPER``), then ``eps``
+#: (relative curvature guard: keep (s, r) only if s.r > eps |s| |r|), ``damping`` (store
+#: r + damping s), ``same_set`` (secant pair on the top-k set before the heap update) and
+#: ``mask_r`` (experimental, not Alg. 2: r zeroed off the top-k set).
+BearHyper = namedtuple("BearHyper", DRIVER_HYPER + ("eps", "damping", "same_set", "mask_r"))
 
 _FIB64 = np.uint64(0x9E3779B97F4A7C15)
 
@@ -179,27 +205,29 @@ def ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
     return rs_keys, rs_vals, rr_keys, rr_vals
 
 
+@implements_update(BearHyper)
 @njit(cache=True, nogil=True)
-def bear_update(offsets, indices, values, labels, weights, mb, nmb,
-                text, name_start, name_end, ns_start, ns_end,
-                sketch, seeds, hkeys, hw, htpos, hname, htbl, hsize, names, name_len, hll,
-                rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr,
-                counters, code, eta, eps, same_set, damping, lrange, mask_r=False):
-    """One BEAR iteration (Alg. 2 lines 2-10) on the minibatch ``mb[:nmb]``.
+def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state, extra, hyper, eta):
+    """One BEAR iteration (Alg. 2 lines 2-10) on the minibatch ``mb[:nmb]``; ``extra`` is the
+    :class:`Ring`, returned with its arrays possibly reallocated.
 
     Line 3: QUERY A_t intersect top-k (others 0); 4: mean gradient on A_t; 5: oLBFGS
     direction (Alg. 1); 6: ADD ``-eta z`` on A_t; 7: re-QUERY A_t; 10: offer A_t to the heap.
     Lines 8-9: ``s = beta_{t+1} - beta_t`` is the change of the QUERYed weights (not the
     intended step ``-eta z``; NOTES_BEAR item 2) and ``r`` the gradient change on the same
-    minibatch, both with the effective weights of the *same* top-k set (``same_set``: the
+    minibatch, both with the effective weights of the *same* top-k set (``hyper.same_set``: the
     set before the heap update, so features entering the heap do not put their whole weight
     into ``s``; otherwise the set after it), which makes ``(s, r)`` an exact secant pair.
-    With ``mask_r`` (experimental, not Alg. 2) ``r`` is zeroed off that top-k set.
+    With ``hyper.mask_r`` (experimental, not Alg. 2) ``r`` is zeroed off that top-k set.
     """
+    st = state
+    ring = extra
+    code = hyper.code
+    sketch = st.sketch
     K = sketch.shape[0]
     R = sketch.shape[1]
     W = sketch.shape[2]
-    akeys, aocc, loc, abk, asg = build_active(offsets, indices, mb, nmb, seeds, W)
+    akeys, aocc, loc, abk, asg = build_active(offsets, indices, mb, nmb, st.seeds, W)
     nA = akeys.shape[0]
     D = K * nA
     ckeys = np.empty(D, np.int64)
@@ -209,86 +237,49 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb,
     tmp = np.empty(R, np.float64)
     beta0 = np.empty((K, nA), np.float64)
     inheap = np.empty((K, nA), np.bool_)
-    eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta0, inheap, tmp)
+    eff_weights(sketch, st.htbl, st.hkeys, akeys, abk, asg, beta0, inheap, tmp)
     P = np.empty((nmb, K), np.float64)
     mb_predict(offsets, values, mb, nmb, loc, beta0, P)
     G0 = np.empty((K, nA), np.float64)
-    mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, lrange)
-    z = two_loop(G0.ravel(), ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
-                 ring_sr, ring_rr, counters[1], counters[2])
+    mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, st.lrange)
+    z = two_loop(G0.ravel(), ckeys, ring.rs_keys, ring.rs_vals, ring.rs_len, ring.rr_keys, ring.rr_vals,
+                 ring.rr_len, ring.ring_sr, ring.ring_rr, st.counters[1], st.counters[2])
     for a in range(nA):
-        hll_add(hll, akeys[a])
+        hll_add(st.hll, akeys[a])
         for c in range(K):
             d = z[c * nA + a]
             if d != 0.0:
                 sketch_add(sketch[c], abk[a], asg[a], -eta * d)
     beta1 = np.empty((K, nA), np.float64)
-    for c in range(K):
-        for a in range(nA):
-            v = sketch_query(sketch[c], abk[a], asg[a], tmp)
-            beta1[c, a] = v if (inheap[c, a] or not same_set) else 0.0
-            nid = heap_offer(hkeys[c], hw[c], htpos[c], hname[c], htbl[c], hsize[c:c + 1],
-                             akeys[a], v)
-            if nid >= 0:
-                copy_name(names[c], name_len[c], nid, aocc[a], text, name_start, name_end,
-                          ns_start, ns_end)
-    if not same_set:
-        eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta1, inheap, tmp)
+    keep = inheap
+    if not hyper.same_set:
+        keep = np.ones((K, nA), np.bool_)
+    offer_active(st, akeys, aocc, abk, asg, spans, tmp, beta1, keep)
+    if not hyper.same_set:
+        eff_weights(sketch, st.htbl, st.hkeys, akeys, abk, asg, beta1, inheap, tmp)
     mb_predict(offsets, values, mb, nmb, loc, beta1, P)
     G1 = np.empty((K, nA), np.float64)
-    mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G1, lrange)
+    mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G1, st.lrange)
     s = (beta1 - beta0).ravel()
     r = (G1 - G0).ravel()
-    if mask_r:
+    if hyper.mask_r:
         im = inheap.ravel()
         for d in range(D):
             if not im[d]:
                 r[d] = 0.0
-    if damping > 0.0:  # r + delta s: curvature at least delta (oLBFGS regularisation)
-        r += damping * s
-    return ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
-                     ring_sr, ring_rr, counters, eps)
+    if hyper.damping > 0.0:  # r + delta s: curvature at least delta (oLBFGS regularisation)
+        r += hyper.damping * s
+    rs_keys, rs_vals, rr_keys, rr_vals = ring_push(
+        ckeys, s, r, ring.rs_keys, ring.rs_vals, ring.rs_len, ring.rr_keys, ring.rr_vals, ring.rr_len,
+        ring.ring_sr, ring.ring_rr, st.counters, hyper.eps)
+    return Ring(rs_keys, rs_vals, ring.rs_len, rr_keys, rr_vals, ring.rr_len, ring.ring_sr, ring.ring_rr)
 
 
 @njit(cache=True, nogil=True)
-def bear_run(offsets, indices, values, labels, weights,
-             text, name_start, name_end, ns_start, ns_end,
-             sketch, seeds, hkeys, hw, htpos, hname, htbl, hsize, names, name_len, hll,
-             rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr,
-             counters, code, eta0, schedule, t0, eps, b, learn, flush, skip,
-             pred_out, loss_out, pending_out, same_set, damping, lrange, mask_r=False):
-    """Progressive validation + minibatch BEAR; same contract as
-    :func:`streamlearn.algos._mission_kernels.mission_run`. Returns ``(examples learned,
-    rows pending, rs_keys, rs_vals, rr_keys, rr_vals)`` (ring arrays possibly reallocated)."""
-    n = labels.shape[0]
-    K = sketch.shape[0]
-    R = sketch.shape[1]
-    mb = np.empty(n + 1, np.int64)
-    nmb = 0
-    learned = 0
-    p = np.empty(K, np.float64)
-    bk = np.empty(R, np.int64)
-    sg = np.empty(R, np.float64)
-    tmp = np.empty(R, np.float64)
-    out = np.empty(2, np.float64)
-    for i in range(n + 1):
-        last = i == n
-        if not last:
-            nmb = predict_and_collect(i, skip, learn, code, offsets, indices, values, labels, sketch, seeds,
-                                      htbl, hkeys, p, bk, sg, tmp, out, pred_out, loss_out, mb, nmb)
-        if nmb == 0 or not learn:
-            continue
-        if nmb >= b or (last and flush):
-            eta = step_size(eta0, schedule, t0, counters[0])
-            rs_keys, rs_vals, rr_keys, rr_vals = bear_update(
-                offsets, indices, values, labels, weights, mb, nmb,
-                text, name_start, name_end, ns_start, ns_end,
-                sketch, seeds, hkeys, hw, htpos, hname, htbl, hsize, names, name_len, hll,
-                rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr,
-                counters, code, eta, eps, same_set, damping, lrange, mask_r)
-            counters[0] += 1
-            learned += nmb
-            nmb = 0
-    for q in range(nmb):
-        pending_out[q] = mb[q]
-    return learned, nmb, rs_keys, rs_vals, rr_keys, rr_vals
+def bear_run(offsets, indices, values, labels, weights, spans, state, ring, hyper,
+             learn, flush, skip, pred_out, loss_out, pending_out):
+    """BEAR over a batch: :func:`~streamlearn.algos._sketch_kernels.minibatch_run` with
+    :func:`bear_update`. Returns ``(examples learned, rows pending, ring)`` (the ring's arrays
+    possibly reallocated)."""
+    return minibatch_run(offsets, indices, values, labels, weights, spans, state, ring, hyper,
+                         learn, flush, skip, pred_out, loss_out, pending_out)

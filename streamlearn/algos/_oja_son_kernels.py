@@ -12,13 +12,15 @@ Per-feature state lives in an open-addressing hash table keyed by the masked fea
 was never learned from has no slot and reads as all zeros (``D = 0.1``).
 """
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
 from ._loss_kernels import SQUARED, invariant_step, loss_deriv, loss_value, target
 
-__all__ = ["son_run", "rehash", "decompose", "rematerialize", "table_lookup_rows", "fill_frame"]
+__all__ = ["SonState", "SonHyper", "SonScratch", "son_run", "rehash", "decompose", "rematerialize",
+           "table_lookup_rows"]
 
 EMPTY = -1
 C_U = 0  # u_bar (the weights outside the sketch subspace, Alg. 4)
@@ -80,13 +82,6 @@ def _set_frame(tab, sl, m, r):
     read it instead of computing three roots and divisions each."""
     cw = C_Z + m
     tab[sl, cw + 3] = _pscale(tab[sl, C_D], tab[sl, cw + 2], r)
-
-
-@njit(cache=True, nogil=True)
-def fill_frame(tab, m, r):
-    """Set the cached frame column of every row (models saved before it was cached)."""
-    for sl in range(tab.shape[0]):
-        _set_frame(tab, sl, m, r)
 
 
 @njit(cache=True, nogil=True)
@@ -350,19 +345,63 @@ def rematerialize(keys, tab, F, K, b, n_assigned):
     return ok
 
 
+class SonState(NamedTuple):
+    """Oja-SON's state (Alg. 4 + 5): the per-feature table and the sketch's small matrices."""
+
+    keys: np.ndarray  # int64 (cap,): masked feature index per slot, -1 = empty
+    tab: np.ndarray  # float64 (cap, ncol): per-feature row (see the module docstring)
+    shift: int  # 64 - log2(cap): Fibonacci hashing shift
+    ints: np.ndarray  # int64 (5,): t, n_assigned, n_occupied, n_remat, t at last remat
+    flt: np.ndarray  # float64 (3,): bound on cond(Z), label min, label max (learned so far)
+    F: np.ndarray  # float64 (m, m): V = F Z (Alg. 5), lower triangular
+    K: np.ndarray  # float64 (m, m): Z Z^T (App. G)
+    lam: np.ndarray  # float64 (m,): Lambda, the sketch's eigenvalue estimates
+    b: np.ndarray  # float64 (m,): w = u_bar + Z^T b (Alg. 4)
+    assigned: np.ndarray  # int64 (m,): feature of each initial unit row of Z, -1 = pending
+
+
+class SonHyper(NamedTuple):
+    """Oja-SON's hyper-parameters as the kernel takes them (options of :mod:`..oja_son`)."""
+
+    mask: int  # (1 << bits) - 1
+    loss_code: int
+    alpha: float  # A_t = alpha I + S^T S
+    sigma_eta: float  # to-sketch scale
+    gamma_c: float  # Oja step Gamma_t = gamma_c / (t + gamma_t0)
+    gamma_t0: float
+    proj_c: float  # projection constant C (0 = off)
+    diag: bool  # diagonal pre-scaling on
+    diag_vw: bool  # VW's order of the D update
+    max_cond: float  # re-materialisation threshold
+    sketch_avg: bool  # avg to-sketch scale (else the paper's)
+    step_power: float  # eta_t = t^step_power
+    precond: bool  # --diag_frame precond
+    dpow: float  # exponent r of D^-r
+    invariant: bool  # importance-invariant step
+
+
+class SonScratch(NamedTuple):
+    """Per-example buffers, at least as long as the batch's longest example."""
+
+    slot_buf: np.ndarray  # int64: table slot of each feature entry
+    xt_buf: np.ndarray  # float64: pre-scaled values x~
+    wt_buf: np.ndarray  # float64: w~ of each entry (precond fast path)
+
+
 @njit(cache=True, nogil=True)
-def son_run(offsets, indices, values, labels, weights, start,
-            keys, shift, tab, ints, flt, F, K, lam, b, assigned,
-            mask, loss_code, alpha, sigma_eta, gamma_c, gamma_t0, proj_c, diag, diag_vw, max_cond,
-            sketch_avg, step_power, learn, pred_out, loss_out, slot_buf, xt_buf, wt_buf, precond, dpow, invariant):
+def son_run(offsets, indices, values, labels, weights, start, learn, state, hyper, scratch,
+            pred_out, loss_out):
     """Sparse Oja-SON (SON Alg. 4 + Alg. 5) over examples ``start..n-1`` in order: predict,
     record, then (if ``learn``, the label is not NaN and the weight is > 0) update.
 
-    ``ints = [t, n_assigned, n_occupied, n_remat, t_last_remat]``, ``flt = [cond_estimate, label min,
-    label max]`` (the label range learned so far, squared loss).
-    Returns ``(next, learned)``: ``next < n`` means the hash table must grow before example
-    ``next`` (the caller grows it and calls again from ``next``).
+    ``state`` is a :class:`SonState`, ``hyper`` a :class:`SonHyper`, ``scratch`` a
+    :class:`SonScratch`. Returns ``(next, learned)``: ``next < n`` means the hash table must
+    grow before example ``next`` (the caller grows it and calls again from ``next``).
     """
+    keys, tab, shift, ints, flt, F, K, lam, b, assigned = state
+    (mask, loss_code, alpha, sigma_eta, gamma_c, gamma_t0, proj_c, diag, diag_vw, max_cond,
+     sketch_avg, step_power, precond, dpow, invariant) = hyper
+    slot_buf, xt_buf, wt_buf = scratch
     n = labels.shape[0]
     m = lam.shape[0]
     cw = C_Z + m  # precond mode: original-coordinate weight c_j, then the snapshot of w~_j

@@ -16,11 +16,18 @@ the stored length is the full length so truncation is visible).
 
 HyperLogLog (Flajolet et al. 2007, 2^12 one-byte registers) counts distinct features seen in
 constant memory, for the compression factor.
+
+State of a sketch learner, as its kernels take it: :class:`SketchState` (sketch, heap, names,
+HyperLogLog, counters) and :class:`Spans` (the batch's feature-name spans). :func:`minibatch_run`
+is the one minibatch driver (progressive validation, minibatches of ``b`` labeled rows); each
+learner supplies its iteration with :func:`implements_update`.
 """
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
+from numba.extending import overload
 
 from ._loss_kernels import loss_deriv, loss_value, target
 
@@ -29,7 +36,44 @@ __all__ = [
     "sketch_positions", "sketch_query", "sketch_add", "sketch_query_keys", "sketch_add_keys",
     "tbl_find", "heap_offer", "heap_lookup", "hll_add", "build_active", "eff_weights",
     "predict_example", "mb_predict", "mb_gradient", "mb_loss_and_pred", "copy_name",
+    "SketchState", "Spans", "step_size", "minibatch_update", "implements_update", "minibatch_run",
+    "offer_active", "DRIVER_HYPER",
 ]
+
+
+#: The minibatch driver's hyper-parameters, the first fields of every sketch learner's hyper
+#: tuple: loss code (``_loss_kernels``; 3 = softmax for ``--oaa``), step ``eta0``, ``schedule``
+#: (0 constant, 1 inverse: ``eta0 * t0 / (t0 + t)``), ``t0`` and the minibatch size ``b``.
+DRIVER_HYPER = ("code", "eta0", "schedule", "t0", "b")
+
+
+class SketchState(NamedTuple):
+    """What a sketch learner knows (BEAR Alg. 2's sketch S and heap, plus bookkeeping).
+    ``K`` classes (1 for binary / regression), ``R x W`` sketch, heap of ``k``."""
+
+    sketch: np.ndarray  # float64 (K, R, W): the Count Sketch of each class's weights
+    seeds: np.ndarray  # uint32 (R, 2): [row, 0] bucket seed, [row, 1] sign seed
+    hkeys: np.ndarray  # uint32 (K, k): heap members' feature hashes
+    hw: np.ndarray  # float64 (K, k): their weights at their last minibatch
+    htpos: np.ndarray  # int32 (K, k): heap slot -> position-map slot
+    hname: np.ndarray  # int32 (K, k): heap slot -> name id
+    htbl: np.ndarray  # int32 (K, T): position map (hash -> heap slot), -1 = empty
+    hsize: np.ndarray  # int64 (K,): heap sizes
+    names: np.ndarray  # uint8 (K, k, NAME_BYTES): members' namespace^name
+    name_len: np.ndarray  # int32 (K, k): full name lengths
+    hll: np.ndarray  # uint8 (2^HLL_BITS,): HyperLogLog registers of the features seen
+    counters: np.ndarray  # int64 (4,): t, ring head, ring count, pairs rejected
+    lrange: np.ndarray  # float64 (2,): squared loss: label range learned so far
+
+
+class Spans(NamedTuple):
+    """A batch's feature-name spans into ``text`` (empty arrays when the reader kept none)."""
+
+    text: np.ndarray  # uint8
+    name_start: np.ndarray  # int64 [nnz], -1 = unknown
+    name_end: np.ndarray
+    ns_start: np.ndarray  # int64 [nnz] or empty: -1 = default namespace
+    ns_end: np.ndarray
 
 NAME_BYTES = 64
 HLL_BITS = 12
@@ -540,3 +584,102 @@ def mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G, lran
             for c in range(K):
                 G[c, a] += coef[c] * x
             e += 1
+
+
+@njit(cache=True, nogil=True)
+def step_size(eta0, schedule, t0, t):
+    """Step of iteration ``t``: constant ``eta0`` or ``eta0 * t0 / (t0 + t)`` (the paper's
+    ``eta0' / (t + T0)`` with ``eta0' = eta0 * T0``, so ``eta0`` is always the first step)."""
+    if schedule == 0:
+        return eta0
+    return eta0 * t0 / (t0 + t)
+
+
+@njit(cache=True, nogil=True)
+def offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta, keep):
+    """BEAR Alg. 2 lines 7 and 10: re-QUERY every class's weights of the active set A_t
+    (``akeys``, first occurrences ``aocc``, buckets ``abk`` and signs ``asg``) and offer them to
+    its heap (a feature entering the heap takes its name from ``spans``). With ``beta``
+    non-empty, ``beta[c, a]`` receives the new weight where ``keep[c, a]`` (else 0)."""
+    st = state
+    K = st.sketch.shape[0]
+    nA = akeys.shape[0]
+    for c in range(K):
+        for a in range(nA):
+            v = sketch_query(st.sketch[c], abk[a], asg[a], tmp)
+            if beta.shape[1] > 0:
+                beta[c, a] = v if keep[c, a] else 0.0
+            nid = heap_offer(st.hkeys[c], st.hw[c], st.htpos[c], st.hname[c], st.htbl[c], st.hsize[c:c + 1],
+                             akeys[a], v)
+            if nid >= 0:
+                copy_name(st.names[c], st.name_len[c], nid, aocc[a], spans.text, spans.name_start,
+                          spans.name_end, spans.ns_start, spans.ns_end)
+
+
+def minibatch_update(offsets, indices, values, labels, weights, mb, nmb, spans, state, extra, hyper, eta):
+    """One learner iteration on the minibatch ``mb[:nmb]`` with step ``eta``; returns ``extra``
+    (the learner's own state, possibly reallocated). Only a declaration: each learner binds it
+    for its hyper-parameter tuple with :func:`implements_update`."""
+    raise NotImplementedError("minibatch_update runs only inside compiled kernels")
+
+
+def implements_update(hyper_type):
+    """Decorator of a learner's ``@njit`` iteration kernel (same arguments as
+    :func:`minibatch_update`): :func:`minibatch_run` calls it for runs whose ``hyper`` is a
+    ``hyper_type``. Resolved when the driver is compiled, so the driver stays cacheable (a
+    kernel passed as an argument would not be)."""
+    def bind(kernel):
+        @overload(minibatch_update, jit_options={"nogil": True})
+        def _typed(offsets, indices, values, labels, weights, mb, nmb, spans, state, extra, hyper, eta):
+            if getattr(hyper, "instance_class", None) is hyper_type:
+                return kernel.py_func
+            return None
+        return kernel
+    return bind
+
+
+# inline: compiled into each learner's run kernel, so that its cache follows the learner's
+# module (a separately cached driver would keep a stale copy of an edited minibatch_update)
+@njit(cache=True, nogil=True, inline="always")
+def minibatch_run(offsets, indices, values, labels, weights, spans, state, extra, hyper,
+                  learn, flush, skip, pred_out, loss_out, pending_out):
+    """The minibatch driver of the sketch learners: progressive validation over the batch.
+
+    Every example is predicted with the model as it is before the update of the minibatch it
+    belongs to; labeled examples (when ``learn``) are collected into minibatches of ``hyper.b``
+    and a full minibatch is learned at once by the learner's :func:`minibatch_update` with the
+    step of ``hyper.eta0``, ``hyper.schedule``, ``hyper.t0`` (:func:`step_size`). Rows ``< skip``
+    are the buffered start of a minibatch, already predicted by an earlier call (not
+    recomputed). With ``flush`` a final partial minibatch is learned too; otherwise its rows are
+    written to ``pending_out``. ``state.counters[0]`` is the iteration count t.
+    Returns ``(examples learned, rows pending, extra)``.
+    """
+    n = labels.shape[0]
+    sketch = state.sketch
+    K = sketch.shape[0]
+    R = sketch.shape[1]
+    code = hyper.code
+    mb = np.empty(n + 1, np.int64)
+    nmb = 0
+    learned = 0
+    p = np.empty(K, np.float64)
+    bk = np.empty(R, np.int64)
+    sg = np.empty(R, np.float64)
+    tmp = np.empty(R, np.float64)
+    out = np.empty(2, np.float64)
+    for i in range(n + 1):
+        last = i == n  # one extra round: learn a final partial minibatch when flushing
+        if not last:
+            nmb = predict_and_collect(i, skip, learn, code, offsets, indices, values, labels, sketch,
+                                      state.seeds, state.htbl, state.hkeys, p, bk, sg, tmp, out,
+                                      pred_out, loss_out, mb, nmb)
+        if nmb >= hyper.b or (last and learn and flush and nmb > 0):
+            eta = step_size(hyper.eta0, hyper.schedule, hyper.t0, state.counters[0])
+            extra = minibatch_update(offsets, indices, values, labels, weights, mb, nmb, spans, state,
+                                     extra, hyper, eta)
+            state.counters[0] += 1
+            learned += nmb
+            nmb = 0
+    for q in range(nmb):
+        pending_out[q] = mb[q]
+    return learned, nmb, extra

@@ -6,16 +6,29 @@ compiled work in a sibling ``_<name>_kernels.py`` module (imported lazily, so th
 
 Protocol
 --------
-``PARAMS``
-    Declarative hyper-parameters (:class:`Param`). The CLI turns each into an option
-    (``--name``, kebab-case alias, optional short flag); the model file stores them all.
+``name``, ``PARAMS``
+    The ``--algo`` name and the declarative hyper-parameters (:class:`Param`). The CLI turns
+    each into an option (``--name``, kebab-case alias, optional short flag); the model file
+    stores them all. Registering the class in ``algos.LEARNERS`` is all a new learner needs.
+``check_options(given)`` (classmethod)
+    Usage errors among the options given on the command line (``ValueError``), before the
+    learner is built; e.g. the sketch learners refuse ``--loss_function`` with ``--oaa``.
+``multiclass``, ``loss_name``
+    Whether predictions are class ids; the loss the run reports (e.g. ``softmax``).
+``wants_names``
+    True if the readers should keep feature-name spans for this learner (default False).
+``selects_features`` / ``top_features(refresh=True)``
+    Learners with a top-k set (BEAR, MISSION) set ``selects_features`` and return their
+    members as ``(cls, hashes, weights, names)`` (see ``streamlearn select``).
+``bad_labels(labels)`` / ``label_problem(label)``
+    Rows the learner cannot learn from (skipped and reported like malformed lines).
 ``learn_batch(batch) -> (pred, loss)``
     Progressive validation, inside the kernel: for every example in order, predict, record
     the prediction and its loss, then learn (unlabeled rows: predict only). ``pred`` is the
     raw prediction (class id for multiclass learners); ``loss`` is ``NaN`` where unlabeled.
     Results never depend on how the stream is cut into batches.
 ``predict_batch(batch) -> (pred, loss)``
-    Same, without updates.
+    Same, without updates. By default both call ``_run(batch, learn)``.
 ``finish()``
     End of stream: flush buffered updates (minibatch learners).
 ``extra_summary() -> dict``
@@ -23,7 +36,9 @@ Protocol
 ``state_dict() -> (meta, arrays)`` / ``from_state(meta, arrays)``
     ``meta`` is JSON-able (``algo`` plus every hyper-parameter and counter); ``arrays`` a dict
     of NumPy arrays. ``from_state(*state_dict())`` must give a learner whose every future
-    prediction and update is bit-identical.
+    prediction and update is bit-identical. A learner implements ``_arrays`` /
+    ``_load_arrays`` (usually loops over the fields of its kernel state tuple) and, for
+    non-array state, ``_extra_meta`` / ``_load_extra_meta``.
 """
 from __future__ import annotations
 
@@ -72,6 +87,8 @@ class Learner:
     name: ClassVar[str] = "?"
     PARAMS: ClassVar[tuple[Param, ...]] = ()
     multiclass: ClassVar[bool] = False
+    wants_names: ClassVar[bool] = False
+    selects_features: ClassVar[bool] = False
 
     def __init__(self, **hyper):
         known = {p.name: p for p in COMMON_PARAMS + self.PARAMS}
@@ -91,10 +108,26 @@ class Learner:
         self.examples_learned = 0
 
     # -- protocol ---------------------------------------------------------------------------
+    @classmethod
+    def check_options(cls, given: dict) -> None:
+        """Raise ``ValueError`` for a combination of the options ``given`` (those set on the
+        command line, by name) that makes no sense for this learner; checked before
+        construction when training starts from scratch."""
+
+    def top_features(self, refresh: bool = True):
+        """The selected features as ``(cls, hashes, weights, names)`` (``selects_features``
+        learners only)."""
+        raise NotImplementedError(f"--algo {self.name} does not select features")
+
     def learn_batch(self, batch):
-        raise NotImplementedError
+        return self._run(batch, True)
 
     def predict_batch(self, batch):
+        return self._run(batch, False)
+
+    def _run(self, batch, learn: bool):
+        """Progressive validation over ``batch`` (updates only if ``learn``): what the default
+        :meth:`learn_batch` / :meth:`predict_batch` call."""
         raise NotImplementedError
 
     @property

@@ -3,7 +3,7 @@
 Aghazadeh, Gupta, DeWeese, Koyejo & Ramchandran, "BEAR: Sketching BFGS Algorithm for
 Ultra-High Dimensional Feature Selection in Sublinear Memory" (Alg. 1-2). The weights live in
 a Count Sketch and the top-k heap holds the selected features (see
-:mod:`streamlearn.algos.mission` for the shared plumbing). Each minibatch of ``--minibatch``
+:mod:`streamlearn.algos.sketch` for the shared plumbing and the minibatch driver). Each minibatch of ``--minibatch``
 labeled examples is one iteration of Alg. 2:
 
 1-3. active set A_t; QUERY the weights of A_t intersect top-k (others 0);
@@ -25,23 +25,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..kernels import lazy
 from .base import Param
-from .mission import _SKETCH_PARAMS, SketchLearner
+from .sketch import MINIBATCH_PARAM, SKETCH_PARAMS, SketchLearner
 
 __all__ = ["Bear"]
 
-
-def _bk():
-    from . import _bear_kernels
-    return _bear_kernels
+_kernels = lazy("streamlearn.algos._bear_kernels")
 
 
 class Bear(SketchLearner):
     """BEAR: minibatch oLBFGS on Count-Sketched weights with a top-k heap."""
 
     name = "bear"
-    PARAMS = _SKETCH_PARAMS + (
-        Param("minibatch", int, None, "Minibatch size b of bear/mission (bear: 10, mission: 1)."),
+    PARAMS = SKETCH_PARAMS + (
+        MINIBATCH_PARAM,
         Param("history", int, 5, "bear: number tau of (s, r) pairs kept for oLBFGS.",
               structural=True),
         Param("curvature_eps", float, 1e-8,
@@ -54,6 +52,8 @@ class Bear(SketchLearner):
     )
     default_lr = 0.1
     default_minibatch = 10
+    kernels = _kernels
+    run_kernel = "bear_run"
     same_set = True  # secant pair on the top-k set before the heap update (see _bear_kernels)
     # Experimental, not Alg. 2 (benchmarks only): r restricted to the top-k set s lives on, i.e.
     # the secant pair of F(beta) = f(P_topk beta), the function the model computes. Alg. 2's
@@ -85,40 +85,33 @@ class Bear(SketchLearner):
         if self.damping < 0:
             raise ValueError("--curvature_damping must be >= 0")
 
-    def _call(self, batch, learn, flush, skip):
-        a = self._kernel_args(batch)
-        n = batch.n
-        pred = np.empty(n)
-        loss = np.empty(n)
-        pend = np.empty(n + 1, np.int64)
-        learned, npend, self.rs_keys, self.rs_vals, self.rr_keys, self.rr_vals = _bk().bear_run(
-            *a, self.sketch, self.seeds, self.hkeys, self.hw, self.htpos, self.hname, self.htbl,
-            self.hsize, self.names, self.name_len, self.hll,
-            self.rs_keys, self.rs_vals, self.rs_len, self.rr_keys, self.rr_vals, self.rr_len,
-            self.ring_sr, self.ring_rr, self.counters, self.loss_code,
-            self.eta, self.schedule, self.t0, self.eps, self.b, learn, flush, skip, pred, loss, pend,
-            self.same_set, self.damping, self.lrange, self.secant_topk)
-        self.examples_learned += int(learned)
-        return pred, loss, pend[:npend]
+    def _hyper_tuple(self):
+        return _kernels.BearHyper(self.loss_code, self.eta, self.schedule, self.t0, self.b, self.eps,
+                                  self.damping, self.same_set, self.secant_topk)
+
+    def _extra_state(self):
+        return _kernels.Ring(*(getattr(self, f) for f in _kernels.Ring._fields))
+
+    def _set_extra_state(self, ring):
+        for f, a in zip(ring._fields, ring):
+            setattr(self, f, a)
 
     def extra_summary(self) -> dict:
         d = super().extra_summary()
         d["curvature_pairs_rejected"] = int(self.counters[3])
         return d
 
-    _RING = ("rs_keys", "rs_vals", "rs_len", "rr_keys", "rr_vals", "rr_len", "ring_sr", "ring_rr")
-
     def _arrays(self):
         a = super()._arrays()
-        a.update({k: getattr(self, k) for k in self._RING})
+        a.update({f: getattr(self, f) for f in _kernels.Ring._fields})
         return a
 
     def _load_arrays(self, arrays):
         super()._load_arrays(arrays)
-        for k in self._RING:
-            arr = np.asarray(arrays[k])
-            cur = getattr(self, k)
+        for f in _kernels.Ring._fields:
+            arr = np.asarray(arrays[f])
+            cur = getattr(self, f)
             if arr.dtype != cur.dtype or arr.shape[0] != self.tau or arr.ndim != cur.ndim:
-                raise ValueError(f"array {k}: shape/dtype {arr.shape}/{arr.dtype} does not fit "
+                raise ValueError(f"array {f}: shape/dtype {arr.shape}/{arr.dtype} does not fit "
                                  f"history {self.tau}")
-            setattr(self, k, np.array(arr, copy=True))
+            setattr(self, f, np.array(arr, copy=True))

@@ -1,130 +1,70 @@
 """Sparse Oja-SON: sketched online Newton with Oja's sketch (``--algo oja-son``).
 
 Luo, Agarwal, Cesa-Bianchi & Langford (2016), *Efficient Second Order Online Learning by
-Sketching* (SON). This module implements Alg. 4 (sparse SON with Oja's sketch) with the sparse
-sketch of Alg. 5 and App. G, the Gram-Schmidt of Alg. 11, and the diagonal pre-scaling of
-Sec. 5.2. Per learned example the cost is O(m^2 + m s) (s = number of features of the example)
-plus O(m^3) for the Gram-Schmidt; nothing is O(2^b), not even start-up.
+Sketching* (SON): Alg. 4 (sparse SON with Oja's sketch), Alg. 5 and App. G (the sparse sketch
+``S = (t Lambda)^{1/2} V``, ``V = F Z``, ``K = Z Z^T``), Alg. 11 (Gram-Schmidt in the K inner
+product, every round) and the diagonal pre-scaling of Sec. 5.2. Prediction ``w^T x~`` with
+``w = u_bar + Z^T b``; ``A_t = alpha I + S^T S``; Oja's step ``Gamma_t = oja_gamma / (t + oja_t0)``.
+Per learned example the cost is O(m^2 + m s) (s features) plus O(m^3) for Gram-Schmidt; nothing is
+O(2^b). The kernels are in :mod:`streamlearn.algos._oja_son_kernels` (state :class:`SonState`).
 
-Model
------
-Prediction ``w^T x~`` with ``w = u_bar + Z^T b`` (Alg. 4), sketch ``S = (t Lambda)^{1/2} V``,
-``V = F Z`` (Alg. 5), ``H = diag(1/(alpha + t Lambda_ii))``, ``K = Z Z^T`` maintained
-incrementally (App. G), ``F`` re-orthonormalised by Gram-Schmidt in the K inner product
-(Alg. 11) every round; F stays lower triangular. The Oja step is ``Gamma_t = oja_gamma /
-(t + oja_t0)`` (scalar, so ``delta = Gamma_t Z g^`` needs no ``F^{-1}``); the to-sketch vector
-is ``g^ = sqrt(sigma_eta) g`` (the paper's ``sigma_t + eta_t``, held constant; 1/8 is the
-paper's sigma for squared loss with C = 1) with ``--sketch_scale paper``; with the default
-``avg`` scale (when the diagonal pre-scaling is on) it is ``g^ = sqrt(sigma_eta t) g`` and
-``S = Lambda^{1/2} V``, ``H = diag(1/(alpha + Lambda_ii))`` (no factor t). Optional step
-multiplier ``eta_t = t^step_power``: ``u <- w - eta_t A_t^{-1} g`` (default 0: the paper).
+Options (``--name``): ``sketch_size`` m (0 = scale-invariant online gradient descent), ``alpha``,
+``no_diag``, ``diag_order`` (paper: round t uses D_t; vw: D updated with the current gradient
+first, as VW's OjaNewton), ``diag_frame`` / ``diag_power`` (below), ``sketch_scale`` (paper:
+``g^ = sqrt(sigma_eta) g``; avg: ``g^ = sqrt(sigma_eta t) g``, ``S = Lambda^{1/2} V``), ``sigma_eta``
+(the paper's sigma_t + eta_t, held constant), ``step_power`` (step multiplier ``eta_t = t^p``),
+``oja_gamma`` / ``oja_t0``, ``projection_c`` (Alg. 1 / Eq. 6), ``no_invariant``, ``max_cond``.
 
-Why the avg to-sketch scale (found on cod-rna, where m = 10 with the paper's scale stayed at the
-base rate for every alpha): the pre-scaled features ``D_t^{-1/2} x`` shrink like ``t^{-1/2}``, so
-with the paper's scale ``||g^||^2 ~ 1/t``, Oja's steps ``Gamma_t ||g^||^2 ~ 1/t^2`` are summable and
-V freezes at what the first few examples said; ``t Lambda`` is dominated by those first rounds, and
-the step is divided by ``alpha + t Lambda`` in directions that are not the curvature's. With
-``g^ = sqrt(sigma_eta t) g`` the input of Oja's rule has stationary size (``E[g^ g^^T]`` ~ sigma_eta
-times the correlation matrix of the gradients), Lambda estimates the curvature accumulated in the
-*current* pre-scaled coordinates, and A_t in original coordinates is about
-``alpha diag(sum g g^T) + sigma_eta sum g g^T``: ONS with a diagonal regulariser, alpha the mix.
-Measured (one pass, best alpha): cod-rna shuffled m = 10 0.333 -> 0.091 (m = 0: 0.159).
+Deviations from the paper (defaults; the paper's choices remain options)
+-------------------------------------------------------------------------
+* **Pre-scaling as a preconditioner** (``--diag_frame precond``, ``diag_power`` 0.25): every update
+  computed on ``x~ = f x`` is mapped back to original coordinates with the frame ``f`` of its
+  round (per feature: the original-coordinate weight ``c_j`` and a snapshot of ``w~_j``, flushed
+  before ``f_j`` changes; exact, O(m s)). ``f = D~^{-r} / s`` with ``s^2`` = max x^2 seen and
+  ``D~ = 0.1 + sum h (l' x / s)^2`` (scale-invariant, as VW's normalized update); with r = 1/4 the
+  off-sketch step is AdaGrad's. ``--diag_frame data --diag_power 0.5`` is the paper: ``D^-1/2 x``
+  is the example and the weights live in the pre-scaled coordinates.
+* **avg to-sketch scale** (``--sketch_scale auto``: avg with the pre-scaling, paper without), so
+  that Oja's input keeps a stationary size as the pre-scaled features shrink; ``sigma_eta``
+  defaults to 1/2 with ``precond``, else 1/8 (the paper's sigma for squared loss with C = 1).
+* **Importance-invariant step** (``--no_invariant`` for the paper's ``u <- w - A_t^{-1} g``): the
+  step along ``A_t^{-1} x~`` uses VW's importance-aware coefficient (Karampatziakis & Langford
+  2011) with ``q = x~^T A_t^{-1} x~``, so it never steps past the label or margin and alpha = 1 is
+  safe on any feature scale. The sketch update and D use the plain gradient.
+* **Squared loss** takes the derivative at the prediction clipped to the label range learned so
+  far (as VW's squared loss and OjaNewton); the range is saved in the model.
+* **Storage is a hash table** keyed by the masked feature index (one contiguous row per feature:
+  u_bar, D - 0.1, scratch, Z's column, then c_j, the w~ snapshot, s^2 and f in precond mode),
+  grown by doubling between examples: memory and start-up are O(features seen), not O(2^b).
+* **Initial Z**: unit vectors of the first m distinct features learned from (Alg. 5 line 1 allows
+  any orthonormal rows; a row is pending until its feature appears, which equals fixing it from
+  the start). VW's fixed slots chosen in advance can be orthogonal to all data.
+* **Re-materialisation**: ``Z_t = Z_0 prod (I + Gamma g^ g^T)`` grows and becomes ill-conditioned;
+  when the bound ``max(||F||_F ||Z||_F, tr(K) / m)`` exceeds ``max_cond`` (amortised: at least n/8
+  examples since the last time, or at once above 10^4 ``max_cond`` or when Gram-Schmidt finds
+  dependent rows), ``u_bar += Z^T b``, ``b = 0``, ``Z <- GramSchmidt(F Z)``, ``F = I``: the same w and
+  V with Z orthonormal again, O(m^2 n) for n stored features.
+* Importance weight h: ``g = h l'(p) x~``, ``g^ = sqrt(sigma_eta h) l'(p) x~``, ``D += h (l' x)^2``.
+  Weight 0 or NaN label: predict only.
 
-Default: the pre-scaling as a preconditioner (``--diag_frame precond``, diag_power 0.25)
----------------------------------------------------------------------------------------
-With the importance-invariant step and the label-range clip below it passes the 0.5-point target
-on all 16 rows of benchmarks/son_real.py (best alpha of the grid) and is stable at the default
-alpha = 1 on raw heavy-tailed sparse streams. Before those two (2026-11-22) it diverged there
-(gen_sparse: average squared loss 4e5; a9a at alpha 1: error 0.76), so the data frame was the
-default; models saved then load with ``diag_frame=data`` and the plain step, as they were trained.
-
-The paper (``--diag_frame data``) feeds ``x~ = D_t^{-1/2} x`` as the example, so the weights live in
-the pre-scaled coordinates: ``w = D_T^{-1/2} u`` shrinks old updates whenever D grows (dual averaging
-with 1/t-like steps). On drifting or label-sorted streams (ijcnn1, w8a) that cannot track, and on
-dense stationary ones (covtype) the full dense version of it loses to plain RLS (0.298 vs 0.251).
-With ``precond`` every update computed on ``x~ = f x`` is mapped back to original coordinates with
-the frame ``f`` of its round: per stored feature ``c_j`` (original-coordinate weight) and the
-snapshot of ``w~_j = u_bar_j + Z_j^T b`` at its last touch, flushed (``c_j += f_j (w~_j - snap_j)``)
-before ``f_j`` changes, which only happens when the feature occurs -- exact and still O(m s). The
-frame is ``f = D~^{-r} / s`` with ``s^2`` = max x^2 seen and ``D~ = 0.1 + sum h (l' x / s)^2``: scale-
-invariant (when s grows, c_j is multiplied by s_old^2 / s_new^2, as in Ross et al. 2013 / VW's
-normalized update). With r = 1/4 the off-sketch step is AdaGrad's (m = 0 is AdaGrad on max-normalised
-features), the avg to-sketch scale ``g^ = sqrt(sigma_eta h) t^r l' x~`` keeps Oja's input stationary
-and A_t in original coordinates is about ``alpha sqrt(diag G) + sigma_eta t^-1/2 sum g g^T`` with the
-second term sketched: a full-matrix, AdaGrad-rate correction along the top curvature directions.
-sigma_eta = 1/2 (its default in this mode) was measured on benchmarks/son_real.py.
-
-Design choices
---------------
-* **Storage: a hash table, not 2^b arrays.** Per-feature state (u_bar, the diagonal
-  accumulator, a scratch cell and the m entries of Z's column) is one contiguous row of an
-  open-addressing table keyed by the masked feature index; it grows by doubling (between
-  examples, so results never depend on it). Memory and start-up are O(features seen), not
-  O(2^b): ``-b 32`` costs the same as ``-b 18``. (``np.zeros`` of 2^b x (m+3) doubles would
-  also leave untouched pages non-resident, but at -b 26 and m = 10 it reserves 7 GB of address
-  space, every touched feature costs a whole 4 KiB page, and the model file would be 2^b rows.)
-* **Initial Z: unit vectors of the first m distinct features learned from**, in order of
-  appearance (a sparse Z with orthonormal rows, as Alg. 5 line 1 allows). Row i is "pending"
-  until its feature appears; a pending row is the unit vector of a feature never seen, so it is
-  orthogonal to every gradient and nothing in the state depends on which unseen feature it is:
-  assigning it at first appearance is exactly the run with that Z fixed from the start (the
-  features are saved in the model as ``assigned``). Fixed unit vectors on hash slots chosen in
-  advance (VW's choice) are orthogonal to all data when those slots never occur, and then Oja's
-  rule never moves them: the sketch does nothing.
-* **Growth of the representation.** ``Z_t = Z_0 prod (I + Gamma g^ g^T)`` is an
-  un-normalised power iteration: its rows align and grow, K = Z Z^T becomes ill-conditioned
-  (Gram-Schmidt in the K inner product then loses ~eps cond(Z)^2) and eventually overflows.
-  We track ``||F||_F ||Z||_F >= cond(Z)`` (O(m^2)); when it would exceed ``max_cond`` (and
-  at least n/8 examples were learned since the last time, n = stored features, so that the
-  cost per example stays O(m^2); or at once above 10^4 ``max_cond``, or if Gram-Schmidt finds
-  dependent rows) we *re-materialise*: ``u_bar += Z^T b``, ``b = 0``, ``Z <- GramSchmidt(F Z)`` computed explicitly
-  over the stored features (Gram matrix recomputed exactly, twice), ``F = I``,
-  ``K = Z Z^T``. This is the same w and V, with Z orthonormal again; it costs O(m^2 n) for n
-  stored features. With the diagonal scaling (VW order) and the paper's to-sketch scale
-  ||g^||^2 <= s sigma_eta (and ~ 1/t on stationary data), so the growth ~ sum_t Gamma_t ||g^||^2 is
-  logarithmic in T at most and re-materialisations are rare; with the avg scale ||g^||^2 is
-  ~ s sigma_eta, log cond(Z) grows like s sigma_eta log T and they come more often (amortised). In a
-  run that diverges (e.g. ``--no_diag`` on raw features with too small an alpha) single steps
-  grow cond(Z) by > 1e8, Gram-Schmidt breaks down and a re-materialisation happens almost
-  every example (slow, O(m^2 n) each, but the predictions stay finite).
-* **Diagonal pre-scaling, paper order** (NOTES_SON item 3): round t feeds ``D_t^{-1/2} x_t``
-  with ``D_1 = 0.1 I``, and ``D_{t+1} = D_t + imp * (l'(p_t) x_t)^2`` (gradient in original
-  coordinates) after the update. ``--no_diag`` feeds ``x_t`` unchanged.
-* Projection (Alg. 1 / Eq. 6) with constant ``projection_c`` (0 = off): the prediction is then
-  ``clip(u^T x, -C, C)`` and the weights move as Eq. 6 says.
-* **Importance-invariant step** (default; ``--no_invariant`` for the paper's plain
-  ``u <- w - A_t^{-1} g``): the step along ``A_t^{-1} x~`` moves this example's prediction by
-  ``-c q`` with ``q = x~^T A_t^{-1} x~`` (O(m) from quantities the update computes anyway); ``c``
-  is VW's importance-aware coefficient (Karampatziakis & Langford 2011), the exact result of
-  h infinitesimal gradient steps, which equals ``h l'(p)`` when ``h q`` is small and never
-  steps past the label (squared), the margin (hinge) or the logistic fixed point. 1/alpha is then
-  a step size that cannot overshoot: alpha = 1 is safe on any number and scale of features. The
-  sketch update (``g^``, Lambda) and D still use the plain gradient.
-* **Squared loss**: the derivative is taken at the prediction clipped to the range of the labels
-  learned so far (as VW's squared loss, and its OjaNewton, clip predictions to the label range), so
-  ``|l'| <= 2 (max - min)``. Saved in the model (``flt[1:3]``).
-* **Growth check includes Z's scale**: Oja's steps multiply Z by ``I + Gamma g^ g^^T``; the scale of
-  Z (``tr(K) / m``) can grow by 10^20 in a few hundred examples while cond(Z) stays small (always,
-  for m = 1: ||F|| ||Z|| = 1), and ``w = u_bar + Z^T b`` then cancels every digit. The
-  re-materialisation trigger uses ``max(||F||_F ||Z||_F, tr(K) / m)``.
-* Importance weight h: ``g = h l'(p) x~``, ``g^ = sqrt(sigma_eta h) l'(p) x~`` (h copies of the
-  example add h g g^T to the curvature), ``D += h (l' x)^2``. Weight 0 or NaN label: predict only.
+Measured behaviour (why these defaults, per dataset) is printed by ``benchmarks/son_real.py``;
+facts about the paper's setting are in ``NOTES_SON.md``.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..kernels import lazy
 from .base import Learner, Param
 
 __all__ = ["OjaSON"]
 
 MIN_CAP = 1 << 10
 N_COLS_EXTRA = 3  # u_bar, D - 0.1, scratch
+#: SonState's fields saved as they are (the table, keys and tab, is saved compacted).
+_SMALL_STATE = ("ints", "flt", "F", "K", "lam", "b", "assigned")
 
-
-def _k():
-    from . import _oja_son_kernels
-    return _oja_son_kernels
+_kernels = lazy("streamlearn.algos._oja_son_kernels")
 
 
 class OjaSON(Learner):
@@ -210,18 +150,6 @@ class OjaSON(Learner):
         self._apply_hyper()
 
     @classmethod
-    def from_state(cls, meta, arrays):
-        # models written before --diag_frame / --diag_power existed used the data frame, D^-1/2
-        hyper = meta.get("hyper", {})
-        if "diag_frame" not in hyper:
-            hyper = dict(hyper, diag_frame="data", diag_power=0.5)
-        # ... and before the importance-invariant step, the plain one
-        if "no_invariant" not in hyper:
-            hyper = dict(hyper, no_invariant=True)
-        meta = dict(meta, hyper=hyper)
-        return super().from_state(meta, arrays)
-
-    @classmethod
     def default_hyper(cls, name):
         return {p.name: p.default for p in cls.PARAMS}[name]
 
@@ -260,7 +188,7 @@ class OjaSON(Learner):
             return
         old_keys, old_tab = self.keys, self.tab
         self._alloc_table(cap)
-        _k().rehash(old_keys, old_tab, self.keys, self.tab, self.shift)
+        _kernels.rehash(old_keys, old_tab, self.keys, self.tab, self.shift)
 
     # -- learning -----------------------------------------------------------------------
     def _run(self, batch, learn):
@@ -270,31 +198,23 @@ class OjaSON(Learner):
         if n == 0:
             return pred, loss
         offsets = np.ascontiguousarray(batch.offsets, dtype=np.int64)
-        maxs = int(np.max(offsets[1:] - offsets[:-1]))
-        slot_buf = np.empty(max(maxs, 1), np.int64)
-        xt_buf = np.empty(max(maxs, 1))
-        wt_buf = np.empty(max(maxs, 1))
-        kern = _k().son_run
+        maxs = max(int(np.max(offsets[1:] - offsets[:-1])), 1)
+        scratch = _kernels.SonScratch(np.empty(maxs, np.int64), np.empty(maxs), np.empty(maxs))
+        hyper = _kernels.SonHyper(self.mask, self.loss.code, self.alpha, self.sigma_eta, self.gamma_c,
+                                  self.gamma_t0, self.proj_c, self.diag, self.diag_vw, self.max_cond,
+                                  self.sketch_avg, self.step_power, self.precond, self.dpow, self.invariant)
+        fields = _kernels.SonState._fields
         start = 0
         while True:
-            nxt, learned = kern(offsets, batch.indices, batch.values, batch.labels, batch.weights, start,
-                                self.keys, self.shift, self.tab, self.ints, self.flt, self.F, self.K,
-                                self.lam, self.b, self.assigned, self.mask, self.loss.code, self.alpha,
-                                self.sigma_eta, self.gamma_c, self.gamma_t0, self.proj_c, self.diag,
-                                self.diag_vw, self.max_cond, self.sketch_avg, self.step_power, bool(learn), pred, loss, slot_buf, xt_buf, wt_buf,
-                                self.precond, self.dpow, self.invariant)
+            state = _kernels.SonState(*(getattr(self, f) for f in fields))
+            nxt, learned = _kernels.son_run(offsets, batch.indices, batch.values, batch.labels, batch.weights,
+                                            start, bool(learn), state, hyper, scratch, pred, loss)
             self.examples_learned += int(learned)
             if nxt >= n:
                 break
             self._grow(int(self.ints[2]) + int(offsets[nxt + 1] - offsets[nxt]))
             start = nxt
         return pred, loss
-
-    def learn_batch(self, batch):
-        return self._run(batch, True)
-
-    def predict_batch(self, batch):
-        return self._run(batch, False)
 
     # -- introspection (tests, benchmarks) -------------------------------------------------
     def weights_dense(self, keys):
@@ -310,14 +230,14 @@ class OjaSON(Learner):
     def _rows(self, keys):
         keys = np.asarray(keys, np.int64)
         out = np.zeros((len(keys), self.tab.shape[1]))
-        _k().table_lookup_rows(self.keys, self.tab, keys, self.shift, out)
+        _kernels.table_lookup_rows(self.keys, self.tab, keys, self.shift, out)
         return out
 
     def rematerialize(self):
         """Re-materialise the sketch now (w and V unchanged up to rounding)."""
         if self.m > 0:
-            _k().rematerialize(self.keys, self.tab, self.F, self.K, self.b, int(self.ints[1]))
-            self.flt[0] = _k()._estimate_cond(self.F, self.K)
+            _kernels.rematerialize(self.keys, self.tab, self.F, self.K, self.b, int(self.ints[1]))
+            self.flt[0] = _kernels._estimate_cond(self.F, self.K)
             self.ints[3] += 1
             self.ints[4] = self.ints[0]
 
@@ -329,31 +249,21 @@ class OjaSON(Learner):
     def _arrays(self):
         occ = np.flatnonzero(self.keys >= 0)
         order = occ[np.argsort(self.keys[occ], kind="stable")]
-        return {"keys": self.keys[order], "rows": self.tab[order], "ints": self.ints, "flt": self.flt,
-                "F": self.F, "K": self.K, "lam": self.lam, "b": self.b, "assigned": self.assigned}
+        return {"keys": self.keys[order], "rows": self.tab[order], **{f: getattr(self, f) for f in _SMALL_STATE}}
 
     def _load_arrays(self, arrays):
         m = self.m
-        flt = np.asarray(arrays["flt"])
-        if flt.shape == (1,) and flt.dtype == np.float64:
-            # written before the label range was kept: a range that never clips, so the model
-            # continues exactly as it was trained (finite, as saved state must be)
-            big = np.finfo(np.float64).max
-            arrays = dict(arrays, flt=np.concatenate([flt, [-big, big]]))
         shapes = {"ints": ((5,), np.int64), "flt": ((3,), np.float64), "F": ((m, m), np.float64),
                   "K": ((m, m), np.float64), "lam": ((m,), np.float64), "b": ((m,), np.float64),
                   "assigned": ((m,), np.int64)}
-        for k, (shape, dt) in shapes.items():
+        for k in _SMALL_STATE:
+            shape, dt = shapes[k]
             a = np.asarray(arrays[k])
             if a.shape != shape or a.dtype != dt:
                 raise ValueError(f"array {k}: shape/dtype {a.shape}/{a.dtype} does not fit {shape}/{np.dtype(dt)}")
             setattr(self, k, np.array(a, copy=True))
         keys = np.asarray(arrays["keys"], np.int64)
         rows = np.asarray(arrays["rows"], np.float64)
-        if self.precond and rows.ndim == 2 and rows.shape[1] == self.ncol - 1:
-            # saved before the frame scale was cached in its own column: derive it
-            rows = np.concatenate([rows, np.zeros((rows.shape[0], 1))], axis=1)
-            _k().fill_frame(rows, self.m, self.dpow)
         if rows.shape != (len(keys), self.ncol) or (len(keys) and (keys.min() < 0 or keys.max() > self.mask)):
             raise ValueError("arrays keys/rows do not fit this model")
         if len(keys) != int(self.ints[2]):
@@ -362,4 +272,4 @@ class OjaSON(Learner):
         while len(keys) > (cap >> 1):
             cap <<= 1
         self._alloc_table(cap)
-        _k().rehash(keys.copy(), np.ascontiguousarray(rows), self.keys, self.tab, self.shift)
+        _kernels.rehash(keys.copy(), np.ascontiguousarray(rows), self.keys, self.tab, self.shift)

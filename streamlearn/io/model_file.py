@@ -36,7 +36,11 @@ from ..memory import lazy_zeros
 __all__ = ["FORMAT_VERSION", "MAGIC", "write_model", "read_model", "atomic_writer", "all_finite"]
 
 MAGIC = b"SLMODEL\x00"
-FORMAT_VERSION = 1
+#: 2: the learners' kernel state as named tuples (issue 14), whose saved arrays no longer carry
+#: the defaults of formats that no released build wrote (BEAR/MISSION without ``lrange``,
+#: Oja-SON without the label range, the frame column, ``--diag_frame`` or ``--no_invariant``).
+#: Files of an older format are refused with a message to re-train.
+FORMAT_VERSION = 2
 _ALLOWED_DTYPES = {"float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
                    "uint32", "uint64", "bool"}
 
@@ -216,7 +220,8 @@ def read_model(path: str):
     """Read and verify a model file; returns ``(header, arrays)``.
 
     Raises :class:`ModelFileError` (one clear sentence naming the file) when the file is
-    missing, not a streamlearn model, written by a newer format, truncated or corrupt.
+    missing, not a streamlearn model, of a format no longer read or written by a newer one,
+    truncated or corrupt.
     """
     try:
         with open(path, "rb") as f:
@@ -229,6 +234,8 @@ def read_model(path: str):
     if version > FORMAT_VERSION:
         raise ModelFileError(f"{path}: model format version {version} is newer than this streamlearn "
                              f"({__version__}) reads (<= {FORMAT_VERSION}); upgrade streamlearn")
+    if version < FORMAT_VERSION:
+        raise ModelFileError(f"{path}: model file format {version} is no longer read; re-train")
     if len(data) < 20 + hlen + 32:
         raise ModelFileError(f"{path}: model file is truncated")
     if hashlib.sha256(data[:-32]).digest() != data[-32:]:

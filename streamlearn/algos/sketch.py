@@ -1,0 +1,356 @@
+"""The Count-Sketch learners' base (``--algo bear``, ``--algo mission``): :class:`SketchLearner`.
+
+Shared by BEAR (Aghazadeh et al., "BEAR: Sketching BFGS Algorithm for Ultra-High Dimensional
+Feature Selection in Sublinear Memory") and MISSION (Aghazadeh et al., ICML 2018, BEAR's
+first-order baseline):
+
+* the weights live in a Count Sketch (``--sketch_rows`` x ``--sketch_width`` float64 cells,
+  or sized by ``--sketch_bytes``), keyed by the **full 32-bit feature hash** (``-b`` is not
+  used for indexing; without a size option the sketch gets ``2**b`` cells in all);
+* a top-k heap (``--top_k``) holds the features with the largest ``|weight|`` with their
+  original ``namespace^name`` (captured when a feature enters the heap, at most
+  ``NAME_BYTES`` = 64 bytes each; longer names are truncated), so memory is O(sketch + k);
+* predictions use only the top-k features: ``p = sum over x's features in the top-k of
+  QUERY(h) * x_h`` (as in the paper; NOTES_BEAR item 6);
+* learning runs on minibatches of ``--minibatch`` labeled examples with the mean gradient;
+  every example is predicted with the model as it is before its minibatch's update
+  (progressive validation; one driver, ``_sketch_kernels.minibatch_run``). A minibatch may
+  straddle calls to :meth:`~SketchLearner.learn_batch`: its first part is buffered (with its
+  feature names) and :meth:`~SketchLearner.finish` learns a final partial minibatch, so results
+  never depend on how the stream is cut into batches;
+* ``--oaa K``: K classes, one sketch + heap per class, softmax cross-entropy (the paper's
+  multi-class extension); ``pred`` is the class id 1..K, ``loss`` the cross-entropy.
+
+A learner of the family declares its parameters (``SKETCH_PARAMS`` + its own), its kernel
+module (``kernels``, with ``<name>_run``) and its hyper-parameter tuple (:meth:`_hyper_tuple`);
+its own state beyond :class:`~streamlearn.algos._sketch_kernels.SketchState` (BEAR's ring of
+pairs) goes through :meth:`_extra_state` / :meth:`_set_extra_state`.
+"""
+from __future__ import annotations
+
+import math
+import struct
+
+import numpy as np
+
+from ..batch import Batch, concat_batches, empty_batch
+from ..kernels import lazy
+from .base import Learner, Param, lazy_copy, lazy_zeros
+
+__all__ = ["SketchLearner", "SKETCH_PARAMS", "MINIBATCH_PARAM", "NAME_BYTES", "HLL_BITS", "hll_estimate"]
+
+NAME_BYTES = 64  # = _sketch_kernels.NAME_BYTES (kept here so importing needs no numba)
+HLL_BITS = 12
+_I64 = np.zeros(0, np.int64)
+_U8 = np.zeros(0, np.uint8)
+#: The pending minibatch's arrays in a model file: ``pend_<field>``.
+_PEND_FIELDS = ("offsets", "indices", "values", "labels", "weights", "lines", "text",
+                "name_start", "name_end", "ns_start", "ns_end")
+_PEND_DTYPES = (np.int64, np.uint32, np.float64, np.float64, np.float64, np.int64, np.uint8,
+                np.int64, np.int64, np.int64, np.int64)
+
+_kernels = lazy("streamlearn.algos._sketch_kernels")
+
+
+def _pow2_at_least(x: int) -> int:
+    t = 8
+    while t < x:
+        t *= 2
+    return t
+
+
+def _spans(batch: Batch):
+    """The batch's feature-name spans as the kernels take them (empty arrays where absent)."""
+    if batch.name_start is None or batch.text is None:
+        return _kernels.Spans(_U8, _I64, _I64, _I64, _I64)
+    ns = batch.ns_start is not None
+
+    def i64(x):
+        return np.ascontiguousarray(x, np.int64)
+
+    return _kernels.Spans(np.ascontiguousarray(batch.text, np.uint8), i64(batch.name_start),
+                          i64(batch.name_end), i64(batch.ns_start) if ns else _I64,
+                          i64(batch.ns_end) if ns else _I64)
+
+
+def hll_estimate(reg: np.ndarray) -> float:
+    """HyperLogLog cardinality estimate (Flajolet et al. 2007, with the small- and
+    large-range corrections for 32-bit hashes)."""
+    m = reg.shape[0]
+    alpha = 0.7213 / (1 + 1.079 / m)
+    est = alpha * m * m / float(np.sum(np.ldexp(1.0, -reg.astype(np.int64))))
+    zeros = int(np.count_nonzero(reg == 0))
+    if est <= 2.5 * m and zeros:
+        est = m * math.log(m / zeros)
+    elif est > (1 << 32) / 30.0:
+        est = -(2.0 ** 32) * math.log1p(-est / 2.0 ** 32)
+    return est
+
+
+SKETCH_PARAMS = (
+    Param("sketch_rows", int, 5, "Count Sketch rows (hash functions), R.", structural=True),
+    Param("sketch_width", int, 0,
+          "Count Sketch buckets per row, W (0: from --sketch_bytes, else 2^b / R).", structural=True),
+    Param("sketch_bytes", int, 0,
+          "Count Sketch memory budget in bytes (8 per cell, per class); sets W.", structural=True),
+    Param("sketch_seed", int, 0, "Seed of the Count Sketch hash functions.", structural=True),
+    Param("top_k", int, 1000, "Number of features kept (per class) in the top-k heap.",
+          structural=True),
+    Param("oaa", int, 0, "Multiclass with K classes (labels 1..K): one sketch + heap per class, "
+          "softmax cross-entropy.", structural=True),
+    Param("learning_rate", float, None,
+          "Step size eta (bear: 0.1, mission: 0.01; adagrad: 0.1).", short="-l"),
+    Param("step_schedule", ("constant", "inverse"), "constant",
+          "Step schedule of bear/mission: constant, or inverse: eta * t0 / (t0 + t), t = minibatch count."),
+    Param("t0", float, 100.0, "T0 of --step_schedule inverse."),
+)
+MINIBATCH_PARAM = Param("minibatch", int, None, "Minibatch size b of bear/mission (bear: 10, mission: 1).")
+
+
+class SketchLearner(Learner):
+    """Shared state and plumbing of BEAR and MISSION (see the module docstring). The arrays of
+    :class:`~streamlearn.algos._sketch_kernels.SketchState` are attributes of the same names."""
+
+    PARAMS = SKETCH_PARAMS
+    default_lr = 0.01
+    default_minibatch = 1
+    wants_names = True  # readers keep feature-name spans so the heap can capture names
+    selects_features = True
+    #: The learner's kernel module (``lazy(...)``) and the name of its run kernel there.
+    kernels = None
+    run_kernel = ""
+
+    def __init__(self, **hyper):
+        super().__init__(**hyper)
+        h = self.hyper
+        K = int(h["oaa"])
+        if K < 0 or K == 1:
+            raise ValueError("--oaa must be 0 (binary / regression) or at least 2")
+        self.n_classes = K
+        self.multiclass = K > 0
+        self.kc = max(1, K)
+        R = int(h["sketch_rows"])
+        if R < 1:
+            raise ValueError("--sketch_rows must be at least 1")
+        W, B = int(h["sketch_width"]), int(h["sketch_bytes"])
+        if W and B:
+            raise ValueError("give --sketch_width or --sketch_bytes, not both")
+        if W <= 0:
+            W = B // (8 * R * self.kc) if B > 0 else (1 << self.bits) // R
+        if W < 1 or W >= 1 << 32:
+            raise ValueError(f"sketch width {W} out of range (1 .. 2^32-1)")
+        self.R, self.W = R, W
+        k = int(h["top_k"])
+        if k < 1:
+            raise ValueError("--top_k must be at least 1")
+        self.k = k
+        self.sketch = lazy_zeros((self.kc, R, W), np.float64)  # untouched pages never resident
+        self.seeds = np.zeros((R, 2), np.uint32)  # [row, 0] bucket seed, [row, 1] sign seed
+        import mmh3  # only a few seeds, computed once
+        # --random_seed (0 by default: the hash functions of --sketch_seed alone) moves every one
+        seed = (int(h["sketch_seed"]) + 0x9E3779B1 * int(h["random_seed"])) & 0xFFFFFFFF
+        for r in range(R):
+            for role in range(2):
+                self.seeds[r, role] = mmh3.hash(struct.pack("<II", r, role), seed, signed=False)
+        T = _pow2_at_least(2 * k)
+        self.hkeys = np.zeros((self.kc, k), np.uint32)
+        self.hw = np.zeros((self.kc, k), np.float64)
+        self.htpos = np.zeros((self.kc, k), np.int32)
+        self.hname = np.tile(np.arange(k, dtype=np.int32), (self.kc, 1))
+        self.htbl = np.full((self.kc, T), -1, np.int32)
+        self.hsize = np.zeros(self.kc, np.int64)
+        self.names = np.zeros((self.kc, k, NAME_BYTES), np.uint8)
+        self.name_len = np.zeros((self.kc, k), np.int32)
+        self.hll = np.zeros(1 << HLL_BITS, np.uint8)
+        self.counters = np.zeros(4, np.int64)  # t, ring head, ring count, pairs rejected
+        self.lrange = np.zeros(2, np.float64)  # squared loss: label range learned so far
+        self._pending: Batch | None = None
+        self._apply_hyper()
+
+    # -- hyper-parameters ---------------------------------------------------------------------
+    @classmethod
+    def check_options(cls, given):
+        if given.get("oaa") and "loss_function" in given:
+            raise ValueError("--loss_function does not apply with --oaa (multiclass uses softmax "
+                             "cross-entropy)")
+
+    def _apply_hyper(self):
+        lr = self.hyper["learning_rate"]
+        self.eta = float(self.default_lr if lr is None else lr)
+        mb = self.hyper.get("minibatch")
+        self.b = int(self.default_minibatch if mb is None else mb)
+        if self.b < 1:
+            raise ValueError("--minibatch must be at least 1")
+        self.schedule = 0 if self.hyper["step_schedule"] == "constant" else 1
+        self.t0 = float(self.hyper["t0"])
+        if self.schedule and self.t0 <= 0:
+            raise ValueError("--t0 must be positive")
+
+    @property
+    def loss_code(self) -> int:
+        return 3 if self.multiclass else self.loss.code
+
+    @property
+    def loss_name(self) -> str:
+        return "softmax" if self.multiclass else self.loss.name  # --oaa: softmax cross-entropy
+
+    # -- learning -----------------------------------------------------------------------------
+    def bad_labels(self, labels):
+        """Rows whose label is not a class id 1..K (``--oaa K``; unlabeled rows are fine)."""
+        if not self.multiclass:
+            return None
+        with np.errstate(invalid="ignore"):
+            ok = np.isnan(labels) | ((labels == np.floor(labels)) & (labels >= 1) & (labels <= self.n_classes))
+        return ~ok
+
+    def label_problem(self, label) -> str:
+        return f"label {label:g} is not a class of --oaa {self.n_classes} (1..{self.n_classes})"
+
+    def _check_labels(self, labels):
+        bad = self.bad_labels(labels)
+        if bad is not None and bad.any():
+            raise ValueError(self.label_problem(labels[np.flatnonzero(bad)[0]]))
+
+    # -- kernel state -------------------------------------------------------------------------
+    def _state(self):
+        """The :class:`~streamlearn.algos._sketch_kernels.SketchState` of the attributes."""
+        return _kernels.SketchState(*(getattr(self, f) for f in _kernels.SketchState._fields))
+
+    def _hyper_tuple(self):  # pragma: no cover - implemented by subclasses
+        """The learner's hyper-parameter tuple (its type selects its minibatch update)."""
+        raise NotImplementedError
+
+    def _extra_state(self):
+        """The learner's own kernel state beyond the sketch (passed after it), or None."""
+        return None
+
+    def _set_extra_state(self, extra) -> None:
+        """Keep what the run kernel returned as ``extra`` (e.g. reallocated arrays)."""
+
+    def _call(self, batch, learn, flush, skip):
+        n = batch.n
+        pred = np.empty(n)
+        loss = np.empty(n)
+        pend = np.empty(n + 1, np.int64)
+        args = (np.ascontiguousarray(batch.offsets, np.int64), np.ascontiguousarray(batch.indices, np.uint32),
+                np.ascontiguousarray(batch.values, np.float64), np.ascontiguousarray(batch.labels, np.float64),
+                np.ascontiguousarray(batch.weights, np.float64), _spans(batch), self._state())
+        extra = self._extra_state()
+        if extra is not None:
+            args += (extra,)
+        out = getattr(self.kernels, self.run_kernel)(*args, self._hyper_tuple(), learn, flush, skip,
+                                                     pred, loss, pend)
+        if extra is not None:
+            self._set_extra_state(out[2])
+        self.examples_learned += int(out[0])
+        return pred, loss, pend[:out[1]]
+
+    def learn_batch(self, batch):
+        """Progressive validation (predict, record, learn) over ``batch``; see the module
+        docstring for minibatches that straddle calls."""
+        self._check_labels(batch.labels)
+        skip = 0
+        work = batch
+        if self._pending is not None and self._pending.n:
+            skip = self._pending.n
+            work = concat_batches([self._pending, batch], names=True)
+        pred, loss, pend = self._call(work, True, False, skip)
+        self._pending = work.take(pend) if len(pend) else None
+        return pred[skip:], loss[skip:]
+
+    def predict_batch(self, batch):
+        self._check_labels(batch.labels)
+        pred, loss, _ = self._call(batch, False, False, 0)
+        return pred, loss
+
+    def finish(self) -> None:
+        """Learn the buffered partial minibatch (end of the stream or of a pass)."""
+        if self._pending is not None and self._pending.n:
+            p = self._pending
+            self._pending = None
+            self._call(p, True, True, p.n)
+
+    @property
+    def pending_rows(self) -> int:
+        return 0 if self._pending is None else self._pending.n
+
+    # -- selection ----------------------------------------------------------------------------
+    def top_features(self, refresh: bool = True):
+        """The heap members of every class as ``(cls, hashes, weights, names)``, each class's
+        members sorted by ``|weight|`` descending; with ``refresh`` the weights are QUERYed
+        from the sketch now (a member's heap weight dates from its last minibatch). ``cls`` is
+        0-based; names are ``str`` (``""`` if unknown; a trailing ``"..."`` marks truncation)."""
+        cls_l, keys_l, w_l, names = [], [], [], []
+        for c in range(self.kc):
+            n = int(self.hsize[c])
+            keys = self.hkeys[c, :n].copy()
+            w = self.hw[c, :n].copy()
+            if refresh and n:
+                _kernels.sketch_query_keys(self.sketch[c], self.seeds, keys, w)
+            order = np.lexsort((keys, -np.abs(w)))
+            for s in order:
+                nid = int(self.hname[c, s])
+                L = int(self.name_len[c, nid])
+                raw = bytes(self.names[c, nid, :min(L, NAME_BYTES)])
+                nm = raw.decode("utf-8", "replace") + ("..." if L > NAME_BYTES else "")
+                names.append(nm)
+            cls_l.append(np.full(n, c, np.int64))
+            keys_l.append(keys[order])
+            w_l.append(w[order])
+        return (np.concatenate(cls_l), np.concatenate(keys_l), np.concatenate(w_l), names)
+
+    def query(self, hashes, cls: int = 0) -> np.ndarray:
+        """QUERY the sketch of class ``cls`` (0-based) for the given 32-bit hashes."""
+        keys = np.ascontiguousarray(hashes, np.uint32)
+        out = np.empty(len(keys))
+        _kernels.sketch_query_keys(self.sketch[cls], self.seeds, keys, out)
+        return out
+
+    # -- summary ------------------------------------------------------------------------------
+    @property
+    def sketch_cells(self) -> int:
+        return int(self.sketch.size)
+
+    def distinct_features(self) -> float:
+        return hll_estimate(self.hll)
+
+    def extra_summary(self) -> dict:
+        d = self.distinct_features()
+        out = {
+            "sketch": f"{self.R} x {self.W}" + (f" x {self.kc} classes" if self.multiclass else ""),
+            "sketch_bytes": int(self.sketch.nbytes),
+            "distinct_features": int(round(d)),
+            "compression_factor": round(d / self.sketch_cells, 4),
+            "top_k": self.k,
+            "heap_size": int(self.hsize.sum()),
+            "iterations": int(self.counters[0]),
+        }
+        return out
+
+    # -- state --------------------------------------------------------------------------------
+    def _arrays(self):
+        a = {f: getattr(self, f) for f in _kernels.SketchState._fields}
+        p = self._pending if self._pending is not None else empty_batch()
+        spans = _spans(p)
+        for f, dt in zip(_PEND_FIELDS, _PEND_DTYPES):
+            x = getattr(spans, f) if f in spans._fields else getattr(p, f)
+            a["pend_" + f] = np.asarray(x, dt)
+        return a
+
+    def _load_arrays(self, arrays):
+        for f in _kernels.SketchState._fields:
+            a = np.asarray(arrays[f])
+            cur = getattr(self, f)
+            if a.shape != cur.shape or a.dtype != cur.dtype:
+                raise ValueError(f"array {f}: shape/dtype {a.shape}/{a.dtype} does not fit "
+                                 f"{cur.shape}/{cur.dtype}")
+            setattr(self, f, lazy_copy(a) if f == "sketch" else np.array(a, copy=True))
+        pend = {f: np.array(arrays["pend_" + f], dt) for f, dt in zip(_PEND_FIELDS, _PEND_DTYPES)}
+        self._pending = None
+        if len(pend["offsets"]) > 1:
+            kw = {}
+            if len(pend["name_start"]):
+                kw = {f: pend[f] for f in ("text", "name_start", "name_end")}
+                if len(pend["ns_start"]):
+                    kw.update(ns_start=pend["ns_start"], ns_end=pend["ns_end"])
+            self._pending = Batch(*(pend[f] for f in _PEND_FIELDS[:5]), lines=pend["lines"], **kw)

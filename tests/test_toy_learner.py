@@ -1,0 +1,56 @@
+"""Adding a learner takes its two files and one registry entry: the toy learner of tests/toy/
+(``toy.py``: a class with PARAMS; ``_toy_kernels.py``: its kernel and state tuple) is registered in
+``LEARNERS`` and trained, saved, loaded, continued and used for predictions through ``api`` on a
+sample file, with nothing in ``cli``, ``api``, ``evaluate`` or the readers changed."""
+import gzip
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from streamlearn import api  # noqa: E402
+from streamlearn.algos import LEARNERS  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from toy.toy import Toy  # noqa: E402
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_data"
+A9A = SAMPLE / "a9a_train_3k.libsvm.gz"
+A9A_TEST = SAMPLE / "a9a_test_1k.libsvm.gz"
+
+
+def _run(fn, data, **kw):
+    return fn(api.RunConfig(data=[str(d) for d in data], quiet=True, **kw))
+
+
+def _lines(path):
+    return Path(path).read_text().splitlines()
+
+
+def test_a_registered_learner_runs_through_the_api(tmp_path, monkeypatch):
+    monkeypatch.setitem(LEARNERS, Toy.name, Toy)
+    rows = gzip.decompress(A9A.read_bytes()).splitlines(keepends=True)
+    (tmp_path / "a.txt").write_bytes(b"".join(rows[:1500]))
+    (tmp_path / "b.txt").write_bytes(b"".join(rows[1500:]))
+    hyper = {"bit_precision": 12, "loss_function": "logistic", "learning_rate": 0.1}
+    s = _run(api.train, [A9A], algo="toy", hyper=hyper, final_model=str(tmp_path / "whole.slm"),
+             predictions=str(tmp_path / "pw_train.txt"))
+    assert s["examples"] == 3000 and 0 < s["average_loss"] < np.log(2)  # it learns
+    _run(api.train, [tmp_path / "a.txt"], algo="toy", hyper=hyper, final_model=str(tmp_path / "half.slm"))
+    _run(api.train, [tmp_path / "b.txt"], initial_model=str(tmp_path / "half.slm"),
+         final_model=str(tmp_path / "cont.slm"), predictions=str(tmp_path / "pc_train.txt"))
+    # continuing from the saved model is the uninterrupted run: the same progressive predictions
+    # of the second half, the same final state, the same test predictions
+    assert _lines(tmp_path / "pc_train.txt") == _lines(tmp_path / "pw_train.txt")[1500:]
+    whole, _, header = api.load_model(str(tmp_path / "whole.slm"))
+    cont, _, _ = api.load_model(str(tmp_path / "cont.slm"))
+    assert isinstance(whole, Toy) and header["algo"] == "toy"
+    assert whole.examples_learned == cont.examples_learned == 3000 and whole.t[0] == 3000
+    wa, ca = whole.state_dict()[1], cont.state_dict()[1]
+    assert wa.keys() == ca.keys() and all(np.array_equal(wa[k], ca[k]) for k in wa)
+    _run(api.predict, [A9A_TEST], initial_model=str(tmp_path / "whole.slm"), predictions=str(tmp_path / "pw.txt"))
+    _run(api.predict, [A9A_TEST], initial_model=str(tmp_path / "cont.slm"), predictions=str(tmp_path / "pc.txt"))
+    assert _lines(tmp_path / "pw.txt") == _lines(tmp_path / "pc.txt") and len(_lines(tmp_path / "pw.txt")) == 1000
