@@ -354,13 +354,10 @@ def test_inverse_schedule_and_override():
         A.override(top_k=3)
 
 
-def test_select_module_and_command(tmp_path):
+def test_select_module_and_command(tmp_path, invoke_cli):
     import json
 
-    from click.testing import CliRunner
-
     from streamlearn.api import save_model
-    from streamlearn.cli import cli
     from streamlearn.select import format_rows, select_rows
 
     batch, keys = _stream(seed=15)
@@ -373,11 +370,11 @@ def test_select_module_and_command(tmp_path):
     assert [abs(r.weight) for r in rows] == sorted((abs(r.weight) for r in rows), reverse=True)
     path = tmp_path / "m.slm"
     save_model(str(path), A, {})
-    res = CliRunner().invoke(cli, ["select", "-i", str(path), "--top_k", "4"])
+    res = invoke_cli("select", "-i", path, "--top_k", "4")
     assert res.exit_code == 0, res.output
     assert res.output == format_rows(rows, "tsv")
     assert res.output.splitlines()[0] == "name\thash\tweight"
-    res = CliRunner().invoke(cli, ["select", "-i", str(path), "--format", "json"])
+    res = invoke_cli("select", "-i", path, "--format", "json")
     data = json.loads(res.output)
     assert len(data) == 6 and data[0]["name"] == rows[0].name and data[0]["hash"] == rows[0].hash
     M = Bear(sketch_rows=3, sketch_width=20, top_k=3, oaa=3)
