@@ -67,7 +67,7 @@ def both_parse(data: bytes, fmt: str, pairs=(), constant=True, keep_names=False)
     from streamlearn.io.source import quadratic_pairs
     qa, qb = quadratic_pairs(tuple(pairs))
     code = 1 if fmt == "libsvm" else 0
-    buf = np.frombuffer(data, np.uint8)
+    buf = np.frombuffer(bytearray(data), np.uint8)  # writable, as the reader's chunks (one compiled kernel)
     a = _tk().parse_chunk(buf, code, qa, qb, constant, keep_names)
     b = _cfast.parse_chunk(buf, code, qa, qb, constant, keep_names)
     same_results(a, b, f"{fmt} {len(data)} bytes q={pairs} const={constant} names={keep_names}")
@@ -135,14 +135,14 @@ def test_hashstring_matches_numba(data, seed):
 # ------------------------------------------------------------------------------ float parsing
 
 def _numba_scan(b: bytes):
-    a = np.frombuffer(b, np.uint8) if b else np.zeros(0, np.uint8)
+    a = np.frombuffer(bytearray(b), np.uint8) if b else np.zeros(0, np.uint8)
     v, ok, end = _tk().scan_float(a, 0, len(a))
     return float(v), bool(ok), int(end)
 
 
 def _check_scan(b: bytes):
     v1, ok1, e1 = _numba_scan(b)
-    v2, ok2, e2 = _cfast.scan_float(np.frombuffer(b, np.uint8) if b else np.zeros(0, np.uint8), 0, len(b))
+    v2, ok2, e2 = _cfast.scan_float(np.frombuffer(bytearray(b), np.uint8) if b else np.zeros(0, np.uint8), 0, len(b))
     assert (ok1, e1) == (ok2, e2), b
     assert np.float64(v1).tobytes() == np.float64(v2).tobytes(), (b, v1, v2)
 

@@ -24,7 +24,7 @@ MASK18 = (1 << 18) - 1
 
 
 def pf(s):
-    a = np.frombuffer(s.encode(), np.uint8)
+    a = np.frombuffer(bytearray(s.encode()), np.uint8)
     return parse_float(a, 0, len(a))
 
 
