@@ -70,3 +70,164 @@ def pytest_unconfigure(config):
     d = getattr(config, "_cfast_dir", None)
     if d:
         shutil.rmtree(d, ignore_errors=True)
+
+
+# -- shared fixtures and paths of the test modules (below the C-library build above) ---------
+#
+# Paths are plain names (``from conftest import DATA``) because parametrize lists need them at
+# collection; everything a test calls is a fixture. Reference implementations (naive_*.py,
+# fuzz_oracle.py, stress_gen.py) stay plain modules.
+import sys  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+DATA = ROOT / "tests" / "data"
+SAMPLE = ROOT / "sample_data"
+A9A = SAMPLE / "a9a_train_3k.libsvm.gz"
+A9A_TEST = SAMPLE / "a9a_test_1k.libsvm.gz"
+NEWS = SAMPLE / "news20_binary_300.vw.gz"
+NEWS_TEST = SAMPLE / "news20_binary_test_100.vw"
+CLI_CMD = [sys.executable, "-m", "streamlearn"]
+
+
+def cli_env(**extra) -> dict:
+    """The environment of a CLI subprocess: this checkout first on ``PYTHONPATH`` (so a clone
+    that was never installed runs its own code), plus ``extra``."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def _run_cli(*args, stdin=None, cwd=None, env=None, text=False, timeout=None):
+    return subprocess.run([*CLI_CMD, *map(str, args)], input=stdin, capture_output=True, cwd=cwd,
+                          env=cli_env(**(env or {})), text=text, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def run_cli():
+    """``run_cli(*args, stdin=None, cwd=None, env=None, text=False)``: the CLI in a subprocess
+    (``python -m streamlearn``, through ``main`` and its fast ``os._exit``), returning the
+    ``CompletedProcess``. For what needs a real process: exit codes, signals, stdout pipes,
+    environment variables read at start-up, imports. ``env`` adds to ``os.environ``."""
+    return _run_cli
+
+
+def _cli_ok(r):
+    err = r.stderr if isinstance(r.stderr, str) else r.stderr.decode(errors="replace")
+    assert r.returncode == 0, err[-3000:]
+    return r
+
+
+@pytest.fixture(scope="session")
+def cli_ok():
+    """``cli_ok(run_cli(...))``: asserts exit 0 (showing the end of stderr) and returns the run."""
+    return _cli_ok
+
+
+def _invoke_cli(*args, **kw):
+    from click.testing import CliRunner
+
+    from streamlearn.cli import cli
+
+    return CliRunner().invoke(cli, [str(a) for a in args], **kw)
+
+
+@pytest.fixture(scope="session")
+def invoke_cli():
+    """``invoke_cli(*args, **kw)``: the CLI in this process (click's ``CliRunner`` on the command
+    group, so no ``os._exit``), returning click's ``Result`` (``exit_code``, ``output``). For
+    commands whose output and exit code are what is checked: no process start, no re-import."""
+    return _invoke_cli
+
+
+# -- learner helpers ----------------------------------------------------------------------------
+
+def _cut_batches(batch, sizes):
+    out, a = [], 0
+    for s in sizes:
+        if a >= batch.n:
+            break
+        out.append(batch.slice(a, min(batch.n, a + s)))
+        a += s
+    if a < batch.n:
+        out.append(batch.slice(a, batch.n))
+    return out
+
+
+@pytest.fixture(scope="session")
+def cut_batches():
+    """``cut_batches(batch, sizes)``: consecutive slices of ``batch`` of the given sizes (as far
+    as the batch goes), then the rest as one slice."""
+    return _cut_batches
+
+
+def _run_learner(learner, batches, finish=True):
+    ps, ls = [], []
+    for b in batches:
+        p, l = learner.learn_batch(b)
+        ps.append(p)
+        ls.append(l)
+    if finish:
+        learner.finish()
+    return np.concatenate(ps), np.concatenate(ls)
+
+
+@pytest.fixture(scope="session")
+def run_learner():
+    """``run_learner(learner, batches, finish=True)``: learn the batches in order (then
+    ``finish()``), returning the concatenated progressive predictions and losses."""
+    return _run_learner
+
+
+def _same_state(a, b):
+    ma, aa = a.state_dict()
+    mb, ab = b.state_dict()
+    assert ma == mb
+    assert aa.keys() == ab.keys()
+    for k in aa:
+        assert np.asarray(aa[k]).dtype == np.asarray(ab[k]).dtype, k
+        assert np.asarray(aa[k]).tobytes() == np.asarray(ab[k]).tobytes(), k
+
+
+@pytest.fixture(scope="session")
+def same_state():
+    """``same_state(a, b)``: two learners' saved states are equal to the bit (meta and every
+    array)."""
+    return _same_state
+
+
+# -- sketch learners (BEAR, MISSION) ------------------------------------------------------------
+
+def _collision_free_keys(p, R, W, seed=0, sketch_seed=0):
+    """``p`` feature hashes whose buckets are all distinct in every row of an R x W sketch."""
+    from streamlearn.algos import _sketch_kernels as sk
+    from streamlearn.algos.bear import Bear
+
+    seeds = Bear(sketch_rows=R, sketch_width=W, sketch_seed=sketch_seed).seeds
+    rng = np.random.default_rng(seed)
+    used = np.zeros((R, W), bool)
+    keys = []
+    b = np.empty(R, np.int64)
+    s = np.empty(R)
+    while len(keys) < p:
+        key = np.uint32(rng.integers(0, 2**32))
+        sk.sketch_positions(key, seeds, W, b, s)
+        if not used[np.arange(R), b].any() and key not in keys:
+            used[np.arange(R), b] = True
+            keys.append(key)
+    return np.array(keys, np.uint32)
+
+
+@pytest.fixture(scope="session")
+def collision_free_keys():
+    """``collision_free_keys(p, R, W, seed=0, sketch_seed=0)``: ``p`` feature hashes whose
+    buckets are all distinct in every row of an R x W sketch (BEAR and MISSION then equal the
+    dense references of naive_olbfgs.py)."""
+    return _collision_free_keys
+
+
+@pytest.fixture(scope="session")
+def learner_weights():
+    """``learner_weights(L, keys)``: a sketch learner's weights of ``keys``, one row a class."""
+    return lambda L, keys: np.array([L.query(keys, c) for c in range(L.kc)])

@@ -1,7 +1,5 @@
 """BEAR (issue 4 parts 4, 5, 7): oLBFGS two-loop vs dense NumPy, BEAR == minibatch oLBFGS
 without collisions, ring buffer, curvature guard, reload, batch-cut invariance, multiclass."""
-from collections import deque
-
 import numpy as np
 import pytest
 
@@ -10,28 +8,13 @@ bk = pytest.importorskip("streamlearn.algos._bear_kernels")
 
 from streamlearn.algos import LEARNERS  # noqa: E402
 from streamlearn.algos.bear import Bear  # noqa: E402
-from streamlearn.algos.losses import get_loss  # noqa: E402
 from streamlearn.batch import Batch  # noqa: E402
 
-
-# -- helpers (also used by test_mission.py through a plain import of this module's twins) --
-def collision_free_keys(p, R, W, seed=0, sketch_seed=0):
-    """``p`` feature hashes whose buckets are all distinct in every row of an R x W sketch."""
-    seeds = Bear(sketch_rows=R, sketch_width=W, sketch_seed=sketch_seed).seeds
-    rng = np.random.default_rng(seed)
-    used = np.zeros((R, W), bool)
-    keys = []
-    b = np.empty(R, np.int64)
-    s = np.empty(R)
-    while len(keys) < p:
-        key = np.uint32(rng.integers(0, 2**32))
-        sk.sketch_positions(key, seeds, W, b, s)
-        if not used[np.arange(R), b].any() and key not in keys:
-            used[np.arange(R), b] = True
-            keys.append(key)
-    return np.array(keys, np.uint32)
+from naive_olbfgs import dense_olbfgs, dense_two_loop  # noqa: E402
 
 
+# -- helpers (the dense references are in naive_olbfgs.py; collision_free_keys and
+# learner_weights are conftest fixtures) --
 def named_batch(X, y, hashes, prefix="f", ns="s"):
     """A CSR batch from dense X whose entries carry names ``ns^<prefix><j>`` in ``text``."""
     b = Batch.from_dense(X, y, hashes=hashes)
@@ -51,78 +34,6 @@ def named_batch(X, y, hashes, prefix="f", ns="s"):
     b.name_start, b.name_end = np.array(nmS, np.int64), np.array(nmE, np.int64)
     b.ns_start, b.ns_end = np.array(nsS, np.int64), np.array(nsE, np.int64)
     return b
-
-
-def dense_two_loop(g, pairs):
-    """Alg. 1 on dense vectors; ``pairs`` oldest first."""
-    if not pairs:
-        return g.copy()
-    q = g.copy()
-    alphas = []
-    for s, r in reversed(pairs):
-        a = (s @ q) / (s @ r)
-        alphas.append(a)
-        q = q - a * r
-    s, r = pairs[-1]
-    z = (s @ r) / (r @ r) * q
-    for (s, r), a in zip(pairs, reversed(alphas)):
-        bb = (r @ z) / (s @ r)
-        z = z + s * (a - bb)
-    return z
-
-
-def dense_grad(X, y, w, B, code, K, lrange=None):
-    """Mean minibatch gradient; squared loss takes the derivative at the score clipped to the
-    range of the labels learned so far (``lrange``, updated in place), as the kernels do."""
-    P = X @ B.T
-    if code == 3:
-        e = np.exp(P - P.max(1, keepdims=True))
-        pi = e / e.sum(1, keepdims=True)
-        pi[np.arange(len(y)), y.astype(int) - 1] -= 1
-        coef = pi * w[:, None]
-    else:
-        loss = get_loss(["squared", "logistic", "hinge"][code])
-        Pc = P[:, 0]
-        if code == 0 and lrange is not None:
-            lrange[0], lrange[1] = min(lrange[0], y.min()), max(lrange[1], y.max())
-            Pc = np.clip(Pc, lrange[0], lrange[1])
-        coef = (loss.derivative(Pc, y) * w)[:, None]
-    return coef.T @ X / len(y), P
-
-
-def dense_olbfgs(X, y, K, code, b, eta, passes, tau=5, eps=1e-8, second_order=True, w=None,
-                 damping=0.0, mask_r=False, clip=True):
-    """Plain minibatch oLBFGS (or SGD) over dense weights: the reference BEAR and MISSION
-    must equal when the sketch has no collisions and k >= p. As in BEAR, the secant pair is
-    taken on the features in the model before the step (the non-zero weights: all but at
-    t = 0, where s = 0 and the pair is dropped), and r is damped to r + damping * s."""
-    n, p = X.shape
-    w = np.ones(n) if w is None else w
-    B = np.zeros((max(K, 1), p))
-    pairs = deque(maxlen=tau)
-    preds = []
-    lrange = [0.0, 0.0] if clip else None
-    for _ in range(passes):
-        for a in range(0, n, b):
-            idx = slice(a, min(a + b, n))
-            G, P = dense_grad(X[idx], y[idx], w[idx], B, code, K, lrange)
-            preds.append(P.argmax(1) + 1.0 if code == 3 else P[:, 0])
-            z = dense_two_loop(G.ravel(), list(pairs)).reshape(G.shape) if second_order else G
-            B1 = B - eta * z
-            B1m = np.where(B != 0, B1, 0.0)  # the same top-k set (all non-zero weights)
-            G1, _ = dense_grad(X[idx], y[idx], w[idx], B1m, code, K, lrange)
-            s, r = (B1m - B).ravel(), (G1 - G).ravel()
-            if mask_r:  # Bear.secant_topk: r only on the top-k set (the non-zero weights)
-                r = np.where(B.ravel() != 0, r, 0.0)
-            r = r + damping * s
-            if s @ r > eps * np.linalg.norm(s) * np.linalg.norm(r) and r @ r > 0:
-                pairs.append((s, r))
-            B = B1
-    return B, np.concatenate(preds)
-
-
-def learner_weights(L, keys):
-    return np.array([L.query(keys, c) for c in range(L.kc)])
 
 
 # -- two-loop ---------------------------------------------------------------------------------
@@ -204,7 +115,7 @@ def test_ring_grows_capacity():
 # -- BEAR vs dense minibatch oLBFGS -------------------------------------------------------------
 @pytest.mark.parametrize("loss,code,damping", [("squared", 0, 0.0), ("logistic", 1, 0.0),
                                                ("logistic", 1, 1.0)])
-def test_bear_equals_olbfgs_without_collisions(loss, code, damping):
+def test_bear_equals_olbfgs_without_collisions(loss, code, damping, collision_free_keys, learner_weights):
     rng = np.random.default_rng(7)
     n, p, R, W = 150, 24, 3, 96
     X = rng.normal(size=(n, p))
@@ -227,7 +138,7 @@ def test_bear_equals_olbfgs_without_collisions(loss, code, damping):
     assert L.examples_learned == passes * n
 
 
-def test_bear_multiclass_equals_joint_olbfgs():
+def test_bear_multiclass_equals_joint_olbfgs(collision_free_keys, learner_weights):
     rng = np.random.default_rng(8)
     n, p, K, R, W = 120, 12, 3, 3, 64
     X = rng.normal(size=(n, p))
@@ -255,7 +166,7 @@ class _BearTopkR(Bear):
     secant_topk = True
 
 
-def test_secant_topk_equals_masked_olbfgs_without_collisions():
+def test_secant_topk_equals_masked_olbfgs_without_collisions(collision_free_keys, learner_weights):
     """Bear.secant_topk (r restricted to the top-k set) == dense oLBFGS with r masked there."""
     rng = np.random.default_rng(17)
     n, p, R, W = 120, 20, 3, 80
@@ -302,7 +213,7 @@ def test_secant_pair_support_vs_top_k(masked):
     assert (off == 0) if masked else (off > 0)
 
 
-def test_prediction_uses_only_top_k():
+def test_prediction_uses_only_top_k(collision_free_keys):
     rng = np.random.default_rng(9)
     n, p = 400, 40
     X = rng.normal(size=(n, p))
@@ -335,18 +246,9 @@ def _stream(seed=10, n=203, p=60, K=0):
     return named_batch(X, y, keys), keys
 
 
-def _state_equal(A, B):
-    ma, aa = A.state_dict()
-    mb, ab = B.state_dict()
-    assert ma == mb
-    assert aa.keys() == ab.keys()
-    for k in aa:
-        np.testing.assert_array_equal(aa[k], ab[k], err_msg=k)
-
-
 @pytest.mark.parametrize("cls", ["bear", "mission"])
 @pytest.mark.parametrize("K", [0, 3])
-def test_batch_cut_invariance(cls, K):
+def test_batch_cut_invariance(cls, K, same_state):
     batch, _ = _stream(K=K)
     hyper = dict(sketch_rows=3, sketch_width=40, top_k=8, minibatch=7,
                  loss_function="logistic", oaa=K)
@@ -362,12 +264,12 @@ def test_batch_cut_invariance(cls, K):
         B.finish()
         np.testing.assert_array_equal(np.concatenate([o[0] for o in outs]), pa)
         np.testing.assert_array_equal(np.concatenate([o[1] for o in outs]), la)
-        _state_equal(A, B)
+        same_state(A, B)
         assert A.top_features()[3] == B.top_features()[3]
 
 
 @pytest.mark.parametrize("cls", ["bear", "mission"])
-def test_reload_bit_identical_mid_minibatch(cls):
+def test_reload_bit_identical_mid_minibatch(cls, same_state):
     batch, _ = _stream(seed=11)
     hyper = dict(sketch_rows=3, sketch_width=32, top_k=6, minibatch=9, history=3) \
         if cls == "bear" else dict(sketch_rows=3, sketch_width=32, top_k=6, minibatch=9)
@@ -378,20 +280,20 @@ def test_reload_bit_identical_mid_minibatch(cls):
     import json
     meta = json.loads(json.dumps(meta))  # the meta must be JSON-able
     B = LEARNERS[cls].from_state(meta, {k: np.array(v) for k, v in arrays.items()})
-    _state_equal(A, B)
+    same_state(A, B)
     pa, la = A.learn_batch(batch.slice(100, batch.n))
     pb, lb = B.learn_batch(batch.slice(100, batch.n))
     A.finish()
     B.finish()
     np.testing.assert_array_equal(pa, pb)
     np.testing.assert_array_equal(la, lb)
-    _state_equal(A, B)
+    same_state(A, B)
     # and equal to an uninterrupted run
     C = LEARNERS[cls](**hyper)
     pc, _ = C.learn_batch(batch)
     C.finish()
     np.testing.assert_array_equal(pc[100:], pa)
-    _state_equal(A, C)
+    same_state(A, C)
 
 
 @pytest.mark.parametrize("cls", ["bear", "mission"])
@@ -452,13 +354,10 @@ def test_inverse_schedule_and_override():
         A.override(top_k=3)
 
 
-def test_select_module_and_command(tmp_path):
+def test_select_module_and_command(tmp_path, invoke_cli):
     import json
 
-    from click.testing import CliRunner
-
     from streamlearn.api import save_model
-    from streamlearn.cli import cli
     from streamlearn.select import format_rows, select_rows
 
     batch, keys = _stream(seed=15)
@@ -471,11 +370,11 @@ def test_select_module_and_command(tmp_path):
     assert [abs(r.weight) for r in rows] == sorted((abs(r.weight) for r in rows), reverse=True)
     path = tmp_path / "m.slm"
     save_model(str(path), A, {})
-    res = CliRunner().invoke(cli, ["select", "-i", str(path), "--top_k", "4"])
+    res = invoke_cli("select", "-i", path, "--top_k", "4")
     assert res.exit_code == 0, res.output
     assert res.output == format_rows(rows, "tsv")
     assert res.output.splitlines()[0] == "name\thash\tweight"
-    res = CliRunner().invoke(cli, ["select", "-i", str(path), "--format", "json"])
+    res = invoke_cli("select", "-i", path, "--format", "json")
     data = json.loads(res.output)
     assert len(data) == 6 and data[0]["name"] == rows[0].name and data[0]["hash"] == rows[0].hash
     M = Bear(sketch_rows=3, sketch_width=20, top_k=3, oaa=3)

@@ -36,9 +36,7 @@ from streamlearn.kernels import _cfast  # noqa: E402
 pytestmark = pytest.mark.skipif(kernels.backend() != "c",
                                 reason="C fast path not built (no C compiler) or STREAMLEARN_NO_C set")
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).resolve().parent / "data"
-SAMPLE = ROOT / "sample_data"
+from conftest import DATA, ROOT, SAMPLE  # noqa: E402
 
 
 def fuzz(n):
@@ -70,7 +68,7 @@ def both_parse(data: bytes, fmt: str, pairs=(), constant=True, keep_names=False)
     from streamlearn.io.source import quadratic_pairs
     qa, qb = quadratic_pairs(tuple(pairs))
     code = 1 if fmt == "libsvm" else 0
-    buf = np.frombuffer(data, np.uint8)
+    buf = np.frombuffer(bytearray(data), np.uint8)  # writable, as the reader's chunks (one compiled kernel)
     a = _tk().parse_chunk(buf, code, qa, qb, constant, keep_names)
     b = _cfast.parse_chunk(buf, code, qa, qb, constant, keep_names)
     same_results(a, b, f"{fmt} {len(data)} bytes q={pairs} const={constant} names={keep_names}")
@@ -138,14 +136,14 @@ def test_hashstring_matches_numba(data, seed):
 # ------------------------------------------------------------------------------ float parsing
 
 def _numba_scan(b: bytes):
-    a = np.frombuffer(b, np.uint8) if b else np.zeros(0, np.uint8)
+    a = np.frombuffer(bytearray(b), np.uint8) if b else np.zeros(0, np.uint8)
     v, ok, end = _tk().scan_float(a, 0, len(a))
     return float(v), bool(ok), int(end)
 
 
 def _check_scan(b: bytes):
     v1, ok1, e1 = _numba_scan(b)
-    v2, ok2, e2 = _cfast.scan_float(np.frombuffer(b, np.uint8) if b else np.zeros(0, np.uint8), 0, len(b))
+    v2, ok2, e2 = _cfast.scan_float(np.frombuffer(bytearray(b), np.uint8) if b else np.zeros(0, np.uint8), 0, len(b))
     assert (ok1, e1) == (ok2, e2), b
     assert np.float64(v1).tobytes() == np.float64(v2).tobytes(), (b, v1, v2)
 
@@ -376,13 +374,6 @@ def test_c_learner_matches_numba_learner_and_reference(loss, normalized):
 
 # ------------------------------------------------------------------------------ CLI
 
-def _sl(args, env_extra=None, stdin=None, cwd=None):
-    env = dict(os.environ)
-    env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "streamlearn", *map(str, args)], input=stdin,
-                          capture_output=True, env=env, cwd=cwd)
-
-
 def _metrics(p):
     m = json.loads(Path(p).read_text())
     for k in ("seconds", "examples_per_second"):
@@ -430,7 +421,7 @@ def _cli_input(tmp_path):
 
 
 @pytest.mark.parametrize("kind,opts", CLI_CASES, ids=[f"{k}{''.join(o)}" for k, o in CLI_CASES])
-def test_cli_with_and_without_c_is_byte_identical(kind, opts, tmp_path):
+def test_cli_with_and_without_c_is_byte_identical(kind, opts, tmp_path, run_cli):
     _cli_input(tmp_path)
     outs = []
     for no_c in ("0", "1"):
@@ -443,11 +434,11 @@ def test_cli_with_and_without_c_is_byte_identical(kind, opts, tmp_path):
             stdin = (tmp_path / "d.vw").read_bytes()
         else:
             args += [tmp_path / f"d.{kind}"]
-        r = _sl(args, {"STREAMLEARN_NO_C": no_c, "STREAMLEARN_CHUNK_BYTES": "20000"}, stdin=stdin)
+        r = run_cli(*args, env={"STREAMLEARN_NO_C": no_c, "STREAMLEARN_CHUNK_BYTES": "20000"}, stdin=stdin)
         assert r.returncode == 0, r.stderr.decode()
         err = re.sub(rb"\d+(\.\d+)? s\b|[\d.]+ ex/s|time.*", b"", r.stderr)
-        pr = _sl(["predict", "-i", d / "m.slm", "-p", d / "t.txt", tmp_path / ("d.libsvm" if kind == "libsvm" else "d.vw")],
-                 {"STREAMLEARN_NO_C": no_c})
+        pr = run_cli("predict", "-i", d / "m.slm", "-p", d / "t.txt", tmp_path / ("d.libsvm" if kind == "libsvm" else "d.vw"),
+                     env={"STREAMLEARN_NO_C": no_c})
         assert pr.returncode == 0, pr.stderr.decode()
         outs.append(((d / "m.slm").read_bytes(), (d / "p.txt").read_bytes(), _metrics(d / "m.json"), err,
                      (d / "t.txt").read_bytes()))
@@ -457,9 +448,9 @@ def test_cli_with_and_without_c_is_byte_identical(kind, opts, tmp_path):
            [l for l in outs[1][3].splitlines() if b"warning" in l]
 
 
-def test_cli_strict_error_is_the_same(tmp_path):
+def test_cli_strict_error_is_the_same(tmp_path, run_cli):
     _cli_input(tmp_path)
-    res = [_sl(["train", "--strict", tmp_path / "d.vw"], {"STREAMLEARN_NO_C": v}) for v in ("0", "1")]
+    res = [run_cli("train", "--strict", tmp_path / "d.vw", env={"STREAMLEARN_NO_C": v}) for v in ("0", "1")]
     assert res[0].returncode == res[1].returncode == 1
     assert res[0].stderr == res[1].stderr
     assert b"d.vw:9: feature value is NaN" in res[0].stderr
@@ -818,7 +809,7 @@ PQ_CLI_CASES = [  # (the schemas' kernels are compared directly above; slow: -m 
 
 
 @pytest.mark.parametrize("fixture,opts", PQ_CLI_CASES)
-def test_cli_parquet_with_and_without_c_is_byte_identical(fixture, opts, tmp_path):
+def test_cli_parquet_with_and_without_c_is_byte_identical(fixture, opts, tmp_path, run_cli):
     if fixture == "bad":
         path = tmp_path / "bad.parquet"
         _bad_rows_parquet(path)
@@ -828,12 +819,12 @@ def test_cli_parquet_with_and_without_c_is_byte_identical(fixture, opts, tmp_pat
     for no_c in ("0", "1"):
         d = tmp_path / f"run{no_c}"
         d.mkdir()
-        r = _sl(["train", path, "-f", d / "m.slm", "-p", d / "p.txt", "--metrics", d / "m.json", *opts],
-                {"STREAMLEARN_NO_C": no_c})
+        r = run_cli("train", path, "-f", d / "m.slm", "-p", d / "p.txt", "--metrics", d / "m.json", *opts,
+                    env={"STREAMLEARN_NO_C": no_c})
         assert r.returncode == 0, r.stderr.decode()
         err = re.sub(rb"seconds = .*", b"", r.stderr).replace(str(d).encode(), b"RUN")
-        pr = _sl(["predict", "-i", d / "m.slm", "-p", d / "t.txt", path,
-                  *(["--label_column", "y"] if fixture == "pq_wide" else [])], {"STREAMLEARN_NO_C": no_c})
+        pr = run_cli("predict", "-i", d / "m.slm", "-p", d / "t.txt", path,
+                     *(["--label_column", "y"] if fixture == "pq_wide" else []), env={"STREAMLEARN_NO_C": no_c})
         assert pr.returncode == 0, pr.stderr.decode()
         outs.append(((d / "m.slm").read_bytes(), (d / "p.txt").read_bytes(), _metrics(d / "m.json"), err,
                      (d / "t.txt").read_bytes()))
@@ -843,10 +834,10 @@ def test_cli_parquet_with_and_without_c_is_byte_identical(fixture, opts, tmp_pat
         assert outs[0][3].count(b"line skipped") >= 15
 
 
-def test_cli_parquet_strict_error_is_the_same(tmp_path):
+def test_cli_parquet_strict_error_is_the_same(tmp_path, run_cli):
     _bad_rows_parquet(tmp_path / "bad.parquet")
     for opts in ([], ["-q", "ab"]):
-        res = [_sl(["train", "--strict", tmp_path / "bad.parquet", *opts], {"STREAMLEARN_NO_C": v}) for v in ("0", "1")]
+        res = [run_cli("train", "--strict", tmp_path / "bad.parquet", *opts, env={"STREAMLEARN_NO_C": v}) for v in ("0", "1")]
         assert res[0].returncode == res[1].returncode == 1
         assert res[0].stderr == res[1].stderr
         assert b"bad.parquet:" in res[0].stderr

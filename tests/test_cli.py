@@ -9,31 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "sample_data"
-A9A = SAMPLE / "a9a_train_3k.libsvm.gz"
-A9A_TEST = SAMPLE / "a9a_test_1k.libsvm.gz"
-NEWS = SAMPLE / "news20_binary_300.vw.gz"
-NEWS_TEST = SAMPLE / "news20_binary_test_100.vw"
-
-
-def sl(*args, stdin=None, cwd=None):
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "streamlearn", *map(str, args)], input=stdin,
-                          capture_output=True, cwd=cwd, env=env)
-
-
-def ok(r):
-    assert r.returncode == 0, r.stderr.decode()[-3000:]
-    return r
+from conftest import A9A, A9A_TEST, NEWS, NEWS_TEST, cli_env
 
 
 def lines(p):
     return Path(p).read_text().splitlines()
 
 
-def test_train_libsvm_gz_reports_like_vw_and_writes_model_and_metrics(tmp_path):
-    r = ok(sl("train", A9A, "--loss_function", "logistic", "-b", 18, "-f", tmp_path / "a.slm",
+def test_train_libsvm_gz_reports_like_vw_and_writes_model_and_metrics(tmp_path, run_cli, cli_ok):
+    r = cli_ok(run_cli("train", A9A, "--loss_function", "logistic", "-b", 18, "-f", tmp_path / "a.slm",
               "--metrics", tmp_path / "m.json"))
     err = r.stderr.decode()
     for s in ("average  since", "finished run", "number of examples = 3000", "best constant",
@@ -50,98 +34,98 @@ def test_train_libsvm_gz_reports_like_vw_and_writes_model_and_metrics(tmp_path):
     assert 3000 * 14 <= m["total_features"] <= 3000 * 15
 
 
-def test_predict_needs_no_flags_and_is_reproducible(tmp_path):
-    ok(sl("train", A9A, "--loss_function", "logistic", "-b", 16, "--normalized", "-f", tmp_path / "a.slm", "--quiet"))
-    r1 = ok(sl("predict", "-i", tmp_path / "a.slm", A9A_TEST, "-p", tmp_path / "p1.txt", "--metrics", tmp_path / "m.json"))
-    ok(sl("predict", "-i", tmp_path / "a.slm", A9A_TEST, "-p", tmp_path / "p2.txt"))
+def test_predict_needs_no_flags_and_is_reproducible(tmp_path, run_cli, cli_ok):
+    cli_ok(run_cli("train", A9A, "--loss_function", "logistic", "-b", 16, "--normalized", "-f", tmp_path / "a.slm", "--quiet"))
+    r1 = cli_ok(run_cli("predict", "-i", tmp_path / "a.slm", A9A_TEST, "-p", tmp_path / "p1.txt", "--metrics", tmp_path / "m.json"))
+    cli_ok(run_cli("predict", "-i", tmp_path / "a.slm", A9A_TEST, "-p", tmp_path / "p2.txt"))
     p1 = lines(tmp_path / "p1.txt")
     assert len(p1) == 1000 and p1 == lines(tmp_path / "p2.txt")
     assert "only testing" in r1.stderr.decode()
     m = json.loads((tmp_path / "m.json").read_text())
     assert m["examples"] == 1000 and m["error_rate"] < 0.25
     # train -t with the model gives the same predictions as predict
-    ok(sl("train", "-t", "-i", tmp_path / "a.slm", A9A_TEST, "-p", tmp_path / "p3.txt", "--quiet"))
+    cli_ok(run_cli("train", "-t", "-i", tmp_path / "a.slm", A9A_TEST, "-p", tmp_path / "p3.txt", "--quiet"))
     assert lines(tmp_path / "p3.txt") == p1
     # predict without -p writes to stdout
-    r = ok(sl("predict", "-i", tmp_path / "a.slm", A9A_TEST, "--quiet"))
+    r = cli_ok(run_cli("predict", "-i", tmp_path / "a.slm", A9A_TEST, "--quiet"))
     assert r.stdout.decode().splitlines() == p1
 
 
-def test_stdin_vw_with_tags(tmp_path):
+def test_stdin_vw_with_tags(tmp_path, run_cli, cli_ok):
     data = gzip.decompress(NEWS.read_bytes())
-    ok(sl("train", "-d", "-", "--loss_function", "logistic", "-f", tmp_path / "n.slm", "-p", tmp_path / "p.txt",
+    cli_ok(run_cli("train", "-d", "-", "--loss_function", "logistic", "-f", tmp_path / "n.slm", "-p", tmp_path / "p.txt",
           "--quiet", stdin=data))
     out = lines(tmp_path / "p.txt")
     assert len(out) == 300
     first_tag = data.split(b"\n")[0].split(b"|")[0].split(b"'")[1].strip().decode()
     assert out[0].split()[1] == first_tag
     # gzip on stdin is detected by its magic bytes
-    ok(sl("train", "-", "--loss_function", "logistic", "-p", tmp_path / "q.txt", "--quiet", stdin=NEWS.read_bytes()))
+    cli_ok(run_cli("train", "-", "--loss_function", "logistic", "-p", tmp_path / "q.txt", "--quiet", stdin=NEWS.read_bytes()))
     assert lines(tmp_path / "q.txt") == out
 
 
-def test_continue_training_equals_one_run(tmp_path):
+def test_continue_training_equals_one_run(tmp_path, run_cli, cli_ok):
     rows = gzip.decompress(A9A.read_bytes()).splitlines(keepends=True)
     (tmp_path / "a.txt").write_bytes(b"".join(rows[:1500]))
     (tmp_path / "b.txt").write_bytes(b"".join(rows[1500:]))
     args = ["--loss_function", "logistic", "-b", 16, "--normalized", "--quiet"]
-    ok(sl("train", A9A, *args, "-f", tmp_path / "whole.slm"))
-    ok(sl("train", tmp_path / "a.txt", *args, "-f", tmp_path / "half.slm"))
-    ok(sl("train", "-i", tmp_path / "half.slm", tmp_path / "b.txt", "--quiet", "-f", tmp_path / "cont.slm"))
-    ok(sl("predict", "-i", tmp_path / "whole.slm", A9A_TEST, "-p", tmp_path / "pw.txt", "--quiet"))
-    ok(sl("predict", "-i", tmp_path / "cont.slm", A9A_TEST, "-p", tmp_path / "pc.txt", "--quiet"))
+    cli_ok(run_cli("train", A9A, *args, "-f", tmp_path / "whole.slm"))
+    cli_ok(run_cli("train", tmp_path / "a.txt", *args, "-f", tmp_path / "half.slm"))
+    cli_ok(run_cli("train", "-i", tmp_path / "half.slm", tmp_path / "b.txt", "--quiet", "-f", tmp_path / "cont.slm"))
+    cli_ok(run_cli("predict", "-i", tmp_path / "whole.slm", A9A_TEST, "-p", tmp_path / "pw.txt", "--quiet"))
+    cli_ok(run_cli("predict", "-i", tmp_path / "cont.slm", A9A_TEST, "-p", tmp_path / "pc.txt", "--quiet"))
     assert lines(tmp_path / "pw.txt") == lines(tmp_path / "pc.txt")
 
 
-def test_passes(tmp_path):
-    ok(sl("train", A9A, "--passes", 2, "--metrics", tmp_path / "m.json", "--quiet"))
+def test_passes(tmp_path, run_cli, cli_ok):
+    cli_ok(run_cli("train", A9A, "--passes", 2, "--metrics", tmp_path / "m.json", "--quiet"))
     assert json.loads((tmp_path / "m.json").read_text())["examples"] == 6000
-    r = sl("train", "-", "--passes", 2, stdin=b"1 | a\n")
+    r = run_cli("train", "-", "--passes", 2, stdin=b"1 | a\n")
     assert r.returncode == 2 and b"stdin" in r.stderr.lower() or b"standard input" in r.stderr
 
 
-def test_malformed_lines_are_reported_skipped_and_counted(tmp_path):
+def test_malformed_lines_are_reported_skipped_and_counted(tmp_path, run_cli, cli_ok):
     f = tmp_path / "bad.vw"
     f.write_text("1 | a b:2\nxx | a\n-1 | a b:zz\n1 | c\n")
-    r = ok(sl("train", f, "--metrics", tmp_path / "m.json"))
+    r = cli_ok(run_cli("train", f, "--metrics", tmp_path / "m.json"))
     err = r.stderr.decode()
     assert f"{f}:2:" in err and f"{f}:3:" in err
     m = json.loads((tmp_path / "m.json").read_text())
     assert m["examples"] == 2 and m["skipped_lines"] == 2
-    r = sl("train", f, "--strict", "-f", tmp_path / "x.slm")
+    r = run_cli("train", f, "--strict", "-f", tmp_path / "x.slm")
     assert r.returncode == 1 and f"{f}:2" in r.stderr.decode() and b"Traceback" not in r.stderr
     assert not (tmp_path / "x.slm").exists()
 
 
-def test_bad_files_exit_1_one_line_no_output_left(tmp_path):
-    r = sl("train", tmp_path / "missing.vw", "-f", tmp_path / "m.slm")
+def test_bad_files_exit_1_one_line_no_output_left(tmp_path, run_cli, cli_ok):
+    r = run_cli("train", tmp_path / "missing.vw", "-f", tmp_path / "m.slm")
     assert r.returncode == 1 and b"Traceback" not in r.stderr and b"missing.vw" in r.stderr
     assert len(r.stderr.decode().strip().splitlines()) == 1
     # truncated gzip
     t = tmp_path / "trunc.gz"
     t.write_bytes(A9A.read_bytes()[:5000])
-    r = sl("train", t, "-f", tmp_path / "m.slm", "--quiet")
+    r = run_cli("train", t, "-f", tmp_path / "m.slm", "--quiet")
     assert r.returncode == 1 and b"trunc.gz" in r.stderr and b"Traceback" not in r.stderr
     assert not (tmp_path / "m.slm").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["trunc.gz"]
     # corrupt / foreign model
-    ok(sl("train", A9A, "-f", tmp_path / "m.slm", "--quiet"))
+    cli_ok(run_cli("train", A9A, "-f", tmp_path / "m.slm", "--quiet"))
     raw = bytearray((tmp_path / "m.slm").read_bytes())
     raw[len(raw) // 2] ^= 0xFF
     (tmp_path / "bad.slm").write_bytes(bytes(raw))
-    r = sl("predict", "-i", tmp_path / "bad.slm", A9A_TEST, "-p", tmp_path / "p.txt")
+    r = run_cli("predict", "-i", tmp_path / "bad.slm", A9A_TEST, "-p", tmp_path / "p.txt")
     assert r.returncode == 1 and b"corrupt" in r.stderr and b"Traceback" not in r.stderr
     assert not (tmp_path / "p.txt").exists()
-    r = sl("predict", "-i", A9A, A9A_TEST)
+    r = run_cli("predict", "-i", A9A, A9A_TEST)
     assert r.returncode == 1 and b"not a streamlearn model" in r.stderr
 
 
-def test_existing_model_survives_a_failed_run(tmp_path):
-    ok(sl("train", A9A, "-f", tmp_path / "m.slm", "--quiet"))
+def test_existing_model_survives_a_failed_run(tmp_path, run_cli, cli_ok):
+    cli_ok(run_cli("train", A9A, "-f", tmp_path / "m.slm", "--quiet"))
     before = (tmp_path / "m.slm").read_bytes()
     t = tmp_path / "trunc.gz"
     t.write_bytes(A9A.read_bytes()[:5000])
-    r = sl("train", t, "-f", tmp_path / "m.slm", "--quiet", "-p", tmp_path / "p.txt")
+    r = run_cli("train", t, "-f", tmp_path / "m.slm", "--quiet", "-p", tmp_path / "p.txt")
     assert r.returncode == 1
     assert (tmp_path / "m.slm").read_bytes() == before
     # predictions made before the error are kept, each a complete line
@@ -151,53 +135,53 @@ def test_existing_model_survives_a_failed_run(tmp_path):
     good = gzip.decompress(A9A.read_bytes())
     bad = tmp_path / "late.gz"
     bad.write_bytes(gzip.compress(good * 40)[:-2000])
-    r = sl("train", bad, "-f", tmp_path / "m.slm", "--quiet", "-p", p)
+    r = run_cli("train", bad, "-f", tmp_path / "m.slm", "--quiet", "-p", p)
     assert r.returncode == 1 and b"late.gz" in r.stderr
     kept = p.read_text().splitlines()
     assert len(kept) > 3000 and all(len(x.split()) == 1 for x in kept)
     assert (tmp_path / "m.slm").read_bytes() == before
 
 
-def test_usage_errors_exit_2(tmp_path):
-    r = sl("train", "--no_such_option", A9A)
+def test_usage_errors_exit_2(tmp_path, run_cli):
+    r = run_cli("train", "--no_such_option", A9A)
     assert r.returncode == 2 and b"Usage" in r.stderr
-    r = sl("train", "-b", "lots", A9A)
+    r = run_cli("train", "-b", "lots", A9A)
     assert r.returncode == 2
-    r = sl("train", "--loss_function", "cubic", A9A)
+    r = run_cli("train", "--loss_function", "cubic", A9A)
     assert r.returncode == 2
 
 
-def test_predict_into_closed_pipe_exits_quietly(tmp_path):
-    ok(sl("train", A9A, "-f", tmp_path / "m.slm", "--quiet"))
+def test_predict_into_closed_pipe_exits_quietly(tmp_path, run_cli, cli_ok):
+    cli_ok(run_cli("train", A9A, "-f", tmp_path / "m.slm", "--quiet"))
     big = tmp_path / "big.libsvm"
     big.write_bytes(gzip.decompress(A9A.read_bytes()) * 20)
     cmd = (f"{sys.executable} -m streamlearn predict -i {tmp_path / 'm.slm'} {big} --quiet | head -1")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = cli_env()
     r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, env=env)
     assert r.returncode == 0, r.stderr
     assert r.stderr == b"" and len(r.stdout.splitlines()) == 1
 
 
-def test_quiet_and_additive_progress(tmp_path):
-    r = ok(sl("train", A9A, "--quiet"))
+def test_quiet_and_additive_progress(tmp_path, run_cli, cli_ok):
+    r = cli_ok(run_cli("train", A9A, "--quiet"))
     assert r.stderr == b""
-    r = ok(sl("train", A9A, "-P", 1000))
+    r = cli_ok(run_cli("train", A9A, "-P", 1000))
     rows = [l for l in r.stderr.decode().splitlines() if l[:1].isdigit()]
     assert [int(l.split()[2]) for l in rows] == [1000, 2000, 3000]
 
 
-def test_quadratic_and_noconstant_change_features(tmp_path):
-    base = json.loads(ok(sl("train", NEWS_TEST, "--quiet", "--metrics", "-")).stdout)
-    noc = json.loads(ok(sl("train", NEWS_TEST, "--quiet", "--noconstant", "--metrics", "-")).stdout)
+def test_quadratic_and_noconstant_change_features(tmp_path, run_cli, cli_ok):
+    base = json.loads(cli_ok(run_cli("train", NEWS_TEST, "--quiet", "--metrics", "-")).stdout)
+    noc = json.loads(cli_ok(run_cli("train", NEWS_TEST, "--quiet", "--noconstant", "--metrics", "-")).stdout)
     assert base["total_features"] - noc["total_features"] == 100
-    q = json.loads(ok(sl("train", NEWS_TEST, "--quiet", "-q", "sb", "--metrics", "-")).stdout)
+    q = json.loads(cli_ok(run_cli("train", NEWS_TEST, "--quiet", "-q", "sb", "--metrics", "-")).stdout)
     assert q["total_features"] > 3 * base["total_features"]
 
 
-def test_bear_select_prints_names_sorted_by_weight(tmp_path):
-    ok(sl("train", NEWS, "--algo", "bear", "--loss_function", "logistic", "--top_k", 3000,
+def test_bear_select_prints_names_sorted_by_weight(tmp_path, run_cli, cli_ok):
+    cli_ok(run_cli("train", NEWS, "--algo", "bear", "--loss_function", "logistic", "--top_k", 3000,
           "-f", tmp_path / "b.slm", "--quiet", "--select_out", tmp_path / "sel.tsv"))
-    r = ok(sl("select", "-i", tmp_path / "b.slm"))
+    r = cli_ok(run_cli("select", "-i", tmp_path / "b.slm"))
     rows = [l.split("\t") for l in r.stdout.decode().splitlines()]
     assert rows[0] == ["name", "hash", "weight"]
     body = rows[1:]
@@ -210,21 +194,18 @@ def test_bear_select_prints_names_sorted_by_weight(tmp_path):
     assert (tmp_path / "sel.tsv").read_text() == r.stdout.decode()
 
 
-def test_fast_exit_loses_no_output_and_keeps_exit_codes(tmp_path):
+def test_fast_exit_loses_no_output_and_keeps_exit_codes(tmp_path, run_cli, cli_ok):
     """The console script leaves with os._exit after a command (no interpreter teardown):
     everything written to a pipe, the predictions file and the model must be complete, and
     the exit codes must be those of a normal exit; STREAMLEARN_SLOW_EXIT=1 gives the same."""
     outs = []
     for slow in ("0", "1"):
-        os.environ["STREAMLEARN_SLOW_EXIT"] = slow
-        try:
-            model, preds = tmp_path / f"m{slow}.slm", tmp_path / f"p{slow}.txt"
-            r = ok(sl("train", A9A, "-f", model, "-p", "/dev/stdout", "--quiet"))
-            ok(sl("predict", "-i", model, A9A_TEST, "-p", preds, "--quiet"))
-            bad = sl("train", tmp_path / "missing.vw")
-            usage = sl("train", "--no_such_option")
-        finally:
-            del os.environ["STREAMLEARN_SLOW_EXIT"]
+        env = {"STREAMLEARN_SLOW_EXIT": slow}
+        model, preds = tmp_path / f"m{slow}.slm", tmp_path / f"p{slow}.txt"
+        r = cli_ok(run_cli("train", A9A, "-f", model, "-p", "-", "--quiet", env=env))
+        cli_ok(run_cli("predict", "-i", model, A9A_TEST, "-p", preds, "--quiet", env=env))
+        bad = run_cli("train", tmp_path / "missing.vw", env=env)
+        usage = run_cli("train", "--no_such_option", env=env)
         assert len(r.stdout.decode().splitlines()) == 3000  # every prediction reached the pipe
         assert len(lines(preds)) == 1000
         assert bad.returncode == 1 and b"no such file" in bad.stderr
@@ -233,7 +214,7 @@ def test_fast_exit_loses_no_output_and_keeps_exit_codes(tmp_path):
     assert outs[0] == outs[1]
 
 
-def test_a_failed_run_removes_only_a_regular_empty_predictions_file(tmp_path):
+def test_a_failed_run_removes_only_a_regular_empty_predictions_file(tmp_path, run_cli):
     """With no prediction made, -p's empty file is removed, but never a symlink or anything
     else that is not a regular file (-p /dev/stdout in a failed run as root once replaced
     /dev/stdout by a regular file for every later process)."""
@@ -245,7 +226,7 @@ def test_a_failed_run_removes_only_a_regular_empty_predictions_file(tmp_path):
     link.symlink_to(target)
     plain = tmp_path / "plain.txt"
     for p in (plain, link):
-        r = sl("train", bad, "--strict", "-p", p)
+        r = run_cli("train", bad, "--strict", "-p", p)
         assert r.returncode == 1 and b"bad.vw:1" in r.stderr
     assert not plain.exists()  # the sink was opened, the run failed: the empty file is gone
     assert link.is_symlink() and target.exists()  # a symlink is left alone
@@ -267,31 +248,31 @@ def _unit_norm_copy(src, dst):
 
 
 @pytest.mark.parametrize("algo", ["adagrad", "bear"])
-def test_unit_norm_equals_training_on_normalised_rows_and_is_kept_in_the_model(tmp_path, algo):
+def test_unit_norm_equals_training_on_normalised_rows_and_is_kept_in_the_model(tmp_path, algo, run_cli, cli_ok):
     norm = tmp_path / "norm.vw"
     _unit_norm_copy(NEWS_TEST, norm)
     opts = ["--algo", algo, "--loss_function", "logistic", "--quiet", "--noconstant"]
-    ok(sl("train", NEWS_TEST, *opts, "--unit_norm", "-f", tmp_path / "u.slm", "-p", tmp_path / "u.txt"))
-    ok(sl("train", norm, *opts, "-f", tmp_path / "n.slm", "-p", tmp_path / "n.txt"))
-    ok(sl("train", NEWS_TEST, *opts, "-p", tmp_path / "raw.txt"))
+    cli_ok(run_cli("train", NEWS_TEST, *opts, "--unit_norm", "-f", tmp_path / "u.slm", "-p", tmp_path / "u.txt"))
+    cli_ok(run_cli("train", norm, *opts, "-f", tmp_path / "n.slm", "-p", tmp_path / "n.txt"))
+    cli_ok(run_cli("train", NEWS_TEST, *opts, "-p", tmp_path / "raw.txt"))
     u, n, raw = (np.loadtxt(tmp_path / f, usecols=0) for f in ("u.txt", "n.txt", "raw.txt"))
     np.testing.assert_allclose(u, n, rtol=1e-9, atol=1e-12)  # progressive predictions
     assert not np.allclose(u, raw)
     # predict takes --unit_norm from the model: raw input, same scores as the normalised file
-    ok(sl("predict", "-i", tmp_path / "u.slm", NEWS_TEST, "-p", tmp_path / "pu.txt"))
-    ok(sl("predict", "-i", tmp_path / "n.slm", norm, "-p", tmp_path / "pn.txt"))
+    cli_ok(run_cli("predict", "-i", tmp_path / "u.slm", NEWS_TEST, "-p", tmp_path / "pu.txt"))
+    cli_ok(run_cli("predict", "-i", tmp_path / "n.slm", norm, "-p", tmp_path / "pn.txt"))
     pu, pn = (np.loadtxt(tmp_path / f, usecols=0) for f in ("pu.txt", "pn.txt"))
     np.testing.assert_allclose(pu, pn, rtol=1e-9, atol=1e-12)
     # continuing a model trained without it cannot switch it on
-    r = sl("train", NEWS_TEST, "-i", tmp_path / "n.slm", "--unit_norm", "--quiet")
+    r = run_cli("train", NEWS_TEST, "-i", tmp_path / "n.slm", "--unit_norm", "--quiet")
     assert r.returncode == 2 and b"--unit_norm" in r.stderr
 
 
-def test_oaa_labels_out_of_range_are_skipped_and_named(tmp_path):
+def test_oaa_labels_out_of_range_are_skipped_and_named(tmp_path, run_cli, cli_ok):
     src = tmp_path / "mc.vw"
     rows = ["1 |f a b", "2 |f c", "3 |f a", "0 |f b", "2.5 |f c", "|f a", "2 'keep |f b c"]
     src.write_text("\n".join(rows) + "\n")
-    r = ok(sl("train", src, "--algo", "mission", "--oaa", 2, "-p", tmp_path / "p.txt", "--metrics", tmp_path / "m.json"))
+    r = cli_ok(run_cli("train", src, "--algo", "mission", "--oaa", 2, "-p", tmp_path / "p.txt", "--metrics", tmp_path / "m.json"))
     err = r.stderr.decode()
     for line, lab in ((3, "3"), (4, "0"), (5, "2.5")):
         assert f"{src}:{line}: label {lab} is not a class of --oaa 2 (1..2); line skipped" in err
@@ -299,9 +280,9 @@ def test_oaa_labels_out_of_range_are_skipped_and_named(tmp_path):
     m = json.loads((tmp_path / "m.json").read_text())
     assert m["skipped_lines"] == 3 and m["examples"] == 4 and m["loss_function"] == "softmax"
     assert lines(tmp_path / "p.txt")[-1].endswith(" keep") and len(lines(tmp_path / "p.txt")) == 4
-    r = sl("train", src, "--algo", "bear", "--oaa", 2, "--strict", "-p", tmp_path / "s.txt")
+    r = run_cli("train", src, "--algo", "bear", "--oaa", 2, "--strict", "-p", tmp_path / "s.txt")
     assert r.returncode == 1
     assert r.stderr.decode().strip().splitlines()[-1] == f"streamlearn: error: {src}:3: label 3 is not a class of --oaa 2 (1..2)"
     assert len(lines(tmp_path / "s.txt")) == 2  # the good lines before it keep their predictions
-    r = sl("train", src, "--algo", "mission", "--oaa", 2, "--loss_function", "hinge")
+    r = run_cli("train", src, "--algo", "mission", "--oaa", 2, "--loss_function", "hinge")
     assert r.returncode == 2 and b"--loss_function does not apply with --oaa" in r.stderr

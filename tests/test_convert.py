@@ -1,21 +1,15 @@
 """``convert``: text -> Parquet keeps everything, and training on it equals training on the text."""
-from pathlib import Path
-
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner
 
 from streamlearn.api import RunConfig, train
 from streamlearn.batch import concat_batches
-from streamlearn.cli import cli
 from streamlearn.convert import ConvertConfig, convert
 from streamlearn.errors import InputError
 from streamlearn.io import ReaderConfig, read_batches
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "sample_data"
-DATA = ROOT / "tests" / "data"
+from conftest import DATA, SAMPLE
 
 
 @pytest.mark.parametrize("name, hyper, quadratic", [
@@ -80,13 +74,13 @@ def test_bad_input_leaves_no_output_and_keeps_old_file(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.vw", "o.parquet"]
 
 
-def test_cli_convert_ok_and_errors(tmp_path):
+def test_cli_convert_ok_and_errors(tmp_path, invoke_cli):
     out = tmp_path / "n.parquet"
-    r = CliRunner().invoke(cli, ["convert", str(SAMPLE / "news20_binary_test_100.vw"), "-o", str(out)])
+    r = invoke_cli("convert", SAMPLE / "news20_binary_test_100.vw", "-o", out)
     assert r.exit_code == 0, r.output
     assert "100 examples" in r.output
-    r = CliRunner().invoke(cli, ["convert", str(tmp_path / "missing.vw"), "-o", str(out)])
+    r = invoke_cli("convert", tmp_path / "missing.vw", "-o", out)
     assert r.exit_code == 1
     assert r.output.strip().splitlines() == [f"streamlearn: error: {tmp_path / 'missing.vw'}: no such file"]
-    r = CliRunner().invoke(cli, ["convert", str(SAMPLE / "news20_binary_test_100.vw")])
+    r = invoke_cli("convert", SAMPLE / "news20_binary_test_100.vw")
     assert r.exit_code == 2  # -o is required

@@ -1,12 +1,11 @@
 """The man page and README stay in step with the CLI."""
 import re
-from pathlib import Path
 
 import click
 
 from streamlearn.cli import cli
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT
 
 
 def _man_text():

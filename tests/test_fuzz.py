@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import random
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -29,6 +28,8 @@ import fuzz_oracle as fo  # noqa: E402
 
 from streamlearn.errors import InputError  # noqa: E402
 from streamlearn.io import ReaderConfig, read_batches  # noqa: E402
+
+from conftest import ROOT  # noqa: E402
 
 N = int(os.environ.get("STREAMLEARN_FUZZ_EXAMPLES", "0"))
 
@@ -233,14 +234,10 @@ def test_parquet_not_a_parquet_file(tmp_path):
 
 # ------------------------------------------------------------------------------ CLI end to end
 
-def _cli(args):
-    env = dict(os.environ, STREAMLEARN_PARSE_THREADS="2", STREAMLEARN_CHUNK_BYTES="4096")
-    return subprocess.run([sys.executable, "-m", "streamlearn", *args], capture_output=True,
-                          text=True, env=env, cwd=str(Path(__file__).resolve().parents[1]))
-
+_CLI_ENV = {"STREAMLEARN_PARSE_THREADS": "2", "STREAMLEARN_CHUNK_BYTES": "4096"}
 
 @pytest.mark.parametrize("fmt,seed", [("vw", 1), ("libsvm", 2), ("parquet", 3)])
-def test_cli_train_on_fuzzed_file(fmt, seed, tmp_path):
+def test_cli_train_on_fuzzed_file(fmt, seed, tmp_path, run_cli):
     """``streamlearn train FILE`` exits 0 with the oracle's number of skipped lines and no
     traceback; with ``--strict`` it exits 1 naming the first bad line."""
     r = random.Random(seed)
@@ -270,13 +267,13 @@ def test_cli_train_on_fuzzed_file(fmt, seed, tmp_path):
         first_msg = f"{p}:{first.line}: {fo.reason_text(first.error)}"
     n_bad = sum(not x.good for x in exp)
     assert n_bad > 0 and not any(x.fragile for x in exp)
-    run = _cli(["train", str(p)])
+    run = run_cli("train", p, env=_CLI_ENV, text=True, cwd=ROOT)
     assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-3000:]
     m = re.search(r"^skipped lines = (\d+)$", run.stderr, re.M)
     assert m and int(m.group(1)) == n_bad, run.stderr[-2000:]
     assert len(re.findall(r"^warning: .*; line skipped$", run.stderr, re.M)) == n_bad
     assert re.search(r"^number of examples = %d$" % sum(x.good for x in exp), run.stderr, re.M), \
         run.stderr[-2000:]
-    run = _cli(["train", "--strict", "--quiet", str(p)])
+    run = run_cli("train", "--strict", "--quiet", p, env=_CLI_ENV, text=True, cwd=ROOT)
     assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr[-3000:]
     assert run.stderr.strip() == f"streamlearn: error: {first_msg}"

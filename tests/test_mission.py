@@ -8,12 +8,12 @@ pytest.importorskip("streamlearn.algos._mission_kernels")
 from streamlearn.algos.mission import Mission  # noqa: E402
 from streamlearn.batch import Batch  # noqa: E402
 
-from test_bear import collision_free_keys, dense_olbfgs, learner_weights  # noqa: E402
+from naive_olbfgs import dense_olbfgs  # noqa: E402
 
 
 @pytest.mark.parametrize("loss,code,b", [("squared", 0, 1), ("squared", 0, 8), ("logistic", 1, 5),
                                          ("hinge", 2, 4)])
-def test_mission_equals_sgd_without_collisions(loss, code, b):
+def test_mission_equals_sgd_without_collisions(loss, code, b, collision_free_keys, learner_weights):
     rng = np.random.default_rng(20 + b)
     n, p, R, W = 130, 20, 3, 80
     X = rng.normal(size=(n, p))
@@ -37,7 +37,7 @@ def test_mission_equals_sgd_without_collisions(loss, code, b):
     np.testing.assert_allclose(learner_weights(L, keys), Bref, rtol=1e-9, atol=1e-12)
 
 
-def test_squared_loss_gradient_uses_the_label_range():
+def test_squared_loss_gradient_uses_the_label_range(collision_free_keys, learner_weights):
     """Squared loss: the gradient is taken at the score clipped to the labels' range so far
     (as VW clips); with a large step the scores overshoot, the clip binds, and the learner
     still equals the reference that clips (and not the one that does not)."""
@@ -58,7 +58,7 @@ def test_squared_loss_gradient_uses_the_label_range():
     np.testing.assert_array_equal(L.lrange, [y.min(), y.max()])
 
 
-def test_mission_multiclass_equals_softmax_sgd():
+def test_mission_multiclass_equals_softmax_sgd(collision_free_keys, learner_weights):
     rng = np.random.default_rng(30)
     n, p, K = 90, 10, 4
     X = rng.normal(size=(n, p))

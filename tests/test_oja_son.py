@@ -202,18 +202,6 @@ def test_duplicate_indices_are_summed():
 # learner contract
 
 
-def _cut(batch, sizes):
-    out, a = [], 0
-    for s in sizes:
-        if a >= batch.n:
-            break
-        out.append(batch.slice(a, min(batch.n, a + s)))
-        a += s
-    if a < batch.n:
-        out.append(batch.slice(a, batch.n))
-    return out
-
-
 def _mixed_stream(n=3000, seed=0):
     b = sparse_stream(n, seed=seed)
     rng = np.random.default_rng(seed + 1)
@@ -222,20 +210,15 @@ def _mixed_stream(n=3000, seed=0):
     return b
 
 
-def _run(learner, batches):
-    ps = [learner.learn_batch(bb)[0] for bb in batches]
-    return np.concatenate(ps)
-
-
 @pytest.mark.parametrize("m,diag", [(10, True), (3, False), (0, True)])
-def test_batch_size_invariance(m, diag):
+def test_batch_size_invariance(m, diag, cut_batches, run_learner):
     b = _mixed_stream()
     kw = dict(sketch_size=m, no_diag=not diag, alpha=1.0 if diag else 50.0, max_cond=200.0)
     ref = OjaSON(**kw)
-    p_ref = _run(ref, [b])
+    p_ref = run_learner(ref, [b])[0]
     for sizes in ([1] * 50 + [7] * 30, [997], [13, 1, 400, 2]):
         L = OjaSON(**kw)
-        p = _run(L, _cut(b, sizes * 100))
+        p = run_learner(L, cut_batches(b, sizes * 100))[0]
         assert np.array_equal(p, p_ref)
         for k, v in ref._arrays().items():
             assert np.array_equal(v, L._arrays()[k]), k
@@ -243,19 +226,19 @@ def test_batch_size_invariance(m, diag):
 
 
 @pytest.mark.parametrize("m", [10, 0])
-def test_save_reload_continue_is_bit_identical(m):
+def test_save_reload_continue_is_bit_identical(m, run_learner):
     b = _mixed_stream(4000, seed=5)
     kw = dict(sketch_size=m, alpha=1.0, max_cond=100.0, bit_precision=22)
     full = OjaSON(**kw)
-    p_full = _run(full, [b])
+    p_full = run_learner(full, [b])[0]
     first = OjaSON(**kw)
-    p1 = _run(first, [b.slice(0, 1700)])
+    p1 = run_learner(first, [b.slice(0, 1700)])[0]
     meta, arrays = first.state_dict()
     meta = json.loads(json.dumps(meta))
     arrays = {k: np.array(v) for k, v in arrays.items()}
     second = LEARNERS["oja-son"].from_state(meta, arrays)
     assert second.hyper == first.hyper
-    p2 = _run(second, [b.slice(1700, 2500), b.slice(2500, 4000)])
+    p2 = run_learner(second, [b.slice(1700, 2500), b.slice(2500, 4000)])[0]
     assert np.array_equal(np.concatenate([p1, p2]), p_full)
     assert second.examples_learned == full.examples_learned
     for k, v in full._arrays().items():

@@ -1,18 +1,15 @@
 """Parquet input (both schemas, directories, bounded batches, schema errors) and the
 prefetch iterator."""
 import gc
-import os
 import shutil
 import threading
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner
 
 from streamlearn.api import RunConfig, train
 from streamlearn.batch import concat_batches
@@ -20,7 +17,7 @@ from streamlearn.errors import InputError
 from streamlearn.io import ReaderConfig, read_batches
 from streamlearn.io.prefetch import Prefetcher, prefetch
 
-DATA = Path(__file__).resolve().parent / "data"
+from conftest import DATA  # noqa: E402
 
 
 def _read(path, **kw):
@@ -296,11 +293,10 @@ def test_not_parquet_and_truncated(tmp_path):
         _read(p, fmt="parquet")
 
 
-def test_cli_train_on_parquet_and_error_exit():
-    from streamlearn.cli import cli
-    r = CliRunner().invoke(cli, ["train", str(DATA / "pq_wide.parquet"), "--label_column", "y", "--quiet"])
+def test_cli_train_on_parquet_and_error_exit(invoke_cli):
+    r = invoke_cli("train", DATA / "pq_wide.parquet", "--label_column", "y", "--quiet")
     assert r.exit_code == 0, r.output
-    r = CliRunner().invoke(cli, ["train", str(DATA / "pq_wide.parquet"), "--quiet"])
+    r = invoke_cli("train", DATA / "pq_wide.parquet", "--quiet")
     assert r.exit_code == 1
     assert "label column 'label'" in r.output and len(r.output.strip().splitlines()) == 1
 
@@ -404,13 +400,10 @@ def test_parallel_strict_stops_at_the_first_bad_line(tmp_path):
     assert [ln for b in got for ln in b.lines.tolist()] == [1]
 
 
-def test_only_the_cli_tunes_malloc(monkeypatch, tmp_path):
+def test_only_the_cli_tunes_malloc(monkeypatch, tmp_path, invoke_cli):
     """The CLI owns its process and tunes glibc's malloc; the Python API leaves the host
     program's malloc alone."""
-    from click.testing import CliRunner
-
     from streamlearn.api import RunConfig, train
-    from streamlearn.cli import cli
     from streamlearn import memory
 
     calls = []
@@ -419,7 +412,7 @@ def test_only_the_cli_tunes_malloc(monkeypatch, tmp_path):
     data.write_text("1 |a x\n-1 |a y\n" * 20)
     train(RunConfig(data=[str(data)]))
     assert calls == []
-    res = CliRunner().invoke(cli, ["train", str(data), "--quiet"])
+    res = invoke_cli("train", data, "--quiet")
     assert res.exit_code == 0, res.output
     assert calls == [1]
 
@@ -523,24 +516,19 @@ def test_validity_from_the_bitmap_equals_is_valid():
                     assert got.dtype == bool and got.tolist() == ref.tolist(), (t, n, off, ln)
 
 
-def test_parquet_from_a_pipe_is_copied_to_a_temporary_file_and_read_as_the_file(tmp_path):
+def test_parquet_from_a_pipe_is_copied_to_a_temporary_file_and_read_as_the_file(tmp_path, run_cli):
     """Parquet needs random access (its footer is at the end): a pipe is copied to $TMPDIR,
     read with bounded memory like the file, and the copy is removed afterwards."""
     import json
-    import subprocess
-    import sys
 
     spool = tmp_path / "spool"
     spool.mkdir()
-    env = dict(os.environ, TMPDIR=str(spool),
-               PYTHONPATH=str(DATA.parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     src = DATA / "pq_sparse.parquet"
     runs = []
     for args, stdin in (([str(src)], None), (["-"], src.read_bytes())):
         m = tmp_path / f"m{len(runs)}.slm"
-        r = subprocess.run([sys.executable, "-m", "streamlearn", "train", *args, "-f", str(m),
-                            "--metrics", str(tmp_path / "x.json"), "--quiet"],
-                           input=stdin, capture_output=True, env=env)
+        r = run_cli("train", *args, "-f", m, "--metrics", tmp_path / "x.json", "--quiet",
+                    stdin=stdin, env={"TMPDIR": spool})
         assert r.returncode == 0, r.stderr.decode()
         runs.append((json.loads((tmp_path / "x.json").read_text())["average_loss"], m.read_bytes()))
     assert runs[0] == runs[1]
@@ -590,25 +578,22 @@ def test_parquet_spool_failure_names_the_stream_and_leaves_nothing(tmp_path, mon
     assert made and all(f.closed for f in made)
 
 
-def test_gzipped_parquet_is_read_as_parquet_from_a_file_and_from_stdin(tmp_path):
+def test_gzipped_parquet_is_read_as_parquet_from_a_file_and_from_stdin(tmp_path, run_cli):
     """x.parquet.gz is sniffed by its decompressed magic (it used to be parsed as text: every
     line malformed); from a file or stdin it gives the file's batches, and a truncated one
     gives one line naming the stream."""
     import gzip
-    import subprocess
-    import sys
 
     src = DATA / "pq_sparse.parquet"
     gz = tmp_path / "d.parquet.gz"
     gz.write_bytes(gzip.compress(src.read_bytes()))
     _same(_read(src), _read(gz))
-    env = dict(os.environ, PYTHONPATH=str(DATA.parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    cmd = [sys.executable, "-m", "streamlearn", "train", "--quiet", "-p", "/dev/stdout"]
-    want = subprocess.run([*cmd, str(src)], capture_output=True, env=env)
-    for args, stdin in (([str(gz)], None), (["-"], gz.read_bytes())):
-        got = subprocess.run([*cmd, *args], input=stdin, capture_output=True, env=env)
+    cmd = ["train", "--quiet", "-p", "-"]
+    want = run_cli(*cmd, src)
+    for args, stdin in (([gz], None), (["-"], gz.read_bytes())):
+        got = run_cli(*cmd, *args, stdin=stdin)
         assert got.returncode == 0, got.stderr.decode()
         assert got.stdout == want.stdout and want.stdout
-    bad = subprocess.run([*cmd[:-3], "-"], input=gz.read_bytes()[:-20], capture_output=True, env=env)
+    bad = run_cli(*cmd[:-3], "-", stdin=gz.read_bytes()[:-20])
     assert bad.returncode == 1
     assert bad.stderr.decode().strip().splitlines()[-1] == "streamlearn: error: <stdin>: gzip stream is truncated"

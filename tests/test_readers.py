@@ -7,7 +7,6 @@ import math
 import random
 import re
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,12 +19,12 @@ from streamlearn.io.hashing import CONSTANT_HASH, feature_hash, quadratic_hash
 from streamlearn.io.libsvm import parse_libsvm
 from streamlearn.io.vw_text import parse_vw
 
-DATA = Path(__file__).parent / "data"
+from conftest import DATA
 MASK18 = (1 << 18) - 1
 
 
 def pf(s):
-    a = np.frombuffer(s.encode(), np.uint8)
+    a = np.frombuffer(bytearray(s.encode()), np.uint8)
     return parse_float(a, 0, len(a))
 
 

@@ -20,13 +20,9 @@ from streamlearn.api import RunConfig, load_model, save_model, train
 from streamlearn.errors import ModelFileError, NumericError
 from streamlearn.io.model_file import FORMAT_VERSION, all_finite, read_model
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "sample_data"
-A9A = SAMPLE / "a9a_train_3k.libsvm.gz"
-A9A_TEST = SAMPLE / "a9a_test_1k.libsvm.gz"
-NEWS = SAMPLE / "news20_binary_300.vw.gz"
-ENV = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-CMD = [sys.executable, "-m", "streamlearn"]
+from conftest import A9A, A9A_TEST, CLI_CMD as CMD, NEWS, cli_env  # noqa: E402
+
+ENV = cli_env()
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stress_gen import stress_lines  # noqa: E402
@@ -39,10 +35,6 @@ ALGOS = {
     "bear": ["--algo", "bear", "--sketch_width", "4000", "--top_k", "200"],
     "mission": ["--algo", "mission", "--sketch_width", "4000", "--top_k", "200"],
 }
-
-
-def sl(*args, **kw):
-    return subprocess.run([*CMD, *map(str, args)], capture_output=True, env=ENV, **kw)
 
 
 # peak RSS from the process's own VmHWM (ru_maxrss would carry over the forking test process's
@@ -93,7 +85,7 @@ def _big_stream(path, n_lines=4000, per_line=60, seed=1):
             f.write(f"{rng.choice([-1, 1])} |f " + " ".join(f"w{j}" for j in ids) + "\n")
 
 
-def test_sigkill_while_writing_never_damages_the_previous_model(tmp_path):
+def test_sigkill_while_writing_never_damages_the_previous_model(tmp_path, run_cli):
     """Kill -9 a training run at random moments of its model write (>= 20 times, each one
     frozen with SIGSTOP first to prove the write was under way), and at random moments of the
     run; the model file is always the previous model or the complete new one, and the next
@@ -101,12 +93,12 @@ def test_sigkill_while_writing_never_damages_the_previous_model(tmp_path):
     data = tmp_path / "d.vw"
     _big_stream(data)
     model = tmp_path / "m.slm"
-    r = sl("train", A9A, "-b", "20", "-f", model, "--quiet")
+    r = run_cli("train", A9A, "-b", "20", "-f", model, "--quiet")
     assert r.returncode == 0, r.stderr
     old = model.read_bytes()
     # the complete new model, for comparison (runs are deterministic)
     ref = tmp_path / "ref.slm"
-    assert sl("train", data, "-b", "20", "-f", ref, "--quiet").returncode == 0
+    assert run_cli("train", data, "-b", "20", "-f", ref, "--quiet").returncode == 0
     new = ref.read_bytes()
     assert new != old and len(new) > 4 << 20
     rng = random.Random(0)
@@ -148,14 +140,14 @@ def test_sigkill_while_writing_never_damages_the_previous_model(tmp_path):
         p.wait()
         assert model.read_bytes() in (old, new)
         model.write_bytes(old)
-    assert sl("train", A9A, "-b", "20", "-f", model, "--quiet").returncode == 0
+    assert run_cli("train", A9A, "-b", "20", "-f", model, "--quiet").returncode == 0
     assert not _temporaries(tmp_path)  # orphans are removed by the next writer of the same file
     assert model.read_bytes() == old
 
 
-def test_damaged_models_one_line_exit_1(tmp_path):
+def test_damaged_models_one_line_exit_1(tmp_path, run_cli):
     model = tmp_path / "m.slm"
-    assert sl("train", NEWS, "-f", model, "--quiet").returncode == 0
+    assert run_cli("train", NEWS, "-f", model, "--quiet").returncode == 0
     good = model.read_bytes()
     cases = {
         "truncated": (good[: len(good) // 3], "truncated"),
@@ -170,7 +162,7 @@ def test_damaged_models_one_line_exit_1(tmp_path):
     for name, (raw, msg) in cases.items():
         bad = tmp_path / f"{name}.slm"
         bad.write_bytes(raw)
-        r = sl("predict", "-i", bad, A9A_TEST, "-p", tmp_path / "p.txt")
+        r = run_cli("predict", "-i", bad, A9A_TEST, "-p", tmp_path / "p.txt")
         one_error_line(r, msg, str(bad))
         assert not (tmp_path / "p.txt").exists()
     # every single-bit flip anywhere in the file (sampled) is caught by load_model
@@ -189,11 +181,11 @@ def _limit_file_size(nbytes):
     return f
 
 
-def test_full_disk_leaves_no_partial_file(tmp_path):
+def test_full_disk_leaves_no_partial_file(tmp_path, run_cli):
     """RLIMIT_FSIZE makes writes past 64 kB fail (EFBIG) as a full disk would (ENOSPC); the
     run fails with one line, no temporary is left and the existing model is unchanged."""
     model = tmp_path / "m.slm"
-    assert sl("train", A9A, "-f", model, "--quiet").returncode == 0
+    assert run_cli("train", A9A, "-f", model, "--quiet").returncode == 0
     old = model.read_bytes()
     assert len(old) < 64 << 10
     r = subprocess.run([*CMD, "train", str(NEWS), "-b", "20", "--algo", "oja-son", "-f", str(model), "--quiet"],
@@ -237,42 +229,52 @@ def test_enospc_from_the_writer(tmp_path, monkeypatch):
 
 # -- 3. numeric safety --------------------------------------------------------------------------
 
+@pytest.fixture(scope="module")
+def stress_file(tmp_path_factory):
+    """The hostile-but-valid stream of the numeric-safety runs (written once for all of them)."""
+    data = tmp_path_factory.mktemp("stress") / "s.vw"
+    data.write_bytes(b"".join(stress_lines(3000, seed=2)))
+    return data
+
+
 @pytest.mark.parametrize("algo", list(ALGOS))
 @pytest.mark.parametrize("loss", ["squared", "logistic", "hinge"])
-def test_extreme_values_never_make_weights_nan(algo, loss, tmp_path):
+def test_extreme_values_never_make_weights_nan(algo, loss, tmp_path, stress_file):
     """Feature values 1e-30..1e30 and importance weights up to 1e6 at -b 28: the run ends
     normally with a finite model, and the 2^28 table is not resident beyond the ~26,000
     features used (was 2.2 GB for adagrad: numpy's huge pages; the 1,000,000-example version
     is benchmarks/numeric_stress.py)."""
-    data = tmp_path / "s.vw"
-    data.write_bytes(b"".join(stress_lines(3000, seed=2)))
+    data = stress_file
     model = tmp_path / "m.slm"
     r, rss = sl_rss("train", data, "-b", "28", "--loss_function", loss, "-f", model, "--quiet", *ALGOS[algo])
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     assert rss < 900 or _thp_always(), rss
-    learner, _, _ = load_model(str(model))
-    _, arrays = learner.state_dict()
+    # the arrays as saved (the learner's state_dict), read and verified without building the
+    # learner: load_model re-scans each 2^28 array (about 3 s a model), the file's stored
+    # arrays are the same data
+    header, arrays = read_model(str(model))
+    assert header["algo"] == (ALGOS[algo][1] if ALGOS[algo][:1] == ["--algo"] else "adagrad")
     for k, a in arrays.items():
         if a.dtype.kind == "f":
             assert all_finite(a), k
 
 
-def test_nan_and_inf_inputs_are_rejected_per_line(tmp_path):
+def test_nan_and_inf_inputs_are_rejected_per_line(tmp_path, run_cli):
     data = tmp_path / "d.vw"
     data.write_text("1 |a x:1\nnan |a x:1\n1 |a x:inf\n1 inf |a x:2\n-1 |a x:-1e999\n-1 |a y:2\n")
-    r = sl("train", data, "-f", tmp_path / "m.slm", "--metrics", "-")
+    r = run_cli("train", data, "-f", tmp_path / "m.slm", "--metrics", "-")
     assert r.returncode == 0, r.stderr
     err = r.stderr.decode()
     for line in (2, 3, 4, 5):
         assert f"{data}:{line}:" in err
     import json
     assert json.loads(r.stdout)["examples"] == 2
-    r = sl("train", data, "--strict", "--quiet", "-f", tmp_path / "m2.slm")
+    r = run_cli("train", data, "--strict", "--quiet", "-f", tmp_path / "m2.slm")
     one_error_line(r, f"{data}:2:")
     assert not (tmp_path / "m2.slm").exists()
 
 
-def test_degenerate_state_stops_with_file_and_line_and_writes_nothing(tmp_path):
+def test_degenerate_state_stops_with_file_and_line_and_writes_nothing(tmp_path, run_cli):
     """A model whose weights are NaN (hand-made): the run stops at the first example it
     touches, naming file:line, and writes no model; saving such a state is refused."""
     from streamlearn.api import _reader_settings
@@ -289,7 +291,7 @@ def test_degenerate_state_stops_with_file_and_line_and_writes_nothing(tmp_path):
     meta, arrays = learner.state_dict()
     write_model(str(model), "adagrad", meta, arrays, _reader_settings(RunConfig()))
     out = tmp_path / "out.slm"
-    r = sl("train", "-i", model, A9A_TEST, "-f", out, "--quiet")
+    r = run_cli("train", "-i", model, A9A_TEST, "-f", out, "--quiet")
     one_error_line(r, f"{A9A_TEST}:1:", "NaN/inf")
     assert not out.exists()
 
@@ -327,7 +329,7 @@ def test_interrupt_exits_with_signal_code_and_writes_nothing(tmp_path, sig, code
     assert kept.endswith("\n") and len(kept.splitlines()) >= 500
 
 
-def test_save_on_interrupt_writes_a_complete_model(tmp_path):
+def test_save_on_interrupt_writes_a_complete_model(tmp_path, run_cli):
     model = tmp_path / "m.slm"
     prod = _slow_producer()
     p = subprocess.Popen([*CMD, "train", "-f", str(model), "--save_on_interrupt", "--metrics", str(tmp_path / "x")],
@@ -342,22 +344,21 @@ def test_save_on_interrupt_writes_a_complete_model(tmp_path):
     learner, _, _ = load_model(str(model))
     _, arrays = learner.state_dict()
     assert np.count_nonzero(arrays["w"]) >= 3  # it learned from the batches before the signal
-    r = sl("predict", "-i", model, A9A_TEST, "--quiet", "--metrics", "-")
+    r = run_cli("predict", "-i", model, A9A_TEST, "--quiet", "--metrics", "-")
     assert r.returncode == 0
 
 
 # -- 5. determinism -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("algo", list(ALGOS))
-def test_same_input_same_bytes_across_runs_and_batch_sizes(algo, tmp_path):
+def test_same_input_same_bytes_across_runs_and_batch_sizes(algo, tmp_path, run_cli):
     """Same input, options and --random_seed: byte-identical model files and predictions,
     run after run and whatever the chunk (batch) size and reader threads."""
     outs = []
     for i, env in enumerate([{}, {}, {"STREAMLEARN_CHUNK_BYTES": "4096", "STREAMLEARN_PARSE_THREADS": "1"},
                              {"STREAMLEARN_CHUNK_BYTES": "65536", "STREAMLEARN_PREFETCH": "0"}]):
         m, p = tmp_path / f"m{i}.slm", tmp_path / f"p{i}.txt"
-        r = subprocess.run([*CMD, "train", str(NEWS), "-f", str(m), "-p", str(p), "--quiet", "--random_seed", "7",
-                            *ALGOS[algo]], capture_output=True, env=dict(ENV, **env))
+        r = run_cli("train", NEWS, "-f", m, "-p", p, "--quiet", "--random_seed", "7", *ALGOS[algo], env=env)
         assert r.returncode == 0, r.stderr.decode()[-2000:]
         outs.append((m.read_bytes(), p.read_bytes()))
     assert all(o == outs[0] for o in outs[1:])
