@@ -118,22 +118,29 @@ def _check_inputs(paths):
             raise InputError(f"{p}: permission denied")
 
 
-def _batches(cfg: RunConfig, reader: dict, keep_names: bool):
+def _reader_config(cfg: RunConfig, reader: dict, keep_names: bool):
+    """The run's :class:`~streamlearn.io.ReaderConfig` (built before any output is opened:
+    it validates ``-q``, a :class:`ConfigError` then leaves nothing behind)."""
+    from .io import ReaderConfig
+
+    workers = cfg.parse_threads if cfg.parse_threads is not None else min(4, os.cpu_count() or 1)
+    return ReaderConfig(fmt=cfg.fmt, quadratic=tuple(reader.get("quadratic", ())),
+                        constant=bool(reader.get("constant", True)), keep_names=keep_names,
+                        chunk_bytes=cfg.chunk_bytes, strict=cfg.strict, parse_threads=max(1, workers),
+                        label_column=cfg.label_column)
+
+
+def _batches(cfg: RunConfig, rc, unit_norm: bool):
     """The run's batches: ``cfg.passes`` passes over ``cfg.data`` (directories expand to
     their ``*.parquet`` files), read ahead on a background thread (bounded queue) while
     worker threads parse text chunks in parallel, so reading, decompression and parsing
     overlap learning (the parse and learn kernels release the GIL). ``cfg.prefetch_depth``,
     ``cfg.parse_threads`` and ``cfg.chunk_bytes`` set the queue depth, the parsing threads and
     the bytes of text per batch (results depend on none of them)."""
-    from .io import ReaderConfig, read_batches
+    from .io import read_batches
     from .io.prefetch import prefetch
     from .memory import bounded
 
-    workers = cfg.parse_threads if cfg.parse_threads is not None else min(4, os.cpu_count() or 1)
-    rc = ReaderConfig(fmt=cfg.fmt, quadratic=tuple(reader.get("quadratic", ())),
-                      constant=bool(reader.get("constant", True)), keep_names=keep_names,
-                      chunk_bytes=cfg.chunk_bytes, strict=cfg.strict, parse_threads=max(1, workers),
-                      label_column=cfg.label_column)
     paths = []
     for p in cfg.data:
         if p != "-" and os.path.isdir(p):
@@ -148,7 +155,7 @@ def _batches(cfg: RunConfig, reader: dict, keep_names: bool):
 
     depth = cfg.prefetch_depth
     stream = bounded(prefetch(passes(), depth) if depth > 0 else passes())
-    if reader.get("unit_norm"):
+    if unit_norm:
         from .batch import unit_norm_rows
         stream = map(unit_norm_rows, stream)
     yield from stream
@@ -178,6 +185,7 @@ def _run(cfg: RunConfig, learn: bool, log=None):
         learner = make_learner(cfg.algo or "adagrad", cfg.hyper)
         reader = _reader_settings(cfg)
     keep_names = cfg.keep_names if cfg.keep_names is not None else learner.wants_names
+    rc = _reader_config(cfg, reader, keep_names)
 
     sink = None
     if cfg.predictions is not None:
@@ -206,7 +214,7 @@ def _run(cfg: RunConfig, learn: bool, log=None):
     try:
         with InterruptGuard() as guard:
             try:
-                ev = run_stream(learner, _batches(cfg, reader, keep_names), learn=learn and not cfg.test_only,
+                ev = run_stream(learner, _batches(cfg, rc, bool(reader.get("unit_norm"))), learn=learn and not cfg.test_only,
                                 schedule=schedule, emit_row=emit_row,
                                 on_predictions=sink, on_errors=on_errors, guard=guard, strict=cfg.strict)
             except KeyboardInterrupt:

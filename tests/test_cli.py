@@ -286,3 +286,13 @@ def test_oaa_labels_out_of_range_are_skipped_and_named(tmp_path, run_cli, cli_ok
     assert len(lines(tmp_path / "s.txt")) == 2  # the good lines before it keep their predictions
     r = run_cli("train", src, "--algo", "mission", "--oaa", 2, "--loss_function", "hinge")
     assert r.returncode == 2 and b"--loss_function does not apply with --oaa" in r.stderr
+
+
+def test_bad_quadratic_is_a_usage_error_before_any_output(invoke_cli, tmp_path):
+    """-q is validated in one place (the reader's configuration), before the predictions file
+    is opened: exit 2 with the reader's message, no -p file left behind."""
+    preds = tmp_path / "p.txt"
+    r = invoke_cli("train", A9A_TEST, "-q", "abc", "-p", preds)
+    assert r.exit_code == 2, r.output
+    assert "quadratic interaction 'abc': give exactly two namespace letters" in r.output
+    assert not preds.exists()

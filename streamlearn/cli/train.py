@@ -43,9 +43,6 @@ def train(files, data, algo, quadratic, noconstant, unit_norm, **kw):
     from ..api import RunConfig, train as api_train
     from .common import run_api, run_settings
 
-    for q in quadratic:
-        if len(q) != 2:
-            raise click.BadParameter(f"{q!r}: give two namespace letters, e.g. -q ab", param_hint="-q")
     hyper = collect_hyper(kw)
     cfg = RunConfig(data=list(data) + list(files) or ["-"], fmt=kw["fmt"], algo=algo, hyper=hyper,
                     quadratic=tuple(quadratic), constant=not noconstant, unit_norm=unit_norm,
