@@ -309,12 +309,18 @@ def _slow_producer(n_blocks=200):
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
 
+def _default_sigint():
+    """A child started by a test run launched in the background (``pytest &``) inherits SIGINT
+    ignored, and then rightly keeps ignoring it: give the CLI under test the default disposition."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_interrupt_exits_with_signal_code_and_writes_nothing(tmp_path, sig, code):
     model, preds = tmp_path / "m.slm", tmp_path / "p.txt"
     prod = _slow_producer()
     p = subprocess.Popen([*CMD, "train", "-f", str(model), "-p", str(preds), "--quiet"], stdin=prod.stdout,
-                         stderr=subprocess.PIPE, env=ENV)
+                         stderr=subprocess.PIPE, env=ENV, preexec_fn=_default_sigint)
     prod.stdout.close()
     time.sleep(3.0)  # the producer runs for 10 s
     assert p.poll() is None
@@ -333,7 +339,7 @@ def test_save_on_interrupt_writes_a_complete_model(tmp_path, run_cli):
     model = tmp_path / "m.slm"
     prod = _slow_producer()
     p = subprocess.Popen([*CMD, "train", "-f", str(model), "--save_on_interrupt", "--metrics", str(tmp_path / "x")],
-                         stdin=prod.stdout, stderr=subprocess.PIPE, env=ENV)
+                         stdin=prod.stdout, stderr=subprocess.PIPE, env=ENV, preexec_fn=_default_sigint)
     prod.stdout.close()
     time.sleep(3.0)
     p.send_signal(signal.SIGINT)

@@ -11,15 +11,12 @@ import pytest
 
 pytest.importorskip("numba")
 
+from conftest import A9A, A9A_TEST  # noqa: E402
 from streamlearn import api  # noqa: E402
 from streamlearn.algos import LEARNERS  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from toy.toy import Toy  # noqa: E402
-
-SAMPLE = Path(__file__).resolve().parents[1] / "sample_data"
-A9A = SAMPLE / "a9a_train_3k.libsvm.gz"
-A9A_TEST = SAMPLE / "a9a_test_1k.libsvm.gz"
 
 
 def _run(fn, data, **kw):
