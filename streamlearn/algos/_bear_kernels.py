@@ -17,8 +17,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ._sketch_kernels import (DRIVER_HYPER, build_active, eff_weights, hll_add, implements_update, mb_gradient,
-                              mb_predict, minibatch_run, offer_active, sketch_add)
+from ._sketch_kernels import (DRIVER_HYPER, active_gradient, eff_weights, hll_add, implements_update,
+                              mb_gradient, mb_predict, minibatch_run, offer_active, sketch_add)
 
 __all__ = ["Ring", "BearHyper", "two_loop", "bear_update", "bear_run", "ring_push"]
 
@@ -225,23 +225,14 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     code = hyper.code
     sketch = st.sketch
     K = sketch.shape[0]
-    R = sketch.shape[1]
-    W = sketch.shape[2]
-    akeys, aocc, loc, abk, asg = build_active(offsets, indices, mb, nmb, st.seeds, W)
+    akeys, aocc, loc, abk, asg, beta0, inheap, P, G0, tmp = active_gradient(
+        offsets, values, labels, weights, indices, mb, nmb, st, code)
     nA = akeys.shape[0]
     D = K * nA
     ckeys = np.empty(D, np.int64)
     for c in range(K):
         for a in range(nA):
             ckeys[c * nA + a] = (np.int64(c) << 32) | np.int64(akeys[a])
-    tmp = np.empty(R, np.float64)
-    beta0 = np.empty((K, nA), np.float64)
-    inheap = np.empty((K, nA), np.bool_)
-    eff_weights(sketch, st.htbl, st.hkeys, akeys, abk, asg, beta0, inheap, tmp)
-    P = np.empty((nmb, K), np.float64)
-    mb_predict(offsets, values, mb, nmb, loc, beta0, P)
-    G0 = np.empty((K, nA), np.float64)
-    mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, st.lrange)
     z = two_loop(G0.ravel(), ckeys, ring.rs_keys, ring.rs_vals, ring.rs_len, ring.rr_keys, ring.rr_vals,
                  ring.rr_len, ring.ring_sr, ring.ring_rr, st.counters[1], st.counters[2])
     for a in range(nA):

@@ -10,8 +10,8 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from ._sketch_kernels import (DRIVER_HYPER, build_active, eff_weights, hll_add, implements_update, mb_gradient,
-                              mb_predict, minibatch_run, offer_active, sketch_add)
+from ._sketch_kernels import (DRIVER_HYPER, active_gradient, hll_add, implements_update, minibatch_run,
+                              offer_active, sketch_add)
 
 __all__ = ["MissionHyper", "mission_update", "mission_run"]
 
@@ -29,18 +29,9 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
     st = state
     sketch = st.sketch
     K = sketch.shape[0]
-    R = sketch.shape[1]
-    W = sketch.shape[2]
-    akeys, aocc, loc, abk, asg = build_active(offsets, indices, mb, nmb, st.seeds, W)
+    akeys, aocc, loc, abk, asg, beta, inheap, P, G, tmp = active_gradient(
+        offsets, values, labels, weights, indices, mb, nmb, st, hyper.code)
     nA = akeys.shape[0]
-    tmp = np.empty(R, np.float64)
-    beta = np.empty((K, nA), np.float64)
-    inheap = np.empty((K, nA), np.bool_)
-    eff_weights(sketch, st.htbl, st.hkeys, akeys, abk, asg, beta, inheap, tmp)
-    P = np.empty((nmb, K), np.float64)
-    mb_predict(offsets, values, mb, nmb, loc, beta, P)
-    G = np.empty((K, nA), np.float64)
-    mb_gradient(hyper.code, offsets, values, labels, weights, mb, nmb, loc, P, G, st.lrange)
     for a in range(nA):
         hll_add(st.hll, akeys[a])
         for c in range(K):

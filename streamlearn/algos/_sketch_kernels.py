@@ -36,7 +36,7 @@ __all__ = [
     "sketch_positions", "sketch_query", "sketch_add", "sketch_query_keys", "sketch_add_keys",
     "tbl_find", "heap_offer", "heap_lookup", "hll_add", "build_active", "eff_weights",
     "predict_example", "mb_predict", "mb_gradient", "mb_loss_and_pred", "copy_name",
-    "SketchState", "Spans", "step_size", "minibatch_update", "implements_update", "minibatch_run",
+    "SketchState", "Spans", "step_size", "active_gradient", "minibatch_update", "implements_update", "minibatch_run",
     "offer_active", "DRIVER_HYPER",
 ]
 
@@ -584,6 +584,28 @@ def mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G, lran
             for c in range(K):
                 G[c, a] += coef[c] * x
             e += 1
+
+
+@njit(cache=True, nogil=True)
+def active_gradient(offsets, values, labels, weights, indices, mb, nmb, state, code):
+    """BEAR Alg. 2 lines 2-4, shared by BEAR and MISSION: the active set A_t of the minibatch
+    ``mb[:nmb]`` (:func:`build_active`), its weights QUERYed where they are in the top-k (others
+    0; ``inheap`` says which), the minibatch's scores ``P`` with those weights and the mean
+    gradient ``G`` on A_t (:func:`mb_gradient`). Returns ``(akeys, aocc, loc, abk, asg, beta,
+    inheap, P, G, tmp)`` (``tmp``: scratch of one sketch row)."""
+    sketch = state.sketch
+    K = sketch.shape[0]
+    akeys, aocc, loc, abk, asg = build_active(offsets, indices, mb, nmb, state.seeds, sketch.shape[2])
+    nA = akeys.shape[0]
+    tmp = np.empty(sketch.shape[1], np.float64)
+    beta = np.empty((K, nA), np.float64)
+    inheap = np.empty((K, nA), np.bool_)
+    eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta, inheap, tmp)
+    P = np.empty((nmb, K), np.float64)
+    mb_predict(offsets, values, mb, nmb, loc, beta, P)
+    G = np.empty((K, nA), np.float64)
+    mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G, state.lrange)
+    return akeys, aocc, loc, abk, asg, beta, inheap, P, G, tmp
 
 
 @njit(cache=True, nogil=True)
