@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from streamlearn.algos import LEARNERS
-from streamlearn.api import RunConfig, load_model, save_model, train
+from streamlearn.api import RunConfig, load_model, save_model
 from streamlearn.errors import ModelFileError, NumericError
 from streamlearn.io.model_file import FORMAT_VERSION, all_finite, read_model
 

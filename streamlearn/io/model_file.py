@@ -25,7 +25,6 @@ import json
 import os
 import struct
 import tempfile
-import time
 
 import numpy as np
 

@@ -116,7 +116,6 @@ def _schema_error(src, col, typ, expected):
 
 
 def _plan(schema, src, cfg, need_ns):
-    import pyarrow as pa
     import pyarrow.types as pt
 
     def numeric(t):
