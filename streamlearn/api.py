@@ -12,6 +12,8 @@ variables: the CLI turns them into :class:`RunConfig` fields.
 from __future__ import annotations
 
 import os
+import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -58,6 +60,11 @@ class RunConfig:
     # each slot is ~1-2 MB that a long stream eventually fills at once (peak RSS)
     prefetch_depth: int = 1  # batches read ahead on the reader thread (0: read on the caller's)
     parse_threads: int | None = None  # text parsing threads (None: the CPUs, at most 4)
+
+
+#: skipped-line warnings shown per kind of reason; the rest are counted (summary: skipped lines)
+WARNINGS_PER_REASON = 10
+_NUMBERS = re.compile(r"[-+]?\d+(\.\d+)?")
 
 
 def make_learner(algo: str, hyper: dict):
@@ -192,7 +199,10 @@ def _run(cfg: RunConfig, learn: bool, log=None):
         sink = PredictionSink(cfg.predictions, cfg.link, learner.multiclass)
         sink.open()
 
-    schedule = None if cfg.quiet else ProgressSchedule(cfg.progress)
+    try:
+        schedule = None if cfg.quiet else ProgressSchedule(cfg.progress)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     header_done = [False]
 
     def emit_row(*row):
@@ -202,10 +212,15 @@ def _run(cfg: RunConfig, learn: bool, log=None):
             header_done[0] = True
         log(table_row(*row, multiclass=learner.multiclass))
 
+    warned = Counter()  # shown warnings per kind of reason (numbers in it do not count)
+
     def on_errors(errs):
         if not cfg.quiet:
             for src, line, reason in errs:
-                log(f"warning: {src}:{line}: {reason}; line skipped")
+                kind = _NUMBERS.sub("N", reason)
+                warned[kind] += 1
+                if warned[kind] <= WARNINGS_PER_REASON:
+                    log(f"warning: {src}:{line}: {reason}; line skipped")
 
     if not cfg.quiet:
         for line in settings_lines(cfg, learner, reader, learn):
@@ -241,6 +256,10 @@ def _run(cfg: RunConfig, learn: bool, log=None):
     if cfg.metrics:
         write_metrics(summary, cfg.metrics)
     if not cfg.quiet:
+        hidden = sum(max(0, n - WARNINGS_PER_REASON) for n in warned.values())
+        if hidden:
+            log(f"warning: {hidden} more skipped lines not shown (the first {WARNINGS_PER_REASON} of each "
+                "reason are)")
         for line in summary_lines(summary):
             log(line)
     return summary

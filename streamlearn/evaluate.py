@@ -30,7 +30,11 @@ class ProgressSchedule:
     def __post_init__(self):
         s = str(self.spec)
         self.multiplicative = "." in s or "e" in s.lower()
-        self.step = float(s)
+        try:
+            self.step = float(s)
+        except ValueError:
+            raise ValueError(f"-P/--progress must be a number (2.0: rows at 1, 2, 4, ...; 100: every "
+                             f"100 examples), got {s!r}") from None
         if self.step <= (1.0 if self.multiplicative else 0.0):
             raise ValueError(f"-P/--progress must be > {'1.0' if self.multiplicative else '0'}, got {s}")
         self.next_at = 1.0 if self.multiplicative else self.step
@@ -231,6 +235,47 @@ def _split_bad_labels(learner, batch, strict):
     return parts, errs, None
 
 
+#: a run whose first this many lines are all malformed (or unusable) stops: wrong input
+BAD_HEAD_LINES = 100
+
+_FORMAT_NAMES = {"vw": "VW text", "libsvm": "LIBSVM", "parquet": "Parquet rows"}
+_FORMAT_HINTS = {"vw": "is it LIBSVM? try --format libsvm", "libsvm": "is it VW text? try --format vw"}
+
+
+class _BadHead:
+    """The malformed lines (or examples with unusable labels) seen before the first example:
+    a run made only of them is reading input that is not what it claims to be."""
+
+    def __init__(self):
+        self.count = 0
+        self.first = None
+        self.fmt = None
+        self.labels = False
+
+    def add(self, errs, fmt, labels):
+        if self.first is None:
+            self.first, self.fmt, self.labels = errs[0], fmt, labels
+        self.count += len(errs)
+
+    def error(self, learner, whole, total=0, labeled=False):
+        """The :class:`InputError`: after the first lines (``whole`` False), or at the end of a
+        stream that gave no (``labeled``) example and ``total`` skipped lines."""
+        from .errors import InputError
+
+        src, line, reason = self.first
+        if whole:
+            what = f"{total} lines skipped and no {'labeled ' if labeled else ''}example read"
+        else:
+            what = f"the first {self.count} lines skipped"
+        if self.labels:
+            return InputError(f"{src}: {what}: the labels are not ones --algo {learner.name} can learn "
+                              f"from (line {line}: {reason})")
+        as_ = f" as {_FORMAT_NAMES[self.fmt]}" if self.fmt in _FORMAT_NAMES else ""
+        hint = _FORMAT_HINTS.get(self.fmt, "is it the input you meant?")
+        return InputError(f"{src}: {what}: they failed to parse{as_} (line {line}: {reason}); {hint} "
+                          "(streamlearn reads VW text, LIBSVM and Parquet)")
+
+
 def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on_predictions=None,
                on_errors=None, evaluation=None, guard=None, strict=False):
     """Run the learner over ``batches``; returns the :class:`Evaluation`.
@@ -239,9 +284,13 @@ def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on
     ``on_errors(list)`` the malformed lines a reader skipped in each batch, and the examples
     whose label the learner cannot use (skipped the same way; ``strict``: an InputError). With
     ``guard`` (an entered :class:`InterruptGuard`), interrupts are taken only between batches.
+    Input that is not what it claims to be is an :class:`~streamlearn.errors.InputError` (exit 1):
+    when the first ``BAD_HEAD_LINES`` lines, or all lines of a non-empty stream, are malformed
+    or have labels the learner cannot use.
     """
     guard = guard or InterruptGuard()
     ev = evaluation or Evaluation(learner.loss_name, learner.loss.classification, learner.multiclass)
+    head = _BadHead()
     for batch in batches:
         guard.busy = True
         errs = batch.extra.get("errors") if batch.extra else None
@@ -249,6 +298,10 @@ def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on
             ev.skipped_lines += len(errs)
             if on_errors is not None:
                 on_errors(errs)
+            if ev.examples == 0:
+                head.add(errs, batch.extra.get("format"), labels=False)
+                if head.count >= BAD_HEAD_LINES and batch.n == 0:
+                    raise head.error(learner, whole=False)
         if batch.n == 0:
             guard.check()
             continue
@@ -266,7 +319,13 @@ def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on
             ev.skipped_lines += len(errs)
             if on_errors is not None:
                 on_errors(errs)
+            if ev.examples == 0:
+                head.add(errs, None, labels=True)
+        if ev.examples == 0 and head.count >= BAD_HEAD_LINES:
+            raise head.error(learner, whole=False)
         guard.check()
+    if head.count and (ev.labeled if learn else ev.examples) == 0:
+        raise head.error(learner, whole=True, total=ev.skipped_lines, labeled=learn)
     if learn:
         guard.busy = True
         learner.finish()

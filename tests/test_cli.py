@@ -2,6 +2,7 @@
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -296,3 +297,49 @@ def test_bad_quadratic_is_a_usage_error_before_any_output(invoke_cli, tmp_path):
     assert r.exit_code == 2, r.output
     assert "quadratic interaction 'abc': give exactly two namespace letters" in r.output
     assert not preds.exists()
+
+
+@pytest.mark.parametrize("content,fmt,expect", [
+    (b"a,b,c\n1,2,3\n4,5,6\n", [], "3 lines skipped and no labeled example read: they failed to parse as LIBSVM"),
+    (None, ["--format", "libsvm"], "lines skipped: they failed to parse as LIBSVM"),
+    (b"7 |f a\n9 |f b\n", ["--algo", "mission", "--oaa", "2"],
+     "no labeled example read: the labels are not ones --algo mission can learn from"),
+])
+def test_input_that_is_not_what_it_claims_is_an_error(tmp_path, run_cli, content, fmt, expect):
+    """A CSV, VW text read as LIBSVM, labels outside --oaa K: exit 1 naming the file, the first
+    bad line and the likely cause; no model written, an existing one unchanged, no -p file."""
+    src = tmp_path / "in.txt"
+    early = content is None
+    if early:  # 3000 lines of VW text in 1 KiB chunks: the run stops after the first 100 or so
+        content = b"".join(b"1 |f a%d b\n" % i for i in range(3000))
+    src.write_bytes(content)
+    model = tmp_path / "m.slm"
+    model.write_bytes(b"old model")
+    r = run_cli("train", src, *fmt, "-f", model, "-p", tmp_path / "p.txt", "--quiet",
+                env={"STREAMLEARN_CHUNK_BYTES": "1024", "STREAMLEARN_PARSE_THREADS": "1"})
+    err = r.stderr.decode()
+    assert r.returncode == 1 and "Traceback" not in err, err
+    assert err.startswith(f"streamlearn: error: {src}: ") and expect in err and "(line 1: " in err, err
+    if early:
+        n = int(re.search(r"the first (\d+) lines skipped", err).group(1))
+        assert 100 <= n < 200, err
+    assert model.read_bytes() == b"old model" and not (tmp_path / "p.txt").exists()
+
+
+def test_skipped_line_warnings_are_capped_per_reason(tmp_path, invoke_cli):
+    src = tmp_path / "w.vw"
+    bad_value = [f"1 |a x:zz{i}" for i in range(40)]  # 40 x "bad feature value"
+    bad_label = [f"{i}x |a y" for i in range(30)]  # 30 x "non-numeric label"
+    src.write_text("\n".join(["1 |a x"] + bad_value + bad_label + ["-1 |a y"]) + "\n")
+    r = invoke_cli("train", src, "--metrics", tmp_path / "m.json")
+    assert r.exit_code == 0, r.output
+    shown = [ln for ln in r.output.splitlines() if ln.startswith("warning: ") and ln.endswith("; line skipped")]
+    assert len(shown) == 20  # 10 of each reason
+    assert "warning: 50 more skipped lines not shown (the first 10 of each reason are)" in r.output
+    assert json.loads((tmp_path / "m.json").read_text())["skipped_lines"] == 70
+
+
+@pytest.mark.parametrize("value,why", [("abc", "must be a number"), ("0.5", "must be > 1.0"), ("0", "must be > 0")])
+def test_bad_progress_value_is_a_usage_error(invoke_cli, value, why):
+    r = invoke_cli("train", A9A_TEST, "-P", value)
+    assert r.exit_code == 2 and why in r.output and "Traceback" not in r.output, r.output

@@ -444,7 +444,7 @@ def chunk_batch(chunk: np.ndarray, name: str, cfg: ReaderConfig, fmt: str, line_
         name_end=name_end if keep else None,
         ns_start=ns_start if keep else None,
         ns_end=ns_end if keep else None,
-        extra={"errors": errors},
+        extra={"errors": errors, "format": fmt},
     ), n_lines
 
 
