@@ -343,3 +343,13 @@ def test_skipped_line_warnings_are_capped_per_reason(tmp_path, invoke_cli):
 def test_bad_progress_value_is_a_usage_error(invoke_cli, value, why):
     r = invoke_cli("train", A9A_TEST, "-P", value)
     assert r.exit_code == 2 and why in r.output and "Traceback" not in r.output, r.output
+
+
+@pytest.mark.parametrize("args,why", [
+    (["--algo", "mission", "--sketch_bytes", "-5"], "must be >= 0"),
+    (["--algo", "bear", "--sketch_width", "-1"], "must be >= 0"),
+    (["--algo", "bear", "--curvature_eps", "-1"], "--curvature_eps must be >= 0"),
+])
+def test_negative_sizes_and_tolerances_are_usage_errors(invoke_cli, args, why):
+    r = invoke_cli("train", A9A_TEST, *args)
+    assert r.exit_code == 2 and why in r.output and "Traceback" not in r.output, r.output

@@ -80,6 +80,8 @@ class Bear(SketchLearner):
     def _apply_hyper(self):
         super()._apply_hyper()
         self.eps = float(self.hyper["curvature_eps"])
+        if not self.eps >= 0:
+            raise ValueError("--curvature_eps must be >= 0")
         d = self.hyper["curvature_damping"]
         self.damping = float(d if d is not None else (0.0 if self.loss_code == 0 else 0.01))
         if self.damping < 0:

@@ -133,6 +133,8 @@ class SketchLearner(Learner):
         if R < 1:
             raise ValueError("--sketch_rows must be at least 1")
         W, B = int(h["sketch_width"]), int(h["sketch_bytes"])
+        if W < 0 or B < 0:
+            raise ValueError("--sketch_width and --sketch_bytes must be >= 0 (0: not given)")
         if W and B:
             raise ValueError("give --sketch_width or --sketch_bytes, not both")
         if W <= 0:
