@@ -26,7 +26,7 @@ from .evaluate import InterruptGuard, ProgressSchedule, run_stream
 from .outputs import PredictionSink, write_metrics
 from .report import settings_lines, summary_lines, table_header, table_row
 
-__all__ = ["RunConfig", "train", "predict", "select", "convert", "ConvertConfig", "load_model",
+__all__ = ["RunConfig", "train", "predict", "select", "convert", "warmup", "ConvertConfig", "load_model",
            "save_model", "make_learner", "LEARNERS", "COMMON_PARAMS"]
 
 
@@ -225,6 +225,9 @@ def _run(cfg: RunConfig, learn: bool, log=None):
     if not cfg.quiet:
         for line in settings_lines(cfg, learner, reader, learn):
             log(line)
+        if learner.compiles_on_first_use():
+            log(f"compiling the {learner.name} kernels: first run only, cached afterwards "
+                "(streamlearn warmup compiles them ahead of time)...")
     failed = True
     try:
         with InterruptGuard() as guard:
@@ -288,3 +291,43 @@ def select(model: str, top_k: int | None = None, fmt: str = "tsv", out: str = "-
         return write_selection(learner, out, top_k=top_k, fmt=fmt)
     except ValueError as e:
         raise ConfigError(str(e)) from None
+
+
+def warmup(algos=None, log=None) -> dict:
+    """Compile (and cache) the kernels of the learners ``algos`` (default: all) ahead of their
+    first real run, for images and cron hosts: each is trained on a small generated VW text
+    file with every loss it takes (and ``--oaa`` where it has it), its model is saved, loaded,
+    used to predict and, for feature-selection learners, to select. Returns ``{algo: seconds}``."""
+    import tempfile
+    import time
+
+    log = log or (lambda line: None)
+    names = list(algos or LEARNERS)
+    for a in names:
+        get_learner_class(a)  # unknown names fail before any work
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="streamlearn-warmup-") as d:
+        data = {}
+        for kind, label in (("binary", lambda i: 1 - 2 * (i % 2)), ("oaa", lambda i: 1 + i % 3)):
+            data[kind] = os.path.join(d, f"{kind}.vw")
+            with open(data[kind], "w") as f:
+                f.writelines(f"{label(i)} {1 + i % 2}.5 'r{i} |a x{i % 7}:0.{i % 9 + 1} y |b z{i % 5}\n"
+                             for i in range(64))
+        for a in names:
+            t0 = time.perf_counter()
+            cls = LEARNERS[a]
+            params = {p.name for p in cls.PARAMS}
+            runs = [{"loss_function": loss} for loss in ("squared", "logistic", "hinge")]
+            if "oaa" in params:
+                runs.append({"oaa": 3})
+            for k, hyper in enumerate(runs):
+                model = os.path.join(d, f"{k}.slm")
+                src = [data["oaa" if "oaa" in hyper else "binary"]]
+                train(RunConfig(data=src, algo=a, hyper=dict(hyper, bit_precision=12), quiet=True,
+                                final_model=model))
+                predict(RunConfig(data=src, initial_model=model, quiet=True))
+                if cls.selects_features:
+                    select(model, out=os.path.join(d, "sel.tsv"))
+            out[a] = time.perf_counter() - t0
+            log(f"{a}: ready ({out[a]:.1f} s)")
+    return out

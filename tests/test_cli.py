@@ -353,3 +353,43 @@ def test_bad_progress_value_is_a_usage_error(invoke_cli, value, why):
 def test_negative_sizes_and_tolerances_are_usage_errors(invoke_cli, args, why):
     r = invoke_cli("train", A9A_TEST, *args)
     assert r.exit_code == 2 and why in r.output and "Traceback" not in r.output, r.output
+
+
+def test_a_run_that_will_compile_says_so_once(tmp_path, monkeypatch):
+    """Before kernels are compiled (no numba cache), the run prints one line saying so; with
+    the kernels cached it prints none; --quiet prints none."""
+    from streamlearn import api, kernels
+    from streamlearn.algos.mission import Mission
+
+    lines = []
+    cfg = dict(data=[str(A9A_TEST)], algo="mission", hyper={"bit_precision": 12})
+    api.train(api.RunConfig(**cfg), log=lines.append)  # compiled (or cached) now
+    assert Mission(bit_precision=12).compiles_on_first_use() is False
+    assert not [ln for ln in lines if ln.startswith("compiling")]
+    monkeypatch.setattr(kernels, "is_cached", lambda k: False)  # as in a fresh install
+    assert Mission(bit_precision=12).compiles_on_first_use() is True
+    lines.clear()
+    api.train(api.RunConfig(**cfg), log=lines.append)
+    assert [ln for ln in lines if ln.startswith("compiling")] == [
+        "compiling the mission kernels: first run only, cached afterwards (streamlearn warmup compiles "
+        "them ahead of time)..."]
+    lines.clear()
+    api.train(api.RunConfig(quiet=True, **cfg), log=lines.append)
+    assert lines == []
+
+
+def test_is_cached_sees_numbas_cache_index(tmp_path):
+    from streamlearn import kernels
+
+    k = kernels.lazy("streamlearn.algos._adagrad_kernels").adagrad_run
+    path = k._cache._cache_file._index_path
+    assert kernels.is_cached(k) == (bool(k.signatures) or os.path.exists(path))
+    assert kernels.is_cached(len)  # not a numba kernel: nothing to compile
+
+
+def test_warmup_prepares_the_named_learners(invoke_cli):
+    r = invoke_cli("warmup", "--algo", "adagrad", "--algo", "mission")
+    assert r.exit_code == 0, r.output
+    assert re.findall(r"^(\S+): ready \([\d.]+ s\)$", r.output, re.M) == ["adagrad", "mission"]
+    r = invoke_cli("warmup", "--algo", "nope")
+    assert r.exit_code == 2

@@ -41,6 +41,11 @@ class AdaGrad(Learner):
         self.scal = np.zeros(4, np.float64)  # sum_norm_x, total_weight, min_label, max_label
         self._apply_hyper()
 
+    compiled_kernels = ((kernels.lazy("streamlearn.algos._adagrad_kernels"), "adagrad_run"),)
+
+    def compiles_on_first_use(self) -> bool:
+        return kernels.backend() != "c" and super().compiles_on_first_use()
+
     def _apply_hyper(self):
         lr = self.hyper["learning_rate"]
         self.eta = float(lr if lr is not None else (0.5 if self.hyper["normalized"] else 0.1))

@@ -31,6 +31,9 @@ Protocol
     Same, without updates. By default both call ``_run(batch, learn)``.
 ``finish()``
     End of stream: flush buffered updates (minibatch learners).
+``compiled_kernels`` / ``compiles_on_first_use()``
+    The numba kernels a run calls (``(lazy module, name)`` pairs); whether they are not cached
+    yet, so that the run can say it is compiling (first run only).
 ``extra_summary() -> dict``
     Extra figures for the run summary / metrics (e.g. a sketch's compression factor).
 ``state_dict() -> (meta, arrays)`` / ``from_state(meta, arrays)``
@@ -143,6 +146,17 @@ class Learner:
     def label_problem(self, label) -> str:
         """Why ``label`` is one of :meth:`bad_labels`' rows (for the warning)."""
         return f"label {label:g} is not usable"
+
+    #: the numba kernels a run calls, as ``(lazy kernel module, function name)`` pairs: what
+    #: :meth:`compiles_on_first_use` checks
+    compiled_kernels: ClassVar[tuple] = ()
+
+    def compiles_on_first_use(self) -> bool:
+        """Whether this process will compile kernels (no numba cache yet: a first run, seconds
+        to a minute), so that the caller can say so before it happens."""
+        from ..kernels import is_cached
+
+        return any(not is_cached(getattr(mod, name)) for mod, name in self.compiled_kernels)
 
     def finish(self) -> None:
         """End of stream (or of a pass): learn from anything still buffered (e.g. a partial

@@ -54,6 +54,7 @@ class Bear(SketchLearner):
     default_minibatch = 10
     kernels = _kernels
     run_kernel = "bear_run"
+    compiled_kernels = ((_kernels, "bear_run"),)
     same_set = True  # secant pair on the top-k set before the heap update (see _bear_kernels)
     # Experimental, not Alg. 2 (benchmarks only): r restricted to the top-k set s lives on, i.e.
     # the secant pair of F(beta) = f(P_topk beta), the function the model computes. Alg. 2's

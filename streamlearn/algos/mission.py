@@ -28,6 +28,7 @@ class Mission(SketchLearner):
     default_minibatch = 1
     kernels = _kernels
     run_kernel = "mission_run"
+    compiled_kernels = ((_kernels, "mission_run"),)
 
     def _hyper_tuple(self):
         return _kernels.MissionHyper(self.loss_code, self.eta, self.schedule, self.t0, self.b)

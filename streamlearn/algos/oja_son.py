@@ -71,6 +71,7 @@ class OjaSON(Learner):
     """Sparse Oja-SON with diagonal pre-scaling (SON Alg. 4, 5, 11; App. G; Sec. 5.2)."""
 
     name = "oja-son"
+    compiled_kernels = ((_kernels, "son_run"),)
     PARAMS = (
         Param("sketch_size", int, 10,
               "Oja-SON sketch size m (0 = scale-invariant online gradient descent).",

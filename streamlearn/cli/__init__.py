@@ -43,6 +43,9 @@ def _register():
         pass
     else:
         cli.add_command(select)
+    from .warmup import warmup
+
+    cli.add_command(warmup)
     try:
         from .convert import convert
     except ImportError:  # pragma: no cover

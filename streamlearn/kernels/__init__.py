@@ -31,7 +31,7 @@ import threading
 
 from ._spans import string_spans
 
-__all__ = ["lazy", "configure", "backend", "parse_chunk", "adagrad_run", "hash_string_part",
+__all__ = ["lazy", "is_cached", "configure", "backend", "parse_chunk", "adagrad_run", "hash_string_part",
            "hash_spans", "wide_part", "assemble_rows", "hash_strings", "namespace_hash"]
 
 
@@ -58,6 +58,20 @@ def lazy(name: str) -> _Lazy:
     """The numba kernel module ``name`` (dotted, absolute), imported on first attribute access.
     The one lazy-import idiom for kernel modules: bind it once at module level as ``_kernels``."""
     return _Lazy(name)
+
+
+def is_cached(kernel) -> bool:
+    """Whether calling the numba kernel ``kernel`` (a dispatcher) costs no compile: it has
+    compiled in this process, or numba's on-disk cache holds an index for it (a stale index,
+    after an edit of the kernel's file, still compiles). Non-numba callables: True."""
+    if getattr(kernel, "signatures", None):
+        return True
+    cache = getattr(kernel, "_cache", None)
+    path = getattr(getattr(cache, "_cache_file", None), "_index_path", None)
+    if path is None:
+        return not hasattr(kernel, "_cache")
+    import os
+    return os.path.exists(path)
 
 
 #: entry point -> (numba kernel module, name of its C guard in _cfast or None: always C)
