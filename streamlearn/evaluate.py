@@ -239,7 +239,8 @@ def _split_bad_labels(learner, batch, strict):
 BAD_HEAD_LINES = 100
 
 _FORMAT_NAMES = {"vw": "VW text", "libsvm": "LIBSVM", "parquet": "Parquet rows"}
-_FORMAT_HINTS = {"vw": "is it LIBSVM? try --format libsvm", "libsvm": "is it VW text? try --format vw"}
+_FORMAT_HINTS = {"vw": "is it LIBSVM? try --format libsvm", "libsvm": "is it VW text? try --format vw",
+                 "binary": "it looks like binary data, not text"}
 
 
 class _BadHead:

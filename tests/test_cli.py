@@ -302,6 +302,8 @@ def test_bad_quadratic_is_a_usage_error_before_any_output(invoke_cli, tmp_path):
 @pytest.mark.parametrize("content,fmt,expect", [
     (b"a,b,c\n1,2,3\n4,5,6\n", [], "3 lines skipped and no labeled example read: they failed to parse as LIBSVM"),
     (None, ["--format", "libsvm"], "lines skipped: they failed to parse as LIBSVM"),
+    (bytes(range(256)) * 40, [], "no labeled example read: they failed to parse (line 1: non-numeric label); "
+                                 "it looks like binary data, not text"),
     (b"7 |f a\n9 |f b\n", ["--algo", "mission", "--oaa", "2"],
      "no labeled example read: the labels are not ones --algo mission can learn from"),
 ])

@@ -404,6 +404,16 @@ def parse_text(text, cfg: ReaderConfig | None, name: str, fmt: str) -> Batch:
     return out
 
 
+def _looks_binary(chunk: np.ndarray) -> bool:
+    """Whether a chunk's first 4 KiB look like binary data rather than text: a NUL byte, or
+    more than 10% control bytes other than whitespace (for the "not what it claims" error)."""
+    head = chunk[:4096]
+    if head.size == 0:
+        return False
+    ctrl = (head < 32) & ~np.isin(head, (9, 10, 11, 12, 13))
+    return bool((head == 0).any() or ctrl.mean() > 0.1)
+
+
 def chunk_batch(chunk: np.ndarray, name: str, cfg: ReaderConfig, fmt: str, line_base: int = 0):
     """Parse one chunk of complete lines (``uint8``; the last line may lack ``\\n``) in ``fmt``
     (``"vw"``, ``"libsvm"``, or ``"auto"`` to sniff it) with :func:`streamlearn.kernels.parse_chunk`
@@ -444,7 +454,7 @@ def chunk_batch(chunk: np.ndarray, name: str, cfg: ReaderConfig, fmt: str, line_
         name_end=name_end if keep else None,
         ns_start=ns_start if keep else None,
         ns_end=ns_end if keep else None,
-        extra={"errors": errors, "format": fmt},
+        extra={"errors": errors, "format": "binary" if errors and _looks_binary(chunk) else fmt},
     ), n_lines
 
 
