@@ -317,7 +317,8 @@ def warmup(algos=None, log=None) -> dict:
             t0 = time.perf_counter()
             cls = LEARNERS[a]
             params = {p.name for p in cls.PARAMS}
-            runs = [{"loss_function": loss} for loss in ("squared", "logistic", "hinge")]
+            losses = next(p.type for p in COMMON_PARAMS if p.name == "loss_function")
+            runs = [{"loss_function": loss} for loss in losses]
             if "oaa" in params:
                 runs.append({"oaa": 3})
             for k, hyper in enumerate(runs):

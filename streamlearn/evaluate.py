@@ -238,7 +238,7 @@ def _split_bad_labels(learner, batch, strict):
 #: a run whose first this many lines are all malformed (or unusable) stops: wrong input
 BAD_HEAD_LINES = 100
 
-_FORMAT_NAMES = {"vw": "VW text", "libsvm": "LIBSVM", "parquet": "Parquet rows"}
+_FORMAT_NAMES = {"vw": "VW text", "libsvm": "LIBSVM"}
 _FORMAT_HINTS = {"vw": "is it LIBSVM? try --format libsvm", "libsvm": "is it VW text? try --format vw",
                  "binary": "it looks like binary data, not text"}
 
@@ -292,36 +292,32 @@ def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on
     guard = guard or InterruptGuard()
     ev = evaluation or Evaluation(learner.loss_name, learner.loss.classification, learner.multiclass)
     head = _BadHead()
+
+    def skipped(errs, fmt, labels):
+        ev.skipped_lines += len(errs)
+        if on_errors is not None:
+            on_errors(errs)
+        if ev.examples == 0:  # nothing learnable before these: they may be all there is
+            head.add(errs, fmt, labels)
+
     for batch in batches:
         guard.busy = True
         errs = batch.extra.get("errors") if batch.extra else None
         if errs:
-            ev.skipped_lines += len(errs)
-            if on_errors is not None:
-                on_errors(errs)
-            if ev.examples == 0:
-                head.add(errs, batch.extra.get("format"), labels=False)
-                if head.count >= BAD_HEAD_LINES and batch.n == 0:
-                    raise head.error(learner, whole=False)
-        if batch.n == 0:
-            guard.check()
-            continue
-        parts, errs, fatal = _split_bad_labels(learner, batch, strict)
-        for part in parts:
-            pred, loss = learner.learn_batch(part) if learn else learner.predict_batch(part)
-            if np.isnan(pred).any():
-                _degenerated(learner, part, pred)
-            ev.add(part, pred, loss, schedule, emit_row)
-            if on_predictions is not None:
-                on_predictions(part, pred)
-        if fatal is not None:
-            raise fatal
-        if errs:
-            ev.skipped_lines += len(errs)
-            if on_errors is not None:
-                on_errors(errs)
-            if ev.examples == 0:
-                head.add(errs, None, labels=True)
+            skipped(errs, batch.extra.get("format"), labels=False)
+        if batch.n:
+            parts, errs, fatal = _split_bad_labels(learner, batch, strict)
+            for part in parts:
+                pred, loss = learner.learn_batch(part) if learn else learner.predict_batch(part)
+                if np.isnan(pred).any():
+                    _degenerated(learner, part, pred)
+                ev.add(part, pred, loss, schedule, emit_row)
+                if on_predictions is not None:
+                    on_predictions(part, pred)
+            if fatal is not None:
+                raise fatal
+            if errs:
+                skipped(errs, None, labels=True)
         if ev.examples == 0 and head.count >= BAD_HEAD_LINES:
             raise head.error(learner, whole=False)
         guard.check()

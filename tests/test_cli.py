@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import A9A, A9A_TEST, NEWS, NEWS_TEST, cli_env
+from conftest import A9A, A9A_TEST, NEWS, NEWS_TEST, ROOT, cli_env
 
 
 def lines(p):
@@ -381,12 +381,22 @@ def test_a_run_that_will_compile_says_so_once(tmp_path, monkeypatch):
 
 
 def test_is_cached_sees_numbas_cache_index(tmp_path):
-    from streamlearn import kernels
-
-    k = kernels.lazy("streamlearn.algos._adagrad_kernels").adagrad_run
-    path = k._cache._cache_file._index_path
-    assert kernels.is_cached(k) == (bool(k.signatures) or os.path.exists(path))
-    assert kernels.is_cached(len)  # not a numba kernel: nothing to compile
+    """With an empty numba cache a kernel is not cached; once called it is (in that process),
+    and a later process finds it in the cache (the toy learner's small kernel, a fresh
+    NUMBA_CACHE_DIR)."""
+    code = ("import sys, numpy as np; sys.path.insert(0, sys.argv[1])\n"
+            "from streamlearn import kernels\n"
+            "k = kernels.lazy('toy._toy_kernels'); before = kernels.is_cached(k.toy_run)\n"
+            "st = k.ToyState(np.zeros(8), np.zeros(1, np.int64)); hy = k.ToyHyper(7, 1, 0.1)\n"
+            "o = np.zeros(1, np.int64); e = np.empty(0)\n"
+            "k.toy_run(np.zeros(1, np.int64), np.zeros(0, np.uint32), e, e, e, st, hy, True, e, e)\n"
+            "print(before, kernels.is_cached(k.toy_run), kernels.is_cached(len))\n")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "nbc"), "PYTHONPATH": str(ROOT)}
+    tests = str(Path(__file__).resolve().parent)
+    first = subprocess.run([sys.executable, "-c", code, tests], capture_output=True, text=True, env=env)
+    assert first.stdout.split() == ["False", "True", "True"], first.stderr[-2000:]
+    again = subprocess.run([sys.executable, "-c", code, tests], capture_output=True, text=True, env=env)
+    assert again.stdout.split() == ["True", "True", "True"], again.stderr[-2000:]
 
 
 def test_warmup_prepares_the_named_learners(invoke_cli):

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import click
 
-__all__ = ["input_options", "output_options", "learner_options", "learner_params", "collect_hyper"]
+__all__ = ["input_options", "output_options", "learner_options", "learner_params", "collect_hyper",
+           "algo_names"]
 
 
 def _kebab(name):
@@ -22,6 +23,13 @@ def _names(name, short=None):
     if short:
         names.insert(0, short)
     return names
+
+
+def algo_names() -> list:
+    """The ``--algo`` choices: the registered learners."""
+    from ..api import LEARNERS
+
+    return list(LEARNERS)
 
 
 def learner_params():

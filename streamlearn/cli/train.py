@@ -3,17 +3,12 @@ from __future__ import annotations
 
 import click
 
-from .options import collect_hyper, input_options, learner_options, output_options
-
-
-def _algo_names():
-    from ..api import LEARNERS
-    return list(LEARNERS)
+from .options import algo_names, collect_hyper, input_options, learner_options, output_options
 
 
 @click.command(short_help="Learn from a stream with progressive validation.")
 @input_options
-@click.option("--algo", type=click.Choice(_algo_names()), default=None,
+@click.option("--algo", type=click.Choice(algo_names()), default=None,
               help="Learning algorithm (default: adagrad, or the model's with -i).")
 @learner_options
 @click.option("-q", "--quadratic", "quadratic", multiple=True, metavar="AB",

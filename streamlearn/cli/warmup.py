@@ -3,14 +3,11 @@ from __future__ import annotations
 
 import click
 
-
-def _algo_names():
-    from ..api import LEARNERS
-    return list(LEARNERS)
+from .options import algo_names
 
 
 @click.command(short_help="Compile the learners' kernels now (first-run cost, cached afterwards).")
-@click.option("--algo", "algos", multiple=True, type=click.Choice(_algo_names()),
+@click.option("--algo", "algos", multiple=True, type=click.Choice(algo_names()),
               help="Learner to prepare (may repeat; default: all).")
 def warmup(algos):
     """Compile and cache the numba kernels of the learners (all, or each --algo) by running
