@@ -96,7 +96,7 @@ class SparseTable:
 
 
 class PageSet:
-    """The pages (runs of ``2**PAGE_BITS`` entries) of a hashed table of ``size`` entries that
+    """The pages (runs of ``2**PAGE_BITS`` entries, 64 to 256) of a hashed table of ``size`` entries that
     may hold non-zeros: marked from the indices every update touches, so that saving a
     ``-b 32`` table reads only those pages (a scan of all 2^32 entries takes tens of seconds,
     most of it faulting in pages never written).
@@ -104,12 +104,15 @@ class PageSet:
     Tables smaller than ``2**MIN_BITS`` entries are not tracked (``active`` False): a full
     scan of them is cheaper than marking."""
 
-    PAGE_BITS = 12
     MIN_BITS = 22
+    #: at most 2^MAP_BITS pages (a 16 MB map at -b 32), of at least 2^6 entries: hashed
+    #: features land on random pages, so a save reads about (touched features) x (page size)
+    MAP_BITS = 24
 
     def __init__(self, size: int):
         self.size = int(size)
         self.active = self.size >= 1 << self.MIN_BITS
+        self.PAGE_BITS = max(6, (self.size - 1).bit_length() - self.MAP_BITS)
         self.bits = np.zeros(((self.size - 1) >> self.PAGE_BITS) + 1 if self.active else 0, np.bool_)
 
     def mark(self, indices, mask: int) -> None:
@@ -136,6 +139,11 @@ class PageSet:
             nz = np.flatnonzero(view[i:i + _BLOCK])
             if nz.size:
                 self.bits[(nz + i) >> self.PAGE_BITS] = True
+
+    def worth_it(self) -> bool:
+        """Whether reading only the marked pages beats a scan of the whole table (at most an
+        eighth of the table marked)."""
+        return self.active and int(np.count_nonzero(self.bits)) << self.PAGE_BITS <= self.size >> 3
 
     def entries(self) -> np.ndarray:
         """The indices of every entry in a marked page, ascending (int64)."""

@@ -70,7 +70,7 @@ class AdaGrad(Learner):
 
     def _arrays(self):
         pages = self.pages
-        if not pages.active:
+        if not pages.worth_it():  # small or mostly touched tables: model_file scans them
             return {"w": self.w, "G": self.G, "N": self.N, "scal": self.scal}
         entries = pages.entries()
         out = {k: pages.table(getattr(self, k), entries) if getattr(self, k).shape[0] == pages.size
