@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -135,3 +137,58 @@ def test_vanishing_gradients_do_not_divide_by_zero(normalized):
     pred, loss = learner.learn_batch(Batch.from_dense(X, y))
     assert np.isfinite(pred).all() and np.isfinite(learner.w).all()
     assert pred[-1] > 5
+
+
+V2 = Path(__file__).parent / "data" / "adagrad_v2"
+
+
+@pytest.mark.parametrize("name", ["plain_squared", "plain_logistic", "normalized_squared", "normalized_logistic"])
+@pytest.mark.parametrize("use_c", [True, False])
+def test_models_written_before_keep_predicting_and_learning_as_before(name, use_c, tmp_path, invoke_cli):
+    """Models written by main at f89a066 (FORMAT_VERSION 2: hyper ``normalized`` True/False,
+    ``learning_rate`` None) give the same predictions and, trained further, the same
+    predictions and arrays, bit for bit, as that version gave (tests/data/adagrad_v2/make.sh)."""
+    import fuzz_oracle as fo
+    from conftest import A9A_TEST
+    from streamlearn.io.model_file import read_model
+
+    model = V2 / f"{name}.slm"
+    with fo.kernel_backend(use_c):
+        r = invoke_cli("predict", "-i", model, A9A_TEST, "-p", tmp_path / "p.txt", "--quiet")
+        assert r.exit_code == 0, r.output
+        r = invoke_cli("train", "-i", model, A9A_TEST, "-p", tmp_path / "c.txt", "-f", tmp_path / "c.slm", "--quiet")
+        assert r.exit_code == 0, r.output
+    assert (tmp_path / "p.txt").read_text() == (V2 / f"{name}.predict.txt").read_text()
+    assert (tmp_path / "c.txt").read_text() == (V2 / f"{name}.continue.txt").read_text()
+    _, arrays = read_model(tmp_path / "c.slm")
+    want = np.load(V2 / f"{name}.continued_w.npz")
+    for k in ("w", "G", "N"):
+        np.testing.assert_array_equal(np.asarray(arrays[k]), want[k])
+    np.testing.assert_array_equal(np.asarray(arrays["scal"])[:4], want["scal"])
+    # and the re-saved model is still read with its old rule
+    from streamlearn.api import load_model
+    learner, _, _ = load_model(str(tmp_path / "c.slm"))
+    assert learner.legacy and learner.eta == (0.5 if name.startswith("normalized") else 0.1)
+
+
+def test_quantile_tau_estimates_the_quantile():
+    """With a constant feature only, quantile loss drives the prediction to the tau-quantile of
+    the labels (VW's pinball loss)."""
+    rng = np.random.default_rng(5)
+    y = rng.exponential(2.0, 20000)
+    X = np.ones((len(y), 1))
+    for tau in (0.2, 0.5, 0.9):
+        a = AdaGrad(loss_function="quantile", quantile_tau=tau, bit_precision=4)
+        pred, _ = a.learn_batch(Batch.from_dense(X, y))
+        assert abs(pred[-2000:].mean() - np.quantile(y, tau)) < 0.1 * np.quantile(y, tau) + 0.05, tau
+
+
+def test_l1_truncates_weights_to_zero():
+    X, y = _data(n=400)
+    dense = AdaGrad(loss_function="logistic", bit_precision=10)
+    sparse = AdaGrad(loss_function="logistic", bit_precision=10, l1=0.01)
+    for a in (dense, sparse):
+        a.learn_batch(Batch.from_dense(X, y))
+        a.finish()
+    assert sparse.scal[5] == 0.0 and sparse.scal[6] == 1.0  # folded into the weights at the end
+    assert np.count_nonzero(sparse.w) < np.count_nonzero(dense.w)
