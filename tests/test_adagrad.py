@@ -192,3 +192,14 @@ def test_l1_truncates_weights_to_zero():
         a.finish()
     assert sparse.scal[5] == 0.0 and sparse.scal[6] == 1.0  # folded into the weights at the end
     assert np.count_nonzero(sparse.w) < np.count_nonzero(dense.w)
+
+
+def test_adaptive_alone_is_plain_duchi_adagrad():
+    """--adaptive (VW's) is diagonal AdaGrad as Duchi et al. write it (tests/naive_adagrad.py)
+    when importance weights are 1 and no index repeats within an example; logistic loss, whose
+    prediction range [-50, 50] the data never reach. (With weights, VW accumulates imp l'^2 x^2,
+    not (imp l' x)^2; squared and hinge predictions are clipped to the label range.)"""
+    X, y = _data()
+    a = AdaGrad(loss_function="logistic", adaptive=True, learning_rate=0.3, bit_precision=10)
+    pred, _ = a.learn_batch(Batch.from_dense(X, y))
+    np.testing.assert_allclose(pred, adagrad_reference(X, y, "logistic", 0.3), rtol=1e-5, atol=1e-6)

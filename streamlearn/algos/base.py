@@ -105,8 +105,12 @@ class Learner:
         known = {p.name: p for p in COMMON_PARAMS + self.PARAMS}
         unknown = set(hyper) - set(known)
         if unknown:
-            raise ValueError(f"--algo {self.name} does not take option(s): "
-                             + ", ".join("--" + u for u in sorted(unknown)))
+            from . import LEARNERS
+            parts = []
+            for u in sorted(unknown):
+                takers = [n for n, c in LEARNERS.items() if any(p.name == u for p in c.PARAMS)]
+                parts.append(f"--{u}" + (f" (taken by --algo {', '.join(takers)})" if takers else ""))
+            raise ValueError(f"--algo {self.name} does not take option(s): " + ", ".join(parts))
         self.hyper = {}
         for p in known.values():
             v = hyper.get(p.name)
