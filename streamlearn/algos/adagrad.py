@@ -44,16 +44,16 @@ class AdaGrad(Learner):
     losses = ("squared", "logistic", "hinge", "quantile")
     PARAMS = (
         Param("learning_rate", float, None,
-              "Step size eta (default 0.5; 10 when --sgd/--adaptive/--normalized/--invariant select a rule that "
-              "is not both adaptive and normalized, as VW).", short="-l"),
-        Param("sgd", bool, False, "Plain stochastic gradient descent: none of VW's adaptive, normalized and "
+              "Step size eta (adagrad: 0.5, VW's default; 10 when --sgd/--adaptive/--normalized/--invariant "
+              "select a rule that is not both adaptive and normalized, as VW).", short="-l"),
+        Param("sgd", bool, None, "Plain stochastic gradient descent: none of VW's adaptive, normalized and "
               "invariant updates (VW's --sgd).", structural=True),
-        Param("adaptive", bool, False, "Per-feature adaptive learning rates (AdaGrad). Naming any of --adaptive, "
+        Param("adaptive", bool, None, "Per-feature adaptive learning rates (AdaGrad). Naming any of --adaptive, "
               "--normalized, --invariant turns on only the ones named; naming none: all three (VW's default). "
               "--adaptive alone is plain diagonal AdaGrad.", structural=True),
-        Param("normalized", bool, False, "Per-feature normalized updates (scale-invariant, Ross et al. 2013).",
+        Param("normalized", bool, None, "Per-feature normalized updates (scale-invariant, Ross et al. 2013).",
               structural=True),
-        Param("invariant", bool, False, "Importance-invariant (safe) updates (Karampatziakis & Langford 2011).",
+        Param("invariant", bool, None, "Importance-invariant (safe) updates (Karampatziakis & Langford 2011).",
               structural=True),
         Param("power_t", float, None, "t power value: the rate decays as G^-power_t (adaptive) or t^-power_t "
               "(default 0.5, as VW)."),
