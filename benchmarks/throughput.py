@@ -7,7 +7,7 @@ process-level loop (``--reps`` rounds, each case once per round):
 
 * VW (``vw_run FILE``): default learner (on the VW text and on its gzip copy: the gzip rows
   are compared with VW reading the same gzip file), and ``--OjaNewton --sketch_size 10``;
-* streamlearn adagrad (plain and ``--normalized``) on VW text, LIBSVM, gzip text, Parquet, and
+* streamlearn adagrad (VW's default rule and ``--adaptive``) on VW text, LIBSVM, gzip text, Parquet, and
   plain on a lean Parquet file (``convert --no_names --compression none``: only the columns an
   AdaGrad run reads, no decompression);
 * streamlearn ``--algo oja-son --sketch_size 10`` (if registered) on VW text and Parquet.
@@ -115,10 +115,10 @@ def cases(wd: Path, bits: int, algos):
          ("VW default vw.gz", "vw.gz", [vw, f["vw.gz"], "-b", str(bits), "--quiet"], None),
          ("VW --OjaNewton m=10", "vw", [vw, f["vw"], "-b", str(bits), "--OjaNewton", "--sketch_size", "10",
                                         "--quiet"], None)]
-    for norm in (False, True):
+    for plain in (False, True):  # VW's default rule (C path); plain AdaGrad, --adaptive (numba)
         for kind in ("vw", "libsvm", "vw.gz", "parquet"):
-            extra = ["--normalized"] if norm else []
-            name = f"sl adagrad{' --normalized' if norm else ''} {kind}"
+            extra = ["--adaptive", "-l", "0.1"] if plain else []
+            name = f"sl adagrad{' --adaptive' if plain else ''} {kind}"
             c.append((name, kind, SL + ["train", f[kind], "-b", str(bits), "--quiet", "--metrics", "METRICS"] + extra,
                       "VW default vw.gz" if kind == "vw.gz" else "VW default"))
     c.append(("sl adagrad lean.parquet", "lean.parquet",

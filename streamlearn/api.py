@@ -44,6 +44,8 @@ class RunConfig:
     initial_model: str | None = None
     final_model: str | None = None
     predictions: str | None = None  # path, "-" for stdout, None for none
+    raw_predictions: str | None = None  # -r: scores before clipping / --binary (path, "-", None)
+    binary: bool = False  # VW's --binary: -1/+1 predictions, 0/1 loss (stored in the model)
     link: str = "identity"
     test_only: bool = False
     passes: int = 1
@@ -107,8 +109,11 @@ def load_model(path: str):
 
 
 def _reader_settings(cfg: RunConfig) -> dict:
-    return {"quadratic": list(cfg.quadratic), "constant": bool(cfg.constant),
-            "unit_norm": bool(cfg.unit_norm)}
+    out = {"quadratic": list(cfg.quadratic), "constant": bool(cfg.constant),
+           "unit_norm": bool(cfg.unit_norm)}
+    if cfg.binary:
+        out["binary"] = True  # an output setting, kept with the model as VW keeps --binary
+    return out
 
 
 def _check_inputs(paths):
@@ -193,11 +198,25 @@ def _run(cfg: RunConfig, learn: bool, log=None):
         reader = _reader_settings(cfg)
     keep_names = cfg.keep_names if cfg.keep_names is not None else learner.wants_names
     rc = _reader_config(cfg, reader, keep_names)
+    binary = bool(cfg.binary or reader.get("binary"))
+    if binary and cfg.initial_model and not reader.get("binary"):
+        reader = dict(reader, binary=True)
+    if learner.multiclass and (binary or cfg.raw_predictions):
+        raise ConfigError(f"{'--binary' if binary else '-r/--raw_predictions'} is for scalar predictions; "
+                          f"this --algo {learner.name} model predicts classes")
 
-    sink = None
+    sink = raw_sink = None
     if cfg.predictions is not None:
-        sink = PredictionSink(cfg.predictions, cfg.link, learner.multiclass)
+        sink = PredictionSink(cfg.predictions, "identity" if binary else cfg.link, learner.multiclass)
         sink.open()
+    if cfg.raw_predictions is not None:
+        raw_sink = PredictionSink(cfg.raw_predictions, "identity", False)
+        try:
+            raw_sink.open()
+        except BaseException:
+            if sink is not None:
+                sink.close(failed=True)
+            raise
 
     try:
         schedule = None if cfg.quiet else ProgressSchedule(cfg.progress)
@@ -234,7 +253,8 @@ def _run(cfg: RunConfig, learn: bool, log=None):
             try:
                 ev = run_stream(learner, _batches(cfg, rc, bool(reader.get("unit_norm"))), learn=learn and not cfg.test_only,
                                 schedule=schedule, emit_row=emit_row,
-                                on_predictions=sink, on_errors=on_errors, guard=guard, strict=cfg.strict)
+                                on_predictions=sink, on_errors=on_errors, guard=guard, strict=cfg.strict,
+                                binary=binary, on_raw=raw_sink)
             except KeyboardInterrupt:
                 if cfg.save_on_interrupt and cfg.final_model and learn and not cfg.test_only:
                     # the guard raised between batches: the state is that of whole batches
@@ -244,8 +264,9 @@ def _run(cfg: RunConfig, learn: bool, log=None):
                 raise
         failed = False
     finally:
-        if sink is not None:
-            sink.close(failed=failed)
+        for sk in (sink, raw_sink):
+            if sk is not None:
+                sk.close(failed=failed)
     summary = ev.summary(learner.loss)
     summary["algo"] = learner.name
     summary["learner"] = learner.extra_summary()
@@ -318,7 +339,7 @@ def warmup(algos=None, log=None) -> dict:
             cls = LEARNERS[a]
             params = {p.name for p in cls.PARAMS}
             losses = next(p.type for p in COMMON_PARAMS if p.name == "loss_function")
-            runs = [{"loss_function": loss} for loss in losses]
+            runs = [{"loss_function": loss} for loss in losses if loss in cls.losses]
             if "oaa" in params:
                 runs.append({"oaa": 3})
             for k, hyper in enumerate(runs):

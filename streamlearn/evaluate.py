@@ -16,7 +16,7 @@ import numpy as np
 
 from .algos.losses import best_constant
 
-__all__ = ["ProgressSchedule", "Evaluation", "run_stream"]
+__all__ = ["ProgressSchedule", "Evaluation", "run_stream", "binary_outputs"]
 
 
 @dataclass
@@ -151,7 +151,8 @@ class Evaluation:
             if not self.multiclass:
                 c, cl = best_constant(loss, self.weighted_labeled, self.weighted_label_sum,
                                       self.weighted_pos, self.weighted_label_sq_sum)
-                s["best_constant"], s["best_constant_loss"] = float(c), float(cl)
+                if c is not None:
+                    s["best_constant"], s["best_constant_loss"] = float(c), float(cl)
         return s
 
 
@@ -277,11 +278,23 @@ class _BadHead:
                           "(streamlearn reads VW text, LIBSVM and Parquet)")
 
 
+def binary_outputs(batch, pred, loss):
+    """VW's ``--binary``: predictions become -1/+1 (the sign of the score, -1 at 0) and the loss
+    of an example labeled -1 or +1 becomes 0/1 (other labels keep the learner's loss, as VW's
+    binary reduction does)."""
+    sign = np.where(pred > 0, 1.0, -1.0)
+    lab = batch.labels
+    pm1 = np.abs(lab) == 1.0
+    return sign, np.where(pm1, (lab != sign).astype(np.float64), loss)
+
+
 def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on_predictions=None,
-               on_errors=None, evaluation=None, guard=None, strict=False):
+               on_errors=None, evaluation=None, guard=None, strict=False, binary=False, on_raw=None):
     """Run the learner over ``batches``; returns the :class:`Evaluation`.
 
-    ``on_predictions(batch, pred)`` receives every batch's recorded predictions (for ``-p``);
+    ``on_predictions(batch, pred)`` receives every batch's recorded predictions (for ``-p``; with
+    ``binary``, VW's -1/+1 and 0/1 loss: :func:`binary_outputs`), ``on_raw(batch, raw)`` the
+    scores before clipping and ``binary`` (the learner's ``last_raw``, else the predictions; ``-r``);
     ``on_errors(list)`` the malformed lines a reader skipped in each batch, and the examples
     whose label the learner cannot use (skipped the same way; ``strict``: an InputError). With
     ``guard`` (an entered :class:`InterruptGuard`), interrupts are taken only between batches.
@@ -311,6 +324,11 @@ def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on
                 pred, loss = learner.learn_batch(part) if learn else learner.predict_batch(part)
                 if np.isnan(pred).any():
                     _degenerated(learner, part, pred)
+                if on_raw is not None:
+                    raw = getattr(learner, "last_raw", None)
+                    on_raw(part, pred if raw is None else raw)
+                if binary:
+                    pred, loss = binary_outputs(part, pred, loss)
                 ev.add(part, pred, loss, schedule, emit_row)
                 if on_predictions is not None:
                     on_predictions(part, pred)

@@ -62,12 +62,16 @@ def settings_lines(cfg, learner, reader: dict, learn: bool) -> list[str]:
         lines.append("quadratic = " + " ".join(reader["quadratic"]))
     if reader.get("unit_norm"):
         lines.append("unit_norm = True")
+    if reader.get("binary") or getattr(cfg, "binary", False):
+        lines.append("binary = True")
     if cfg.initial_model:
         lines.append(f"initial model = {cfg.initial_model}")
     if cfg.final_model:
         lines.append(f"final model = {cfg.final_model}")
     if cfg.predictions:
         lines.append(f"predictions = {cfg.predictions}")
+    if getattr(cfg, "raw_predictions", None):
+        lines.append(f"raw predictions = {cfg.raw_predictions}")
     if not learn or cfg.test_only:
         lines.append("only testing")
     lines.append("data = " + " ".join("<stdin>" if d == "-" else d for d in cfg.data))

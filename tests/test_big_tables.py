@@ -73,11 +73,11 @@ def test_sparse_table_writes_the_bytes_of_the_dense_array(tmp_path, nnz):
     assert isinstance(back["w"], SparseTable) == (nnz == 40)
 
 
-@pytest.mark.parametrize("normalized", [False, True])
-def test_adagrad_big_table_saves_loads_and_continues_as_a_scan_would(tmp_path, normalized):
+@pytest.mark.parametrize("rule", [{}, {"adaptive": True}, {"sgd": True, "l1": 1e-4}])
+def test_adagrad_big_table_saves_loads_and_continues_as_a_scan_would(tmp_path, rule):
     """-b 22 (tracked): the saved file equals the one written from a full scan of the tables,
     and a model loaded sparse continues bit for bit like one loaded from dense arrays."""
-    hyper = {"bit_precision": 22, "normalized": normalized, "loss_function": "logistic"}
+    hyper = {"bit_precision": 22, "loss_function": "logistic", **rule}
     first, second = _stream(400, 60, 3, 22), _stream(300, 60, 4, 22)
     a = make_learner("adagrad", dict(hyper))
     a.learn_batch(first)

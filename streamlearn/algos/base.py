@@ -13,8 +13,13 @@ Protocol
 ``check_options(given)`` (classmethod)
     Usage errors among the options given on the command line (``ValueError``), before the
     learner is built; e.g. the sketch learners refuse ``--loss_function`` with ``--oaa``.
-``multiclass``, ``loss_name``
-    Whether predictions are class ids; the loss the run reports (e.g. ``softmax``).
+``multiclass``, ``loss_name``, ``losses``
+    Whether predictions are class ids; the loss the run reports (e.g. ``softmax``); the
+    ``--loss_function`` values the kernels take (others are a usage error naming the learners
+    that take them).
+``last_raw`` (optional)
+    After ``learn_batch`` / ``predict_batch``: the batch's scores before clipping, for ``-r``
+    (learners that clip their predictions set it; otherwise ``-r`` writes the predictions).
 ``wants_names``
     True if the readers should keep feature-name spans for this learner (default False).
 ``selects_features`` / ``top_features(refresh=True)``
@@ -78,8 +83,9 @@ class Param:
 COMMON_PARAMS = (
     Param("bit_precision", int, 18, "Number of bits in the feature table (weights index = hash mod 2^b).",
           short="-b", structural=True),
-    Param("loss_function", ("squared", "logistic", "hinge"), "squared",
-          "Loss function: squared, logistic or hinge.", structural=True),
+    Param("loss_function", ("squared", "logistic", "hinge", "quantile"), "squared",
+          "Loss function: squared, logistic, hinge or quantile (VW's pinball loss, --quantile_tau; "
+          "adagrad only).", structural=True),
     Param("random_seed", int, 0, "Seed of every random choice a learner makes (bear/mission: the Count "
           "Sketch hash functions); the same data, options and seed give byte-identical models.",
           structural=True),
@@ -92,6 +98,8 @@ class Learner:
     name: ClassVar[str] = "?"
     PARAMS: ClassVar[tuple[Param, ...]] = ()
     multiclass: ClassVar[bool] = False
+    #: the --loss_function values the learner's kernels take
+    losses: ClassVar[tuple] = ("squared", "logistic", "hinge")
     wants_names: ClassVar[bool] = False
     selects_features: ClassVar[bool] = False
 
@@ -99,8 +107,12 @@ class Learner:
         known = {p.name: p for p in COMMON_PARAMS + self.PARAMS}
         unknown = set(hyper) - set(known)
         if unknown:
-            raise ValueError(f"--algo {self.name} does not take option(s): "
-                             + ", ".join("--" + u for u in sorted(unknown)))
+            from . import LEARNERS
+            parts = []
+            for u in sorted(unknown):
+                takers = [n for n, c in LEARNERS.items() if any(p.name == u for p in c.PARAMS)]
+                parts.append(f"--{u}" + (f" (taken by --algo {', '.join(takers)})" if takers else ""))
+            raise ValueError(f"--algo {self.name} does not take option(s): " + ", ".join(parts))
         self.hyper = {}
         for p in known.values():
             v = hyper.get(p.name)
@@ -109,6 +121,11 @@ class Learner:
         if not 1 <= self.bits <= 32:
             raise ValueError(f"-b/--bit_precision must be in 1..32, got {self.bits}")
         self.mask = (1 << self.bits) - 1
+        if self.hyper["loss_function"] not in self.losses:
+            from . import LEARNERS
+            takers = [n for n, c in LEARNERS.items() if self.hyper["loss_function"] in c.losses]
+            raise ValueError(f"--algo {self.name} does not take --loss_function {self.hyper['loss_function']}; "
+                             f"it is taken by --algo {', '.join(takers)}")
         self.loss: Loss = get_loss(self.hyper["loss_function"])
         self.examples_learned = 0
 
