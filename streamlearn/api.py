@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import __version__
-from .algos import COMMON_PARAMS, LEARNERS, get_learner_class
+from .algos import COMMON_PARAMS, LEARNERS, MULTICLASS_LOSSES, SOFTMAX_LEARNERS, get_learner_class
 from .convert import ConvertConfig, convert
 from .errors import ConfigError, InputError, ModelFileError
 from .evaluate import InterruptGuard, ProgressSchedule, run_stream
@@ -45,6 +45,7 @@ class RunConfig:
     final_model: str | None = None
     predictions: str | None = None  # path, "-" for stdout, None for none
     link: str = "identity"
+    probabilities: bool = False  # multiclass: -p writes every class's probability (VW's --probabilities)
     test_only: bool = False
     passes: int = 1
     progress: str = "2.0"
@@ -68,10 +69,14 @@ _NUMBERS = re.compile(r"[-+]?\d+(\.\d+)?")
 
 
 def make_learner(algo: str, hyper: dict):
-    cls = get_learner_class(algo)
+    """The learner of ``--algo algo`` with ``hyper`` (``--oaa K``: the one-against-all
+    reduction or the learner's own multiclass; :func:`streamlearn.algos.make_learner`)."""
+    from .algos import make_learner as build
+
     try:
+        cls = get_learner_class(algo)
         cls.check_options(hyper)
-        return cls(**hyper)
+        return build(algo, hyper)
     except ValueError as e:
         raise ConfigError(str(e)) from None
 
@@ -91,7 +96,7 @@ def save_model(path: str, learner, reader: dict) -> int:
 
 def load_model(path: str):
     """Read a model file; returns ``(learner, reader_settings, header)``."""
-    from .algos import LEARNERS
+    from .algos import LEARNERS, learner_from_state
     from .io.model_file import read_model
 
     header, arrays = read_model(path)
@@ -100,7 +105,7 @@ def load_model(path: str):
         raise ModelFileError(f"{path}: model uses algorithm {algo!r}, which this streamlearn "
                              f"({__version__}) does not have")
     try:
-        learner = LEARNERS[algo].from_state(header["meta"], arrays)
+        learner = learner_from_state(algo, header["meta"], arrays)
     except (KeyError, ValueError, TypeError) as e:
         raise ModelFileError(f"{path}: model state does not fit algorithm {algo!r} ({e})") from None
     return learner, header.get("reader", {}), header
@@ -191,13 +196,28 @@ def _run(cfg: RunConfig, learn: bool, log=None):
     else:
         learner = make_learner(cfg.algo or "adagrad", cfg.hyper)
         reader = _reader_settings(cfg)
+    if cfg.probabilities:
+        if not learner.multiclass:
+            raise ConfigError("--probabilities is for multiclass runs (--oaa K)")
+        if not hasattr(learner, "set_probabilities"):
+            raise ConfigError(f"--probabilities is not available for --algo {learner.name} --oaa "
+                              "(per-class probabilities: adagrad, oja-son and other one-against-all learners, "
+                              "--loss_function multiclass_logistic)")
+        try:
+            learner.set_probabilities(True)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     keep_names = cfg.keep_names if cfg.keep_names is not None else learner.wants_names
     rc = _reader_config(cfg, reader, keep_names)
 
-    sink = None
+    sink = on_predictions = None
     if cfg.predictions is not None:
         sink = PredictionSink(cfg.predictions, cfg.link, learner.multiclass)
         sink.open()
+        on_predictions = sink
+        if cfg.probabilities:
+            def on_predictions(batch, pred):
+                sink(batch, pred, learner.last_probabilities)
 
     try:
         schedule = None if cfg.quiet else ProgressSchedule(cfg.progress)
@@ -234,7 +254,8 @@ def _run(cfg: RunConfig, learn: bool, log=None):
             try:
                 ev = run_stream(learner, _batches(cfg, rc, bool(reader.get("unit_norm"))), learn=learn and not cfg.test_only,
                                 schedule=schedule, emit_row=emit_row,
-                                on_predictions=sink, on_errors=on_errors, guard=guard, strict=cfg.strict)
+                                on_predictions=on_predictions, on_errors=on_errors, guard=guard, strict=cfg.strict,
+                                log_loss=_reports_log_loss(learner, cfg))
             except KeyboardInterrupt:
                 if cfg.save_on_interrupt and cfg.final_model and learn and not cfg.test_only:
                     # the guard raised between batches: the state is that of whole batches
@@ -266,6 +287,12 @@ def _run(cfg: RunConfig, learn: bool, log=None):
         for line in summary_lines(summary):
             log(line)
     return summary
+
+
+def _reports_log_loss(learner, cfg: RunConfig) -> bool:
+    """Whether a multiclass run reports its cross-entropy (``average multiclass log loss``):
+    a softmax learner always, one-against-all with ``--probabilities`` (as VW)."""
+    return bool(learner.multiclass and (learner.native_multiclass or cfg.probabilities))
 
 
 def train(cfg: RunConfig, log=None) -> dict:

@@ -45,11 +45,17 @@ class ProgressSchedule:
 
 @dataclass
 class Evaluation:
-    """Running sums of a progressive-validation (or test-only) run."""
+    """Running sums of a progressive-validation (or test-only) run.
+
+    Multiclass runs are reported as VW reports ``--oaa``: the average loss (table and summary)
+    is the weighted 0/1 loss, the weighted label sum is 0, there is no best constant, and with
+    ``log_loss`` the learner's per-example losses (its cross-entropy) are summed apart, as VW's
+    ``average multiclass log loss``."""
 
     loss_name: str
     classification: bool
     multiclass: bool = False
+    log_loss: bool = False
     examples: int = 0
     labeled: int = 0
     weighted_examples: float = 0.0
@@ -62,6 +68,7 @@ class Evaluation:
     binary_labels: bool = True
     label_lo: float = float("inf")
     err_sum_half: float = 0.0
+    log_loss_sum: float = 0.0
     total_features: int = 0
     skipped_lines: int = 0
     last_row_loss: float = 0.0
@@ -80,7 +87,10 @@ class Evaluation:
         nfeat = np.diff(batch.offsets)
         if self.multiclass:
             err = (pred != lab).astype(np.float64) * w
-            target = lab
+            target = np.zeros(n)  # VW: weighted label sum 0 for multiclass labels
+            if self.log_loss:
+                self.log_loss_sum += float(wl.sum())
+            wl = err  # VW's --oaa average loss: the 0/1 loss
         else:
             if self.classification:
                 target = np.where(lab > 0, 1.0, -1.0)
@@ -134,6 +144,8 @@ class Evaluation:
             "weighted_label_sum": self.weighted_label_sum,
             "loss_function": self.loss_name,
             "average_loss": avg,
+            "multiclass_log_loss": (self.log_loss_sum / self.weighted_labeled
+                                    if self.multiclass and self.log_loss and self.weighted_labeled > 0 else None),
             "error_rate": None,
             "best_constant": None,
             "best_constant_loss": None,
@@ -278,7 +290,7 @@ class _BadHead:
 
 
 def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on_predictions=None,
-               on_errors=None, evaluation=None, guard=None, strict=False):
+               on_errors=None, evaluation=None, guard=None, strict=False, log_loss=None):
     """Run the learner over ``batches``; returns the :class:`Evaluation`.
 
     ``on_predictions(batch, pred)`` receives every batch's recorded predictions (for ``-p``);
@@ -290,7 +302,9 @@ def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on
     or have labels the learner cannot use.
     """
     guard = guard or InterruptGuard()
-    ev = evaluation or Evaluation(learner.loss_name, learner.loss.classification, learner.multiclass)
+    if log_loss is None:  # a softmax learner's loss is its cross-entropy
+        log_loss = bool(learner.multiclass and learner.native_multiclass)
+    ev = evaluation or Evaluation(learner.loss_name, learner.loss.classification, learner.multiclass, log_loss)
     head = _BadHead()
 
     def skipped(errs, fmt, labels):

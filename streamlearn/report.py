@@ -35,6 +35,8 @@ def summary_lines(s: dict) -> list[str]:
     out.append(f"weighted example sum = {s['weighted_examples']:.6f}")
     out.append(f"weighted label sum = {s['weighted_label_sum']:.6f}")
     out.append("average loss = " + ("n.a." if s.get("average_loss") is None else f"{s['average_loss']:.6f}"))
+    if s.get("multiclass_log_loss") is not None:
+        out.append(f"average multiclass log loss = {s['multiclass_log_loss']:.6f}")
     if s.get("best_constant") is not None:
         out.append(f"best constant = {s['best_constant']:.6f}")
         out.append(f"best constant's loss = {s['best_constant_loss']:.6f}")

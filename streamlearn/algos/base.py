@@ -15,6 +15,16 @@ Protocol
     learner is built; e.g. the sketch learners refuse ``--loss_function`` with ``--oaa``.
 ``multiclass``, ``loss_name``
     Whether predictions are class ids; the loss the run reports (e.g. ``softmax``).
+``native_multiclass``
+    True for a learner that handles ``--oaa K`` itself (BEAR, MISSION: per-class sketches and
+    softmax). Any other learner gets ``--oaa K`` from the generic one-against-all reduction
+    (:mod:`streamlearn.algos.multiclass`: K copies of the binary learner) without code of its
+    own; ``algos.make_learner`` chooses.
+``probabilities`` / ``last_probabilities`` (multiclass learners)
+    ``set_probabilities(True)`` asks for per-class probabilities; each learn / predict call
+    then leaves them in ``last_probabilities`` (``(n, K)``) for ``-p``. A multiclass
+    learner's ``loss`` is its per-example cross-entropy (the run reports the 0/1 loss as the
+    average loss, as VW's ``--oaa``, and the cross-entropy in its own field).
 ``wants_names``
     True if the readers should keep feature-name spans for this learner (default False).
 ``selects_features`` / ``top_features(refresh=True)``
@@ -54,7 +64,7 @@ from ..memory import lazy_copy, lazy_zeros  # noqa: F401  (re-exported for the l
 
 from .losses import Loss, get_loss
 
-__all__ = ["Param", "Learner", "COMMON_PARAMS", "lazy_zeros"]
+__all__ = ["Param", "Learner", "COMMON_PARAMS", "MULTICLASS_LOSSES", "lazy_zeros"]
 
 
 @dataclass(frozen=True)
@@ -76,12 +86,20 @@ class Param:
 COMMON_PARAMS = (
     Param("bit_precision", int, 18, "Number of bits in the feature table (weights index = hash mod 2^b).",
           short="-b", structural=True),
-    Param("loss_function", ("squared", "logistic", "hinge"), "squared",
-          "Loss function: squared, logistic or hinge.", structural=True),
+    Param("loss_function", ("squared", "logistic", "hinge", "multiclass_logistic"), "squared",
+          "Loss function: squared, logistic or hinge (with --oaa: of each class's binary learner); "
+          "multiclass_logistic: softmax cross-entropy over the --oaa K classes, one joint learner "
+          "(adagrad).", structural=True),
     Param("random_seed", int, 0, "Seed of every random choice a learner makes (bear/mission: the Count "
           "Sketch hash functions); the same data, options and seed give byte-identical models.",
           structural=True),
+    Param("oaa", int, None, "Multiclass with K classes (labels 1..K; others are skipped): one-against-all "
+          "over K binary learners, each with -b minus ceil(log2 K) bits as VW's --oaa (bear, mission: "
+          "one sketch + heap per class and softmax); the prediction is the class id.", structural=True),
 )
+
+#: Loss functions that are not a binary learner's: they need ``--oaa K`` and a joint learner.
+MULTICLASS_LOSSES = ("multiclass_logistic",)
 
 
 class Learner:
@@ -90,6 +108,7 @@ class Learner:
     name: ClassVar[str] = "?"
     PARAMS: ClassVar[tuple[Param, ...]] = ()
     multiclass: ClassVar[bool] = False
+    native_multiclass: ClassVar[bool] = False
     wants_names: ClassVar[bool] = False
     selects_features: ClassVar[bool] = False
 
@@ -107,6 +126,11 @@ class Learner:
         if not 1 <= self.bits <= 32:
             raise ValueError(f"-b/--bit_precision must be in 1..32, got {self.bits}")
         self.mask = (1 << self.bits) - 1
+        if self.hyper["oaa"] and not self.native_multiclass:
+            raise ValueError(f"--algo {self.name} takes --oaa through the one-against-all reduction "
+                             "(streamlearn.algos.make_learner), not directly")
+        if self.hyper["loss_function"] in MULTICLASS_LOSSES:
+            raise ValueError(f"--loss_function {self.hyper['loss_function']} needs --oaa K (and --algo adagrad)")
         self.loss: Loss = get_loss(self.hyper["loss_function"])
         self.examples_learned = 0
 

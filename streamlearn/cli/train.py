@@ -42,7 +42,7 @@ def train(files, data, algo, quadratic, noconstant, unit_norm, **kw):
     cfg = RunConfig(data=list(data) + list(files) or ["-"], fmt=kw["fmt"], algo=algo, hyper=hyper,
                     quadratic=tuple(quadratic), constant=not noconstant, unit_norm=unit_norm,
                     initial_model=kw["initial_model"], final_model=kw["final_model"],
-                    predictions=kw["predictions"], link=kw["link"], test_only=kw["test_only"],
+                    predictions=kw["predictions"], link=kw["link"], probabilities=kw["probabilities"], test_only=kw["test_only"],
                     passes=kw["passes"], progress=kw["progress"], quiet=kw["quiet"], strict=kw["strict"],
                     metrics=kw["metrics"], save_on_interrupt=kw["save_on_interrupt"],
                     select_out=kw["select_out"], label_column=kw["label_column"], **run_settings())
