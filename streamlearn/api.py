@@ -323,7 +323,7 @@ def select(model: str, top_k: int | None = None, fmt: str = "tsv", out: str = "-
 def warmup(algos=None, log=None) -> dict:
     """Compile (and cache) the kernels of the learners ``algos`` (default: all) ahead of their
     first real run, for images and cron hosts: each is trained on a small generated VW text
-    file with every loss it takes (and ``--oaa`` where it has it), its model is saved, loaded,
+    file with every loss it takes and with ``--oaa`` (and its softmax loss), its model is saved, loaded,
     used to predict and, for feature-selection learners, to select. Returns ``{algo: seconds}``."""
     import tempfile
     import time
@@ -343,11 +343,11 @@ def warmup(algos=None, log=None) -> dict:
         for a in names:
             t0 = time.perf_counter()
             cls = LEARNERS[a]
-            params = {p.name for p in cls.PARAMS}
             losses = next(p.type for p in COMMON_PARAMS if p.name == "loss_function")
-            runs = [{"loss_function": loss} for loss in losses]
-            if "oaa" in params:
-                runs.append({"oaa": 3})
+            runs = [{"loss_function": loss} for loss in losses if loss not in MULTICLASS_LOSSES]
+            runs.append({"oaa": 3})  # every learner: its own multiclass or one-against-all
+            if a in SOFTMAX_LEARNERS:
+                runs += [{"oaa": 3, "loss_function": loss} for loss in MULTICLASS_LOSSES]
             for k, hyper in enumerate(runs):
                 model = os.path.join(d, f"{k}.slm")
                 src = [data["oaa" if "oaa" in hyper else "binary"]]
