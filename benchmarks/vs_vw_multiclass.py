@@ -10,13 +10,18 @@ weighted 0/1 loss for both tools); examples/s = examples / whole-process wall ti
 parsing and learning; best of --repeat), and its ratio to VW's in the same run. LIBSVM files
 are converted to VW text for VW (``y | i:v``: both tools hash feature i to the same index).
 
-    python3 benchmarks/vs_vw_multiclass.py [--repeat 1] [--only letter_scale,news20]
+Start-up (Python and numpy imports, ~0.3-0.5 s here) weighs on these small files; a second
+table runs pmlb_letter, mnist_test10k and news20_train repeated ``--scale`` times (one file,
+one pass) for the examples/s of both tools at scale.
+
+    python3 benchmarks/vs_vw_multiclass.py [--repeat 1] [--only letter_scale,news20_train] [--scale 5]
 """
 from __future__ import annotations
 
 import argparse
 import json
 import re
+from pathlib import Path
 
 from _common import CACHE, DATASETS, gunzip_to, libsvm_to_vw, need_shared, run_rss, streamlearn_cmd, table, vw_cmd
 
@@ -35,7 +40,10 @@ OURS = [  # label, extra arguments
     ("adagrad --normalized -l 0.5", ["--normalized", "-l", "0.5"]),
     ("adagrad multiclass_logistic --normalized", ["--loss_function", "multiclass_logistic", "--normalized"]),
     ("oja-son", ["--algo", "oja-son"]),
+    ("oja-son --loss_function logistic", ["--algo", "oja-son", "--loss_function", "logistic"]),
 ]
+#: throughput at scale: these sets repeated --scale times (one file, one pass), VW's update rule
+SCALED = ["pmlb_letter", "mnist_test10k", "news20_train"]
 
 
 def _vw(vwfile, K, repeat):
@@ -64,6 +72,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--only", default="", help="comma-separated data set names")
+    ap.add_argument("--scale", type=int, default=5, help="repeat factor of the throughput table (0: skip it)")
     a = ap.parse_args()
     need_shared()
     only = set(filter(None, a.only.split(",")))
@@ -89,6 +98,44 @@ def main():
     print("\nMulticlass, one pass of progressive validation, -b 18, no other flag (error: weighted 0/1 loss; "
           f"examples/s: whole-process wall time, best of {a.repeat})")
     print(table(rows, ["dataset", "K", "n", "run", "error", "d err (pts)", "examples/s", "speed vs VW", "RSS MB"]))
+    if a.scale > 0:
+        scaled(a, only)
+
+
+def _repeat(src: Path, dst: Path, times: int) -> Path:
+    if not dst.exists():
+        body = src.read_bytes()
+        tmp = dst.with_suffix(".tmp")
+        with open(tmp, "wb") as f:
+            for _ in range(times):
+                f.write(body)
+        tmp.replace(dst)
+    return dst
+
+
+def scaled(a, only):
+    rows = []
+    for name, rel, K in SETS:
+        if name not in SCALED or (only and name not in only):
+            continue
+        src = DATASETS / rel
+        vw1 = libsvm_to_vw(src, CACHE / f"{name}.vw") if rel.endswith(".libsvm.gz") else gunzip_to(src, CACHE / f"{name}.vw")
+        vwfile = _repeat(vw1, CACHE / f"{name}_x{a.scale}.vw", a.scale)
+        ours_in = vwfile
+        if rel.endswith(".libsvm.gz"):
+            ours_in = _repeat(gunzip_to(src, CACHE / f"{name}.libsvm"), CACHE / f"{name}_x{a.scale}.libsvm", a.scale)
+        vw_wall, vw_err, n, vw_rss = _vw(vwfile, K, a.repeat)
+        rows.append({"dataset": f"{name} x{a.scale}", "K": K, "n": n, "run": "VW --oaa K", "error": f"{vw_err:.4f}",
+                     "examples/s": f"{n / vw_wall:,.0f}", "speed vs VW": "1.00x", "RSS MB": f"{vw_rss:.0f}"})
+        for label, extra in OURS[:2]:
+            wall, err, n2, rss = _ours(ours_in, K, extra, a.repeat)
+            rows.append({"dataset": "", "K": "", "n": "", "run": label, "error": f"{err:.4f}",
+                         "examples/s": f"{n / wall:,.0f}", "speed vs VW": f"{vw_wall / wall:.2f}x",
+                         "RSS MB": f"{rss:.0f}"})
+        print(f"  done {name} x{a.scale}", flush=True)
+    print(f"\nThroughput at scale: each set repeated {a.scale} times, one pass, -b 18, whole-process wall "
+          f"time, best of {a.repeat} (ours reads the LIBSVM file where the set is LIBSVM, VW its VW text)")
+    print(table(rows, ["dataset", "K", "n", "run", "error", "examples/s", "speed vs VW", "RSS MB"]))
 
 
 if __name__ == "__main__":

@@ -75,8 +75,10 @@ class Evaluation:
     last_row_weight: float = 0.0
     t0: float = field(default_factory=time.perf_counter)
 
-    def add(self, batch, pred, loss, schedule: ProgressSchedule | None, emit_row=None):
-        """Fold one batch of recorded predictions and losses into the sums."""
+    def add(self, batch, pred, loss, schedule: ProgressSchedule | None, emit_row=None, probs=None):
+        """Fold one batch of recorded predictions and losses into the sums. With ``probs``
+        (``--probabilities``: ``(n, K)``) a progress row shows the predicted class as VW does,
+        ``3(44%)``: the class and its probability."""
         n = batch.n
         if n == 0:
             return
@@ -120,8 +122,11 @@ class Evaluation:
                 dw = tot_w - self.last_row_weight
                 since = (tot_l - self.last_row_loss) / dw if dw > 0 else float("nan")
                 self.last_row_loss, self.last_row_weight = tot_l, tot_w
+                shown = float(pred[i])
+                if probs is not None and not math.isnan(shown):
+                    shown = f"{int(shown)}({100 * probs[i, int(shown) - 1]:.0f}%)"
                 emit_row(avg, since, base_count + i + 1, float(batch.weights[i]),
-                         float(batch.labels[i]), float(pred[i]), int(nfeat[i]))
+                         float(batch.labels[i]), shown, int(nfeat[i]))
                 schedule.advance()
         self.examples += n
         self.labeled += int(labeled.sum())
@@ -325,7 +330,7 @@ def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on
                 pred, loss = learner.learn_batch(part) if learn else learner.predict_batch(part)
                 if np.isnan(pred).any():
                     _degenerated(learner, part, pred)
-                ev.add(part, pred, loss, schedule, emit_row)
+                ev.add(part, pred, loss, schedule, emit_row, getattr(learner, "last_probabilities", None))
                 if on_predictions is not None:
                     on_predictions(part, pred)
             if fatal is not None:

@@ -14,6 +14,8 @@ def table_header() -> list[str]:
 
 
 def _fmt_num(x, multiclass=False):
+    if isinstance(x, str):  # already formatted (e.g. VW's "3(44%)" of --probabilities)
+        return x
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "unknown"
     if multiclass:
