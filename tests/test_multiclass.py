@@ -104,7 +104,7 @@ def test_softmax_kernel_matches_numpy_reference(normalized, run_learner, cut_bat
     batch = Batch(batch.offsets, batch.indices, batch.values, y, w)
     L = make_learner("adagrad", {"oaa": K, "loss_function": "multiclass_logistic", "bit_precision": 12,
                                  "normalized": normalized or None})
-    assert isinstance(L, SoftmaxAdaGrad) and L.eta == (0.5 if normalized else 0.1)
+    assert isinstance(L, SoftmaxAdaGrad) and L.eta == (1.0 if normalized else 0.1)
     L.set_probabilities(True)
     preds, losses, probs = [], [], []
     for b in cut_batches(batch, [1, 9, 120]):
