@@ -87,7 +87,7 @@ def save_model(path: str, learner, reader: dict) -> int:
     from .io.model_file import all_finite, write_model
 
     meta, arrays = learner.state_dict()
-    bad = [k for k, a in arrays.items() if np.asarray(a).dtype.kind == "f" and not all_finite(np.asarray(a))]
+    bad = [k for k, a in arrays.items() if np.dtype(a.dtype).kind == "f" and not all_finite(a)]
     if bad:
         raise NumericError(f"{path}: not written: the {learner.name} model's {', '.join(bad)} hold NaN or inf "
                            "(its state degenerated); an existing file is unchanged")
@@ -99,7 +99,7 @@ def load_model(path: str):
     from .algos import LEARNERS, learner_from_state
     from .io.model_file import read_model
 
-    header, arrays = read_model(path)
+    header, arrays = read_model(path, sparse=True)
     algo = header.get("algo")
     if algo not in LEARNERS:
         raise ModelFileError(f"{path}: model uses algorithm {algo!r}, which this streamlearn "

@@ -6,7 +6,9 @@ Wabbit's default learner uses (Ross, Mineiro & Langford 2013), so VW users find 
 (VW: ``-l 0.5``, the default here when ``--normalized`` is given).
 
 State: ``w``, ``G`` (and ``N``, the per-feature scale, for ``--normalized``) as float32 arrays
-of length ``2**b``, like VW's weight table; arithmetic is float64.
+of length ``2**b``, like VW's weight table; arithmetic is float64. From ``-b 22`` on, the pages
+of the tables that updates touch are tracked (:class:`~streamlearn.memory.PageSet`), so a
+model is saved and loaded in the size of what was learned, not of ``2**b``.
 
 Kernel: :func:`streamlearn.kernels.adagrad_run`, the seam's binding of
 :func:`streamlearn.algos._adagrad_kernels.adagrad_run` (numba) or of its bit-identical C port,
@@ -17,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernels
+from ..memory import PageSet, SparseTable
 from .base import Learner, Param, lazy_copy, lazy_zeros
 
 __all__ = ["AdaGrad"]
@@ -39,6 +42,7 @@ class AdaGrad(Learner):
         self.G = lazy_zeros(size, np.float32)
         self.N = lazy_zeros(size if self.hyper["normalized"] else 1, np.float32)
         self.scal = np.zeros(4, np.float64)  # sum_norm_x, total_weight, min_label, max_label
+        self.pages = PageSet(size)  # where w, G, N may be non-zero (tracked from -b 22 on)
         self._apply_hyper()
 
     compiled_kernels = ((kernels.lazy("streamlearn.algos._adagrad_kernels"), "adagrad_run"),)
@@ -51,6 +55,8 @@ class AdaGrad(Learner):
         self.eta = float(lr if lr is not None else (0.5 if self.hyper["normalized"] else 0.1))
 
     def _run(self, batch, learn):
+        if learn:
+            self.pages.mark(batch.indices, self.mask)
         pred = np.empty(batch.n)
         loss = np.empty(batch.n)
         args = (batch.offsets, batch.indices, batch.values, batch.labels, batch.weights,
@@ -60,19 +66,33 @@ class AdaGrad(Learner):
         self.examples_learned += n
         return pred, loss
 
-    def learn_batch(self, batch):
-        return self._run(batch, True)
-
-    def predict_batch(self, batch):
-        return self._run(batch, False)
+    _TABLES = ("w", "G", "N")
 
     def _arrays(self):
-        return {"w": self.w, "G": self.G, "N": self.N, "scal": self.scal}
+        pages = self.pages
+        if not pages.worth_it():  # small or mostly touched tables: model_file scans them
+            return {"w": self.w, "G": self.G, "N": self.N, "scal": self.scal}
+        entries = pages.entries()
+        out = {k: pages.table(getattr(self, k), entries) if getattr(self, k).shape[0] == pages.size
+               else getattr(self, k) for k in self._TABLES}
+        out["scal"] = self.scal
+        return out
 
     def _load_arrays(self, arrays):
         for k in ("w", "G", "N", "scal"):
-            a = np.asarray(arrays[k])
+            a = arrays[k]
+            if not isinstance(a, SparseTable):
+                a = np.asarray(a)
             cur = getattr(self, k)
             if a.shape != cur.shape or a.dtype != cur.dtype:
                 raise ValueError(f"array {k}: shape/dtype {a.shape}/{a.dtype} does not fit {cur.shape}/{cur.dtype}")
-            setattr(self, k, lazy_copy(a))
+            if isinstance(a, SparseTable):
+                if a.idx.size and (a.idx.min() < 0 or a.idx.max() >= a.size):
+                    raise ValueError(f"array {k}: index out of range")
+                setattr(self, k, a.dense())  # a new array: no copy
+                if k in self._TABLES:
+                    self.pages.mark_entries(a.idx)
+            else:
+                setattr(self, k, lazy_copy(a))
+                if k in self._TABLES:
+                    self.pages.mark_nonzero(a)

@@ -48,7 +48,9 @@ Protocol
     Extra figures for the run summary / metrics (e.g. a sketch's compression factor).
 ``state_dict() -> (meta, arrays)`` / ``from_state(meta, arrays)``
     ``meta`` is JSON-able (``algo`` plus every hyper-parameter and counter); ``arrays`` a dict
-    of NumPy arrays. ``from_state(*state_dict())`` must give a learner whose every future
+    of NumPy arrays, or of :class:`~streamlearn.memory.SparseTable` for big hashed tables whose
+    touched pages the learner tracks (:class:`~streamlearn.memory.PageSet`), so that a ``-b 32``
+    model saves and loads in O(touched entries); ``from_state`` takes either form. ``from_state(*state_dict())`` must give a learner whose every future
     prediction and update is bit-identical. A learner implements ``_arrays`` /
     ``_load_arrays`` (usually loops over the fields of its kernel state tuple) and, for
     non-array state, ``_extra_meta`` / ``_load_extra_meta``.
@@ -234,4 +236,4 @@ class Learner:
 
     @property
     def model_arrays_bytes(self) -> int:
-        return int(sum(np.asarray(a).nbytes for a in self._arrays().values()))
+        return int(sum(a.nbytes for a in self._arrays().values()))
