@@ -133,14 +133,20 @@ def test_softmax_learns_and_its_layout_is_vws():
 
 
 @pytest.mark.parametrize("hyper", [{"oaa": 3, "loss_function": "logistic"},
-                                   {"oaa": 3, "loss_function": "multiclass_logistic", "normalized": True}])
+                                   {"oaa": 3, "loss_function": "logistic", "bit_precision": 26},
+                                   {"oaa": 3, "loss_function": "multiclass_logistic", "normalized": True},
+                                   {"oaa": 3, "loss_function": "multiclass_logistic", "bit_precision": 26}])
 def test_model_file_round_trip_keeps_the_wrapped_learner(hyper, tmp_path):
+    """Save, load, continue: the same predictions (at -b 26 each class / row table has 2^24
+    entries, so the touched-page path of the model file is the one taken)."""
     batch, *_ = _stream(n=300, K=3)
     L = make_learner("adagrad", dict(hyper))
     L.learn_batch(batch.slice(0, 200))
     save_model(str(tmp_path / "m.slm"), L, {"quadratic": [], "constant": True})
     back, _, header = load_model(str(tmp_path / "m.slm"))
     assert type(back) is type(L) and header["algo"] == "adagrad" and back.n_classes == 3
+    if hyper.get("bit_precision"):
+        assert (tmp_path / "m.slm").stat().st_size < 100_000  # touched entries only
     np.testing.assert_array_equal(back.learn_batch(batch.slice(200, 300))[0], L.learn_batch(batch.slice(200, 300))[0])
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import lazy
+from ..memory import PageSet, SparseTable
 from .base import Learner, lazy_copy, lazy_zeros
 from .losses import Loss
 from .multiclass import class_bits, class_label_mask
@@ -73,6 +74,7 @@ class SoftmaxAdaGrad(Learner):
         self.G = lazy_zeros((rows, K), np.float32)
         self.N = lazy_zeros(rows if self.rule == 1 else 1, np.float32)
         self.scal = np.zeros(2, np.float64)  # sum h ||x / N||^2, sum h (rule 1)
+        self.pages = PageSet(rows)  # rows that updates touch (tracked from 2^22 rows on, as AdaGrad)
         self.probabilities = False
         self.last_probabilities = None
         self._apply_hyper()
@@ -109,6 +111,8 @@ class SoftmaxAdaGrad(Learner):
         if bad.any():
             raise ValueError(self.label_problem(batch.labels[np.flatnonzero(bad)[0]]))
         n = batch.n
+        if learn:
+            self.pages.mark(batch.indices, self.row_mask)
         pred = np.empty(n)
         loss = np.empty(n)
         probs = np.empty((n if self.probabilities else 0, self.n_classes))
@@ -125,15 +129,42 @@ class SoftmaxAdaGrad(Learner):
         return {"oaa_classes": self.n_classes, "bits_per_class": self.bits - self.class_shift}
 
     def _arrays(self):
-        return {"W": self.W, "G": self.G, "N": self.N, "scal": self.scal}
+        """``W`` and ``G`` flat (row-major, K per row), so that a big table whose touched rows
+        are known is saved as a :class:`SparseTable` of those rows' entries (O(touched), not
+        O(2^b), as AdaGrad's tables)."""
+        out = {"W": self.W.reshape(-1), "G": self.G.reshape(-1), "N": self.N, "scal": self.scal}
+        pages = self.pages
+        if pages.worth_it():
+            rows = pages.entries()
+            K = self.n_classes
+            flat = (rows[:, None] * K + np.arange(K, dtype=np.int64)[None, :]).reshape(-1)
+            out["W"] = pages.table(out["W"], flat)
+            out["G"] = pages.table(out["G"], flat)
+            if self.N.shape[0] == pages.size:
+                out["N"] = pages.table(self.N, rows)
+        return out
 
     def _load_arrays(self, arrays):
+        K = self.n_classes
         for k in ("W", "G", "N", "scal"):
-            a = np.asarray(arrays[k])
+            a = arrays[k]
+            if not isinstance(a, SparseTable):
+                a = np.asarray(a)
             cur = getattr(self, k)
-            if a.shape != cur.shape or a.dtype != cur.dtype:
-                raise ValueError(f"array {k}: shape/dtype {a.shape}/{a.dtype} does not fit {cur.shape}/{cur.dtype}")
-            setattr(self, k, lazy_copy(a))
+            want = (cur.size,) if k in ("W", "G") else cur.shape
+            if a.shape != want or a.dtype != cur.dtype:
+                raise ValueError(f"array {k}: shape/dtype {a.shape}/{a.dtype} does not fit {want}/{cur.dtype}")
+            if isinstance(a, SparseTable):
+                if a.idx.size and (a.idx.min() < 0 or a.idx.max() >= a.size):
+                    raise ValueError(f"array {k}: index out of range")
+                new = a.dense()
+                self.pages.mark_entries(a.idx // K if k in ("W", "G") else a.idx)
+            else:
+                new = lazy_copy(a)
+                if k != "scal":
+                    nz = np.flatnonzero(new.reshape(-1).view(np.uint32))
+                    self.pages.mark_entries(nz // K if k in ("W", "G") else nz)
+            setattr(self, k, new.reshape(cur.shape))
 
     def state_dict(self):
         meta, arrays = super().state_dict()
