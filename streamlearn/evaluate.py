@@ -45,11 +45,17 @@ class ProgressSchedule:
 
 @dataclass
 class Evaluation:
-    """Running sums of a progressive-validation (or test-only) run."""
+    """Running sums of a progressive-validation (or test-only) run.
+
+    Multiclass runs are reported as VW reports ``--oaa``: the average loss (table and summary)
+    is the weighted 0/1 loss, the weighted label sum is 0, there is no best constant, and with
+    ``log_loss`` the learner's per-example losses (its cross-entropy) are summed apart, as VW's
+    ``average multiclass log loss``."""
 
     loss_name: str
     classification: bool
     multiclass: bool = False
+    log_loss: bool = False
     examples: int = 0
     labeled: int = 0
     weighted_examples: float = 0.0
@@ -62,14 +68,17 @@ class Evaluation:
     binary_labels: bool = True
     label_lo: float = float("inf")
     err_sum_half: float = 0.0
+    log_loss_sum: float = 0.0
     total_features: int = 0
     skipped_lines: int = 0
     last_row_loss: float = 0.0
     last_row_weight: float = 0.0
     t0: float = field(default_factory=time.perf_counter)
 
-    def add(self, batch, pred, loss, schedule: ProgressSchedule | None, emit_row=None):
-        """Fold one batch of recorded predictions and losses into the sums."""
+    def add(self, batch, pred, loss, schedule: ProgressSchedule | None, emit_row=None, probs=None):
+        """Fold one batch of recorded predictions and losses into the sums. With ``probs``
+        (``--probabilities``: ``(n, K)``) a progress row shows the predicted class as VW does,
+        ``3(44%)``: the class and its probability."""
         n = batch.n
         if n == 0:
             return
@@ -80,7 +89,10 @@ class Evaluation:
         nfeat = np.diff(batch.offsets)
         if self.multiclass:
             err = (pred != lab).astype(np.float64) * w
-            target = lab
+            target = np.zeros(n)  # VW: weighted label sum 0 for multiclass labels
+            if self.log_loss:
+                self.log_loss_sum += float(wl.sum())
+            wl = err  # VW's --oaa average loss: the 0/1 loss
         else:
             if self.classification:
                 target = np.where(lab > 0, 1.0, -1.0)
@@ -110,8 +122,11 @@ class Evaluation:
                 dw = tot_w - self.last_row_weight
                 since = (tot_l - self.last_row_loss) / dw if dw > 0 else float("nan")
                 self.last_row_loss, self.last_row_weight = tot_l, tot_w
+                shown = float(pred[i])
+                if probs is not None and not math.isnan(shown):
+                    shown = f"{int(shown)}({100 * probs[i, int(shown) - 1]:.0f}%)"
                 emit_row(avg, since, base_count + i + 1, float(batch.weights[i]),
-                         float(batch.labels[i]), float(pred[i]), int(nfeat[i]))
+                         float(batch.labels[i]), shown, int(nfeat[i]))
                 schedule.advance()
         self.examples += n
         self.labeled += int(labeled.sum())
@@ -134,6 +149,8 @@ class Evaluation:
             "weighted_label_sum": self.weighted_label_sum,
             "loss_function": self.loss_name,
             "average_loss": avg,
+            "multiclass_log_loss": (self.log_loss_sum / self.weighted_labeled
+                                    if self.multiclass and self.log_loss and self.weighted_labeled > 0 else None),
             "error_rate": None,
             "best_constant": None,
             "best_constant_loss": None,
@@ -289,7 +306,8 @@ def binary_outputs(batch, pred, loss):
 
 
 def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on_predictions=None,
-               on_errors=None, evaluation=None, guard=None, strict=False, binary=False, on_raw=None):
+               on_errors=None, evaluation=None, guard=None, strict=False, binary=False, on_raw=None,
+               log_loss=None):
     """Run the learner over ``batches``; returns the :class:`Evaluation`.
 
     ``on_predictions(batch, pred)`` receives every batch's recorded predictions (for ``-p``; with
@@ -303,7 +321,9 @@ def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on
     or have labels the learner cannot use.
     """
     guard = guard or InterruptGuard()
-    ev = evaluation or Evaluation(learner.loss_name, learner.loss.classification, learner.multiclass)
+    if log_loss is None:  # a softmax learner's loss is its cross-entropy
+        log_loss = bool(learner.multiclass and learner.native_multiclass)
+    ev = evaluation or Evaluation(learner.loss_name, learner.loss.classification, learner.multiclass, log_loss)
     head = _BadHead()
 
     def skipped(errs, fmt, labels):
@@ -329,7 +349,7 @@ def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on
                     on_raw(part, pred if raw is None else raw)
                 if binary:
                     pred, loss = binary_outputs(part, pred, loss)
-                ev.add(part, pred, loss, schedule, emit_row)
+                ev.add(part, pred, loss, schedule, emit_row, getattr(learner, "last_probabilities", None))
                 if on_predictions is not None:
                     on_predictions(part, pred)
             if fatal is not None:

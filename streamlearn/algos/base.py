@@ -20,6 +20,16 @@ Protocol
 ``last_raw`` (optional)
     After ``learn_batch`` / ``predict_batch``: the batch's scores before clipping, for ``-r``
     (learners that clip their predictions set it; otherwise ``-r`` writes the predictions).
+``native_multiclass``
+    True for a learner that handles ``--oaa K`` itself (BEAR, MISSION: per-class sketches and
+    softmax). Any other learner gets ``--oaa K`` from the generic one-against-all reduction
+    (:mod:`streamlearn.algos.multiclass`: K copies of the binary learner) without code of its
+    own; ``algos.make_learner`` chooses.
+``probabilities`` / ``last_probabilities`` (multiclass learners)
+    ``set_probabilities(True)`` asks for per-class probabilities; each learn / predict call
+    then leaves them in ``last_probabilities`` (``(n, K)``) for ``-p``. A multiclass
+    learner's ``loss`` is its per-example cross-entropy (the run reports the 0/1 loss as the
+    average loss, as VW's ``--oaa``, and the cross-entropy in its own field).
 ``wants_names``
     True if the readers should keep feature-name spans for this learner (default False).
 ``selects_features`` / ``top_features(refresh=True)``
@@ -61,7 +71,7 @@ from ..memory import lazy_copy, lazy_zeros  # noqa: F401  (re-exported for the l
 
 from .losses import Loss, get_loss
 
-__all__ = ["Param", "Learner", "COMMON_PARAMS", "lazy_zeros"]
+__all__ = ["Param", "Learner", "COMMON_PARAMS", "MULTICLASS_LOSSES", "lazy_zeros"]
 
 
 @dataclass(frozen=True)
@@ -83,13 +93,20 @@ class Param:
 COMMON_PARAMS = (
     Param("bit_precision", int, 18, "Number of bits in the feature table (weights index = hash mod 2^b).",
           short="-b", structural=True),
-    Param("loss_function", ("squared", "logistic", "hinge", "quantile"), "squared",
+    Param("loss_function", ("squared", "logistic", "hinge", "quantile", "multiclass_logistic"), "squared",
           "Loss function: squared, logistic, hinge or quantile (VW's pinball loss, --quantile_tau; "
-          "adagrad only).", structural=True),
+          "adagrad only); with --oaa: of each class's binary learner; multiclass_logistic: softmax "
+          "cross-entropy over the --oaa K classes, one joint learner (adagrad).", structural=True),
     Param("random_seed", int, 0, "Seed of every random choice a learner makes (bear/mission: the Count "
           "Sketch hash functions); the same data, options and seed give byte-identical models.",
           structural=True),
+    Param("oaa", int, None, "Multiclass with K classes (labels 1..K; others are skipped): one-against-all "
+          "over K binary learners, each with -b minus ceil(log2 K) bits as VW's --oaa (bear, mission: "
+          "one sketch + heap per class and softmax); the prediction is the class id.", structural=True),
 )
+
+#: Loss functions that are not a binary learner's: they need ``--oaa K`` and a joint learner.
+MULTICLASS_LOSSES = ("multiclass_logistic",)
 
 
 class Learner:
@@ -100,6 +117,7 @@ class Learner:
     multiclass: ClassVar[bool] = False
     #: the --loss_function values the learner's kernels take
     losses: ClassVar[tuple] = ("squared", "logistic", "hinge")
+    native_multiclass: ClassVar[bool] = False
     wants_names: ClassVar[bool] = False
     selects_features: ClassVar[bool] = False
 
@@ -121,7 +139,12 @@ class Learner:
         if not 1 <= self.bits <= 32:
             raise ValueError(f"-b/--bit_precision must be in 1..32, got {self.bits}")
         self.mask = (1 << self.bits) - 1
-        if self.hyper["loss_function"] not in self.losses:
+        if self.hyper["oaa"] and not self.native_multiclass:
+            raise ValueError(f"--algo {self.name} takes --oaa through the one-against-all reduction "
+                             "(streamlearn.algos.make_learner), not directly")
+        if self.hyper["loss_function"] in MULTICLASS_LOSSES:
+            raise ValueError(f"--loss_function {self.hyper['loss_function']} needs --oaa K (and --algo adagrad)")
+        if self.hyper["loss_function"] not in self.losses + MULTICLASS_LOSSES:
             from . import LEARNERS
             takers = [n for n, c in LEARNERS.items() if self.hyper["loss_function"] in c.losses]
             raise ValueError(f"--algo {self.name} does not take --loss_function {self.hyper['loss_function']}; "

@@ -98,8 +98,6 @@ SKETCH_PARAMS = (
     Param("sketch_seed", int, 0, "Seed of the Count Sketch hash functions.", structural=True),
     Param("top_k", int, 1000, "Number of features kept (per class) in the top-k heap.",
           structural=True),
-    Param("oaa", int, 0, "Multiclass with K classes (labels 1..K): one sketch + heap per class, "
-          "softmax cross-entropy.", structural=True),
     Param("learning_rate", float, None,
           "Step size eta (bear: 0.1, mission: 0.01; adagrad: 0.1).", short="-l"),
     Param("step_schedule", ("constant", "inverse"), "constant",
@@ -118,6 +116,7 @@ class SketchLearner(Learner):
     default_minibatch = 1
     wants_names = True  # readers keep feature-name spans so the heap can capture names
     selects_features = True
+    native_multiclass = True  # --oaa K: per-class sketches + softmax, not the one-against-all reduction
     #: The learner's kernel module (``lazy(...)``) and the name of its run kernel there.
     kernels = None
     run_kernel = ""
@@ -125,7 +124,7 @@ class SketchLearner(Learner):
     def __init__(self, **hyper):
         super().__init__(**hyper)
         h = self.hyper
-        K = int(h["oaa"])
+        K = int(h["oaa"] or 0)  # --oaa is a common option (base.COMMON_PARAMS)
         if K < 0 or K == 1:
             raise ValueError("--oaa must be 0 (binary / regression) or at least 2")
         self.n_classes = K

@@ -119,6 +119,11 @@ def output_options(f):
                           "--link; VW's -r) to this file ('-' = stdout)."),
         click.option("--link", type=click.Choice(["identity", "logistic"]), default="identity", show_default=True,
                      help="Transform written predictions (logistic: probability of the positive class)."),
+        click.option("--probabilities", is_flag=True,
+                     help="Multiclass (--oaa K): -p writes every class's probability, '1:p1 ... K:pK', as VW "
+                          "(one-against-all: normalised sigmoids, needs --loss_function logistic; "
+                          "multiclass_logistic: the softmax), and the summary adds the average multiclass "
+                          "log loss."),
     ]
     for o in reversed(opts):
         f = o(f)

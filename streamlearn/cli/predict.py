@@ -21,7 +21,7 @@ def predict(files, data, **kw):
 
     cfg = RunConfig(data=list(data) + list(files) or ["-"], fmt=kw["fmt"], initial_model=kw["initial_model"],
                     predictions=kw["predictions"] or "-", raw_predictions=kw["raw_predictions"],
-                    link=kw["link"], progress=kw["progress"],
+                    link=kw["link"], probabilities=kw["probabilities"], progress=kw["progress"],
                     quiet=kw["quiet"], strict=kw["strict"], metrics=kw["metrics"],
                     label_column=kw["label_column"], **run_settings())
     run_api(api_predict, cfg)

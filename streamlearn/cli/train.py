@@ -46,7 +46,7 @@ def train(files, data, algo, quadratic, noconstant, unit_norm, binary, **kw):
                     quadratic=tuple(quadratic), constant=not noconstant, unit_norm=unit_norm,
                     initial_model=kw["initial_model"], final_model=kw["final_model"],
                     predictions=kw["predictions"], raw_predictions=kw["raw_predictions"], binary=binary,
-                    link=kw["link"], test_only=kw["test_only"],
+                    link=kw["link"], probabilities=kw["probabilities"], test_only=kw["test_only"],
                     passes=kw["passes"], progress=kw["progress"], quiet=kw["quiet"], strict=kw["strict"],
                     metrics=kw["metrics"], save_on_interrupt=kw["save_on_interrupt"],
                     select_out=kw["select_out"], label_column=kw["label_column"], **run_settings())
