@@ -35,11 +35,12 @@ def c_library(checkout: Path):
     return libs[0] if libs else None
 
 
-def timed(cmd, env):
-    """Run ``cmd``; returns (wall s, CPU s of the child (user + system))."""
+def timed(cmd, env, cwd):
+    """Run ``cmd`` in ``cwd`` (``python -m`` imports from there first); returns (wall s, CPU s of the
+    child (user + system))."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    p = subprocess.run(cmd, env=env, capture_output=True)
+    p = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
@@ -64,14 +65,14 @@ def measure(checkout: Path, algo: str, data: Path):
     """(cold wall, cold CPU, warm wall, warm CPU) of one learner in a fresh numba cache."""
     with tempfile.TemporaryDirectory(prefix="sl-numba-cache-") as cache:
         env = env_for(checkout, cache)
-        cold = timed(train_cmd(algo, data), env)
-        warm = timed(train_cmd(algo, data), env)
+        cold = timed(train_cmd(algo, data), env, checkout)
+        warm = timed(train_cmd(algo, data), env, checkout)
     return cold + warm
 
 
 def measure_warmup(checkout: Path):
     with tempfile.TemporaryDirectory(prefix="sl-numba-cache-") as cache:
-        return timed([sys.executable, "-m", "streamlearn", "warmup"], env_for(checkout, cache))
+        return timed([sys.executable, "-m", "streamlearn", "warmup"], env_for(checkout, cache), checkout)
 
 
 def main():
