@@ -10,8 +10,13 @@ seconds of the process (user + system) are steadier, so both are printed.
 commit before a change) interleaved with this one, run by run, so both are measured in the same
 minutes, and prints the ratios. A checkout without its own C library uses this one's.
 
+``--speed FILE`` (with ``--against``) also times warm runs (kernels cached) of each learner on
+FILE for both checkouts, best of ``--speed_repeat``: a change that cuts compile time must not
+slow the kernels.
+
 Run: python benchmarks/compile_time.py [--lines 1000] [--repeat 2] [--algo bear ...]
                                        [--against /path/to/other/checkout] [--warmup]
+                                       [--speed FILE [--speed_repeat 3]]
 (needs nothing from ../shared: the data are the first --lines lines of sample_data/a9a_train_3k).
 """
 from __future__ import annotations
@@ -82,6 +87,8 @@ def main():
     ap.add_argument("--algo", action="append", choices=ALGOS, help="learner (may repeat; default all)")
     ap.add_argument("--against", type=Path, help="another checkout to compare with, run by run")
     ap.add_argument("--warmup", action="store_true", help="also time `streamlearn warmup` (all learners)")
+    ap.add_argument("--speed", type=Path, help="also time warm runs on this file (kernel speed)")
+    ap.add_argument("--speed_repeat", type=int, default=3)
     a = ap.parse_args()
     algos = a.algo or list(ALGOS)
     checkouts = [("this", ROOT)] + ([("against", a.against.resolve())] if a.against else [])
@@ -118,6 +125,36 @@ def main():
         print(line)
     print(f"(cold: a first run that compiles the learner's kernels; warm: the same run with them cached; "
           f"ratio = this / {a.against})" if a.against else "")
+    if a.speed:
+        speed(a.speed, algos, checkouts, a.speed_repeat)
+
+
+def speed(data: Path, algos, checkouts, repeat):
+    """Warm runs (cache filled by a first run) of each learner on ``data``, best of ``repeat``,
+    each checkout in turn."""
+    best = {}
+    with tempfile.TemporaryDirectory(prefix="sl-speed-") as d:
+        for name, path in checkouts:
+            for algo in algos:
+                timed(train_cmd(algo, data), env_for(path, f"{d}/{name}"), path)  # compile once
+        for _ in range(repeat):
+            for algo in algos:
+                for name, path in checkouts:
+                    t = timed(train_cmd(algo, data), env_for(path, f"{d}/{name}"), path)
+                    old = best.get((name, algo))
+                    best[(name, algo)] = t if old is None else (min(old[0], t[0]), min(old[1], t[1]))
+    print(f"\nkernel speed: warm `streamlearn train --algo A {data.name}`, best of {repeat}")
+    hdr = f"{'learner':<14} {'wall s':>8} {'CPU s':>8}"
+    if len(checkouts) > 1:
+        hdr += f" | {'before wall':>11} {'before CPU':>10} | {'CPU ratio':>9} {'wall ratio':>10}"
+    print(hdr)
+    for algo in algos:
+        w, c = best[("this", algo)]
+        line = f"{algo:<14} {w:>8.2f} {c:>8.2f}"
+        if len(checkouts) > 1:
+            ow, oc = best[("against", algo)]
+            line += f" | {ow:>11.2f} {oc:>10.2f} | {c / oc:>8.3f}x {w / ow:>9.3f}x"
+        print(line)
 
 
 if __name__ == "__main__":
