@@ -46,3 +46,36 @@ def test_no_function_is_compiled_at_run_time(path):
                     f = inner.func
                     name = f.id if isinstance(f, ast.Name) else getattr(f, "attr", "")
                     assert name not in ("njit", "jit"), f"{path.name}:{inner.lineno}: njit at run time"
+
+
+def _inner_helpers():
+    """Kernels compiled without a CPython wrapper (``kernels._jit.INNER``): (module, name)."""
+    out = []
+    for path in KERNEL_FILES:
+        mod = importlib.import_module(_modname(path))
+        for name, obj in vars(mod).items():
+            if (isinstance(obj, CPUDispatcher) and obj.py_func.__module__ == mod.__name__
+                    and obj.targetoptions.get("no_cpython_wrapper")):
+                out.append((mod.__name__, name))
+    return out
+
+
+def test_helpers_without_a_python_wrapper_are_private_and_never_called_from_python():
+    """A helper compiled without its CPython wrapper would crash the process if Python called
+    it: each is private (``_name``), and no Python-side module, test or benchmark calls one
+    (they call its public ``name``, where there is one)."""
+    import re
+
+    inner = _inner_helpers()
+    assert len(inner) > 10
+    assert [n for _, n in inner if not n.startswith("_")] == []
+    names = {n for _, n in inner}
+    root = PKG.parent
+    kernel_files = set(KERNEL_FILES)
+    calls = re.compile(r"\.(" + "|".join(sorted(map(re.escape, names))) + r")\(")
+    for path in [*PKG.rglob("*.py"), *(root / "tests").rglob("*.py"), *(root / "benchmarks").rglob("*.py")]:
+        if path in kernel_files or path.name == "test_kernel_hygiene.py":
+            continue
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            m = calls.search(line)
+            assert m is None, f"{path.name}:{i}: calls the wrapper-less kernel helper {m.group(1)} from Python"

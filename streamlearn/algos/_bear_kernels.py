@@ -17,8 +17,9 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ._sketch_kernels import (DRIVER_HYPER, active_gradient, eff_weights, hll_add, implements_update,
-                              mb_gradient, mb_predict, minibatch_run, offer_active, sketch_add)
+from ..kernels._jit import INNER, KERNEL
+from ._sketch_kernels import (DRIVER_HYPER, _active_gradient, _eff_weights, _hll_add, _mb_gradient, _mb_predict,
+                              _offer_active, _sketch_add, implements_update, minibatch_run)
 
 __all__ = ["Ring", "BearHyper", "two_loop", "bear_update", "bear_run", "ring_push"]
 
@@ -52,7 +53,7 @@ def _home64(key, tmask):
     return np.int64((np.uint64(key) * _FIB64) >> np.uint64(40)) & tmask
 
 
-@njit(cache=True, nogil=True)
+@njit(**INNER)
 def _find_or_add(tbl, tkeys, nU, key):
     """Index of coordinate ``key`` in the union table; added (as ``nU[0]``) if absent."""
     tmask = tbl.shape[0] - 1
@@ -70,8 +71,8 @@ def _find_or_add(tbl, tkeys, nU, key):
         j = (j + 1) & tmask
 
 
-@njit(cache=True, nogil=True)
-def two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr,
+@njit(**INNER)
+def _two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr,
              head, count):
     """oLBFGS descent direction (BEAR Alg. 1) for the gradient ``g`` on coordinates ``ckeys``.
 
@@ -142,8 +143,8 @@ def two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_
     return z_out
 
 
-@njit(cache=True, nogil=True)
-def ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
+@njit(**INNER)
+def _ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
               ring_sr, ring_rr, counters, eps):
     """Curvature guard, then store the pair ``(s, r)`` (dense over ``ckeys``) on its own
     supports at the ring's head, overwriting the oldest pair. The guard is relative:
@@ -177,10 +178,12 @@ def ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
         b = np.zeros((tau, newcap), np.float64)
         c = np.zeros((tau, newcap), np.int64)
         e = np.zeros((tau, newcap), np.float64)
-        a[:, :cap] = rs_keys
-        b[:, :cap] = rs_vals
-        c[:, :cap] = rr_keys
-        e[:, :cap] = rr_vals
+        for i in range(tau):  # loops: a slice assignment compiles numba's shape-error formatting (seconds)
+            for j in range(cap):
+                a[i, j] = rs_keys[i, j]
+                b[i, j] = rs_vals[i, j]
+                c[i, j] = rr_keys[i, j]
+                e[i, j] = rr_vals[i, j]
         rs_keys, rs_vals, rr_keys, rr_vals = a, b, c, e
     slot = counters[1]
     j = 0
@@ -225,7 +228,7 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     code = hyper.code
     sketch = st.sketch
     K = sketch.shape[0]
-    akeys, aocc, loc, abk, asg, beta0, inheap, P, G0, tmp = active_gradient(
+    akeys, aocc, loc, abk, asg, beta0, inheap, P, G0, tmp = _active_gradient(
         offsets, values, labels, weights, indices, mb, nmb, st, code)
     nA = akeys.shape[0]
     D = K * nA
@@ -233,34 +236,41 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     for c in range(K):
         for a in range(nA):
             ckeys[c * nA + a] = (np.int64(c) << 32) | np.int64(akeys[a])
-    z = two_loop(G0.ravel(), ckeys, ring.rs_keys, ring.rs_vals, ring.rs_len, ring.rr_keys, ring.rr_vals,
+    z = _two_loop(G0.ravel(), ckeys, ring.rs_keys, ring.rs_vals, ring.rs_len, ring.rr_keys, ring.rr_vals,
                  ring.rr_len, ring.ring_sr, ring.ring_rr, st.counters[1], st.counters[2])
     for a in range(nA):
-        hll_add(st.hll, akeys[a])
+        _hll_add(st.hll, akeys[a])
         for c in range(K):
             d = z[c * nA + a]
             if d != 0.0:
-                sketch_add(sketch[c], abk[a], asg[a], -eta * d)
+                _sketch_add(sketch[c], abk[a], asg[a], -eta * d)
     beta1 = np.empty((K, nA), np.float64)
     keep = inheap
     if not hyper.same_set:
-        keep = np.ones((K, nA), np.bool_)
-    offer_active(st, akeys, aocc, abk, asg, spans, tmp, beta1, keep)
+        keep = np.empty((K, nA), np.bool_)
+        for c in range(K):
+            for a in range(nA):
+                keep[c, a] = True
+    _offer_active(st, akeys, aocc, abk, asg, spans, tmp, beta1, keep)
     if not hyper.same_set:
-        eff_weights(sketch, st.htbl, st.hkeys, akeys, abk, asg, beta1, inheap, tmp)
-    mb_predict(offsets, values, mb, nmb, loc, beta1, P)
+        _eff_weights(sketch, st.htbl, st.hkeys, akeys, abk, asg, beta1, inheap, tmp)
+    _mb_predict(offsets, values, mb, nmb, loc, beta1, P)
     G1 = np.empty((K, nA), np.float64)
-    mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G1, st.lrange)
-    s = (beta1 - beta0).ravel()
-    r = (G1 - G0).ravel()
-    if hyper.mask_r:
-        im = inheap.ravel()
-        for d in range(D):
-            if not im[d]:
-                r[d] = 0.0
+    _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G1, st.lrange)
+    # s = beta1 - beta0, r = G1 - G0, flattened class-major as ckeys (loops: array expressions
+    # compile a ufunc kernel each)
+    s = np.empty(D, np.float64)
+    r = np.empty(D, np.float64)
+    for c in range(K):
+        for a in range(nA):
+            s[c * nA + a] = beta1[c, a] - beta0[c, a]
+            r[c * nA + a] = G1[c, a] - G0[c, a]
+            if hyper.mask_r and not inheap[c, a]:
+                r[c * nA + a] = 0.0
     if hyper.damping > 0.0:  # r + delta s: curvature at least delta (oLBFGS regularisation)
-        r += hyper.damping * s
-    rs_keys, rs_vals, rr_keys, rr_vals = ring_push(
+        for d in range(D):
+            r[d] += hyper.damping * s[d]
+    rs_keys, rs_vals, rr_keys, rr_vals = _ring_push(
         ckeys, s, r, ring.rs_keys, ring.rs_vals, ring.rs_len, ring.rr_keys, ring.rr_vals, ring.rr_len,
         ring.ring_sr, ring.ring_rr, st.counters, hyper.eps)
     return Ring(rs_keys, rs_vals, ring.rs_len, rr_keys, rr_vals, ring.rr_len, ring.ring_sr, ring.ring_rr)
@@ -274,3 +284,15 @@ def bear_run(offsets, indices, values, labels, weights, spans, state, ring, hype
     possibly reallocated)."""
     return minibatch_run(offsets, indices, values, labels, weights, spans, state, ring, hyper,
                          learn, flush, skip, pred_out, loss_out, pending_out)
+
+
+@njit(**KERNEL)
+def two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr, head, count):
+    """:func:`_two_loop` callable from Python (tests, benchmarks)."""
+    return _two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr, head, count)
+
+
+@njit(**KERNEL)
+def ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr, counters, eps):
+    """:func:`_ring_push` callable from Python (tests, benchmarks)."""
+    return _ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr, counters, eps)

@@ -10,8 +10,8 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from ._sketch_kernels import (DRIVER_HYPER, active_gradient, hll_add, implements_update, minibatch_run,
-                              offer_active, sketch_add)
+from ._sketch_kernels import (DRIVER_HYPER, _active_gradient, _hll_add, _offer_active, _sketch_add,
+                              implements_update, minibatch_run)
 
 __all__ = ["MissionHyper", "mission_update", "mission_run"]
 
@@ -29,15 +29,15 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
     st = state
     sketch = st.sketch
     K = sketch.shape[0]
-    akeys, aocc, loc, abk, asg, beta, inheap, P, G, tmp = active_gradient(
+    akeys, aocc, loc, abk, asg, beta, inheap, P, G, tmp = _active_gradient(
         offsets, values, labels, weights, indices, mb, nmb, st, hyper.code)
     nA = akeys.shape[0]
     for a in range(nA):
-        hll_add(st.hll, akeys[a])
+        _hll_add(st.hll, akeys[a])
         for c in range(K):
             if G[c, a] != 0.0:
-                sketch_add(sketch[c], abk[a], asg[a], -eta * G[c, a])
-    offer_active(st, akeys, aocc, abk, asg, spans, tmp, np.empty((K, 0), np.float64), np.empty((K, 0), np.bool_))
+                _sketch_add(sketch[c], abk[a], asg[a], -eta * G[c, a])
+    _offer_active(st, akeys, aocc, abk, asg, spans, tmp, np.empty((K, 0), np.float64), np.empty((K, 0), np.bool_))
     return extra
 
 

@@ -17,9 +17,10 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from ..kernels._jit import INNER, KERNEL
 from ._loss_kernels import SQUARED, invariant_step, loss_deriv, loss_value, target
 
-__all__ = ["SonState", "SonHyper", "SonScratch", "son_run", "rehash", "decompose", "rematerialize",
+__all__ = ["SonState", "SonHyper", "SonScratch", "son_run", "rehash", "rematerialize", "estimate_cond",
            "table_lookup_rows"]
 
 EMPTY = -1
@@ -84,7 +85,7 @@ def _set_frame(tab, sl, m, r):
     tab[sl, cw + 3] = _pscale(tab[sl, C_D], tab[sl, cw + 2], r)
 
 
-@njit(cache=True, nogil=True)
+@njit(**INNER)
 def _flush(tab, slot_buf, values, a, s, b, m, r):
     """_flush1 on every feature of the example (before its D changes)."""
     for k in range(s):
@@ -101,7 +102,7 @@ def _sum_duplicates(tab, slot_buf, values, a, s):
         tab[slot_buf[k], C_S] += values[a + k]
 
 
-@njit(cache=True, nogil=True)
+@njit(**INNER)
 def _update_scale(tab, slot_buf, values, a, s, b, m, r):
     """Precond mode: s2_j = max(s2_j, x_j^2) (duplicate indices summed first), flushing the
     features whose scale grows."""
@@ -158,8 +159,8 @@ def table_lookup_rows(keys, tab, query, shift, out):
                 out[i, c] = tab[r, c]
 
 
-@njit(cache=True, nogil=True)
-def decompose(P, K, Q, KQ, beta, Kb):
+@njit(**INNER)
+def _decompose(P, K, Q, KQ, beta, Kb):
     """SON Alg. 11, Decompose(P, K): Gram-Schmidt of the rows of ``P`` in the inner product
     ``<a, b> = a^T K b`` (modified Gram-Schmidt order), so that ``Q Z`` has orthonormal rows
     when ``K = Z Z^T`` and ``Q = T P`` with ``T`` lower triangular, positive diagonal.
@@ -200,7 +201,7 @@ def decompose(P, K, Q, KQ, beta, Kb):
     return True
 
 
-@njit(cache=True, nogil=True)
+@njit(**INNER)
 def _refactor_rank1(F, c, beta, acc, y):
     """Alg. 5 line 4 in O(m^2): ``F <- Decompose(F, K')`` after the sketch update, without Gram-Schmidt.
 
@@ -231,7 +232,7 @@ def _refactor_rank1(F, c, beta, acc, y):
             F[i, q] = y[q] * inv
 
 
-@njit(cache=True, nogil=True)
+@njit(**INNER)
 def _estimate_cond(F, K):
     """Growth of the representation: the larger of a cheap upper bound of cond(Z), ||F||_F * ||Z||_F
     (since F Z is orthonormal, ||Z^+|| = ||F||), and the scale of Z, ||Z||_F^2 / m = tr(K) / m (1 when
@@ -249,7 +250,7 @@ def _estimate_cond(F, K):
     return max(math.sqrt(f2 * tr), tr / m)
 
 
-@njit(cache=True, nogil=True)
+@njit(**INNER)
 def _gram_pass(keys, tab, order, T, apply, G, zt):
     """For the slots in ``order``: optionally ``Z[:, j] <- T Z[:, j]``, and accumulate G = Z Z^T."""
     m = T.shape[0]
@@ -276,8 +277,8 @@ def _gram_pass(keys, tab, order, T, apply, G, zt):
             G[q, r] = G[r, q]
 
 
-@njit(cache=True, nogil=True)
-def rematerialize(keys, tab, F, K, b, n_assigned):
+@njit(**INNER)
+def _rematerialize(keys, tab, F, K, b, n_assigned):
     """Convert the representation back to an explicit orthonormal sketch (the cure for the
     growth of Z and K): fold the sketch part of the weights into u_bar (``u_bar += Z^T b``,
     ``b = 0``), set ``Z <- F Z`` and re-orthonormalise the rows of Z explicitly (two passes of
@@ -307,7 +308,8 @@ def rematerialize(keys, tab, F, K, b, n_assigned):
             occ[n] = s
             kk[n] = keys[s]
             n += 1
-    order = occ[np.argsort(kk)]
+    _sort_by_key(kk, occ)
+    order = occ
     zt = np.empty(m)
     # fold b into u_bar
     for o in range(n):
@@ -321,10 +323,14 @@ def rematerialize(keys, tab, F, K, b, n_assigned):
     G = np.empty((m, m))
     Q = np.empty((m, m))
     KQ = np.empty((m, m))
-    I = np.eye(m)
+    I = np.zeros((m, m))
+    T = np.empty((m, m))
+    for i in range(m):
+        I[i, i] = 1.0
+        for j in range(m):
+            T[i, j] = F[i, j]
     beta = np.empty(m)
     Kb = np.empty(m)
-    T = F.copy()
     ok = True
     for rep in range(3):
         _gram_pass(keys, tab, order, T, True, G, zt)
@@ -332,17 +338,49 @@ def rematerialize(keys, tab, F, K, b, n_assigned):
             G[r, r] += 1.0
         if rep == 2:
             break
-        if not decompose(I, G, Q, KQ, beta, Kb):
-            ok = False
-            # leave T = I: G is still recomputed below
-            T[:, :] = I
-            continue
-        T[:, :] = Q
+        done = _decompose(I, G, Q, KQ, beta, Kb)
+        if not done:
+            ok = False  # leave T = I: G is still recomputed below
+        # explicit loops: a slice assignment compiles numba's shape-error formatting (seconds)
+        for i in range(m):
+            for j in range(m):
+                T[i, j] = Q[i, j] if done else I[i, j]
     for i in range(m):
         for j in range(m):
             K[i, j] = G[i, j]
             F[i, j] = I[i, j]
     return ok
+
+
+@njit(**INNER)
+def _sort_by_key(key, val):
+    """Sort ``key`` ascending in place (heapsort), permuting ``val`` along. The keys are distinct
+    (table keys), so the order is the one ``np.argsort`` gives; a hand-written sort compiles in a
+    fraction of the time numba's ``argsort`` takes."""
+    n = key.shape[0]
+    for start in range(n // 2 - 1, -1, -1):
+        _sift(key, val, start, n)
+    root = np.int64(0)  # not the literal 0: that would compile a second _sift
+    for end in range(n - 1, 0, -1):
+        key[0], key[end] = key[end], key[0]
+        val[0], val[end] = val[end], val[0]
+        _sift(key, val, root, end)
+
+
+@njit(**INNER)
+def _sift(key, val, i, n):
+    """Max-heap sift-down of ``key[i]`` within ``key[:n]`` (``val`` moves along)."""
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            return
+        if c + 1 < n and key[c + 1] > key[c]:
+            c += 1
+        if key[c] <= key[i]:
+            return
+        key[i], key[c] = key[c], key[i]
+        val[i], val[c] = val[c], val[i]
+        i = c
 
 
 class SonState(NamedTuple):
@@ -612,7 +650,7 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
                 bound = flt[0] * (1.0 + gam_t * gg)
                 if bound <= max_cond or not allow:
                     if ints[0] % REORTH == 0:
-                        ok = decompose(F, K, Q, KQ, beta, Kb)
+                        ok = _decompose(F, K, Q, KQ, beta, Kb)
                         if ok:
                             for r in range(m):
                                 for q in range(m):
@@ -624,7 +662,7 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
                         flt[0] = _estimate_cond(F, K)
                 remat_now = not ok or not (flt[0] <= HARD_COND * max_cond) or (allow and flt[0] > max_cond)
                 if remat_now:
-                    rematerialize(keys, tab, F, K, b, ints[1])
+                    _rematerialize(keys, tab, F, K, b, ints[1])
                     flt[0] = _estimate_cond(F, K)
                     ints[3] += 1
                     ints[4] = ints[0]
@@ -690,7 +728,7 @@ def _invariant_coef(code, p, y, imp, eta, q, gcoef):
     return -upd / eta
 
 
-@njit(cache=True, nogil=True)
+@njit(**INNER)
 def _accumulate_d(tab, slot_buf, values, a, s, g2, precond, m, r):
     """D_j += g2 * x_j^2 in original coordinates, duplicate indices summed first (precond: and the
     cached frame scale follows)."""
@@ -705,7 +743,7 @@ def _accumulate_d(tab, slot_buf, values, a, s, g2, precond, m, r):
                 _set_frame(tab, sl, m, r)
 
 
-@njit(cache=True, nogil=True)
+@njit(**INNER)
 def _rescale(tab, slot_buf, values, a, s, xt_buf, z, m, dpow, precond):
     """x~ = D^{-r} x with the current D (precond: the normalised frame of _pscale); z = Z x~;
     returns ||x~||^2 (duplicates summed)."""
@@ -727,3 +765,15 @@ def _rescale(tab, slot_buf, values, a, s, xt_buf, z, m, dpow, precond):
     for k in range(s):
         xx += xt_buf[k] * tab[slot_buf[k], C_S]
     return xx
+
+
+@njit(**KERNEL)
+def rematerialize(keys, tab, F, K, b, n_assigned):
+    """:func:`_rematerialize` callable from Python (tests, benchmarks)."""
+    return _rematerialize(keys, tab, F, K, b, n_assigned)
+
+
+@njit(**KERNEL)
+def estimate_cond(F, K):
+    """:func:`_estimate_cond` callable from Python (the learner's ``rematerialize``)."""
+    return _estimate_cond(F, K)

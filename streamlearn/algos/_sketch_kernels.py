@@ -29,15 +29,15 @@ import numpy as np
 from numba import njit
 from numba.extending import overload
 
+from ..kernels._jit import INNER, KERNEL
 from ._loss_kernels import loss_deriv, loss_value, target
 
 __all__ = [
-    "NAME_BYTES", "HLL_BITS", "SOFTMAX", "murmur3_u32", "murmur3_u32_array",
-    "sketch_positions", "sketch_query", "sketch_add", "sketch_query_keys", "sketch_add_keys",
+    "NAME_BYTES", "HLL_BITS", "SOFTMAX", "murmur3_u32_array",
+    "sketch_positions", "sketch_query", "sketch_query_keys", "sketch_add_keys",
     "tbl_find", "heap_offer", "heap_lookup", "hll_add", "build_active", "eff_weights",
-    "predict_example", "mb_predict", "mb_gradient", "mb_loss_and_pred", "copy_name",
-    "SketchState", "Spans", "step_size", "active_gradient", "minibatch_update", "implements_update", "minibatch_run",
-    "offer_active", "DRIVER_HYPER",
+    "mb_predict", "mb_gradient", "copy_name",
+    "SketchState", "Spans", "minibatch_update", "implements_update", "minibatch_run", "DRIVER_HYPER",
 ]
 
 
@@ -77,7 +77,7 @@ class Spans(NamedTuple):
 
 NAME_BYTES = 64
 HLL_BITS = 12
-HLL_SEED = 0x5EED1E55
+HLL_SEED = np.uint32(0x5EED1E55)  # a uint32, not an int literal: one compiled _murmur3_u32 for all calls
 SQUARED = 0
 SOFTMAX = 3  # loss code used for --oaa (the binary codes 0..2 come from _loss_kernels)
 
@@ -92,8 +92,8 @@ def _rotl(x, r):
     return ((x << np.uint64(r)) | (x >> np.uint64(32 - r))) & _M32
 
 
-@njit(cache=True, nogil=True)
-def murmur3_u32(key, seed):
+@njit(**INNER)
+def _murmur3_u32(key, seed):
     """MurmurHash3 x86_32 of the 4 little-endian bytes of ``key`` (uint32) with ``seed``;
     equals ``mmh3.hash(key.to_bytes(4, 'little'), seed, signed=False)``."""
     k = np.uint64(key) & _M32
@@ -114,16 +114,16 @@ def murmur3_u32(key, seed):
 
 @njit(cache=True, nogil=True)
 def murmur3_u32_array(keys, seed, out):
-    """``out[i] = murmur3_u32(keys[i], seed)`` (for tests and seeding)."""
+    """``out[i] = _murmur3_u32(keys[i], seed)`` (for tests and seeding)."""
     for i in range(keys.shape[0]):
-        out[i] = murmur3_u32(keys[i], seed)
+        out[i] = _murmur3_u32(keys[i], seed)
 
 
 # ------------------------------------------------------------------------------------------
 # Count Sketch
 # ------------------------------------------------------------------------------------------
-@njit(cache=True, nogil=True)
-def sketch_positions(key, seeds, width, bk, sg):
+@njit(**INNER)
+def _sketch_positions(key, seeds, width, bk, sg):
     """Bucket ``bk[r]`` and sign ``sg[r]`` of ``key`` in each row ``r``.
 
     ``seeds[r, 0]`` seeds the bucket hash, ``seeds[r, 1]`` the sign hash (independent).
@@ -131,14 +131,14 @@ def sketch_positions(key, seeds, width, bk, sg):
     """
     W = np.uint64(width)
     for r in range(seeds.shape[0]):
-        hb = murmur3_u32(key, seeds[r, 0])
-        hs = murmur3_u32(key, seeds[r, 1])
+        hb = _murmur3_u32(key, seeds[r, 0])
+        hs = _murmur3_u32(key, seeds[r, 1])
         bk[r] = np.int64((hb * W) >> np.uint64(32))
         sg[r] = 1.0 if (hs >> np.uint64(31)) == np.uint64(0) else -1.0
 
 
-@njit(cache=True, nogil=True)
-def sketch_query(sk, bk, sg, tmp):
+@njit(**INNER)
+def _sketch_query(sk, bk, sg, tmp):
     """Median over rows of ``sg[r] * sk[r, bk[r]]`` (``sk`` is one class's ``R x W`` sketch;
     ``tmp`` a scratch array of length ``R``). Even ``R``: mean of the two middle values."""
     R = bk.shape[0]
@@ -154,8 +154,8 @@ def sketch_query(sk, bk, sg, tmp):
     return 0.5 * (tmp[R // 2 - 1] + tmp[R // 2])
 
 
-@njit(cache=True, nogil=True)
-def sketch_add(sk, bk, sg, delta):
+@njit(**INNER)
+def _sketch_add(sk, bk, sg, delta):
     """ADD: ``sk[r, bk[r]] += sg[r] * delta`` for every row."""
     for r in range(bk.shape[0]):
         sk[r, bk[r]] += sg[r] * delta
@@ -170,8 +170,8 @@ def sketch_query_keys(sk, seeds, keys, out):
     sg = np.empty(R, np.float64)
     tmp = np.empty(R, np.float64)
     for i in range(keys.shape[0]):
-        sketch_positions(keys[i], seeds, W, bk, sg)
-        out[i] = sketch_query(sk, bk, sg, tmp)
+        _sketch_positions(keys[i], seeds, W, bk, sg)
+        out[i] = _sketch_query(sk, bk, sg, tmp)
 
 
 @njit(cache=True, nogil=True)
@@ -182,8 +182,8 @@ def sketch_add_keys(sk, seeds, keys, deltas):
     bk = np.empty(R, np.int64)
     sg = np.empty(R, np.float64)
     for i in range(keys.shape[0]):
-        sketch_positions(keys[i], seeds, W, bk, sg)
-        sketch_add(sk, bk, sg, deltas[i])
+        _sketch_positions(keys[i], seeds, W, bk, sg)
+        _sketch_add(sk, bk, sg, deltas[i])
 
 
 # ------------------------------------------------------------------------------------------
@@ -197,8 +197,8 @@ def _home(key, tmask):
     return np.int64(((np.uint64(key) * _FIB) & _M32) >> np.uint64(8)) & tmask
 
 
-@njit(cache=True, nogil=True)
-def tbl_find(tbl, hkeys, key):
+@njit(**INNER)
+def _tbl_find(tbl, hkeys, key):
     """Heap slot of ``key`` or -1."""
     tmask = tbl.shape[0] - 1
     i = _home(key, tmask)
@@ -214,10 +214,10 @@ def tbl_find(tbl, hkeys, key):
 @njit(cache=True, nogil=True)
 def heap_lookup(tbl, hkeys, key):
     """Alias of :func:`tbl_find` (is ``key`` a member; its slot)."""
-    return tbl_find(tbl, hkeys, key)
+    return _tbl_find(tbl, hkeys, key)
 
 
-@njit(cache=True, nogil=True)
+@njit(**INNER)
 def _tbl_insert(tbl, hkeys, htpos, slot):
     tmask = tbl.shape[0] - 1
     i = _home(hkeys[slot], tmask)
@@ -227,7 +227,7 @@ def _tbl_insert(tbl, hkeys, htpos, slot):
     htpos[slot] = i
 
 
-@njit(cache=True, nogil=True)
+@njit(**INNER)
 def _tbl_delete(tbl, hkeys, htpos, e):
     """Remove table entry ``e`` by backward-shift deletion (no tombstones)."""
     tmask = tbl.shape[0] - 1
@@ -263,7 +263,7 @@ def _swap(hkeys, hw, htpos, hname, tbl, a, b):
     tbl[htpos[b]] = b
 
 
-@njit(cache=True, nogil=True)
+@njit(**INNER)
 def _sift_up(hkeys, hw, htpos, hname, tbl, i):
     while i > 0:
         p = (i - 1) >> 1
@@ -275,7 +275,7 @@ def _sift_up(hkeys, hw, htpos, hname, tbl, i):
     return i
 
 
-@njit(cache=True, nogil=True)
+@njit(**INNER)
 def _sift_down(hkeys, hw, htpos, hname, tbl, i, n):
     while True:
         l = 2 * i + 1
@@ -292,8 +292,8 @@ def _sift_down(hkeys, hw, htpos, hname, tbl, i, n):
             return i
 
 
-@njit(cache=True, nogil=True)
-def heap_offer(hkeys, hw, htpos, hname, tbl, size, key, val):
+@njit(**INNER)
+def _heap_offer(hkeys, hw, htpos, hname, tbl, size, key, val):
     """Offer ``(key, val)`` to the heap (BEAR Alg. 2 line 10).
 
     A member gets its weight replaced (and is re-sifted); a non-member enters if the heap is
@@ -303,7 +303,7 @@ def heap_offer(hkeys, hw, htpos, hname, tbl, size, key, val):
     """
     k = hkeys.shape[0]
     n = size[0]
-    s = tbl_find(tbl, hkeys, key)
+    s = _tbl_find(tbl, hkeys, key)
     if s >= 0:
         old = abs(hw[s])
         hw[s] = val
@@ -327,14 +327,15 @@ def heap_offer(hkeys, hw, htpos, hname, tbl, size, key, val):
     _tbl_delete(tbl, hkeys, htpos, htpos[0])
     hkeys[0] = key
     hw[0] = val
-    _tbl_insert(tbl, hkeys, htpos, 0)
+    root = np.int64(0)  # not the literal 0: that would compile another _tbl_insert and _sift_down
+    _tbl_insert(tbl, hkeys, htpos, root)
     nid = hname[0]
-    _sift_down(hkeys, hw, htpos, hname, tbl, 0, n)
+    _sift_down(hkeys, hw, htpos, hname, tbl, root, n)
     return nid
 
 
-@njit(cache=True, nogil=True)
-def copy_name(names, name_len, nid, k, text, name_start, name_end, ns_start, ns_end):
+@njit(**INNER)
+def _copy_name(names, name_len, nid, k, text, name_start, name_end, ns_start, ns_end):
     """Copy feature entry ``k``'s ``namespace^name`` (or ``name``) into name slot ``nid``.
 
     At most ``NAME_BYTES`` bytes are stored; ``name_len[nid]`` is the full length (so a
@@ -363,10 +364,10 @@ def copy_name(names, name_len, nid, k, text, name_start, name_end, ns_start, ns_
 # ------------------------------------------------------------------------------------------
 # HyperLogLog
 # ------------------------------------------------------------------------------------------
-@njit(cache=True, nogil=True)
-def hll_add(reg, key):
+@njit(**INNER)
+def _hll_add(reg, key):
     """Add a key to the HyperLogLog registers ``reg`` (uint8, length 2**HLL_BITS)."""
-    x = murmur3_u32(key, HLL_SEED)
+    x = _murmur3_u32(key, HLL_SEED)
     idx = np.int64(x >> np.uint64(32 - HLL_BITS))
     w = (x << np.uint64(HLL_BITS)) & _M32
     rank = 1
@@ -381,8 +382,8 @@ def hll_add(reg, key):
 # ------------------------------------------------------------------------------------------
 # Minibatch helpers (BEAR Alg. 2 lines 2-4, 8; MISSION uses the same)
 # ------------------------------------------------------------------------------------------
-@njit(cache=True, nogil=True)
-def build_active(offsets, indices, mb, nmb, seeds, width):
+@njit(**INNER)
+def _build_active(offsets, indices, mb, nmb, seeds, width):
     """Active set A_t of the minibatch (examples ``mb[:nmb]``), in order of first appearance.
 
     Returns ``(akeys, aocc, loc, abk, asg)``: the distinct hashes, the entry index of each
@@ -429,28 +430,28 @@ def build_active(offsets, indices, mb, nmb, seeds, width):
     abk = np.empty((nA, R), np.int64)
     asg = np.empty((nA, R), np.float64)
     for a in range(nA):
-        sketch_positions(akeys[a], seeds, width, abk[a], asg[a])
+        _sketch_positions(akeys[a], seeds, width, abk[a], asg[a])
     return akeys, aocc, loc, abk, asg
 
 
-@njit(cache=True, nogil=True)
-def eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta, inheap, tmp):
+@njit(**INNER)
+def _eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta, inheap, tmp):
     """Effective weights on A_t (Alg. 2 line 3): QUERY for members of the class's top-k,
     0 for the others. ``beta``, ``inheap`` are ``K x nA``."""
     K = sketch.shape[0]
     nA = akeys.shape[0]
     for c in range(K):
         for a in range(nA):
-            if tbl_find(htbl[c], hkeys[c], akeys[a]) >= 0:
+            if _tbl_find(htbl[c], hkeys[c], akeys[a]) >= 0:
                 inheap[c, a] = True
-                beta[c, a] = sketch_query(sketch[c], abk[a], asg[a], tmp)
+                beta[c, a] = _sketch_query(sketch[c], abk[a], asg[a], tmp)
             else:
                 inheap[c, a] = False
                 beta[c, a] = 0.0
 
 
-@njit(cache=True, nogil=True)
-def predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp):
+@njit(**INNER)
+def _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp):
     """Raw scores ``p[c]`` of example ``i``: sum over its features that are in class ``c``'s
     top-k of the QUERYed weight times the value (the model's prediction rule)."""
     K = sketch.shape[0]
@@ -461,11 +462,11 @@ def predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, 
         key = indices[k]
         computed = False
         for c in range(K):
-            if tbl_find(htbl[c], hkeys[c], key) >= 0:
+            if _tbl_find(htbl[c], hkeys[c], key) >= 0:
                 if not computed:
-                    sketch_positions(key, seeds, W, bk, sg)
+                    _sketch_positions(key, seeds, W, bk, sg)
                     computed = True
-                p[c] += sketch_query(sketch[c], bk, sg, tmp) * values[k]
+                p[c] += _sketch_query(sketch[c], bk, sg, tmp) * values[k]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -476,8 +477,8 @@ def predict_and_collect(i, skip, learn, code, offsets, indices, values, labels, 
     then, when learning and labeled, append it to the minibatch ``mb``. Returns the new
     minibatch size."""
     if i >= skip:
-        predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp)
-        mb_loss_and_pred(code, p, sketch.shape[0], labels[i], out)
+        _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp)
+        _mb_loss_and_pred(code, p, sketch.shape[0], labels[i], out)
         pred_out[i] = out[0]
         loss_out[i] = out[1]
     if learn and not math.isnan(labels[i]):
@@ -486,8 +487,8 @@ def predict_and_collect(i, skip, learn, code, offsets, indices, values, labels, 
     return nmb
 
 
-@njit(cache=True, nogil=True)
-def mb_predict(offsets, values, mb, nmb, loc, beta, P):
+@njit(**INNER)
+def _mb_predict(offsets, values, mb, nmb, loc, beta, P):
     """Scores ``P[q, c]`` of the minibatch examples under weights ``beta`` (``K x nA``)."""
     K = beta.shape[0]
     e = 0
@@ -503,8 +504,8 @@ def mb_predict(offsets, values, mb, nmb, loc, beta, P):
             e += 1
 
 
-@njit(cache=True, nogil=True)
-def mb_loss_and_pred(code, p, K, label, out):
+@njit(**INNER)
+def _mb_loss_and_pred(code, p, K, label, out):
     """Loss of scores ``p`` and the reported prediction (class id 1..K for softmax).
     ``out = [prediction, loss]``; loss NaN when ``label`` is NaN."""
     if code == SOFTMAX:
@@ -531,8 +532,8 @@ def mb_loss_and_pred(code, p, K, label, out):
     out[1] = loss_value(code, p[0], target(code, label))
 
 
-@njit(cache=True, nogil=True)
-def mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G, lrange):
+@njit(**INNER)
+def _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G, lrange):
     """Mean minibatch gradient (Alg. 2 lines 4 and 8): ``G[c, a]`` = (1/b) sum_i w_i
     dl_i/dp_c x_ia, with ``G`` zeroed first. Softmax: dl/dp_c = pi_c - [y = c].
 
@@ -586,8 +587,8 @@ def mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G, lran
             e += 1
 
 
-@njit(cache=True, nogil=True)
-def active_gradient(offsets, values, labels, weights, indices, mb, nmb, state, code):
+@njit(**INNER)
+def _active_gradient(offsets, values, labels, weights, indices, mb, nmb, state, code):
     """BEAR Alg. 2 lines 2-4, shared by BEAR and MISSION: the active set A_t of the minibatch
     ``mb[:nmb]`` (:func:`build_active`), its weights QUERYed where they are in the top-k (others
     0; ``inheap`` says which), the minibatch's scores ``P`` with those weights and the mean
@@ -595,21 +596,21 @@ def active_gradient(offsets, values, labels, weights, indices, mb, nmb, state, c
     inheap, P, G, tmp)`` (``tmp``: scratch of one sketch row)."""
     sketch = state.sketch
     K = sketch.shape[0]
-    akeys, aocc, loc, abk, asg = build_active(offsets, indices, mb, nmb, state.seeds, sketch.shape[2])
+    akeys, aocc, loc, abk, asg = _build_active(offsets, indices, mb, nmb, state.seeds, sketch.shape[2])
     nA = akeys.shape[0]
     tmp = np.empty(sketch.shape[1], np.float64)
     beta = np.empty((K, nA), np.float64)
     inheap = np.empty((K, nA), np.bool_)
-    eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta, inheap, tmp)
+    _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta, inheap, tmp)
     P = np.empty((nmb, K), np.float64)
-    mb_predict(offsets, values, mb, nmb, loc, beta, P)
+    _mb_predict(offsets, values, mb, nmb, loc, beta, P)
     G = np.empty((K, nA), np.float64)
-    mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G, state.lrange)
+    _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G, state.lrange)
     return akeys, aocc, loc, abk, asg, beta, inheap, P, G, tmp
 
 
-@njit(cache=True, nogil=True)
-def step_size(eta0, schedule, t0, t):
+@njit(**INNER)
+def _step_size(eta0, schedule, t0, t):
     """Step of iteration ``t``: constant ``eta0`` or ``eta0 * t0 / (t0 + t)`` (the paper's
     ``eta0' / (t + T0)`` with ``eta0' = eta0 * T0``, so ``eta0`` is always the first step)."""
     if schedule == 0:
@@ -617,8 +618,8 @@ def step_size(eta0, schedule, t0, t):
     return eta0 * t0 / (t0 + t)
 
 
-@njit(cache=True, nogil=True)
-def offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta, keep):
+@njit(**INNER)
+def _offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta, keep):
     """BEAR Alg. 2 lines 7 and 10: re-QUERY every class's weights of the active set A_t
     (``akeys``, first occurrences ``aocc``, buckets ``abk`` and signs ``asg``) and offer them to
     its heap (a feature entering the heap takes its name from ``spans``). With ``beta``
@@ -628,13 +629,13 @@ def offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta, keep):
     nA = akeys.shape[0]
     for c in range(K):
         for a in range(nA):
-            v = sketch_query(st.sketch[c], abk[a], asg[a], tmp)
+            v = _sketch_query(st.sketch[c], abk[a], asg[a], tmp)
             if beta.shape[1] > 0:
                 beta[c, a] = v if keep[c, a] else 0.0
-            nid = heap_offer(st.hkeys[c], st.hw[c], st.htpos[c], st.hname[c], st.htbl[c], st.hsize[c:c + 1],
+            nid = _heap_offer(st.hkeys[c], st.hw[c], st.htpos[c], st.hname[c], st.htbl[c], st.hsize[c:c + 1],
                              akeys[a], v)
             if nid >= 0:
-                copy_name(st.names[c], st.name_len[c], nid, aocc[a], spans.text, spans.name_start,
+                _copy_name(st.names[c], st.name_len[c], nid, aocc[a], spans.text, spans.name_start,
                           spans.name_end, spans.ns_start, spans.ns_end)
 
 
@@ -651,7 +652,7 @@ def implements_update(hyper_type):
     ``hyper_type``. Resolved when the driver is compiled, so the driver stays cacheable (a
     kernel passed as an argument would not be)."""
     def bind(kernel):
-        @overload(minibatch_update, jit_options={"nogil": True})
+        @overload(minibatch_update, jit_options={k: v for k, v in INNER.items() if k != "cache"})
         def _typed(offsets, indices, values, labels, weights, mb, nmb, spans, state, extra, hyper, eta):
             if getattr(hyper, "instance_class", None) is hyper_type:
                 return kernel.py_func
@@ -696,7 +697,7 @@ def minibatch_run(offsets, indices, values, labels, weights, spans, state, extra
                                       state.seeds, state.htbl, state.hkeys, p, bk, sg, tmp, out,
                                       pred_out, loss_out, mb, nmb)
         if nmb >= hyper.b or (last and learn and flush and nmb > 0):
-            eta = step_size(hyper.eta0, hyper.schedule, hyper.t0, state.counters[0])
+            eta = _step_size(hyper.eta0, hyper.schedule, hyper.t0, state.counters[0])
             extra = minibatch_update(offsets, indices, values, labels, weights, mb, nmb, spans, state,
                                      extra, hyper, eta)
             state.counters[0] += 1
@@ -705,3 +706,63 @@ def minibatch_run(offsets, indices, values, labels, weights, spans, state, extra
     for q in range(nmb):
         pending_out[q] = mb[q]
     return learned, nmb, extra
+
+
+@njit(**KERNEL)
+def sketch_positions(key, seeds, width, bk, sg):
+    """:func:`_sketch_positions` callable from Python (tests, benchmarks)."""
+    return _sketch_positions(key, seeds, width, bk, sg)
+
+
+@njit(**KERNEL)
+def sketch_query(sk, bk, sg, tmp):
+    """:func:`_sketch_query` callable from Python (tests, benchmarks)."""
+    return _sketch_query(sk, bk, sg, tmp)
+
+
+@njit(**KERNEL)
+def tbl_find(tbl, hkeys, key):
+    """:func:`_tbl_find` callable from Python (tests, benchmarks)."""
+    return _tbl_find(tbl, hkeys, key)
+
+
+@njit(**KERNEL)
+def heap_offer(hkeys, hw, htpos, hname, tbl, size, key, val):
+    """:func:`_heap_offer` callable from Python (tests, benchmarks)."""
+    return _heap_offer(hkeys, hw, htpos, hname, tbl, size, key, val)
+
+
+@njit(**KERNEL)
+def copy_name(names, name_len, nid, k, text, name_start, name_end, ns_start, ns_end):
+    """:func:`_copy_name` callable from Python (tests, benchmarks)."""
+    return _copy_name(names, name_len, nid, k, text, name_start, name_end, ns_start, ns_end)
+
+
+@njit(**KERNEL)
+def hll_add(reg, key):
+    """:func:`_hll_add` callable from Python (tests, benchmarks)."""
+    return _hll_add(reg, key)
+
+
+@njit(**KERNEL)
+def build_active(offsets, indices, mb, nmb, seeds, width):
+    """:func:`_build_active` callable from Python (tests, benchmarks)."""
+    return _build_active(offsets, indices, mb, nmb, seeds, width)
+
+
+@njit(**KERNEL)
+def eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta, inheap, tmp):
+    """:func:`_eff_weights` callable from Python (tests, benchmarks)."""
+    return _eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta, inheap, tmp)
+
+
+@njit(**KERNEL)
+def mb_predict(offsets, values, mb, nmb, loc, beta, P):
+    """:func:`_mb_predict` callable from Python (tests, benchmarks)."""
+    return _mb_predict(offsets, values, mb, nmb, loc, beta, P)
+
+
+@njit(**KERNEL)
+def mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G, lrange):
+    """:func:`_mb_gradient` callable from Python (tests, benchmarks)."""
+    return _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G, lrange)

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels import lazy
+from ..kernels import kernel_array, lazy
 from .base import Learner, Param
 
 __all__ = ["OjaSON"]
@@ -198,7 +198,9 @@ class OjaSON(Learner):
         loss = np.empty(n)
         if n == 0:
             return pred, loss
-        offsets = np.ascontiguousarray(batch.offsets, dtype=np.int64)
+        offsets = kernel_array(batch.offsets, np.int64)
+        indices, values = kernel_array(batch.indices, np.uint32), kernel_array(batch.values, np.float64)
+        labels, weights = kernel_array(batch.labels, np.float64), kernel_array(batch.weights, np.float64)
         maxs = max(int(np.max(offsets[1:] - offsets[:-1])), 1)
         scratch = _kernels.SonScratch(np.empty(maxs, np.int64), np.empty(maxs), np.empty(maxs))
         hyper = _kernels.SonHyper(self.mask, self.loss.code, self.alpha, self.sigma_eta, self.gamma_c,
@@ -208,8 +210,8 @@ class OjaSON(Learner):
         start = 0
         while True:
             state = _kernels.SonState(*(getattr(self, f) for f in fields))
-            nxt, learned = _kernels.son_run(offsets, batch.indices, batch.values, batch.labels, batch.weights,
-                                            start, bool(learn), state, hyper, scratch, pred, loss)
+            nxt, learned = _kernels.son_run(offsets, indices, values, labels, weights, start, bool(learn), state,
+                                            hyper, scratch, pred, loss)
             self.examples_learned += int(learned)
             if nxt >= n:
                 break
@@ -238,7 +240,7 @@ class OjaSON(Learner):
         """Re-materialise the sketch now (w and V unchanged up to rounding)."""
         if self.m > 0:
             _kernels.rematerialize(self.keys, self.tab, self.F, self.K, self.b, int(self.ints[1]))
-            self.flt[0] = _kernels._estimate_cond(self.F, self.K)
+            self.flt[0] = _kernels.estimate_cond(self.F, self.K)
             self.ints[3] += 1
             self.ints[4] = self.ints[0]
 

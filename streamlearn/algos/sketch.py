@@ -34,7 +34,7 @@ import struct
 import numpy as np
 
 from ..batch import Batch, concat_batches, empty_batch
-from ..kernels import lazy
+from ..kernels import kernel_array, lazy
 from .base import Learner, Param, lazy_copy, lazy_zeros
 
 __all__ = ["SketchLearner", "SKETCH_PARAMS", "MINIBATCH_PARAM", "NAME_BYTES", "HLL_BITS", "hll_estimate"]
@@ -68,9 +68,9 @@ def _spans(batch: Batch):
     ns = batch.ns_start is not None
 
     def i64(x):
-        return np.ascontiguousarray(x, np.int64)
+        return kernel_array(x, np.int64)
 
-    return _kernels.Spans(np.ascontiguousarray(batch.text, np.uint8), i64(batch.name_start),
+    return _kernels.Spans(kernel_array(batch.text, np.uint8), i64(batch.name_start),
                           i64(batch.name_end), i64(batch.ns_start) if ns else _I64,
                           i64(batch.ns_end) if ns else _I64)
 
@@ -240,9 +240,9 @@ class SketchLearner(Learner):
         pred = np.empty(n)
         loss = np.empty(n)
         pend = np.empty(n + 1, np.int64)
-        args = (np.ascontiguousarray(batch.offsets, np.int64), np.ascontiguousarray(batch.indices, np.uint32),
-                np.ascontiguousarray(batch.values, np.float64), np.ascontiguousarray(batch.labels, np.float64),
-                np.ascontiguousarray(batch.weights, np.float64), _spans(batch), self._state())
+        args = (kernel_array(batch.offsets, np.int64), kernel_array(batch.indices, np.uint32),
+                kernel_array(batch.values, np.float64), kernel_array(batch.labels, np.float64),
+                kernel_array(batch.weights, np.float64), _spans(batch), self._state())
         extra = self._extra_state()
         if extra is not None:
             args += (extra,)

@@ -31,7 +31,7 @@ import threading
 
 from ._spans import string_spans
 
-__all__ = ["lazy", "is_cached", "configure", "backend", "parse_chunk", "adagrad_run", "hash_string_part",
+__all__ = ["lazy", "is_cached", "kernel_array", "configure", "backend", "parse_chunk", "adagrad_run", "hash_string_part",
            "hash_spans", "wide_part", "assemble_rows", "hash_strings", "namespace_hash"]
 
 
@@ -72,6 +72,18 @@ def is_cached(kernel) -> bool:
         return not hasattr(kernel, "_cache")
     import os
     return os.path.exists(path)
+
+
+def kernel_array(a, dtype):
+    """``a`` as a numba kernel takes it: a C-contiguous, writable array of ``dtype`` (a copy only
+    when ``a`` is not one). numba compiles one specialisation per array type, and read-only or
+    non-contiguous arrays are other types (Parquet gives read-only labels and weights): so the
+    learners pass every batch array through this, and a kernel compiled (or warmed up) on text
+    serves every input."""
+    import numpy as np
+
+    a = np.ascontiguousarray(a, dtype)
+    return a if a.flags.writeable else a.copy()
 
 
 #: entry point -> (numba kernel module, name of its C guard in _cfast or None: always C)
