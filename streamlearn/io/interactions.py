@@ -52,7 +52,9 @@ WILDCARD = 58
 #: ``nsflags`` bits the reader kernels take (one byte per namespace first byte)
 NS_IGNORE = 1
 NS_IGNORE_LINEAR = 2
-_PRINTABLE = (32, 126)  # VW's INTERACTION_NS_START .. INTERACTION_NS_END
+_PRINTABLE = (32, 126)
+#: the longest interaction taken (the C kernels' fixed scratch)
+MAX_ORDER = 64  # VW's INTERACTION_NS_START .. INTERACTION_NS_END
 
 _HEX = re.compile(rb"\\x([0-9a-fA-F]{2})")
 
@@ -196,6 +198,10 @@ class Interactions:
                 raise ConfigError(
                     f"interaction {q!r}: give at least two namespace letters, e.g. 'ab' or 'abc'")
             given.append(b)
+        for b in given:
+            if len(b) > MAX_ORDER:
+                raise ConfigError(f"interaction {b.decode('utf-8', 'replace')!r}: at most "
+                                  f"{MAX_ORDER} namespaces")
         self.leave_duplicates = bool(leave_duplicates)
         self.inters = normalize(given, self.leave_duplicates)
         self.wildcard = any(WILDCARD in t for t in self.inters)
