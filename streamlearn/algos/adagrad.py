@@ -60,6 +60,22 @@ class AdaGrad(Learner):
         self.examples_learned += n
         return pred, loss
 
+    per_hash_weights = True
+
+    def audit_columns(self, idx):
+        """``[w, G]`` at ``idx`` (VW's audit ``weight@adaptive sum``)."""
+        return [self.w[idx], self.G[idx]]
+
+    def readable_weights(self):
+        """``(indices, [w, G] or [w, G, N])`` where ``w != 0`` (VW's text model: the weight and
+        its adaptive (and normalizer) state)."""
+        nz = np.flatnonzero(self.w)
+        cols = [self.w[nz], self.G[nz]] + ([self.N[nz]] if self.hyper["normalized"] else [])
+        return nz, cols
+
+    def label_range(self):
+        return float(self.scal[2]), float(self.scal[3])
+
     def learn_batch(self, batch):
         return self._run(batch, True)
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import click
 
 __all__ = ["input_options", "output_options", "learner_options", "learner_params", "collect_hyper",
-           "algo_names"]
+           "algo_names", "namespace_options", "inspect_options", "vw_compat_options", "NAMESPACE_FIELDS",
+           "PredictCommand"]
 
 
 def _kebab(name):
@@ -119,3 +120,91 @@ def output_options(f):
     for o in reversed(opts):
         f = o(f)
     return f
+
+
+#: the RunConfig fields of :func:`namespace_options` (stored in the model, like -q)
+NAMESPACE_FIELDS = ("cubic", "interactions", "leave_duplicate_interactions", "ignore", "keep", "ignore_linear")
+
+
+def namespace_options(f):
+    """VW's interaction and namespace-selection flags besides -q (train only: the model keeps them)."""
+    opts = [
+        click.option("--cubic", "cubic", multiple=True, metavar="ABC",
+                     help="Cubic interactions between namespaces starting with letters A, B and C (may "
+                          "repeat; ':' is VW's wildcard: every namespace seen)."),
+        click.option("--interactions", "interactions", multiple=True, metavar="ABC..",
+                     help="Interactions of any order (two letters or more; may repeat; ':' wildcard). "
+                          "-q, --cubic and --interactions are merged as VW 9 does: sorted, duplicates "
+                          "removed ('-q ab -q ba' is one), repeated letters grouped ('aba' -> 'aab')."),
+        click.option("--leave_duplicate_interactions", "--leave-duplicate-interactions",
+                     "leave_duplicate_interactions", is_flag=True,
+                     help="Keep interactions that repeat another's namespaces ('-q ab -q ba'; wildcards "
+                          "then take every order), as VW's flag does."),
+        click.option("--ignore", "ignore", multiple=True, metavar="NS",
+                     help="Drop the namespaces starting with each letter of NS (' ' or '\\x20': the "
+                          "default namespace; may repeat). The constant feature stays."),
+        click.option("--keep", "keep", multiple=True, metavar="NS",
+                     help="Keep only the namespaces starting with the letters given (may repeat; wins over "
+                          "--ignore, as in VW)."),
+        click.option("--ignore_linear", "--ignore-linear", "ignore_linear", multiple=True, metavar="NS",
+                     help="Drop the namespaces' own (linear) features but keep them in interactions."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def inspect_options(f):
+    """VW's --audit / --invert_hash / --readable_model (train and predict)."""
+    opts = [
+        click.option("--audit", is_flag=True,
+                     help="VW's audit on stdout: per example the prediction, then every feature as "
+                          "ns^name:index:value:weight@G, largest |weight*value| first (weights before "
+                          "the example's update; learners without a weight per hash print "
+                          "ns^name:index:value). Feeds the learner one example at a time: slow."),
+        click.option("--invert_hash", "--invert-hash", "invert_hash", type=click.Path(dir_okay=False),
+                     default=None,
+                     help="At the end, write VW's readable model with the first feature name seen for each "
+                          "index (name:index:w G [N]) [adagrad]."),
+        click.option("--readable_model", "--readable-model", "readable_model", type=click.Path(dir_okay=False),
+                     default=None, help="At the end, write VW's readable model (header, index:w G [N]) [adagrad]."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def vw_compat_options(f):
+    """VW flags accepted for scripts written for VW, with no effect here (each says why)."""
+    opts = [
+        click.option("--holdout_off", "--holdout-off", "holdout_off", is_flag=True,
+                     help="Accepted, no effect: streamlearn never holds examples out (every example is "
+                          "predicted, scored, then learned, in every pass; VW holds out every 10th "
+                          "example when --passes > 1)."),
+        click.option("-c", "--cache", "cache", is_flag=True,
+                     help="Accepted, no effect: streamlearn parses text as fast as VW reads its cache; "
+                          "'streamlearn convert' to Parquet is its cache."),
+        click.option("--cache_file", "--cache-file", "cache_file", default=None, metavar="FILE",
+                     help="Accepted and ignored (no file is written), as -c."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+class PredictCommand(click.Command):
+    """``predict``: a training option (one ``train`` has and ``predict`` not) is a usage error
+    saying that the model fixes it, instead of click's bare "no such option"."""
+
+    def parse_args(self, ctx, args):
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as e:
+            from .train import train
+            name = e.option_name
+            if any(name in p.opts or name in p.secondary_opts for p in train.params):
+                raise click.UsageError(
+                    f"{name} is a training option: the model fixes it (its interactions, namespaces, "
+                    "loss and hyper-parameters); predict -i MODEL needs no other flag",
+                    ctx=ctx) from None
+            raise
