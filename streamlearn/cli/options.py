@@ -10,7 +10,7 @@ import click
 
 __all__ = ["input_options", "output_options", "learner_options", "learner_params", "collect_hyper",
            "algo_names", "namespace_options", "inspect_options", "vw_compat_options", "NAMESPACE_FIELDS",
-           "PredictCommand"]
+           "PredictCommand", "VWCommand", "VW_ONLY_OPTIONS"]
 
 
 def _kebab(name):
@@ -192,19 +192,71 @@ def vw_compat_options(f):
     return f
 
 
-class PredictCommand(click.Command):
-    """``predict``: a training option (one ``train`` has and ``predict`` not) is a usage error
-    saying that the model fixes it, instead of click's bare "no such option"."""
+#: Vowpal Wabbit options people type that streamlearn does not have (a usage error says so
+#: instead of suggesting an unrelated option); those another part of streamlearn adds are
+#: real options and never reach this list's check
+VW_ONLY_OPTIONS = frozenset("""
+--initial_t --power_t --l1 --l2 --binary -r --raw_predictions --quantile_tau --oaa --probabilities
+--kill_cache -k --save_resume --bfgs --ftrl --nn --lrq --decay_learning_rate --adaptive --invariant --sgd
+--min_prediction --max_prediction --sort_features --hash_seed --permutations --ngram --skips --redefine
+--daemon --port --named_labels --ect --csoaa --csoaa_ldf --wap_ldf --compressed --hash --constant
+--holdout_period --holdout_after --early_terminate --feature_mask --sparse_weights --onethread
+--ring_size --example_queue_limit --affix --spelling --dictionary --bootstrap --cb --cb_explore
+--cb_adf --cb_explore_adf --log_multi --recall_tree --boosting --marginal --topk --search --lda --rank
+--new_mf --active --confidence --dsjson --json --chain_hash --exact_adaptive_norm --l1_state
+--input_feature_regularizer --output_feature_regularizer_binary --output_feature_regularizer_text
+--initial_weight --random_weights --normal_weights --sparse_weights --loss_function_weights
+--total --node --unique_id --span_server --span_server_port --threads --version --audit_regressor
+--ksvm --OjaNewton --svrg --coin --pistol --freegrad --conjugate_gradient --mem --termination
+--hessian_on --stage_poly --autolink --lrqfa --interact --classweight --multilabel_oaa --scorer
+--quadratic_interactions --experimental_full_name_interactions --dictionary_path --feature_limit
+""".split())
+
+
+def _close(name, possibilities):
+    """Click's suggestions for an unknown ``name`` kept only when close to what was typed (a
+    typo, not a different VW option), one spelling each (snake_case over kebab-case)."""
+    import difflib
+
+    key = name.replace("-", "_")
+    out = []
+    for p in sorted(possibilities or ()):
+        pk = p.replace("-", "_")
+        if difflib.SequenceMatcher(None, key, pk).ratio() >= 0.8 and pk not in [o.replace("-", "_") for o in out]:
+            out.append(pk if pk.startswith("--") else p)
+    return out
+
+
+class VWCommand(click.Command):
+    """A command whose unknown-option error does not point a VW user at an unrelated option:
+    a VW option streamlearn does not have says so; other suggestions are kept only when close
+    to what was typed."""
 
     def parse_args(self, ctx, args):
         try:
             return super().parse_args(ctx, args)
         except click.NoSuchOption as e:
-            from .train import train
-            name = e.option_name
-            if any(name in p.opts or name in p.secondary_opts for p in train.params):
-                raise click.UsageError(
-                    f"{name} is a training option: the model fixes it (its interactions, namespaces, "
-                    "loss and hyper-parameters); predict -i MODEL needs no other flag",
-                    ctx=ctx) from None
+            self._unknown(ctx, e)
             raise
+
+    def _unknown(self, ctx, e):
+        name = e.option_name
+        if name in VW_ONLY_OPTIONS:
+            raise click.NoSuchOption(
+                name, message=f"No such option: {name} (a Vowpal Wabbit option streamlearn does not "
+                "have; see 'For VW users' in the README)", ctx=ctx) from None
+        raise click.NoSuchOption(name, possibilities=_close(name, e.possibilities), ctx=ctx) from None
+
+
+class PredictCommand(VWCommand):
+    """``predict``: a training option (one ``train`` has and ``predict`` not) is a usage error
+    saying that the model fixes it, instead of click's bare "no such option"."""
+
+    def _unknown(self, ctx, e):
+        from .train import train
+        name = e.option_name
+        if any(name in p.opts or name in p.secondary_opts for p in train.params):
+            raise click.UsageError(
+                f"{name} is a training option: the model fixes it (its interactions, namespaces, "
+                "loss and hyper-parameters); predict -i MODEL needs no other flag", ctx=ctx) from None
+        super()._unknown(ctx, e)

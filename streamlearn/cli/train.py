@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import click
 
-from .options import (NAMESPACE_FIELDS, algo_names, collect_hyper, input_options, inspect_options,
+from .options import (NAMESPACE_FIELDS, VWCommand, algo_names, collect_hyper, input_options, inspect_options,
                       learner_options, namespace_options, output_options, vw_compat_options)
 
 
-@click.command(short_help="Learn from a stream with progressive validation.")
+@click.command(cls=VWCommand, short_help="Learn from a stream with progressive validation.")
 @input_options
 @click.option("--algo", type=click.Choice(algo_names()), default=None,
               help="Learning algorithm (default: adagrad, or the model's with -i).")
