@@ -7,8 +7,9 @@
   ``Constant``, ``a^x*b^y`` for interactions; ``index`` masked to ``-b`` bits; the weight
   before this example's update), sorted by ``|weight * value|`` descending with ties in
   feature order, as VW sorts them. A learner's :meth:`audit_columns` says what follows the
-  index: AdaGrad gives ``weight@G`` (VW's ``weight@adaptive sum``); a learner whose weight is
-  not one number per hash prints what it has (see its ``audit_columns``) or nothing.
+  index: AdaGrad gives ``weight@G`` (VW's ``weight@adaptive sum``); Oja-SON its effective
+  weight ``u_bar + Z^T b`` (pre-scaled coordinates), BEAR and MISSION their Count Sketch's
+  estimate for the feature's 32-bit hash (nothing under ``--oaa``).
 * ``--readable_model FILE``: header lines in VW's layout, then ``index:w G [N]`` for every
   index with a nonzero weight, by index (VW's text model with its saved state per weight).
 * ``--invert_hash FILE``: the same, each line led by the name first seen for its index
@@ -113,7 +114,7 @@ class Auditor:
     def _stash(self, part):
         if part.n == 1:
             idx = part.indices.astype(np.int64) & self.learner.mask
-            cols = self.learner.audit_columns(idx)
+            cols = self.learner.audit_columns(part.indices)
             self.pending.append((part, idx, cols))
 
     def on_predictions(self, part, pred):

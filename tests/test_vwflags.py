@@ -132,3 +132,19 @@ def test_wildcard_quadratic_now_interacts(invoke_cli, tmp_path):
         assert invoke_cli("train", INPUT, "--quiet", "--metrics", met, *extra).exit_code == 0
         out[name] = json.loads(met.read_text())["total_features"]
     assert out["wild"] > 2 * out["plain"]
+
+
+@pytest.mark.parametrize("algo", ["oja-son", "bear", "mission"])
+def test_audit_of_the_other_learners_names_vws_features(algo, invoke_cli):
+    """Learners without VW's weight table audit the same features (names, indices, values) as
+    VW, each with the weight it has for the feature (Oja-SON: u_bar + Z^T b; BEAR, MISSION:
+    the sketch's estimate)."""
+    r = invoke_cli("train", INPUT, "--algo", algo, "-b", "18", "--quiet", "--audit", *CASES["vwflags_q_cubic"])
+    assert r.exit_code == 0, r.output
+    exp = _audit((DATA / "vwflags_q_cubic_audit.txt").read_text())
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2 * len(exp)
+    for feats, (_, tag, erows) in zip(lines[1::2], exp):
+        got = [f.rsplit(":", 3) for f in feats.strip("\t").split("\t")]
+        assert sorted((n, int(i), float(v)) for n, i, v, _ in got) == sorted(r_[:3] for r_ in erows)
+        assert all(np.isfinite(float(w)) for *_, w in got)

@@ -62,8 +62,9 @@ class AdaGrad(Learner):
 
     per_hash_weights = True
 
-    def audit_columns(self, idx):
-        """``[w, G]`` at ``idx`` (VW's audit ``weight@adaptive sum``)."""
+    def audit_columns(self, hashes):
+        """``[w, G]`` of the features (VW's audit ``weight@adaptive sum``)."""
+        idx = np.asarray(hashes, np.int64) & self.mask
         return [self.w[idx], self.G[idx]]
 
     def readable_weights(self):

@@ -171,10 +171,11 @@ class Learner:
     #: ``--invert_hash`` need :meth:`readable_weights`)
     per_hash_weights: ClassVar[bool] = False
 
-    def audit_columns(self, idx) -> list:
-        """The state ``--audit`` prints for the masked indices ``idx``, read before the
-        example's update: ``[weight, extra]`` arrays (VW: ``weight@adaptive sum``) or ``[]``
-        when a weight is not one number per hash (the audit then lists name, index, value)."""
+    def audit_columns(self, hashes) -> list:
+        """The state ``--audit`` prints for the features with 32-bit ``hashes``, read before
+        the example's update: ``[weight]`` or ``[weight, extra]`` arrays (VW: ``weight@adaptive
+        sum``), or ``[]`` when the learner has no meaningful weight per feature (the audit then
+        lists name, index, value)."""
         return []
 
     def readable_weights(self):
