@@ -2,7 +2,8 @@
  * VW's hashing and the AdaGrad kernel, line for line ports of the numba kernels
  *
  *   streamlearn/io/_text_kernels.py    parse_chunk, scan_float, parse_float, ...
- *   streamlearn/io/_hash_kernels.py    murmur3_32, hashstring, quadratic_hash, hash_spans
+ *   streamlearn/io/_hash_kernels.py    murmur3_32, hashstring, hash_spans
+ *   streamlearn/io/_interact_kernels.py  bucket, interaction_count, interaction_fill (ix_*)
  *   streamlearn/io/_parquet_kernels.py assemble_rows, wide_part, hash_string_part
  *   streamlearn/algos/_adagrad_kernels.py, _loss_kernels.py   adagrad_run, wexpmx, losses
  *
@@ -85,10 +86,6 @@ CF_API uint64_t cf_hashstring(const uint8_t *buf, int64_t start, int64_t end, ui
     return (ret + (seed & M32)) & M32;
 }
 
-static inline uint64_t quadratic_hash(uint64_t h1, uint64_t h2)
-{
-    return (((h1 & M32) * FNV_PRIME) & M32) ^ (h2 & M32);
-}
 
 /* ===================================================================== float parsing */
 
