@@ -195,3 +195,24 @@ def test_namespace_flags():
     assert it.nsflags[ord("a")] == 0 and it.nsflags[ord("b")] == 0 and it.nsflags[ord("c")] == 1
     with pytest.raises(ConfigError, match="at most 64"):
         Interactions(interactions=("a" * 65,))
+
+
+def test_chunks_shrink_when_interactions_blow_up(tmp_path, monkeypatch):
+    """A chunk's batch holds about BATCH_ENTRIES entries whatever the interactions make of its
+    text (memory bounded by a few batches), and the features are those of one big chunk."""
+    from streamlearn.io import source
+    r = random.Random(3)
+    lines = [f"1 |a {' '.join(f'x{r.randrange(99)}' for _ in range(8))} |b {' '.join(f'y{k}' for k in range(6))}"
+             for _ in range(400)]
+    p = tmp_path / "c.vw"
+    p.write_text("\n".join(lines) + "\n")
+    whole = list(read_batches([str(p)], ReaderConfig(cubic=("aab",), chunk_bytes=1 << 20, parse_threads=1)))
+    monkeypatch.setattr(source, "BATCH_ENTRIES", 4000)
+    monkeypatch.setattr(source, "MIN_CHUNK_BYTES", 256)
+    monkeypatch.setattr(source, "FIRST_CHUNK_BYTES", 4096)
+    parts = list(read_batches([str(p)], ReaderConfig(cubic=("aab",), chunk_bytes=1 << 20, parse_threads=1)))
+    per_line = whole[0].nnz / whole[0].n
+    assert len(whole) == 1 and len(parts) > 10
+    assert parts[0].nnz > 4000 and max(b.nnz for b in parts[1:]) <= 4000 + 2 * per_line
+    assert np.concatenate([b.indices for b in parts]).tolist() == whole[0].indices.tolist()
+    assert np.concatenate([b.values for b in parts]).tolist() == whole[0].values.tolist()

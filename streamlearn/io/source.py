@@ -206,6 +206,10 @@ def _read_head(raw, n: int) -> bytes:
 
 
 FLUSH_SECONDS = 0.2
+#: feature entries a text batch aims at, at most (see text_batches), and the smallest chunk
+BATCH_ENTRIES = 1 << 21
+MIN_CHUNK_BYTES = 1 << 14
+FIRST_CHUNK_BYTES = 1 << 16
 
 
 def _is_regular(f) -> bool:
@@ -319,16 +323,18 @@ def read_error(name: str, e: BaseException) -> InputError:
     return InputError(f"{name}: read error: {getattr(e, 'strerror', None) or e}")
 
 
-def iter_chunks(stream, name: str, chunk_bytes: int, flush_after=None) -> Iterator[np.ndarray]:
+def iter_chunks(stream, name: str, chunk_bytes, flush_after=None) -> Iterator[np.ndarray]:
     """Yield ``uint8`` arrays of complete lines (each ends with ``\\n`` except possibly the
     last chunk of the stream). Each array is a zero-copy view of a fresh buffer, so it stays
     valid after the next chunk is read. A line longer than ``chunk_bytes`` makes the chunk grow.
     With ``flush_after`` (seconds; for pipes), a chunk is handed on once that long has passed
-    and it holds a complete line, so a slowly written stream is learned from as it comes."""
+    and it holds a complete line, so a slowly written stream is learned from as it comes.
+    ``chunk_bytes`` may be a one-element list, read before each chunk (the caller may change it)."""
+    budget = chunk_bytes if isinstance(chunk_bytes, list) else [chunk_bytes]
     carry = b""
-    size = chunk_bytes
+    size = None  # None: the budget's size (a long line doubles it until the line fits)
     while True:
-        buf = bytearray(max(size, len(carry) + 1))
+        buf = bytearray(max(size or budget[0], len(carry) + 1))
         c = len(carry)
         buf[:c] = carry
         mv = memoryview(buf)
@@ -353,7 +359,7 @@ def iter_chunks(stream, name: str, chunk_bytes: int, flush_after=None) -> Iterat
             size = 2 * len(buf)
             continue
         carry = bytes(buf[k + 1:n])
-        size = chunk_bytes
+        size = None
         yield np.frombuffer(buf, dtype=np.uint8, count=k + 1)
 
 
@@ -445,7 +451,8 @@ def chunk_batch(chunk: np.ndarray, name: str, cfg: ReaderConfig, fmt: str, line_
         name_end=name_end if keep else None,
         ns_start=ns_start if keep else None,
         ns_end=ns_end if keep else None,
-        extra={"errors": errors, "format": "binary" if errors and _looks_binary(chunk) else fmt},
+        extra={"errors": errors, "format": "binary" if errors and _looks_binary(chunk) else fmt,
+               "bytes": len(chunk)},
     ), n_lines
 
 
@@ -495,6 +502,11 @@ def text_batches(stream, name: str, cfg: ReaderConfig, fmt: str, flush_after=Non
         line_base += n_lines
         if batch is None:
             return None
+        if batch.nnz > BATCH_ENTRIES:
+            per_entry = batch.extra.get("bytes", budget[0]) / batch.nnz
+            budget[0] = max(MIN_CHUNK_BYTES, min(budget[0], int(per_entry * BATCH_ENTRIES)))
+        elif batch.nnz < BATCH_ENTRIES // 4 and budget[0] < cfg.chunk_bytes:
+            budget[0] = min(cfg.chunk_bytes, 2 * budget[0])
         if base:
             batch.lines += base
             errs = batch.extra.get("errors")
@@ -507,7 +519,12 @@ def text_batches(stream, name: str, cfg: ReaderConfig, fmt: str, flush_after=Non
         return batch
 
     failed_read = None
-    chunks = iter_chunks(stream, name, cfg.chunk_bytes, flush_after)
+    # interactions can make a chunk's batch far bigger than its text (--cubic: thousands of
+    # features per line): later chunks shrink so that a batch holds about BATCH_ENTRIES
+    # entries, which keeps the pipeline's memory bounded by a few such batches
+    # (starting small when there are interactions, growing back while batches stay small)
+    budget = [min(cfg.chunk_bytes, FIRST_CHUNK_BYTES) if cfg.inter else cfg.chunk_bytes]
+    chunks = iter_chunks(stream, name, budget, flush_after)
     try:
         while True:
             # only a failed *read* is caught here (damaged stream: the chunks read before it
