@@ -2,8 +2,8 @@
 """Bounded memory for every learner (issue 6, part 6): peak RSS of ``train -`` fed N examples
 through a pipe (default 10,000,000), next to a 100,000-example run of the same command, and
 the RSS sampled over the run (at 25/50/75/100% of its wall time; the peaks are the kernel's
-high-water marks, ``ru_maxrss``), for adagrad (plain and
---normalized), oja-son (m = 10), bear and mission.
+high-water marks, ``ru_maxrss``), for adagrad (VW's default rule and
+--adaptive, plain AdaGrad), oja-son (m = 10), bear and mission.
 
 The stream is generated on the fly by repeating a block of lines of the gen_sparse file (it
 is created with ``../shared/tools/gen_sparse.py`` if missing), so nothing is stored on disk.
@@ -28,7 +28,7 @@ import _common  # noqa: E402
 PY = sys.executable
 CASES = {
     "adagrad": [],
-    "adagrad --normalized": ["--normalized"],
+    "adagrad --adaptive": ["--adaptive"],
     "oja-son m=10": ["--algo", "oja-son", "--sketch_size", "10"],
     "bear": ["--algo", "bear", "--loss_function", "logistic"],
     "mission": ["--algo", "mission", "--loss_function", "logistic"],

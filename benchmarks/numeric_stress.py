@@ -22,7 +22,7 @@ from stress_gen import stress_lines  # noqa: E402
 
 LEARNERS = {
     "adagrad": [],
-    "adagrad --normalized": ["--normalized"],
+    "adagrad --adaptive": ["--adaptive"],
     "oja-son m=10": ["--algo", "oja-son", "--sketch_size", "10"],
     "bear": ["--algo", "bear"],
     "mission": ["--algo", "mission"],

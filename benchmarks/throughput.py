@@ -7,12 +7,12 @@ process-level loop (``--reps`` rounds, each case once per round):
 
 * VW (``vw_run FILE``): default learner (on the VW text and on its gzip copy: the gzip rows
   are compared with VW reading the same gzip file), and ``--OjaNewton --sketch_size 10``;
-* streamlearn adagrad (plain and ``--normalized``) on VW text, LIBSVM, gzip text, Parquet, and
+* streamlearn adagrad (VW's default rule and ``--adaptive``) on VW text, LIBSVM, gzip text, Parquet, and
   plain on a lean Parquet file (``convert --no_names --compression none``: only the columns an
   AdaGrad run reads, no decompression);
 * streamlearn ``--algo oja-son --sketch_size 10`` (if registered) on VW text and Parquet;
 * interactions: the same examples with their features split over namespaces ``a`` and ``b``
-  (``gs.q.vw``), VW and streamlearn ``--normalized`` with ``-q ab``, ``-q ::`` and
+  (``gs.q.vw``), VW and streamlearn (both their default learner) with ``-q ab``, ``-q ::`` and
   ``--cubic aab``; with ``--baseline DIR`` (another checkout, e.g. the main branch) also that
   checkout's ``-q ab`` run: the before/after of a change to the interaction kernels, in the
   same rounds.
@@ -127,10 +127,10 @@ def cases(wd: Path, bits: int, algos, baseline=None):
          ("VW default vw.gz", "vw.gz", [vw, f["vw.gz"], "-b", str(bits), "--quiet"], None),
          ("VW --OjaNewton m=10", "vw", [vw, f["vw"], "-b", str(bits), "--OjaNewton", "--sketch_size", "10",
                                         "--quiet"], None)]
-    for norm in (False, True):
+    for plain in (False, True):  # VW's default rule (C path); plain AdaGrad, --adaptive (numba)
         for kind in ("vw", "libsvm", "vw.gz", "parquet"):
-            extra = ["--normalized"] if norm else []
-            name = f"sl adagrad{' --normalized' if norm else ''} {kind}"
+            extra = ["--adaptive", "-l", "0.1"] if plain else []
+            name = f"sl adagrad{' --adaptive' if plain else ''} {kind}"
             c.append((name, kind, SL + ["train", f[kind], "-b", str(bits), "--quiet", "--metrics", "METRICS"] + extra,
                       "VW default vw.gz" if kind == "vw.gz" else "VW default"))
     c.append(("sl adagrad lean.parquet", "lean.parquet",
@@ -138,13 +138,13 @@ def cases(wd: Path, bits: int, algos, baseline=None):
     for flags in (["-q", "ab"], ["-q", "::"], ["--cubic", "aab"]):
         tag = " ".join(flags)
         c.append((f"VW {tag}", "q.vw", [vw, f["q.vw"], "-b", str(bits), "--quiet"] + flags, None))
-        c.append((f"sl adagrad --normalized {tag}", "q.vw",
-                  SL + ["train", f["q.vw"], "-b", str(bits), "--quiet", "--normalized", "--metrics", "METRICS"]
+        c.append((f"sl adagrad {tag}", "q.vw",
+                  SL + ["train", f["q.vw"], "-b", str(bits), "--quiet", "--metrics", "METRICS"]
                   + flags, f"VW {tag}"))
         if baseline and flags == ["-q", "ab"]:
-            c.append((f"baseline sl --normalized {tag}", "q.vw",
+            c.append((f"baseline sl {tag}", "q.vw",
                       ["env", f"PYTHONPATH={baseline}", PY, "-m", "streamlearn", "train", f["q.vw"], "-b", str(bits),
-                       "--quiet", "--normalized", "--metrics", "METRICS"] + flags, f"VW {tag}"))
+                       "--quiet", "--metrics", "METRICS"] + flags, f"VW {tag}"))
     if "oja-son" in algos:
         for kind in ("vw", "parquet"):
             c.append((f"sl oja-son m=10 {kind}", kind,

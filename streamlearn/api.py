@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import __version__
-from .algos import COMMON_PARAMS, LEARNERS, get_learner_class
+from .algos import COMMON_PARAMS, LEARNERS, MULTICLASS_LOSSES, SOFTMAX_LEARNERS, get_learner_class
 from .convert import ConvertConfig, convert
 from .errors import ConfigError, InputError, ModelFileError
 from .evaluate import InterruptGuard, ProgressSchedule, run_stream
@@ -51,7 +51,10 @@ class RunConfig:
     initial_model: str | None = None
     final_model: str | None = None
     predictions: str | None = None  # path, "-" for stdout, None for none
+    raw_predictions: str | None = None  # -r: scores before clipping / --binary (path, "-", None)
+    binary: bool = False  # VW's --binary: -1/+1 predictions, 0/1 loss (stored in the model)
     link: str = "identity"
+    probabilities: bool = False  # multiclass: -p writes every class's probability (VW's --probabilities)
     test_only: bool = False
     passes: int = 1
     progress: str = "2.0"
@@ -79,10 +82,14 @@ _NUMBERS = re.compile(r"[-+]?\d+(\.\d+)?")
 
 
 def make_learner(algo: str, hyper: dict):
-    cls = get_learner_class(algo)
+    """The learner of ``--algo algo`` with ``hyper`` (``--oaa K``: the one-against-all
+    reduction or the learner's own multiclass; :func:`streamlearn.algos.make_learner`)."""
+    from .algos import make_learner as build
+
     try:
+        cls = get_learner_class(algo)
         cls.check_options(hyper)
-        return cls(**hyper)
+        return build(algo, hyper)
     except ValueError as e:
         raise ConfigError(str(e)) from None
 
@@ -93,7 +100,7 @@ def save_model(path: str, learner, reader: dict) -> int:
     from .io.model_file import all_finite, write_model
 
     meta, arrays = learner.state_dict()
-    bad = [k for k, a in arrays.items() if np.asarray(a).dtype.kind == "f" and not all_finite(np.asarray(a))]
+    bad = [k for k, a in arrays.items() if np.dtype(a.dtype).kind == "f" and not all_finite(a)]
     if bad:
         raise NumericError(f"{path}: not written: the {learner.name} model's {', '.join(bad)} hold NaN or inf "
                            "(its state degenerated); an existing file is unchanged")
@@ -102,16 +109,16 @@ def save_model(path: str, learner, reader: dict) -> int:
 
 def load_model(path: str):
     """Read a model file; returns ``(learner, reader_settings, header)``."""
-    from .algos import LEARNERS
+    from .algos import LEARNERS, learner_from_state
     from .io.model_file import read_model
 
-    header, arrays = read_model(path)
+    header, arrays = read_model(path, sparse=True)
     algo = header.get("algo")
     if algo not in LEARNERS:
         raise ModelFileError(f"{path}: model uses algorithm {algo!r}, which this streamlearn "
                              f"({__version__}) does not have")
     try:
-        learner = LEARNERS[algo].from_state(header["meta"], arrays)
+        learner = learner_from_state(algo, header["meta"], arrays)
     except (KeyError, ValueError, TypeError) as e:
         raise ModelFileError(f"{path}: model state does not fit algorithm {algo!r} ({e})") from None
     return learner, header.get("reader", {}), header
@@ -129,6 +136,8 @@ def _reader_settings(cfg: RunConfig) -> dict:
             out[k] = list(getattr(cfg, k))
     if cfg.leave_duplicate_interactions:
         out["leave_duplicate_interactions"] = True
+    if cfg.binary:
+        out["binary"] = True  # an output setting, kept with the model as VW keeps --binary
     return out
 
 
@@ -217,6 +226,17 @@ def _run(cfg: RunConfig, learn: bool, log=None):
     else:
         learner = make_learner(cfg.algo or "adagrad", cfg.hyper)
         reader = _reader_settings(cfg)
+    if cfg.probabilities:
+        if not learner.multiclass:
+            raise ConfigError("--probabilities is for multiclass runs (--oaa K)")
+        if not hasattr(learner, "set_probabilities"):
+            raise ConfigError(f"--probabilities is not available for --algo {learner.name} --oaa "
+                              "(per-class probabilities: adagrad, oja-son and other one-against-all learners, "
+                              "--loss_function multiclass_logistic)")
+        try:
+            learner.set_probabilities(True)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     keep_names = cfg.keep_names if cfg.keep_names is not None else learner.wants_names
     keep_names = keep_names or cfg.audit or bool(cfg.invert_hash)
     if (cfg.invert_hash or cfg.readable_model) and not learner.per_hash_weights:
@@ -224,12 +244,30 @@ def _run(cfg: RunConfig, learn: bool, log=None):
         raise ConfigError(f"--invert_hash / --readable_model: --algo {learner.name} has no weight per "
                           f"feature hash (learners that have: {which})")
     rc = _reader_config(cfg, reader, keep_names)
+    binary = bool(cfg.binary or reader.get("binary"))
+    if binary and cfg.initial_model and not reader.get("binary"):
+        reader = dict(reader, binary=True)
+    if learner.multiclass and (binary or cfg.raw_predictions):
+        raise ConfigError(f"{'--binary' if binary else '-r/--raw_predictions'} is for scalar predictions; "
+                          f"this --algo {learner.name} model predicts classes")
     inspect = _inspection(cfg, learner, rc)
 
-    sink = None
+    sink = raw_sink = on_predictions = None
     if cfg.predictions is not None:
-        sink = PredictionSink(cfg.predictions, cfg.link, learner.multiclass)
+        sink = PredictionSink(cfg.predictions, "identity" if binary else cfg.link, learner.multiclass)
         sink.open()
+        on_predictions = sink
+        if cfg.probabilities:
+            def on_predictions(batch, pred):
+                sink(batch, pred, learner.last_probabilities)
+    if cfg.raw_predictions is not None:
+        raw_sink = PredictionSink(cfg.raw_predictions, "identity", False)
+        try:
+            raw_sink.open()
+        except BaseException:
+            if sink is not None:
+                sink.close(failed=True)
+            raise
 
     try:
         schedule = None if cfg.quiet else ProgressSchedule(cfg.progress)
@@ -264,12 +302,12 @@ def _run(cfg: RunConfig, learn: bool, log=None):
     try:
         with InterruptGuard() as guard:
             try:
-                stream, on_predictions = _inspected(_batches(cfg, rc, bool(reader.get("unit_norm"))), sink,
-                                                    inspect)
+                stream, on_predictions = _inspected(_batches(cfg, rc, bool(reader.get("unit_norm"))),
+                                                    on_predictions, inspect)
                 ev = run_stream(learner, stream, learn=learn and not cfg.test_only,
                                 schedule=schedule, emit_row=emit_row,
-                                on_predictions=on_predictions, on_errors=on_errors, guard=guard,
-                                strict=cfg.strict)
+                                on_predictions=on_predictions, on_errors=on_errors, guard=guard, strict=cfg.strict,
+                                binary=binary, on_raw=raw_sink, log_loss=_reports_log_loss(learner, cfg))
             except KeyboardInterrupt:
                 if cfg.save_on_interrupt and cfg.final_model and learn and not cfg.test_only:
                     # the guard raised between batches: the state is that of whole batches
@@ -279,8 +317,9 @@ def _run(cfg: RunConfig, learn: bool, log=None):
                 raise
         failed = False
     finally:
-        if sink is not None:
-            sink.close(failed=failed)
+        for sk in (sink, raw_sink):
+            if sk is not None:
+                sk.close(failed=failed)
     summary = ev.summary(learner.loss)
     summary["algo"] = learner.name
     summary["learner"] = learner.extra_summary()
@@ -342,6 +381,12 @@ def _inspected(stream, sink, inspect: dict):
     return stream, on_predictions
 
 
+def _reports_log_loss(learner, cfg: RunConfig) -> bool:
+    """Whether a multiclass run reports its cross-entropy (``average multiclass log loss``):
+    a softmax learner always, one-against-all with ``--probabilities`` (as VW)."""
+    return bool(learner.multiclass and (learner.native_multiclass or cfg.probabilities))
+
+
 def train(cfg: RunConfig, log=None) -> dict:
     """One progressive-validation pass (``cfg.passes`` passes) over ``cfg.data``; returns the summary."""
     return _run(cfg, learn=True, log=log)
@@ -370,7 +415,7 @@ def select(model: str, top_k: int | None = None, fmt: str = "tsv", out: str = "-
 def warmup(algos=None, log=None) -> dict:
     """Compile (and cache) the kernels of the learners ``algos`` (default: all) ahead of their
     first real run, for images and cron hosts: each is trained on a small generated VW text
-    file with every loss it takes (and ``--oaa`` where it has it), its model is saved, loaded,
+    file with every loss it takes and with ``--oaa`` (and its softmax loss), its model is saved, loaded,
     used to predict and, for feature-selection learners, to select. Returns ``{algo: seconds}``."""
     import tempfile
     import time
@@ -390,11 +435,11 @@ def warmup(algos=None, log=None) -> dict:
         for a in names:
             t0 = time.perf_counter()
             cls = LEARNERS[a]
-            params = {p.name for p in cls.PARAMS}
             losses = next(p.type for p in COMMON_PARAMS if p.name == "loss_function")
-            runs = [{"loss_function": loss} for loss in losses]
-            if "oaa" in params:
-                runs.append({"oaa": 3})
+            runs = [{"loss_function": loss} for loss in losses if loss in cls.losses and loss not in MULTICLASS_LOSSES]
+            runs.append({"oaa": 3})  # every learner: its own multiclass or one-against-all
+            if a in SOFTMAX_LEARNERS:
+                runs += [{"oaa": 3, "loss_function": loss} for loss in MULTICLASS_LOSSES]
             for k, hyper in enumerate(runs):
                 model = os.path.join(d, f"{k}.slm")
                 src = [data["oaa" if "oaa" in hyper else "binary"]]

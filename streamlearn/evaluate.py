@@ -16,7 +16,7 @@ import numpy as np
 
 from .algos.losses import best_constant
 
-__all__ = ["ProgressSchedule", "Evaluation", "run_stream"]
+__all__ = ["ProgressSchedule", "Evaluation", "run_stream", "binary_outputs"]
 
 
 @dataclass
@@ -45,11 +45,17 @@ class ProgressSchedule:
 
 @dataclass
 class Evaluation:
-    """Running sums of a progressive-validation (or test-only) run."""
+    """Running sums of a progressive-validation (or test-only) run.
+
+    Multiclass runs are reported as VW reports ``--oaa``: the average loss (table and summary)
+    is the weighted 0/1 loss, the weighted label sum is 0, there is no best constant, and with
+    ``log_loss`` the learner's per-example losses (its cross-entropy) are summed apart, as VW's
+    ``average multiclass log loss``."""
 
     loss_name: str
     classification: bool
     multiclass: bool = False
+    log_loss: bool = False
     examples: int = 0
     labeled: int = 0
     weighted_examples: float = 0.0
@@ -62,14 +68,17 @@ class Evaluation:
     binary_labels: bool = True
     label_lo: float = float("inf")
     err_sum_half: float = 0.0
+    log_loss_sum: float = 0.0
     total_features: int = 0
     skipped_lines: int = 0
     last_row_loss: float = 0.0
     last_row_weight: float = 0.0
     t0: float = field(default_factory=time.perf_counter)
 
-    def add(self, batch, pred, loss, schedule: ProgressSchedule | None, emit_row=None):
-        """Fold one batch of recorded predictions and losses into the sums."""
+    def add(self, batch, pred, loss, schedule: ProgressSchedule | None, emit_row=None, probs=None):
+        """Fold one batch of recorded predictions and losses into the sums. With ``probs``
+        (``--probabilities``: ``(n, K)``) a progress row shows the predicted class as VW does,
+        ``3(44%)``: the class and its probability."""
         n = batch.n
         if n == 0:
             return
@@ -80,7 +89,10 @@ class Evaluation:
         nfeat = np.diff(batch.offsets)
         if self.multiclass:
             err = (pred != lab).astype(np.float64) * w
-            target = lab
+            target = np.zeros(n)  # VW: weighted label sum 0 for multiclass labels
+            if self.log_loss:
+                self.log_loss_sum += float(wl.sum())
+            wl = err  # VW's --oaa average loss: the 0/1 loss
         else:
             if self.classification:
                 target = np.where(lab > 0, 1.0, -1.0)
@@ -110,8 +122,11 @@ class Evaluation:
                 dw = tot_w - self.last_row_weight
                 since = (tot_l - self.last_row_loss) / dw if dw > 0 else float("nan")
                 self.last_row_loss, self.last_row_weight = tot_l, tot_w
+                shown = float(pred[i])
+                if probs is not None and not math.isnan(shown):
+                    shown = f"{int(shown)}({100 * probs[i, int(shown) - 1]:.0f}%)"
                 emit_row(avg, since, base_count + i + 1, float(batch.weights[i]),
-                         float(batch.labels[i]), float(pred[i]), int(nfeat[i]))
+                         float(batch.labels[i]), shown, int(nfeat[i]))
                 schedule.advance()
         self.examples += n
         self.labeled += int(labeled.sum())
@@ -134,6 +149,8 @@ class Evaluation:
             "weighted_label_sum": self.weighted_label_sum,
             "loss_function": self.loss_name,
             "average_loss": avg,
+            "multiclass_log_loss": (self.log_loss_sum / self.weighted_labeled
+                                    if self.multiclass and self.log_loss and self.weighted_labeled > 0 else None),
             "error_rate": None,
             "best_constant": None,
             "best_constant_loss": None,
@@ -151,7 +168,8 @@ class Evaluation:
             if not self.multiclass:
                 c, cl = best_constant(loss, self.weighted_labeled, self.weighted_label_sum,
                                       self.weighted_pos, self.weighted_label_sq_sum)
-                s["best_constant"], s["best_constant_loss"] = float(c), float(cl)
+                if c is not None:
+                    s["best_constant"], s["best_constant_loss"] = float(c), float(cl)
         return s
 
 
@@ -277,11 +295,24 @@ class _BadHead:
                           "(streamlearn reads VW text, LIBSVM and Parquet)")
 
 
+def binary_outputs(batch, pred, loss):
+    """VW's ``--binary``: predictions become -1/+1 (the sign of the score, -1 at 0) and the loss
+    of an example labeled -1 or +1 becomes 0/1 (other labels keep the learner's loss, as VW's
+    binary reduction does)."""
+    sign = np.where(pred > 0, 1.0, -1.0)
+    lab = batch.labels
+    pm1 = np.abs(lab) == 1.0
+    return sign, np.where(pm1, (lab != sign).astype(np.float64), loss)
+
+
 def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on_predictions=None,
-               on_errors=None, evaluation=None, guard=None, strict=False):
+               on_errors=None, evaluation=None, guard=None, strict=False, binary=False, on_raw=None,
+               log_loss=None):
     """Run the learner over ``batches``; returns the :class:`Evaluation`.
 
-    ``on_predictions(batch, pred)`` receives every batch's recorded predictions (for ``-p``);
+    ``on_predictions(batch, pred)`` receives every batch's recorded predictions (for ``-p``; with
+    ``binary``, VW's -1/+1 and 0/1 loss: :func:`binary_outputs`), ``on_raw(batch, raw)`` the
+    scores before clipping and ``binary`` (the learner's ``last_raw``, else the predictions; ``-r``);
     ``on_errors(list)`` the malformed lines a reader skipped in each batch, and the examples
     whose label the learner cannot use (skipped the same way; ``strict``: an InputError). With
     ``guard`` (an entered :class:`InterruptGuard`), interrupts are taken only between batches.
@@ -290,7 +321,9 @@ def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on
     or have labels the learner cannot use.
     """
     guard = guard or InterruptGuard()
-    ev = evaluation or Evaluation(learner.loss_name, learner.loss.classification, learner.multiclass)
+    if log_loss is None:  # a softmax learner's loss is its cross-entropy
+        log_loss = bool(learner.multiclass and learner.native_multiclass)
+    ev = evaluation or Evaluation(learner.loss_name, learner.loss.classification, learner.multiclass, log_loss)
     head = _BadHead()
 
     def skipped(errs, fmt, labels):
@@ -311,7 +344,12 @@ def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on
                 pred, loss = learner.learn_batch(part) if learn else learner.predict_batch(part)
                 if np.isnan(pred).any():
                     _degenerated(learner, part, pred)
-                ev.add(part, pred, loss, schedule, emit_row)
+                if on_raw is not None:
+                    raw = getattr(learner, "last_raw", None)
+                    on_raw(part, pred if raw is None else raw)
+                if binary:
+                    pred, loss = binary_outputs(part, pred, loss)
+                ev.add(part, pred, loss, schedule, emit_row, getattr(learner, "last_probabilities", None))
                 if on_predictions is not None:
                     on_predictions(part, pred)
             if fatal is not None:

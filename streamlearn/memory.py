@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-__all__ = ["lazy_zeros", "lazy_copy", "bound_malloc", "trim_heap", "bounded"]
+__all__ = ["lazy_zeros", "lazy_copy", "PageSet", "SparseTable", "bound_malloc", "trim_heap", "bounded"]
 
 _BLOCK = 1 << 20
 
@@ -54,6 +54,114 @@ def lazy_copy(a) -> np.ndarray:
         nz = np.flatnonzero(bits[i:i + _BLOCK]) + i
         dst[nz] = src[nz]
     return out
+
+
+class SparseTable:
+    """A 1-D array of ``size`` entries given by its only possibly-non-zero entries: sorted
+    indices ``idx`` and their values ``vals`` (every other entry is zero).
+
+    What a learner's ``state_dict`` gives for a big hashed table whose touched pages it knows
+    (:class:`PageSet`), and what :func:`streamlearn.io.model_file.read_model` gives back for
+    a sparse-encoded array (``sparse=True``): saving and loading a ``-b 32`` table then cost
+    O(touched entries), not O(2^b). ``np.asarray(t)`` builds the dense array (a
+    :func:`lazy_zeros` one: only the non-zeros become resident)."""
+
+    __slots__ = ("size", "dtype", "idx", "vals")
+
+    def __init__(self, size: int, dtype, idx, vals):
+        self.size = int(size)
+        self.dtype = np.dtype(dtype)
+        self.idx = np.asarray(idx)
+        self.vals = np.asarray(vals, self.dtype)
+        if self.idx.shape != self.vals.shape or self.idx.ndim != 1:
+            raise ValueError("SparseTable: idx and vals must be 1-D and of one length")
+
+    @property
+    def shape(self):
+        return (self.size,)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def dense(self) -> np.ndarray:
+        """A new dense array (untouched pages never resident)."""
+        out = lazy_zeros(self.size, self.dtype)
+        out[self.idx] = self.vals
+        return out
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.dense()
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+
+class PageSet:
+    """The pages (runs of ``2**PAGE_BITS`` entries, 64 to 256) of a hashed table of ``size`` entries that
+    may hold non-zeros: marked from the indices every update touches, so that saving a
+    ``-b 32`` table reads only those pages (a scan of all 2^32 entries takes tens of seconds,
+    most of it faulting in pages never written).
+
+    Tables smaller than ``2**MIN_BITS`` entries are not tracked (``active`` False): a full
+    scan of them is cheaper than marking."""
+
+    MIN_BITS = 22
+    #: at most 2^MAP_BITS pages (a 16 MB map at -b 32), of at least 2^6 entries: hashed
+    #: features land on random pages, so a save reads about (touched features) x (page size)
+    MAP_BITS = 24
+
+    def __init__(self, size: int):
+        self.size = int(size)
+        self.active = self.size >= 1 << self.MIN_BITS
+        self.PAGE_BITS = max(6, (self.size - 1).bit_length() - self.MAP_BITS)
+        self.bits = np.zeros(((self.size - 1) >> self.PAGE_BITS) + 1 if self.active else 0, np.bool_)
+
+    def mark(self, indices, mask: int) -> None:
+        """Mark the pages of ``indices & mask`` (``mask`` = size - 1)."""
+        if not self.active or len(indices) == 0:
+            return
+        ix = np.asarray(indices)
+        if mask != 0xFFFFFFFF or ix.dtype != np.uint32:
+            ix = np.bitwise_and(ix, np.array(mask, ix.dtype) if ix.dtype.kind == "u" else mask)
+        self.bits[ix >> self.PAGE_BITS] = True
+
+    def mark_entries(self, idx) -> None:
+        """Mark the pages holding the entries ``idx`` (e.g. the non-zeros of a loaded table)."""
+        if self.active and len(idx):
+            self.bits[np.asarray(idx, np.int64) >> self.PAGE_BITS] = True
+
+    def mark_nonzero(self, a) -> None:
+        """Mark the pages of ``a``'s non-zero entries (a scan: for tables given densely)."""
+        if not self.active:
+            return
+        flat = np.ascontiguousarray(a).reshape(-1)
+        view = flat.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[flat.dtype.itemsize])
+        for i in range(0, flat.size, _BLOCK):
+            nz = np.flatnonzero(view[i:i + _BLOCK])
+            if nz.size:
+                self.bits[(nz + i) >> self.PAGE_BITS] = True
+
+    def worth_it(self) -> bool:
+        """Whether reading only the marked pages beats a scan of the whole table (at most an
+        eighth of the table marked)."""
+        return self.active and int(np.count_nonzero(self.bits)) << self.PAGE_BITS <= self.size >> 3
+
+    def entries(self) -> np.ndarray:
+        """The indices of every entry in a marked page, ascending (int64)."""
+        pages = np.flatnonzero(self.bits).astype(np.int64)
+        step = 1 << self.PAGE_BITS
+        idx = (pages[:, None] * step + np.arange(step, dtype=np.int64)[None, :]).reshape(-1)
+        return idx[idx < self.size]
+
+    def table(self, a: np.ndarray, entries=None):
+        """``a`` as a :class:`SparseTable` of its non-zero entries (bit pattern: -0.0 and NaN
+        kept) within the marked pages; ``a`` itself when not tracking."""
+        if not self.active:
+            return a
+        idx = self.entries() if entries is None else entries
+        vals = a[idx]
+        bits = vals.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[vals.dtype.itemsize])
+        keep = bits != 0
+        return SparseTable(a.shape[0], a.dtype, idx[keep], vals[keep])
 
 
 _MALLOC_DONE = []

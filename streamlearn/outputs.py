@@ -39,7 +39,9 @@ def silence_stdout():
 class PredictionSink:
     """Writes predictions (``pred [tag]`` per line, as VW's ``-p``) to ``path`` (``-``:
     stdout) as they are produced. ``link`` is ``identity`` or ``logistic`` (the written value
-    is the probability); ``multiclass`` predictions are class ids."""
+    is the probability); ``multiclass`` predictions are class ids, or, when the call passes
+    ``probs`` (``--probabilities``), every class's probability in VW's layout
+    ``1:p1 2:p2 ... K:pK`` (``%g``, as VW's stream output)."""
 
     def __init__(self, path, link, multiclass):
         self.path = path
@@ -58,10 +60,13 @@ class PredictionSink:
             except OSError as e:
                 raise InputError(f"{self.path}: cannot write predictions: {e.strerror or e}") from None
 
-    def __call__(self, batch, pred):
+    def __call__(self, batch, pred, probs=None):
         if self.broken:
             return
-        if self.multiclass:
+        if probs is not None:
+            cls = [f"{c}:" for c in range(1, probs.shape[1] + 1)]
+            vals = [" ".join(c + "%g" % p for c, p in zip(cls, row)) for row in probs.tolist()]
+        elif self.multiclass:
             vals = [str(int(p)) for p in pred.tolist()]
         else:
             p = 1.0 / (1.0 + np.exp(-pred)) if self.link == "logistic" else pred

@@ -14,6 +14,8 @@ def table_header() -> list[str]:
 
 
 def _fmt_num(x, multiclass=False):
+    if isinstance(x, str):  # already formatted (e.g. VW's "3(44%)" of --probabilities)
+        return x
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "unknown"
     if multiclass:
@@ -35,6 +37,8 @@ def summary_lines(s: dict) -> list[str]:
     out.append(f"weighted example sum = {s['weighted_examples']:.6f}")
     out.append(f"weighted label sum = {s['weighted_label_sum']:.6f}")
     out.append("average loss = " + ("n.a." if s.get("average_loss") is None else f"{s['average_loss']:.6f}"))
+    if s.get("multiclass_log_loss") is not None:
+        out.append(f"average multiclass log loss = {s['multiclass_log_loss']:.6f}")
     if s.get("best_constant") is not None:
         out.append(f"best constant = {s['best_constant']:.6f}")
         out.append(f"best constant's loss = {s['best_constant_loss']:.6f}")
@@ -65,12 +69,16 @@ def settings_lines(cfg, learner, reader: dict, learn: bool) -> list[str]:
             lines.append(f"{k} = " + " ".join(reader[k]))
     if reader.get("unit_norm"):
         lines.append("unit_norm = True")
+    if reader.get("binary") or getattr(cfg, "binary", False):
+        lines.append("binary = True")
     if cfg.initial_model:
         lines.append(f"initial model = {cfg.initial_model}")
     if cfg.final_model:
         lines.append(f"final model = {cfg.final_model}")
     if cfg.predictions:
         lines.append(f"predictions = {cfg.predictions}")
+    if getattr(cfg, "raw_predictions", None):
+        lines.append(f"raw predictions = {cfg.raw_predictions}")
     if not learn or cfg.test_only:
         lines.append("only testing")
     lines.append("data = " + " ".join("<stdin>" if d == "-" else d for d in cfg.data))

@@ -95,3 +95,110 @@ def vw_normalized_reference(X, y, loss_name, eta=0.5, imp=None):
         G = G.astype(np.float32).astype(np.float64)
         N = N.astype(np.float32).astype(np.float64)
     return preds
+
+
+def _vw_invariant_update(loss, p, y, us, ppu):
+    """VW's loss->get_update (loss_functions.cc): the importance-aware step on the prediction
+    scale, with VW's first-order branches for tiny ``us * ppu``."""
+    if loss.name == "squared":
+        return 2 * (y - p) * us if us * ppu < 1e-6 else (y - p) * (1 - math.exp(-2 * us * ppu)) / ppu
+    if loss.name == "logistic":
+        d = math.exp(y * p)
+        return y * us / (1 + d) if us * ppu < 1e-6 else -(y * _wexpmx(us * ppu + y * p + d) + p) / ppu
+    if loss.name == "hinge":
+        err = 1 - y * p
+        return 0.0 if err <= 0 else y * (us if us * ppu < err else err / ppu)
+    tau = loss.tau  # quantile
+    err = y - p
+    if err == 0:
+        return 0.0
+    if err > 0:
+        return tau * us if tau * us * ppu < err else err / ppu
+    return (tau - 1) * us if -(1 - tau) * us * ppu > err else err / ppu
+
+
+def vw_gd_reference(X, y, loss_name, *, adaptive=None, normalized=None, invariant=None, sgd=False, lr=None,
+                    power_t=0.5, initial_t=None, l1=0.0, l2=0.0, tau=0.5, imp=None):
+    """VW 9's gd reduction (gd.cc: gd_setup, predict, compute_update, pred_per_update_feature,
+    train; scorer.cc's label range; loss_functions.cc) with VW's command-line semantics, literally,
+    one example at a time on dense features (zero entries absent, as in a sparse example).
+    Returns (clipped predictions, raw scores). Weights, G and N are float32 as in VW."""
+    loss = get_loss(loss_name, tau)
+    named = bool(sgd or adaptive or normalized or invariant)
+    if not named:
+        adaptive = normalized = invariant = True
+    adaptive, normalized, invariant = bool(adaptive), bool(normalized), bool(invariant)
+    eta = lr if lr is not None else (0.5 if (not named or (adaptive and normalized)) else 10.0)
+    if initial_t is None:
+        initial_t = 1.0 if (named and not adaptive and not normalized) else 0.0
+    if named and not adaptive and not normalized:
+        eta *= initial_t ** power_t
+    neg_norm_power = power_t - 1 if adaptive else -1.0
+    n, d = X.shape
+    imp = np.ones(n) if imp is None else imp
+    w = np.zeros(d)
+    G = np.full(d, initial_t if (adaptive and initial_t > 0) else 0.0)
+    N = np.zeros(d)
+    nsnx = tw = initial_t if initial_t > 0 else 0.0
+    t = initial_t
+    lo, hi = (-50.0, 50.0) if loss.name == "logistic" else (0.0, 0.0)
+    gravity, contraction = 0.0, 1.0
+    preds, raws = np.empty(n), np.empty(n)
+    for i in range(n):
+        idx = np.flatnonzero(X[i])
+        x = X[i, idx]
+        yy = float(loss.target(y[i]))
+        lo, hi = min(lo, yy), max(hi, yy)
+        wx = w[idx]
+        if l1 > 0:
+            wx = np.where(np.abs(wx) > gravity, wx - np.sign(wx) * gravity, 0.0)
+        raw = float(wx @ x) * contraction
+        p = min(max(raw, lo), hi)
+        preds[i], raws[i] = p, raw
+        t_prev, t = t, t + imp[i]
+        if loss.name == "logistic":  # VW computes the loss in float32
+            positive = np.float32(1.0) + np.float32(math.exp(-yy * p)) > 1
+        else:
+            positive = float(loss.value(p, y[i])) > 0
+        if not positive:
+            continue
+        dl = float(loss.derivative(p, y[i]))
+        mult = 1.0
+        rate = np.ones(len(idx))
+        if adaptive or normalized:
+            g2 = imp[i] * dl * dl
+            if adaptive:
+                G[idx] += g2 * x * x
+            if normalized:
+                grow = np.abs(x) > N[idx]
+                resc = grow & (N[idx] > 0)
+                w[idx[resc]] *= (np.abs(x[resc]) / N[idx[resc]]) ** (2 * neg_norm_power)
+                N[idx[grow]] = np.abs(x[grow])
+                rate = rate * (N[idx] ** 2) ** neg_norm_power
+            if adaptive:
+                rate = rate * G[idx] ** -power_t
+            ppu = float(np.sum(x * x * rate))
+            if normalized:
+                nsnx += imp[i] * float(np.sum(x * x / N[idx] ** 2))
+                tw += imp[i]
+                mult = (nsnx / tw) ** neg_norm_power
+                ppu *= mult
+        else:
+            ppu = float(np.sum(x * x))
+        us = eta * imp[i] * (1.0 if adaptive else (t_prev + imp[i]) ** -power_t)
+        upd = _vw_invariant_update(loss, p, yy, us, ppu) if invariant else -us * dl
+        if (l1 > 0 or l2 > 0) and abs(upd) > 1e-8:
+            eta_bar = -upd / dl if abs(dl) > 1e-8 else 0.0
+            if abs(dl) > 1e-8:
+                contraction *= 1 - l2 * eta_bar
+            upd /= contraction
+            gravity += eta_bar * l1
+        w[idx] += upd * mult * x * rate
+        w = w.astype(np.float32).astype(np.float64)
+        G = G.astype(np.float32).astype(np.float64)
+        N = N.astype(np.float32).astype(np.float64)
+        if contraction < 1e-9 or gravity > 1e3:
+            w = np.where(np.abs(w) > gravity, w - np.sign(w) * gravity, 0.0) * contraction
+            w = w.astype(np.float32).astype(np.float64)
+            gravity, contraction = 0.0, 1.0
+    return preds, raws

@@ -6,7 +6,7 @@ import pytest
 sk = pytest.importorskip("streamlearn.algos._sketch_kernels")
 bk = pytest.importorskip("streamlearn.algos._bear_kernels")
 
-from streamlearn.algos import LEARNERS  # noqa: E402
+from streamlearn.algos import COMMON_PARAMS, LEARNERS  # noqa: E402
 from streamlearn.algos.bear import Bear  # noqa: E402
 from streamlearn.batch import Batch  # noqa: E402
 
@@ -339,9 +339,10 @@ def test_sizing_options():
         Bear(sketch_bytes=100, sketch_width=10)
     with pytest.raises(ValueError):
         Bear(oaa=1)
-    names = [p.name for p in Bear.PARAMS]
+    names = [p.name for p in Bear.PARAMS + COMMON_PARAMS]  # --oaa is common to every learner
     assert {"sketch_rows", "sketch_width", "sketch_bytes", "top_k", "minibatch", "history",
             "oaa", "learning_rate", "step_schedule", "t0"} <= set(names)
+    assert Bear.native_multiclass
 
 
 def test_inverse_schedule_and_override():

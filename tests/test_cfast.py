@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fuzz_oracle as fo  # noqa: E402
-from naive_adagrad import adagrad_reference, vw_normalized_reference  # noqa: E402
+from naive_adagrad import adagrad_reference, vw_gd_reference, vw_normalized_reference  # noqa: E402
 
 from streamlearn import kernels  # noqa: E402
 from streamlearn.batch import Batch  # noqa: E402
@@ -319,15 +319,25 @@ def _random_batches(r: np.random.Generator, n_batches, extreme=False):
     return out
 
 
+#: the update rules the C port serves: VW's default, and the two rules of older model files
+C_RULES = {"default": 1 | 2 | 4 | 8, "legacy plain": 16 | 1 | 8, "legacy normalized": 16 | 1 | 2 | 4 | 8}
+
+
+def _hp(l1=0.0, l2=0.0, g0=0.0):
+    return np.array([0.5, l1, l2, 0.5, g0])
+
+
 @pytest.mark.parametrize("extreme", [False, True])
-@pytest.mark.parametrize("normalized", [False, True])
+@pytest.mark.parametrize("rule", list(C_RULES))
 @pytest.mark.parametrize("loss", [0, 1, 2])
-def test_adagrad_kernel_matches_numba(loss, normalized, extreme):
-    """Same predictions, losses, learned counts and float32 state, bit for bit, over batches of
-    random examples (duplicate indices, unlabeled rows, zero and huge importance weights,
-    values 1e-30..1e30), learning and predicting, at -b 8 (many collisions) and -b 32."""
+def test_adagrad_kernel_matches_numba(loss, rule, extreme):
+    """Same predictions, raw scores, losses, learned counts and float32 state, bit for bit, over
+    batches of random examples (duplicate indices, unlabeled rows, zero and huge importance
+    weights, values 1e-30..1e30), learning and predicting, at -b 8 (many collisions) and -b 32."""
     from streamlearn.algos._adagrad_kernels import adagrad_run
     size = 1 << 12
+    code = C_RULES[rule]
+    normalized = bool(code & 2)
     for bits in (8, 12, 32):  # -b 32: indices drawn below the (small) table size
         mask = (1 << bits) - 1
         states = []
@@ -335,23 +345,27 @@ def test_adagrad_kernel_matches_numba(loss, normalized, extreme):
             w = np.zeros(size, np.float32)
             G = np.zeros(size, np.float32)
             N = np.zeros(size if normalized else 1, np.float32)
-            scal = np.zeros(4)
+            scal = np.zeros(8)
+            scal[6] = 1.0
+            if loss == 1 and rule == "default":
+                scal[2:4] = (-50.0, 50.0)
             res = []
-            rr = np.random.default_rng(loss * 100 + normalized * 10 + extreme + bits)
+            rr = np.random.default_rng(loss * 100 + normalized * 10 + extreme + bits + code)
             for b in _random_batches(rr, 25, extreme):
                 if bits == 32:
                     b.indices %= np.uint32(size)
                 pred = np.empty(b.n)
                 lossv = np.empty(b.n)
+                raw = np.empty(b.n)
                 learn = bool(rr.random() < 0.85)
                 eta = 0.5 if normalized else 0.1
                 f = adagrad_run if impl == "numba" else _cfast.adagrad_run
                 args = (b.offsets, b.indices, b.values, b.labels, b.weights, w, G, N, scal, mask, loss, eta,
-                        normalized, learn, pred, lossv)
+                        code, _hp(), learn, pred, lossv, raw)
                 if impl == "c":  # (-b 32 tables would be 2**32 entries: the check asks for them)
                     assert _cfast.adagrad_args_ok(*args) == (bits < 32)
                 k = f(*args)
-                res.append((int(k), pred.tobytes(), lossv.tobytes()))
+                res.append((int(k), pred.tobytes(), lossv.tobytes(), raw.tobytes()))
             states.append((res, w.tobytes(), G.tobytes(), N.tobytes(), scal.tobytes()))
         assert states[0][0] == states[1][0], bits
         assert states[0][1:] == states[1][1:], bits
@@ -360,21 +374,24 @@ def test_adagrad_kernel_matches_numba(loss, normalized, extreme):
 def test_adagrad_args_ok_rejects_what_numba_would_compute_differently():
     b = Batch.from_dense(np.eye(3), np.ones(3))
     w = np.zeros(8, np.float32)
-    p, l_ = np.empty(3), np.empty(3)
-    base = [b.offsets, b.indices, b.values, b.labels, b.weights, w, w.copy(), w.copy(), np.zeros(4),
-            7, 0, 0.1, True, True, p, l_]
+    p, l_, r_ = np.empty(3), np.empty(3), np.empty(3)
+    base = [b.offsets, b.indices, b.values, b.labels, b.weights, w, w.copy(), w.copy(), np.zeros(8),
+            7, 0, 0.1, C_RULES["default"], _hp(), True, p, l_, r_]
     assert _cfast.adagrad_args_ok(*base)
     for i, bad in ((2, b.values.astype(np.float32)), (0, b.offsets.astype(np.int32)),
                    (1, b.indices.astype(np.int64)), (5, w.astype(np.float64)), (2, np.repeat(b.values, 2)[::2]),
-                   (9, 15), (7, w[:4]), (10, 3)):
+                   (9, 15), (7, w[:4]), (10, 3), (17, np.empty(2)),
+                   # rules and options the C port does not implement: numba runs them
+                   (12, 1 | 8), (12, 1 | 2 | 4), (12, 8), (12, 1 | 2 | 8), (13, _hp(l1=1e-3)), (13, _hp(l2=1e-3)),
+                   (13, _hp(g0=1.0))):
         args = list(base)
         args[i] = bad
         assert not _cfast.adagrad_args_ok(*args), i
 
 
 @pytest.mark.parametrize("loss", ["squared", "logistic", "hinge"])
-@pytest.mark.parametrize("normalized", [False, True])
-def test_c_learner_matches_numba_learner_and_reference(loss, normalized):
+@pytest.mark.parametrize("rule", list(C_RULES))
+def test_c_learner_matches_numba_learner_and_reference(loss, rule):
     from streamlearn.algos import AdaGrad
     rng = np.random.default_rng(3)
     X = rng.standard_normal((400, 20)) * 10 ** rng.uniform(-1, 1, 20)
@@ -382,17 +399,27 @@ def test_c_learner_matches_numba_learner_and_reference(loss, normalized):
     y = np.sign(X @ rng.standard_normal(20) + 0.1)
     imp = rng.uniform(0.5, 2.0, len(y))
     b = Batch.from_dense(X, y, weights=imp)
+    legacy = rule != "default"
+    normalized = rule != "legacy plain"
     runs = []
     for no_c in ("0", "1"):
         with fo.kernel_backend(no_c == "0"):
-            a = AdaGrad(loss_function=loss, learning_rate=0.3, normalized=normalized, bit_precision=10)
+            if legacy:
+                a = AdaGrad(_legacy=True, loss_function=loss, learning_rate=0.3, adaptive=True,
+                            normalized=normalized, invariant=normalized, bit_precision=10)
+            else:
+                a = AdaGrad(loss_function=loss, learning_rate=0.3, bit_precision=10)
+            assert a._c_serves() == (no_c == "0")
             pred1, loss1 = a.learn_batch(b.slice(0, 150))
             pred2, loss2 = a.learn_batch(b.slice(150, 400))
             pt, lt = a.predict_batch(b)
         runs.append([x.tobytes() for x in (pred1, pred2, loss1, loss2, pt, lt, a.w, a.G, a.N, a.scal)]
                     + [a.examples_learned])
         if no_c == "0":
-            ref = (vw_normalized_reference if normalized else adagrad_reference)(X, y, loss, 0.3, imp)
+            if legacy:
+                ref = (vw_normalized_reference if normalized else adagrad_reference)(X, y, loss, 0.3, imp)
+            else:
+                ref, _ = vw_gd_reference(X, y, loss, lr=0.3, imp=imp)
             np.testing.assert_allclose(np.concatenate([pred1, pred2]), ref, rtol=1e-5, atol=1e-6)
     assert runs[0] == runs[1]
 
@@ -417,9 +444,9 @@ def _assert_same_outputs(outs):
 
 CLI_CASES = [
     ("vw", ["--loss_function", "logistic"]),
-    ("vw", ["--normalized", "-q", "ab", "-b", "20"]),
-    ("libsvm", ["--loss_function", "hinge", "--normalized"]),
-    ("vw.gz", ["--loss_function", "logistic", "--normalized", "--noconstant"]),
+    ("vw", ["-q", "ab", "-b", "20"]),
+    ("libsvm", ["--loss_function", "hinge"]),
+    ("vw.gz", ["--loss_function", "logistic", "--noconstant"]),
     ("stdin", ["--loss_function", "squared", "-l", "0.05"]),
 ]
 
@@ -491,7 +518,8 @@ _PROBE = ("import os, sys, runpy; sys.argv = ['streamlearn'] + sys.argv[1:]\n"
 
 @pytest.mark.parametrize("args,expect_numba", [
     (["train", "D.vw", "--quiet"], False),
-    (["train", "D.libsvm", "--quiet", "--normalized", "--loss_function", "logistic"], False),
+    (["train", "D.libsvm", "--quiet", "--loss_function", "logistic"], False),
+    (["train", "D.vw", "--quiet", "--sgd"], True),  # rules other than VW's default run on numba
     (["train", "D.vw.gz", "--quiet", "-q", "ab", "-f", "M"], False),
     (["train", "D.vw", "--quiet", "--algo", "mission"], True),
 ])
@@ -875,7 +903,7 @@ def test_cli_parquet_strict_error_is_the_same(tmp_path, run_cli):
 
 @pytest.mark.parametrize("args,expect_numba", [
     (["train", "P", "--quiet"], False),
-    (["train", "P", "--quiet", "--normalized", "-q", "ab", "-f", "M"], False),
+    (["train", "P", "--quiet", "-q", "ab", "-f", "M"], False),
     pytest.param(["train", "W", "--quiet", "--label_column", "y"], False, marks=pytest.mark.slow),
 ])
 def test_adagrad_parquet_run_does_not_import_numba(args, expect_numba, tmp_path):

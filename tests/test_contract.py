@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from streamlearn.algos import LEARNERS
+from streamlearn.algos import LEARNERS, SOFTMAX_LEARNERS, make_learner
 from streamlearn.api import load_model, save_model
 from streamlearn.batch import Batch, concat_batches
 
@@ -16,6 +16,7 @@ SMALL = {
 
 
 def _stream(n=300, d=40, seed=0, classes=0):
+    classes = 3 if classes == "softmax" else classes
     """A sparse stream: labels -1/+1, or with ``classes`` K the class 1..K of the largest of K
     linear scores."""
     rng = np.random.default_rng(seed)
@@ -30,22 +31,32 @@ def _stream(n=300, d=40, seed=0, classes=0):
 
 
 def _make(name, oaa=0, **extra):
-    # multiclass is softmax (--loss_function with --oaa is a usage error)
-    loss = {"oaa": oaa} if oaa else {"loss_function": "logistic"}
-    hyper = dict(SMALL.get(name, {}), bit_precision=12, **loss, **extra)
+    """The learner as a run builds it (``algos.make_learner``): binary with logistic loss;
+    ``oaa``: ``--oaa 3`` (native softmax or the one-against-all reduction, logistic loss for
+    the latter); ``oaa="softmax"``: ``--oaa 3 --loss_function multiclass_logistic``."""
     cls = LEARNERS[name]
-    known = {p.name for p in cls.PARAMS} | {"bit_precision", "loss_function"}
-    return cls(**{k: v for k, v in hyper.items() if k in known})
+    if oaa == "softmax":
+        loss = {"oaa": 3, "loss_function": "multiclass_logistic"}
+    elif oaa:
+        # native multiclass is softmax (--loss_function with --oaa is a usage error there)
+        loss = {"oaa": oaa} if cls.native_multiclass else {"oaa": oaa, "loss_function": "logistic"}
+    else:
+        loss = {"loss_function": "logistic"}
+    hyper = dict(SMALL.get(name, {}), bit_precision=12, **loss, **extra)
+    known = {p.name for p in cls.PARAMS} | {"bit_precision", "loss_function", "oaa"}
+    return make_learner(name, {k: v for k, v in hyper.items() if k in known})
 
 
 def _cases():
-    """Every learner (binary, logistic loss), and each learner that has an ``oaa`` parameter
-    again with ``--oaa 3`` on a 3-class stream: a learner that gains ``--oaa`` joins here."""
+    """Every learner (binary, logistic loss), every learner again with ``--oaa 3`` on a 3-class
+    stream (its own multiclass or the one-against-all reduction), and each softmax learner
+    (``--loss_function multiclass_logistic``): a new learner joins all of them."""
     out = []
     for name in sorted(LEARNERS):
         out.append(pytest.param(name, 0, id=name))
-        if any(p.name == "oaa" for p in LEARNERS[name].PARAMS):
-            out.append(pytest.param(name, 3, id=f"{name}-oaa3"))
+        out.append(pytest.param(name, 3, id=f"{name}-oaa3"))
+        if name in SOFTMAX_LEARNERS:
+            out.append(pytest.param(name, "softmax", id=f"{name}-softmax3"))
     return out
 
 
@@ -114,6 +125,7 @@ def test_learns_something(name, oaa, run_learner):
     b = _stream(n=2000, d=20, classes=oaa)
     p, l = run_learner(_make(name, oaa), [b])
     if oaa:  # the prediction is the class id (chance: an error rate of 1 - 1/oaa)
+        oaa = 3 if oaa == "softmax" else oaa
         assert set(np.unique(p).tolist()) <= set(range(1, oaa + 1))
         err = np.mean(p[1000:] != b.labels[1000:])
         assert err < 0.35, err

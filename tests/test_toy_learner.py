@@ -51,3 +51,23 @@ def test_a_registered_learner_runs_through_the_api(tmp_path, monkeypatch):
     _run(api.predict, [A9A_TEST], initial_model=str(tmp_path / "whole.slm"), predictions=str(tmp_path / "pw.txt"))
     _run(api.predict, [A9A_TEST], initial_model=str(tmp_path / "cont.slm"), predictions=str(tmp_path / "pc.txt"))
     assert _lines(tmp_path / "pw.txt") == _lines(tmp_path / "pc.txt") and len(_lines(tmp_path / "pw.txt")) == 1000
+
+
+def test_a_registered_learner_gets_oaa_without_code_of_its_own(tmp_path, monkeypatch):
+    """--oaa K works for any registered learner through the one-against-all reduction: train,
+    save, reload and predict (the reloaded model's predictions are the trained one's)."""
+    from conftest import ROOT
+
+    monkeypatch.setitem(LEARNERS, Toy.name, Toy)
+    src = ROOT / "tests" / "data" / "oaa_golden_input.vw"
+    hyper = {"bit_precision": 12, "loss_function": "logistic", "learning_rate": 0.1, "oaa": 26}
+    s = _run(api.train, [src], algo="toy", hyper=hyper, final_model=str(tmp_path / "m.slm"))
+    assert s["examples"] == 400 and s["learner"] == {"oaa_classes": 26, "bits_per_class": 7}
+    assert s["average_loss"] < 0.9  # the 0/1 loss (0.87 here); always one class: 0.96
+    model, _, header = api.load_model(str(tmp_path / "m.slm"))
+    assert header["algo"] == "toy" and model.multiclass and all(isinstance(c, Toy) for c in model.learners)
+    _run(api.predict, [src], initial_model=str(tmp_path / "m.slm"), predictions=str(tmp_path / "p.txt"))
+    _run(api.train, [src], algo="toy", hyper=hyper, test_only=True, initial_model=str(tmp_path / "m.slm"),
+         predictions=str(tmp_path / "t.txt"))
+    p = _lines(tmp_path / "p.txt")
+    assert p == _lines(tmp_path / "t.txt") and len(p) == 400 and {x.split()[0] for x in p} <= {str(c) for c in range(1, 27)}

@@ -1,6 +1,6 @@
 """The VW flags of the reader and output side on the command line: --audit, --readable_model
 and --invert_hash against VW 9.11.9's outputs (tests/data/vwflags_*, made by
-tests/data/make_vwflags_golden.sh; VW's default learner is --normalized here), the reader
+tests/data/make_vwflags_golden.sh; both tools' default learner), the reader
 flags stored in the model and applied by predict, predict's rejection of training options,
 and the flags accepted with no effect (--holdout_off, -c, --cache_file)."""
 import re
@@ -43,7 +43,7 @@ def _weights(path):
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_audit_is_vws(case, invoke_cli):
-    r = invoke_cli("train", INPUT, "--normalized", "-b", "18", "--quiet", "--audit", *CASES[case])
+    r = invoke_cli("train", INPUT, "-b", "18", "--quiet", "--audit", *CASES[case])
     assert r.exit_code == 0, r.output
     got, exp = _audit(r.stdout), _audit((DATA / f"{case}_audit.txt").read_text())
     assert len(got) == len(exp) == 20
@@ -60,7 +60,7 @@ def test_audit_is_vws(case, invoke_cli):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_readable_model_and_invert_hash_are_vws(case, invoke_cli, tmp_path):
     rd, inv = tmp_path / "r.txt", tmp_path / "i.txt"
-    r = invoke_cli("train", INPUT, "--normalized", "-b", "18", "--quiet", "--readable_model", rd,
+    r = invoke_cli("train", INPUT, "-b", "18", "--quiet", "--readable_model", rd,
                    "--invert_hash", inv, *CASES[case])
     assert r.exit_code == 0, r.output
     head = rd.read_text().splitlines()[:9]

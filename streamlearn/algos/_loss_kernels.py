@@ -3,7 +3,7 @@ import math
 
 from numba import njit
 
-__all__ = ["target", "loss_value", "loss_deriv"]
+__all__ = ["target", "loss_value", "loss_deriv", "scalar_target", "value_tau", "deriv_tau", "QUANTILE"]
 
 SQUARED, LOGISTIC, HINGE = 0, 1, 2
 
@@ -79,3 +79,37 @@ def invariant_step(code, p, y, us, ppu):
     if err <= 0.0:
         return 0.0
     return y * (us if us * ppu < err else err / ppu)
+
+
+# -- scalar losses with a parameter (quantile), for the learners whose kernels pass one -----------
+QUANTILE = 3
+
+
+@njit(cache=True, nogil=True, inline="always")
+def scalar_target(code, label):
+    """Label as the loss sees it: {-1,+1} for the classification losses, the label itself for
+    squared and quantile loss."""
+    if code == SQUARED or code == QUANTILE:
+        return label
+    return 1.0 if label > 0.0 else -1.0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def value_tau(code, p, y, tau):
+    """:func:`loss_value`, and the quantile (pinball) loss ``tau e`` for ``e = y - p > 0``,
+    ``-(1 - tau) e`` otherwise (VW's quantileloss)."""
+    if code == QUANTILE:
+        e = y - p
+        return tau * e if e > 0.0 else -(1.0 - tau) * e
+    return loss_value(code, p, y)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def deriv_tau(code, p, y, tau):
+    """:func:`loss_deriv`, and the quantile loss's: 0 at ``p = y``, ``-tau`` below, ``1 - tau`` above."""
+    if code == QUANTILE:
+        e = y - p
+        if e == 0.0:
+            return 0.0
+        return -tau if e > 0.0 else 1.0 - tau
+    return loss_deriv(code, p, y)

@@ -13,8 +13,23 @@ Protocol
 ``check_options(given)`` (classmethod)
     Usage errors among the options given on the command line (``ValueError``), before the
     learner is built; e.g. the sketch learners refuse ``--loss_function`` with ``--oaa``.
-``multiclass``, ``loss_name``
-    Whether predictions are class ids; the loss the run reports (e.g. ``softmax``).
+``multiclass``, ``loss_name``, ``losses``
+    Whether predictions are class ids; the loss the run reports (e.g. ``softmax``); the
+    ``--loss_function`` values the kernels take (others are a usage error naming the learners
+    that take them).
+``last_raw`` (optional)
+    After ``learn_batch`` / ``predict_batch``: the batch's scores before clipping, for ``-r``
+    (learners that clip their predictions set it; otherwise ``-r`` writes the predictions).
+``native_multiclass``
+    True for a learner that handles ``--oaa K`` itself (BEAR, MISSION: per-class sketches and
+    softmax). Any other learner gets ``--oaa K`` from the generic one-against-all reduction
+    (:mod:`streamlearn.algos.multiclass`: K copies of the binary learner) without code of its
+    own; ``algos.make_learner`` chooses.
+``probabilities`` / ``last_probabilities`` (multiclass learners)
+    ``set_probabilities(True)`` asks for per-class probabilities; each learn / predict call
+    then leaves them in ``last_probabilities`` (``(n, K)``) for ``-p``. A multiclass
+    learner's ``loss`` is its per-example cross-entropy (the run reports the 0/1 loss as the
+    average loss, as VW's ``--oaa``, and the cross-entropy in its own field).
 ``wants_names``
     True if the readers should keep feature-name spans for this learner (default False).
 ``selects_features`` / ``top_features(refresh=True)``
@@ -38,7 +53,9 @@ Protocol
     Extra figures for the run summary / metrics (e.g. a sketch's compression factor).
 ``state_dict() -> (meta, arrays)`` / ``from_state(meta, arrays)``
     ``meta`` is JSON-able (``algo`` plus every hyper-parameter and counter); ``arrays`` a dict
-    of NumPy arrays. ``from_state(*state_dict())`` must give a learner whose every future
+    of NumPy arrays, or of :class:`~streamlearn.memory.SparseTable` for big hashed tables whose
+    touched pages the learner tracks (:class:`~streamlearn.memory.PageSet`), so that a ``-b 32``
+    model saves and loads in O(touched entries); ``from_state`` takes either form. ``from_state(*state_dict())`` must give a learner whose every future
     prediction and update is bit-identical. A learner implements ``_arrays`` /
     ``_load_arrays`` (usually loops over the fields of its kernel state tuple) and, for
     non-array state, ``_extra_meta`` / ``_load_extra_meta``.
@@ -54,7 +71,7 @@ from ..memory import lazy_copy, lazy_zeros  # noqa: F401  (re-exported for the l
 
 from .losses import Loss, get_loss
 
-__all__ = ["Param", "Learner", "COMMON_PARAMS", "lazy_zeros"]
+__all__ = ["Param", "Learner", "COMMON_PARAMS", "MULTICLASS_LOSSES", "lazy_zeros"]
 
 
 @dataclass(frozen=True)
@@ -76,12 +93,20 @@ class Param:
 COMMON_PARAMS = (
     Param("bit_precision", int, 18, "Number of bits in the feature table (weights index = hash mod 2^b).",
           short="-b", structural=True),
-    Param("loss_function", ("squared", "logistic", "hinge"), "squared",
-          "Loss function: squared, logistic or hinge.", structural=True),
+    Param("loss_function", ("squared", "logistic", "hinge", "quantile", "multiclass_logistic"), "squared",
+          "Loss function: squared, logistic, hinge or quantile (VW's pinball loss, --quantile_tau; "
+          "adagrad only); with --oaa: of each class's binary learner; multiclass_logistic: softmax "
+          "cross-entropy over the --oaa K classes, one joint learner (adagrad).", structural=True),
     Param("random_seed", int, 0, "Seed of every random choice a learner makes (bear/mission: the Count "
           "Sketch hash functions); the same data, options and seed give byte-identical models.",
           structural=True),
+    Param("oaa", int, None, "Multiclass with K classes (labels 1..K; others are skipped): one-against-all "
+          "over K binary learners, each with -b minus ceil(log2 K) bits as VW's --oaa (bear, mission: "
+          "one sketch + heap per class and softmax); the prediction is the class id.", structural=True),
 )
+
+#: Loss functions that are not a binary learner's: they need ``--oaa K`` and a joint learner.
+MULTICLASS_LOSSES = ("multiclass_logistic",)
 
 
 class Learner:
@@ -90,6 +115,9 @@ class Learner:
     name: ClassVar[str] = "?"
     PARAMS: ClassVar[tuple[Param, ...]] = ()
     multiclass: ClassVar[bool] = False
+    #: the --loss_function values the learner's kernels take
+    losses: ClassVar[tuple] = ("squared", "logistic", "hinge")
+    native_multiclass: ClassVar[bool] = False
     wants_names: ClassVar[bool] = False
     selects_features: ClassVar[bool] = False
 
@@ -97,8 +125,12 @@ class Learner:
         known = {p.name: p for p in COMMON_PARAMS + self.PARAMS}
         unknown = set(hyper) - set(known)
         if unknown:
-            raise ValueError(f"--algo {self.name} does not take option(s): "
-                             + ", ".join("--" + u for u in sorted(unknown)))
+            from . import LEARNERS
+            parts = []
+            for u in sorted(unknown):
+                takers = [n for n, c in LEARNERS.items() if any(p.name == u for p in c.PARAMS)]
+                parts.append(f"--{u}" + (f" (taken by --algo {', '.join(takers)})" if takers else ""))
+            raise ValueError(f"--algo {self.name} does not take option(s): " + ", ".join(parts))
         self.hyper = {}
         for p in known.values():
             v = hyper.get(p.name)
@@ -107,6 +139,16 @@ class Learner:
         if not 1 <= self.bits <= 32:
             raise ValueError(f"-b/--bit_precision must be in 1..32, got {self.bits}")
         self.mask = (1 << self.bits) - 1
+        if self.hyper["oaa"] and not self.native_multiclass:
+            raise ValueError(f"--algo {self.name} takes --oaa through the one-against-all reduction "
+                             "(streamlearn.algos.make_learner), not directly")
+        if self.hyper["loss_function"] in MULTICLASS_LOSSES:
+            raise ValueError(f"--loss_function {self.hyper['loss_function']} needs --oaa K (and --algo adagrad)")
+        if self.hyper["loss_function"] not in self.losses + MULTICLASS_LOSSES:
+            from . import LEARNERS
+            takers = [n for n, c in LEARNERS.items() if self.hyper["loss_function"] in c.losses]
+            raise ValueError(f"--algo {self.name} does not take --loss_function {self.hyper['loss_function']}; "
+                             f"it is taken by --algo {', '.join(takers)}")
         self.loss: Loss = get_loss(self.hyper["loss_function"])
         self.examples_learned = 0
 
@@ -231,4 +273,4 @@ class Learner:
 
     @property
     def model_arrays_bytes(self) -> int:
-        return int(sum(np.asarray(a).nbytes for a in self._arrays().values()))
+        return int(sum(a.nbytes for a in self._arrays().values()))

@@ -5,6 +5,9 @@ Gradient convention (VW's): ``p`` is the raw prediction, ``y`` the label.
 * ``squared``:  loss ``(p - y)**2``, derivative ``2 (p - y)``; any real label.
 * ``logistic``: loss ``log(1 + exp(-y p))`` with ``y`` in {-1, +1}, derivative ``-y / (1 + exp(y p))``.
 * ``hinge``:    loss ``max(0, 1 - y p)`` with ``y`` in {-1, +1}, derivative ``-y`` where ``y p < 1``.
+* ``quantile``: VW's pinball loss ``tau (y - p)`` for ``y > p``, ``(1 - tau) (p - y)`` otherwise
+  (any real label; ``tau``: ``--quantile_tau``, default 0.5), derivative ``-tau`` / ``1 - tau``
+  (0 at ``p = y``). Only the learners whose kernels pass ``tau`` take it (``Learner.losses``).
 
 For the classification losses a label ``> 0`` is the positive class and any other label
 (``-1`` or ``0``) the negative one, so LIBSVM files with {0, 1} labels work unchanged.
@@ -16,9 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Loss", "LOSSES", "SQUARED", "LOGISTIC", "HINGE", "get_loss", "best_constant"]
+__all__ = ["Loss", "LOSSES", "SQUARED", "LOGISTIC", "HINGE", "QUANTILE", "get_loss", "best_constant"]
 
-SQUARED, LOGISTIC, HINGE = 0, 1, 2
+SQUARED, LOGISTIC, HINGE, QUANTILE = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,7 @@ class Loss:
     name: str
     code: int
     classification: bool
+    tau: float = 0.5  # quantile loss only
 
     def target(self, labels):
         """Labels as the loss sees them ({-1,+1} for classification losses)."""
@@ -40,6 +44,9 @@ class Loss:
             return (p - y) ** 2
         if self.code == LOGISTIC:
             return np.logaddexp(0.0, -y * p)
+        if self.code == QUANTILE:
+            e = y - p
+            return np.where(e > 0, self.tau * e, -(1.0 - self.tau) * e)
         return np.maximum(0.0, 1.0 - y * p)
 
     def derivative(self, p, labels):
@@ -50,6 +57,9 @@ class Loss:
             return 2.0 * (p - y)
         if self.code == LOGISTIC:
             return -y / (1.0 + np.exp(y * p))
+        if self.code == QUANTILE:
+            e = y - p
+            return np.where(e > 0, -self.tau, np.where(e < 0, 1.0 - self.tau, 0.0))
         return np.where(y * p < 1.0, -y, 0.0)
 
     def link(self, p):
@@ -64,15 +74,17 @@ LOSSES = {
     "squared": Loss("squared", SQUARED, False),
     "logistic": Loss("logistic", LOGISTIC, True),
     "hinge": Loss("hinge", HINGE, True),
+    "quantile": Loss("quantile", QUANTILE, False),
 }
 
 
-def get_loss(name: str) -> Loss:
-    """The loss called ``name`` (``squared``, ``logistic`` or ``hinge``)."""
+def get_loss(name: str, tau: float = 0.5) -> Loss:
+    """The loss called ``name`` (``squared``, ``logistic``, ``hinge`` or ``quantile`` with ``tau``)."""
     try:
-        return LOSSES[name]
+        loss = LOSSES[name]
     except KeyError:
         raise ValueError(f"unknown loss function {name!r}; choose from {', '.join(LOSSES)}") from None
+    return Loss(name, QUANTILE, False, float(tau)) if name == "quantile" else loss
 
 
 def best_constant(loss: Loss, wsum: float, wlabel_sum: float, wpos: float, wlabel_sq_sum: float):
@@ -83,6 +95,8 @@ def best_constant(loss: Loss, wsum: float, wlabel_sum: float, wpos: float, wlabe
     """
     if wsum <= 0:
         return 0.0, 0.0
+    if loss.code == QUANTILE:
+        return None, None  # a weighted quantile of every label: not kept by a streaming run
     if loss.code == SQUARED:
         c = wlabel_sum / wsum
         return c, max(0.0, wlabel_sq_sum / wsum - c * c)

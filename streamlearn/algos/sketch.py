@@ -6,7 +6,7 @@ first-order baseline):
 
 * the weights live in a Count Sketch (``--sketch_rows`` x ``--sketch_width`` float64 cells,
   or sized by ``--sketch_bytes``), keyed by the **full 32-bit feature hash** (``-b`` is not
-  used for indexing; without a size option the sketch gets ``2**b`` cells in all);
+  used for indexing; without a size option the sketch gets ``2**min(b, 26)`` cells in all);
 * a top-k heap (``--top_k``) holds the features with the largest ``|weight|`` with their
   original ``namespace^name`` (captured when a feature enters the heap, at most
   ``NAME_BYTES`` = 64 bytes each; longer names are truncated), so memory is O(sketch + k);
@@ -41,6 +41,8 @@ __all__ = ["SketchLearner", "SKETCH_PARAMS", "MINIBATCH_PARAM", "NAME_BYTES", "H
 
 NAME_BYTES = 64  # = _sketch_kernels.NAME_BYTES (kept here so importing needs no numba)
 HLL_BITS = 12
+#: without --sketch_width / --sketch_bytes the sketch has 2^min(b, this) cells (2^26: 512 MiB)
+DEFAULT_CELLS_BITS = 26
 _I64 = np.zeros(0, np.int64)
 _U8 = np.zeros(0, np.uint8)
 #: The pending minibatch's arrays in a model file: ``pend_<field>``.
@@ -90,14 +92,12 @@ def hll_estimate(reg: np.ndarray) -> float:
 SKETCH_PARAMS = (
     Param("sketch_rows", int, 5, "Count Sketch rows (hash functions), R.", structural=True),
     Param("sketch_width", int, 0,
-          "Count Sketch buckets per row, W (0: from --sketch_bytes, else 2^b / R).", structural=True),
+          "Count Sketch buckets per row, W (0: from --sketch_bytes, else 2^min(b,26) / R).", structural=True),
     Param("sketch_bytes", int, 0,
           "Count Sketch memory budget in bytes (8 per cell, per class); sets W.", structural=True),
     Param("sketch_seed", int, 0, "Seed of the Count Sketch hash functions.", structural=True),
     Param("top_k", int, 1000, "Number of features kept (per class) in the top-k heap.",
           structural=True),
-    Param("oaa", int, 0, "Multiclass with K classes (labels 1..K): one sketch + heap per class, "
-          "softmax cross-entropy.", structural=True),
     Param("learning_rate", float, None,
           "Step size eta (bear: 0.1, mission: 0.01; adagrad: 0.1).", short="-l"),
     Param("step_schedule", ("constant", "inverse"), "constant",
@@ -116,6 +116,7 @@ class SketchLearner(Learner):
     default_minibatch = 1
     wants_names = True  # readers keep feature-name spans so the heap can capture names
     selects_features = True
+    native_multiclass = True  # --oaa K: per-class sketches + softmax, not the one-against-all reduction
     #: The learner's kernel module (``lazy(...)``) and the name of its run kernel there.
     kernels = None
     run_kernel = ""
@@ -123,7 +124,7 @@ class SketchLearner(Learner):
     def __init__(self, **hyper):
         super().__init__(**hyper)
         h = self.hyper
-        K = int(h["oaa"])
+        K = int(h["oaa"] or 0)  # --oaa is a common option (base.COMMON_PARAMS)
         if K < 0 or K == 1:
             raise ValueError("--oaa must be 0 (binary / regression) or at least 2")
         self.n_classes = K
@@ -138,7 +139,7 @@ class SketchLearner(Learner):
         if W and B:
             raise ValueError("give --sketch_width or --sketch_bytes, not both")
         if W <= 0:
-            W = B // (8 * R * self.kc) if B > 0 else (1 << self.bits) // R
+            W = B // (8 * R * self.kc) if B > 0 else (1 << min(self.bits, DEFAULT_CELLS_BITS)) // R
         if W < 1 or W >= 1 << 32:
             raise ValueError(f"sketch width {W} out of range (1 .. 2^32-1)")
         self.R, self.W = R, W
@@ -146,7 +147,12 @@ class SketchLearner(Learner):
         if k < 1:
             raise ValueError("--top_k must be at least 1")
         self.k = k
-        self.sketch = lazy_zeros((self.kc, R, W), np.float64)  # untouched pages never resident
+        try:
+            self.sketch = lazy_zeros((self.kc, R, W), np.float64)  # untouched pages never resident
+        except MemoryError:
+            raise ValueError(f"the Count Sketch ({self.kc} x {R} x {W} cells, {self.kc * R * W * 8 / 2**30:.1f} GiB) "
+                             "does not fit in this machine's memory: give a smaller --sketch_bytes or "
+                             "--sketch_width") from None
         self.seeds = np.zeros((R, 2), np.uint32)  # [row, 0] bucket seed, [row, 1] sign seed
         import mmh3  # only a few seeds, computed once
         # --random_seed (0 by default: the hash functions of --sketch_seed alone) moves every one

@@ -114,8 +114,17 @@ def output_options(f):
     opts = [
         click.option("-p", "--predictions", "predictions", type=click.Path(dir_okay=False, allow_dash=True),
                      default=None, help="Write one prediction per example (with its tag) to this file ('-' = stdout)."),
+        click.option("-r", "--raw_predictions", "--raw-predictions", "raw_predictions",
+                     type=click.Path(dir_okay=False, allow_dash=True), default=None,
+                     help="Write the raw score of each example (before the label-range clipping, --binary and "
+                          "--link; VW's -r) to this file ('-' = stdout)."),
         click.option("--link", type=click.Choice(["identity", "logistic"]), default="identity", show_default=True,
                      help="Transform written predictions (logistic: probability of the positive class)."),
+        click.option("--probabilities", is_flag=True,
+                     help="Multiclass (--oaa K): -p writes every class's probability, '1:p1 ... K:pK', as VW "
+                          "(one-against-all: normalised sigmoids, needs --loss_function logistic; "
+                          "multiclass_logistic: the softmax), and the summary adds the average multiclass "
+                          "log loss."),
     ]
     for o in reversed(opts):
         f = o(f)

@@ -21,7 +21,8 @@ def predict(files, data, **kw):
     from .common import run_api, run_settings
 
     cfg = RunConfig(data=list(data) + list(files) or ["-"], fmt=kw["fmt"], initial_model=kw["initial_model"],
-                    predictions=kw["predictions"] or "-", link=kw["link"], progress=kw["progress"],
+                    predictions=kw["predictions"] or "-", raw_predictions=kw["raw_predictions"],
+                    link=kw["link"], probabilities=kw["probabilities"], progress=kw["progress"],
                     quiet=kw["quiet"], strict=kw["strict"], metrics=kw["metrics"],
                     label_column=kw["label_column"], audit=kw["audit"], invert_hash=kw["invert_hash"],
                     readable_model=kw["readable_model"], **run_settings())

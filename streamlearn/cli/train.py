@@ -20,6 +20,9 @@ from .options import (NAMESPACE_FIELDS, VWCommand, algo_names, collect_hyper, in
 @click.option("--unit_norm", "--unit-norm", "unit_norm", is_flag=True,
               help="Scale every example's feature vector (constant and -q pairs included) to unit L2 "
                    "norm; stored in the model, so predict does the same. For BEAR on raw counts.")
+@click.option("--binary", is_flag=True,
+              help="VW's --binary: predictions are -1/+1 (sign of the score) and the reported loss is 0/1 "
+                   "(labels -1/+1); kept in the model, so predict does the same.")
 @click.option("-i", "--initial_regressor", "--initial-regressor", "initial_model", type=click.Path(dir_okay=False),
               default=None, help="Start from this model file (continue training).")
 @click.option("-f", "--final_regressor", "--final-regressor", "final_model", type=click.Path(dir_okay=False),
@@ -35,7 +38,7 @@ from .options import (NAMESPACE_FIELDS, VWCommand, algo_names, collect_hyper, in
               help="On SIGINT/SIGTERM, still write -f with what was learned so far (complete, atomic).")
 @click.option("--select_out", "--select-out", "select_out", type=click.Path(dir_okay=False), default=None,
               help="Feature-selection learners: write the selected features (TSV) here at the end.")
-def train(files, data, algo, quadratic, noconstant, unit_norm, **kw):
+def train(files, data, algo, quadratic, noconstant, unit_norm, binary, **kw):
     """Train on FILES (VW text, LIBSVM or Parquet; gzip ok; '-' or none = stdin).
 
     Every example is predicted and scored before it is learned (progressive validation);
@@ -51,7 +54,8 @@ def train(files, data, algo, quadratic, noconstant, unit_norm, **kw):
     cfg = RunConfig(data=list(data) + list(files) or ["-"], fmt=kw["fmt"], algo=algo, hyper=hyper,
                     quadratic=tuple(quadratic), constant=not noconstant, unit_norm=unit_norm,
                     initial_model=kw["initial_model"], final_model=kw["final_model"],
-                    predictions=kw["predictions"], link=kw["link"], test_only=kw["test_only"],
+                    predictions=kw["predictions"], raw_predictions=kw["raw_predictions"], binary=binary,
+                    link=kw["link"], probabilities=kw["probabilities"], test_only=kw["test_only"],
                     passes=kw["passes"], progress=kw["progress"], quiet=kw["quiet"], strict=kw["strict"],
                     metrics=kw["metrics"], save_on_interrupt=kw["save_on_interrupt"],
                     select_out=kw["select_out"], label_column=kw["label_column"], audit=kw["audit"],

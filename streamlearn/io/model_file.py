@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import ModelFileError
-from ..memory import lazy_zeros
+from ..memory import SparseTable, lazy_zeros
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "write_model", "read_model", "atomic_writer", "all_finite"]
 
@@ -146,15 +146,29 @@ def _fsync_dir(d: str) -> None:
         os.close(fd)
 
 
-def _encode(a: np.ndarray):
-    """Return ``(encoding, parts, extra)``; parts are buffers (no copy of a dense array)."""
+def _sparse_pays(nnz: int, a) -> bool:
+    """Whether the sparse encoding of ``nnz`` non-zeros beats the raw bytes of ``a``."""
+    return nnz * (a.dtype.itemsize + 8) < a.nbytes // 2
+
+
+def _encode(a):
+    """Return ``(encoding, parts, extra)``; parts are buffers (no copy of a dense array).
+
+    A :class:`~streamlearn.memory.SparseTable` (a big table given by its non-zeros) is encoded
+    without reading its zeros, in the bytes a scan of the dense array would give."""
+    if isinstance(a, SparseTable):
+        if a.size >= 1024 and a.dtype.itemsize in (4, 8) and _sparse_pays(a.vals.size, a):
+            idx = a.idx.astype(np.uint32 if a.size < 2**32 else np.uint64)
+            return "sparse", [memoryview(idx).cast("B"), memoryview(np.ascontiguousarray(a.vals)).cast("B")], \
+                {"nnz": int(idx.size), "index_dtype": str(idx.dtype)}
+        a = a.dense()
     a = np.ascontiguousarray(a)
     flat = a.reshape(-1)
     if flat.size >= 1024 and a.dtype.itemsize in (4, 8):
         bits = flat.view(np.uint32 if a.dtype.itemsize == 4 else np.uint64)
         step = 1 << 22  # in blocks: no 2^28-byte temporary for a -b 28 table
         nz = np.concatenate([np.flatnonzero(bits[i:i + step]) + i for i in range(0, flat.size, step)])
-        if nz.size * (a.dtype.itemsize + 8) < a.nbytes // 2:
+        if _sparse_pays(nz.size, a):
             idx = nz.astype(np.uint32 if flat.size < 2**32 else np.uint64)
             return "sparse", [memoryview(idx).cast("B"), memoryview(flat[nz]).cast("B")], \
                 {"nnz": int(nz.size), "index_dtype": str(idx.dtype)}
@@ -171,7 +185,8 @@ def write_model(path: str, algo: str, meta: dict, arrays: dict, reader: dict) ->
     """
     entries, chunks, off = [], [], 0
     for name, a in arrays.items():
-        a = np.asarray(a)
+        if not isinstance(a, SparseTable):
+            a = np.asarray(a)
         if str(a.dtype) not in _ALLOWED_DTYPES:
             raise TypeError(f"array {name!r} has unsupported dtype {a.dtype}")
         enc, parts, extra = _encode(a)
@@ -205,8 +220,11 @@ def write_model(path: str, algo: str, meta: dict, arrays: dict, reader: dict) ->
     return size + 32
 
 
-def all_finite(a: np.ndarray) -> bool:
-    """True when every element of ``a`` is finite (checked in blocks: no full-size temporary)."""
+def all_finite(a) -> bool:
+    """True when every element of ``a`` is finite (checked in blocks: no full-size temporary;
+    a :class:`~streamlearn.memory.SparseTable` by its stored values)."""
+    if isinstance(a, SparseTable):
+        return bool(np.isfinite(a.vals).all())
     flat = np.ascontiguousarray(a).reshape(-1)
     step = 1 << 22  # in blocks: no full-size temporary for a 2^28 table
     for i in range(0, flat.size, step):
@@ -215,8 +233,10 @@ def all_finite(a: np.ndarray) -> bool:
     return True
 
 
-def read_model(path: str):
-    """Read and verify a model file; returns ``(header, arrays)``.
+def read_model(path: str, sparse: bool = False):
+    """Read and verify a model file; returns ``(header, arrays)``. With ``sparse``, arrays
+    stored sparse come back as :class:`~streamlearn.memory.SparseTable` (what the learners'
+    ``from_state`` take: a ``-b 32`` table loads in O(non-zeros)); else as dense arrays.
 
     Raises :class:`ModelFileError` (one clear sentence naming the file) when the file is
     missing, not a streamlearn model, of a format no longer read or written by a newer one,
@@ -263,8 +283,11 @@ def read_model(path: str):
                 nnz = e["nnz"]
                 idx = np.frombuffer(buf, dtype=idt, count=nnz)
                 vals = np.frombuffer(buf, dtype=dt, offset=nnz * idt.itemsize, count=nnz)
-                a = lazy_zeros(shape, dt)  # a -b 28 table: only its non-zeros become resident
-                a.reshape(-1)[idx] = vals
+                if sparse and len(shape) == 1:
+                    a = SparseTable(shape[0], dt, idx.copy(), vals.copy())
+                else:
+                    a = lazy_zeros(shape, dt)  # a -b 28 table: only its non-zeros become resident
+                    a.reshape(-1)[idx] = vals
             else:
                 raise ModelFileError(f"{path}: unknown array encoding {e['encoding']!r}")
             arrays[e["name"]] = a

@@ -26,7 +26,7 @@ import threading
 
 import numpy as np
 
-__all__ = ["load", "lib", "library_path", "parse_chunk", "adagrad_args_ok", "adagrad_run",
+__all__ = ["load", "lib", "library_path", "parse_chunk", "adagrad_args_ok", "adagrad_rule_ok", "adagrad_run",
            "hash_string_part_args_ok", "hash_string_part", "hash_spans_args_ok", "hash_spans",
            "wide_part_args_ok", "wide_part", "assemble_rows_args_ok", "assemble_rows",
            "murmur3_32", "hashstring", "scan_float", "pow10_entry", "wexpmx"]
@@ -96,7 +96,7 @@ def _declare(lib):
     lib.cf_parse_chunk.restype = ctypes.c_int
     lib.cf_parse_free.argtypes = [ctypes.POINTER(_ParseOut)]
     lib.cf_parse_free.restype = None
-    lib.cf_adagrad_run.argtypes = [_p, _p, _p, _p, _p, i64, _p, _p, _p, _p, i64, i64, dbl, i64, i64, _p, _p]
+    lib.cf_adagrad_run.argtypes = [_p, _p, _p, _p, _p, i64, _p, _p, _p, _p, i64, i64, dbl, i64, i64, _p, _p, _p]
     lib.cf_adagrad_run.restype = i64
     lib.cf_hash_string_part.argtypes = [_p, _p, i64, i64, u64, _p]
     lib.cf_hash_string_part.restype = None
@@ -207,30 +207,50 @@ def parse_chunk(buf, fmt, terms, toff, nsflags, add_constant, keep_names):
 _ADAGRAD_DTYPES = (np.int64, np.uint32, np.float64, np.float64, np.float64)
 
 
+#: rule bits (streamlearn.algos._adagrad_kernels): the C port serves VW's default rule
+#: (ADAPTIVE | NORMALIZED | INVARIANT | SQRT_RATE) and the LEGACY ones
+_DEFAULT_RULE, _LEGACY, _SQRT_RATE, _RULE_BITS = 1 | 2 | 4 | 8, 16, 8, 31
+
+
+def adagrad_rule_ok(loss_code, rule, hp) -> bool:
+    """Whether the C port implements this update rule: the legacy rules (``hp`` unused), or VW's
+    default (adaptive + normalized + invariant, ``--power_t 0.5``) without ``--l1`` / ``--l2`` /
+    ``--initial_t`` and with a loss code 0..2. Everything else runs on numba."""
+    if not isinstance(rule, int) or rule & ~_RULE_BITS or loss_code not in (0, 1, 2):
+        return False
+    if rule & _LEGACY:
+        return (rule & ~_SQRT_RATE) in (_LEGACY | 1, _LEGACY | 1 | 2 | 4)
+    return (rule == _DEFAULT_RULE and isinstance(hp, np.ndarray) and hp.dtype == np.float64
+            and hp.shape[0] >= 5 and hp[1] == 0.0 and hp[2] == 0.0 and hp[4] == 0.0)
+
+
 def adagrad_args_ok(offsets, indices, values, labels, weights, w, G, N, scal, mask, loss_code, eta,
-                    normalized, learn, pred_out, loss_out) -> bool:
-    """Whether the C kernel computes exactly what numba would for these arguments: the dtypes
-    numba's specialisation would see (other dtypes change numba's arithmetic, e.g. float32
-    values), contiguous 1-D arrays, writable float32 state with room for every masked index,
-    a known loss code."""
+                    rule, hp, learn, pred_out, loss_out, raw_out) -> bool:
+    """Whether the C kernel computes exactly what numba would for these arguments: a rule it
+    implements (:func:`adagrad_rule_ok`), the dtypes numba's specialisation would see (other
+    dtypes change numba's arithmetic, e.g. float32 values), contiguous 1-D arrays, writable
+    float32 state with room for every masked index, a known loss code."""
+    if not adagrad_rule_ok(loss_code, rule, hp):
+        return False
     for a, dt in zip((offsets, indices, values, labels, weights), _ADAGRAD_DTYPES):
         if not isinstance(a, np.ndarray) or a.dtype != dt or a.ndim != 1 or not a.flags.c_contiguous:
             return False
     for a, dt in ((w, np.float32), (G, np.float32), (N, np.float32), (scal, np.float64),
-                  (pred_out, np.float64), (loss_out, np.float64)):
+                  (pred_out, np.float64), (loss_out, np.float64), (raw_out, np.float64)):
         if (not isinstance(a, np.ndarray) or a.dtype != dt or a.ndim != 1 or not a.flags.c_contiguous
                 or not a.flags.writeable):
             return False
-    if not isinstance(mask, int) or not 0 <= mask < 1 << 32 or loss_code not in (0, 1, 2):
+    if not isinstance(mask, int) or not 0 <= mask < 1 << 32:
         return False
     n = labels.shape[0]
+    normalized = bool(rule & 2)
     return (offsets.shape[0] == n + 1 and weights.shape[0] >= n and pred_out.shape[0] >= n
-            and loss_out.shape[0] >= n and scal.shape[0] >= 4 and w.shape[0] > mask and G.shape[0] > mask
-            and (not normalized or N.shape[0] > mask))
+            and loss_out.shape[0] >= n and raw_out.shape[0] >= n and scal.shape[0] >= 5
+            and w.shape[0] > mask and G.shape[0] > mask and (not normalized or N.shape[0] > mask))
 
 
 def adagrad_run(offsets, indices, values, labels, weights, w, G, N, scal, mask, loss_code, eta,
-                normalized, learn, pred_out, loss_out) -> int:
+                rule, hp, learn, pred_out, loss_out, raw_out) -> int:
     """Same arguments and result as :func:`streamlearn.algos._adagrad_kernels.adagrad_run`
     (the arrays must pass :func:`adagrad_args_ok`)."""
     n = labels.shape[0]
@@ -242,7 +262,7 @@ def adagrad_run(offsets, indices, values, labels, weights, w, G, N, scal, mask, 
     return int(lib().cf_adagrad_run(
         _ptr(offsets), _ptr(indices), _ptr(values), _ptr(labels), _ptr(weights), n,
         _ptr(w), _ptr(G), _ptr(N), _ptr(scal), int(mask), int(loss_code), float(eta),
-        int(bool(normalized)), int(bool(learn)), _ptr(pred_out), _ptr(loss_out)))
+        int(rule), int(bool(learn)), _ptr(pred_out), _ptr(loss_out), _ptr(raw_out)))
 
 
 # -- Parquet reader kernels (streamlearn/io/_parquet_kernels.py, _hash_kernels.hash_spans) ------

@@ -3,8 +3,8 @@
 # tests/test_vwflags.py. Needs VW 9.11.9 through /work/shared/tools/vw_run (or set VW_RUN).
 # The input is io_vw_golden_input.vw without two lines streamlearn reads differently from VW
 # (a "base" label token, which VW adds to the prediction, and a tab after the label, which
-# makes VW's label unreadable): vwflags_input.vw. VW's default learner is streamlearn's
-# --normalized AdaGrad; the tests pass the flags explicitly.
+# makes VW's label unreadable): vwflags_input.vw. Both tools run their default learner (the
+# same update: normalized, adaptive, invariant).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 run="${VW_RUN:-/work/shared/tools/vw_run}"

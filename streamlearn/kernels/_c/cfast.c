@@ -1073,12 +1073,12 @@ static inline double invariant_update(int code, double p, double y, double us, d
     return y * (us * ppu < err ? us : err / ppu);
 }
 
-/* adagrad_run of _adagrad_kernels.py: predict, record, then (if learn) update, for each of
- * the n examples in order; returns the number of examples learned from. */
-CF_API int64_t cf_adagrad_run(const int64_t *offsets, const uint32_t *indices, const double *values,
-                              const double *labels, const double *weights, int64_t n, float *w, float *G,
-                              float *N, double *scal, int64_t mask, int64_t loss_code, double eta,
-                              int64_t normalized, int64_t learn, double *pred_out, double *loss_out)
+/* _legacy_run of _adagrad_kernels.py: the rules of model files written before VW's default
+ * became the default. */
+static int64_t legacy_run(const int64_t *offsets, const uint32_t *indices, const double *values,
+                          const double *labels, const double *weights, int64_t n, float *w, float *G,
+                          float *N, double *scal, int64_t mask, int64_t loss_code, double eta,
+                          int64_t normalized, int64_t learn, double *pred_out, double *loss_out, double *raw_out)
 {
     int code = (int)loss_code;
     int64_t learned = 0;
@@ -1088,6 +1088,7 @@ CF_API int64_t cf_adagrad_run(const int64_t *offsets, const uint32_t *indices, c
         double p = 0.0;
         for (int64_t k = a; k < b; k++)
             p += (double)w[(int64_t)indices[k] & mask] * values[k];
+        raw_out[i] = p;
         if (normalized) {
             if (code == SQUARED) {
                 if (p < scal[2])
@@ -1182,6 +1183,134 @@ CF_API int64_t cf_adagrad_run(const int64_t *offsets, const uint32_t *indices, c
         }
     }
     return learned;
+}
+
+/* _gd_run of _adagrad_kernels.py for the default rule only (adaptive + normalized + invariant,
+ * power_t 0.5, no l1/l2, initial_t 0, loss codes 0..2): what adagrad_rule_ok admits. */
+static int64_t vw_default_run(const int64_t *offsets, const uint32_t *indices, const double *values,
+                              const double *labels, const double *weights, int64_t n, float *w, float *G,
+                              float *N, double *scal, int64_t mask, int64_t loss_code, double eta,
+                              int64_t learn, double *pred_out, double *loss_out, double *raw_out)
+{
+    int code = (int)loss_code;
+    int64_t learned = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t a = offsets[i];
+        int64_t b = offsets[i + 1];
+        double lab = labels[i];
+        int labeled = !isnan(lab);
+        double y = labeled ? target(code, lab) : 0.0;
+        if (learn && labeled) {
+            if (y < scal[2])
+                scal[2] = y;
+            if (y > scal[3])
+                scal[3] = y;
+        }
+        double p = 0.0;
+        for (int64_t k = a; k < b; k++)
+            p += (double)w[(int64_t)indices[k] & mask] * values[k];
+        raw_out[i] = p;
+        if (p < scal[2])
+            p = scal[2];
+        else if (p > scal[3])
+            p = scal[3];
+        pred_out[i] = p;
+        if (!labeled) {
+            loss_out[i] = NAN;
+            continue;
+        }
+        double lv = loss_value(code, p, y);
+        loss_out[i] = lv;
+        if (!learn)
+            continue;
+        double imp = weights[i];
+        learned++;
+        if (imp <= 0.0)
+            continue;
+        double t_prev = scal[4];
+        scal[4] = t_prev + imp;
+        if (code == LOGISTIC) {
+            float e = (float)exp(py_min(-y * p, 700.0));
+            if (!((float)(1.0 + (double)e) > 1.0f))
+                continue;
+        } else if (!(lv > 0.0)) {
+            continue;
+        }
+        double dl = loss_deriv(code, p, y);
+        double g2 = imp * dl * dl;
+        if (g2 == 0.0)
+            continue;
+        double norm_x = 0.0;
+        double ppu = 0.0;
+        for (int64_t k = a; k < b; k++) {
+            int64_t j = (int64_t)indices[k] & mask;
+            double x = values[k];
+            double x2 = x * x;
+            if (x2 < X2_MIN) {
+                x = x > 0 ? X_MIN : -X_MIN;
+                x2 = X2_MIN;
+            }
+            G[j] = (float)sat32((double)G[j] + g2 * x2);
+            double ax = fabs(x);
+            if (ax > (double)N[j]) {
+                if ((double)N[j] > 0.0) {
+                    double r = (double)N[j] / ax;
+                    w[j] = (float)((double)w[j] * r);
+                }
+                N[j] = (float)ax;
+            }
+            norm_x += x2 / ((double)N[j] * (double)N[j]);
+            double g = (double)G[j] + 0.0;
+            if (g > 0.0) {
+                double d = sqrt(g) * (double)N[j];
+                if (d > 0.0)
+                    ppu += x2 / d;
+            }
+        }
+        scal[0] += imp * norm_x;
+        scal[1] += imp;
+        if (scal[0] <= 0.0)
+            continue;
+        double mult = sqrt(scal[1] / scal[0]);
+        ppu *= mult;
+        if (ppu <= 0.0)
+            continue;
+        double upd = invariant_update(code, p, y, eta * imp, ppu);
+        if (isnan(upd) || upd == 0.0)
+            continue;
+        upd *= mult;
+        for (int64_t k = a; k < b; k++) {
+            int64_t j = (int64_t)indices[k] & mask;
+            double x = values[k];
+            if (x * x < X2_MIN)
+                x = x > 0 ? X_MIN : -X_MIN;
+            double g = (double)G[j] + 0.0;
+            if (g > 0.0) {
+                double d = sqrt(g) * (double)N[j];
+                if (d > 0.0)
+                    w[j] = (float)sat32((double)w[j] + upd * x / d);
+            }
+        }
+    }
+    return learned;
+}
+
+#define RULE_NORMALIZED 2
+#define RULE_LEGACY 16
+
+/* adagrad_run of _adagrad_kernels.py: predict, record, then (if learn) update, for each of
+ * the n examples in order; returns the number of examples learned from. Serves the rules
+ * _cfast.adagrad_rule_ok admits (hp is not read by them). */
+CF_API int64_t cf_adagrad_run(const int64_t *offsets, const uint32_t *indices, const double *values,
+                              const double *labels, const double *weights, int64_t n, float *w, float *G,
+                              float *N, double *scal, int64_t mask, int64_t loss_code, double eta,
+                              int64_t rule, int64_t learn, double *pred_out, double *loss_out, double *raw_out)
+{
+    if (rule & RULE_LEGACY)
+        return legacy_run(offsets, indices, values, labels, weights, n, w, G, N, scal, mask, loss_code, eta,
+                          (rule & RULE_NORMALIZED) != 0, learn, pred_out, loss_out, raw_out);
+    return vw_default_run(offsets, indices, values, labels, weights, n, w, G, N, scal, mask, loss_code, eta,
+                          learn, pred_out, loss_out, raw_out);
 }
 
 /* ===================================================================== Parquet reader kernels
