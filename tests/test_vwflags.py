@@ -148,3 +148,17 @@ def test_audit_of_the_other_learners_names_vws_features(algo, invoke_cli):
         got = [f.rsplit(":", 3) for f in feats.strip("\t").split("\t")]
         assert sorted((n, int(i), float(v)) for n, i, v, _ in got) == sorted(r_[:3] for r_ in erows)
         assert all(np.isfinite(float(w)) for *_, w in got)
+
+
+def test_unknown_vw_options_say_so_and_suggestions_are_typos(invoke_cli):
+    from streamlearn.cli.options import VW_ONLY_OPTIONS
+    from streamlearn.cli.predict import predict
+    from streamlearn.cli.train import train
+    real = {o for c in (train, predict) for p in c.params for o in [*p.opts, *p.secondary_opts]}
+    assert not VW_ONLY_OPTIONS & real  # the list names only options streamlearn lacks
+    r = invoke_cli("train", INPUT, "--bfgs")
+    assert r.exit_code == 2 and "a Vowpal Wabbit option streamlearn does not have" in r.output
+    r = invoke_cli("train", INPUT, "--loss_fuction", "logistic")
+    assert r.exit_code == 2 and "Did you mean" in r.output and "loss" in r.output.split("Did you mean")[1]
+    r = invoke_cli("train", INPUT, "--sketchy", "3")  # nothing close: no suggestion
+    assert r.exit_code == 2 and "Did you mean" not in r.output

@@ -202,11 +202,9 @@ def vw_compat_options(f):
 
 
 #: Vowpal Wabbit options people type that streamlearn does not have (a usage error says so
-#: instead of suggesting an unrelated option); those another part of streamlearn adds are
-#: real options and never reach this list's check
+#: instead of suggesting an unrelated option); a test checks that none is a real option
 VW_ONLY_OPTIONS = frozenset("""
---initial_t --power_t --l1 --l2 --binary -r --raw_predictions --quantile_tau --oaa --probabilities
---kill_cache -k --save_resume --bfgs --ftrl --nn --lrq --decay_learning_rate --adaptive --invariant --sgd
+--kill_cache -k --save_resume --bfgs --ftrl --nn --lrq --decay_learning_rate
 --min_prediction --max_prediction --sort_features --hash_seed --permutations --ngram --skips --redefine
 --daemon --port --named_labels --ect --csoaa --csoaa_ldf --wap_ldf --compressed --hash --constant
 --holdout_period --holdout_after --early_terminate --feature_mask --sparse_weights --onethread
