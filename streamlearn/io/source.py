@@ -505,7 +505,7 @@ def text_batches(stream, name: str, cfg: ReaderConfig, fmt: str, flush_after=Non
         if batch.nnz > BATCH_ENTRIES:
             per_entry = batch.extra.get("bytes", budget[0]) / batch.nnz
             budget[0] = max(MIN_CHUNK_BYTES, min(budget[0], int(per_entry * BATCH_ENTRIES)))
-        elif batch.nnz < BATCH_ENTRIES // 4 and budget[0] < cfg.chunk_bytes:
+        elif batch.nnz < BATCH_ENTRIES // 2 and budget[0] < cfg.chunk_bytes:
             budget[0] = min(cfg.chunk_bytes, 2 * budget[0])
         if base:
             batch.lines += base
