@@ -241,6 +241,9 @@ def _run(cfg: RunConfig, learn: bool, log=None):
     keep_names = keep_names or cfg.audit or bool(cfg.invert_hash)
     if (cfg.invert_hash or cfg.readable_model) and not learner.per_hash_weights:
         which = ", ".join(n for n, c in LEARNERS.items() if c.per_hash_weights)
+        if learner.multiclass:
+            raise ConfigError(f"--invert_hash / --readable_model: not available for multiclass models yet "
+                              f"(binary {which} models have them)")
         raise ConfigError(f"--invert_hash / --readable_model: --algo {learner.name} has no weight per "
                           f"feature hash (learners that have: {which})")
     rc = _reader_config(cfg, reader, keep_names)
