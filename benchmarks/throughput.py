@@ -10,7 +10,12 @@ process-level loop (``--reps`` rounds, each case once per round):
 * streamlearn adagrad (VW's default rule and ``--adaptive``) on VW text, LIBSVM, gzip text, Parquet, and
   plain on a lean Parquet file (``convert --no_names --compression none``: only the columns an
   AdaGrad run reads, no decompression);
-* streamlearn ``--algo oja-son --sketch_size 10`` (if registered) on VW text and Parquet.
+* streamlearn ``--algo oja-son --sketch_size 10`` (if registered) on VW text and Parquet;
+* interactions: the same examples with their features split over namespaces ``a`` and ``b``
+  (``gs.q.vw``), VW and streamlearn (both their default learner) with ``-q ab``, ``-q ::`` and
+  ``--cubic aab``; with ``--baseline DIR`` (another checkout, e.g. the main branch) also that
+  checkout's ``-q ab`` run: the before/after of a change to the interaction kernels, in the
+  same rounds.
 
 For each case: examples/s and MB/s over the process wall time, the in-run rate (VW: the
 time ``vw_run`` reports around its Workspace; streamlearn: ``seconds`` of ``--metrics``, both
@@ -54,7 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402
 
 #: input files gs.KIND (lean.parquet: ``convert --no_names --compression none``)
-KINDS = ("vw", "libsvm", "vw.gz", "parquet", "lean.parquet")
+KINDS = ("vw", "libsvm", "vw.gz", "parquet", "lean.parquet", "q.vw")
 SMALL_N = 1000  # the small file of each format: start-up cost, subtracted for "marginal" rates
 
 
@@ -100,6 +105,13 @@ def prepare(wd: Path, n: int):
         if not (wd / f"{stem}.lean.parquet").exists():
             run(SL + ["convert", str(wd / f"{stem}.vw"), "-o", str(wd / f"{stem}.lean.parquet"),
                       "--no_names", "--compression", "none"])
+    for stem in ("gs", "k1"):  # namespaces a (first 20 features) and b (the rest), for -q
+        if not (wd / f"{stem}.q.vw").exists():
+            with open(wd / f"{stem}.vw") as f, open(wd / f"{stem}.q.vw", "w") as g:
+                for line in f:
+                    head, _, feats = line.partition("|")
+                    toks = feats.split()
+                    g.write(f"{head}|a {' '.join(toks[:20])} |b {' '.join(toks[20:])}\n")
     conv = None
     if not (wd / "gs.parquet").exists():
         conv, _, err, rc = run(SL + ["convert", str(wd / "gs.vw"), "-o", str(wd / "gs.parquet")])
@@ -108,7 +120,7 @@ def prepare(wd: Path, n: int):
     return conv
 
 
-def cases(wd: Path, bits: int, algos):
+def cases(wd: Path, bits: int, algos, baseline=None):
     vw = str(TOOLS / "vw_run")
     f = {k: str(wd / f"gs.{k}") for k in KINDS}
     c = [("VW default", "vw", [vw, f["vw"], "-b", str(bits), "--quiet"], None),
@@ -123,6 +135,16 @@ def cases(wd: Path, bits: int, algos):
                       "VW default vw.gz" if kind == "vw.gz" else "VW default"))
     c.append(("sl adagrad lean.parquet", "lean.parquet",
               SL + ["train", f["lean.parquet"], "-b", str(bits), "--quiet", "--metrics", "METRICS"], "VW default"))
+    for flags in (["-q", "ab"], ["-q", "::"], ["--cubic", "aab"]):
+        tag = " ".join(flags)
+        c.append((f"VW {tag}", "q.vw", [vw, f["q.vw"], "-b", str(bits), "--quiet"] + flags, None))
+        c.append((f"sl adagrad {tag}", "q.vw",
+                  SL + ["train", f["q.vw"], "-b", str(bits), "--quiet", "--metrics", "METRICS"]
+                  + flags, f"VW {tag}"))
+        if baseline and flags == ["-q", "ab"]:
+            c.append((f"baseline sl {tag}", "q.vw",
+                      ["env", f"PYTHONPATH={baseline}", PY, "-m", "streamlearn", "train", f["q.vw"], "-b", str(bits),
+                       "--quiet", "--metrics", "METRICS"] + flags, f"VW {tag}"))
     if "oja-son" in algos:
         for kind in ("vw", "parquet"):
             c.append((f"sl oja-son m=10 {kind}", kind,
@@ -153,6 +175,8 @@ def main(argv=None):
     ap.add_argument("--stream_n", type=int, default=10_000_000)
     ap.add_argument("--no_stream", action="store_true", help="skip the big stdin RSS check")
     ap.add_argument("--only", default=None, help="regex: run only the matching cases")
+    ap.add_argument("--baseline", default=None,
+                    help="another checkout (e.g. /work/main): also time its -q ab run (before/after)")
     ap.add_argument("--no_compile", action="store_true",
                     help="do not byte-compile the checkout first (see the note printed)")
     a = ap.parse_args(argv)
@@ -166,7 +190,7 @@ def main(argv=None):
                        stdout=subprocess.DEVNULL)
         print("# streamlearn byte-compiled first, as pip install does (--no_compile: not)")
     algos = learners()
-    cs = cases(wd, a.bits, algos)
+    cs = cases(wd, a.bits, algos, a.baseline)
     if a.only:
         cs = [c for c in cs if re.search(a.only, c[0]) or c[0].startswith("VW")]
     sizes = {k: os.path.getsize(wd / f"gs.{k}") for k in KINDS}

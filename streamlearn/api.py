@@ -39,6 +39,13 @@ class RunConfig:
     algo: str | None = None  # None: the model's (with -i) or adagrad
     hyper: dict = field(default_factory=dict)  # learner hyper-parameters given explicitly
     quadratic: tuple = ()
+    # VW's other reader flags (streamlearn.io.interactions), stored in the model like -q
+    cubic: tuple = ()
+    interactions: tuple = ()
+    leave_duplicate_interactions: bool = False
+    ignore: tuple = ()
+    keep: tuple = ()
+    ignore_linear: tuple = ()
     constant: bool = True
     unit_norm: bool = False  # scale each example to unit L2 norm (stored in the model)
     initial_model: str | None = None
@@ -63,6 +70,10 @@ class RunConfig:
     # each slot is ~1-2 MB that a long stream eventually fills at once (peak RSS)
     prefetch_depth: int = 1  # batches read ahead on the reader thread (0: read on the caller's)
     parse_threads: int | None = None  # text parsing threads (None: the CPUs, at most 4)
+    # VW's inspection outputs (streamlearn.audit)
+    audit: bool = False  # audit lines on stdout
+    invert_hash: str | None = None  # readable model with feature names
+    readable_model: str | None = None
 
 
 #: skipped-line warnings shown per kind of reason; the rest are counted (summary: skipped lines)
@@ -113,9 +124,18 @@ def load_model(path: str):
     return learner, header.get("reader", {}), header
 
 
+#: the reader's namespace settings a model stores besides -q (lists of strings)
+_NS_SETTINGS = ("cubic", "interactions", "ignore", "keep", "ignore_linear")
+
+
 def _reader_settings(cfg: RunConfig) -> dict:
     out = {"quadratic": list(cfg.quadratic), "constant": bool(cfg.constant),
            "unit_norm": bool(cfg.unit_norm)}
+    for k in _NS_SETTINGS:
+        if getattr(cfg, k):
+            out[k] = list(getattr(cfg, k))
+    if cfg.leave_duplicate_interactions:
+        out["leave_duplicate_interactions"] = True
     if cfg.binary:
         out["binary"] = True  # an output setting, kept with the model as VW keeps --binary
     return out
@@ -142,6 +162,8 @@ def _reader_config(cfg: RunConfig, reader: dict, keep_names: bool):
 
     workers = cfg.parse_threads if cfg.parse_threads is not None else min(4, os.cpu_count() or 1)
     return ReaderConfig(fmt=cfg.fmt, quadratic=tuple(reader.get("quadratic", ())),
+                        **{k: tuple(reader.get(k, ())) for k in _NS_SETTINGS},
+                        leave_duplicate_interactions=bool(reader.get("leave_duplicate_interactions")),
                         constant=bool(reader.get("constant", True)), keep_names=keep_names,
                         chunk_bytes=cfg.chunk_bytes, strict=cfg.strict, parse_threads=max(1, workers),
                         label_column=cfg.label_column)
@@ -196,6 +218,9 @@ def _run(cfg: RunConfig, learn: bool, log=None):
             raise ConfigError(str(e)) from None
         if cfg.quadratic and list(cfg.quadratic) != reader.get("quadratic", []):
             raise ConfigError("-q differs from the model's interactions " + repr(reader.get("quadratic")))
+        for k in _NS_SETTINGS:
+            if getattr(cfg, k) and list(getattr(cfg, k)) != reader.get(k, []):
+                raise ConfigError(f"--{k} differs from the model's {reader.get(k, [])!r} (the model fixes it)")
         if cfg.unit_norm and not reader.get("unit_norm"):
             raise ConfigError("--unit_norm differs from the model's (trained without it)")
     else:
@@ -213,6 +238,14 @@ def _run(cfg: RunConfig, learn: bool, log=None):
         except ValueError as e:
             raise ConfigError(str(e)) from None
     keep_names = cfg.keep_names if cfg.keep_names is not None else learner.wants_names
+    keep_names = keep_names or cfg.audit or bool(cfg.invert_hash)
+    if (cfg.invert_hash or cfg.readable_model) and not learner.per_hash_weights:
+        which = ", ".join(n for n, c in LEARNERS.items() if c.per_hash_weights)
+        if learner.multiclass:
+            raise ConfigError(f"--invert_hash / --readable_model: not available for multiclass models yet "
+                              f"(binary {which} models have them)")
+        raise ConfigError(f"--invert_hash / --readable_model: --algo {learner.name} has no weight per "
+                          f"feature hash (learners that have: {which})")
     rc = _reader_config(cfg, reader, keep_names)
     binary = bool(cfg.binary or reader.get("binary"))
     if binary and cfg.initial_model and not reader.get("binary"):
@@ -220,6 +253,7 @@ def _run(cfg: RunConfig, learn: bool, log=None):
     if learner.multiclass and (binary or cfg.raw_predictions):
         raise ConfigError(f"{'--binary' if binary else '-r/--raw_predictions'} is for scalar predictions; "
                           f"this --algo {learner.name} model predicts classes")
+    inspect = _inspection(cfg, learner, rc)
 
     sink = raw_sink = on_predictions = None
     if cfg.predictions is not None:
@@ -271,7 +305,9 @@ def _run(cfg: RunConfig, learn: bool, log=None):
     try:
         with InterruptGuard() as guard:
             try:
-                ev = run_stream(learner, _batches(cfg, rc, bool(reader.get("unit_norm"))), learn=learn and not cfg.test_only,
+                stream, on_predictions = _inspected(_batches(cfg, rc, bool(reader.get("unit_norm"))),
+                                                    on_predictions, inspect)
+                ev = run_stream(learner, stream, learn=learn and not cfg.test_only,
                                 schedule=schedule, emit_row=emit_row,
                                 on_predictions=on_predictions, on_errors=on_errors, guard=guard, strict=cfg.strict,
                                 binary=binary, on_raw=raw_sink, log_loss=_reports_log_loss(learner, cfg))
@@ -294,6 +330,15 @@ def _run(cfg: RunConfig, learn: bool, log=None):
     if cfg.final_model:
         summary["model_bytes"] = save_model(cfg.final_model, learner, reader)
     summary["model_array_bytes"] = learner.model_arrays_bytes
+    if cfg.readable_model or cfg.invert_hash:
+        from .audit import write_readable_model
+        for path, names in ((cfg.readable_model, None), (cfg.invert_hash, inspect.get("names"))):
+            if path:
+                try:
+                    write_readable_model(path, learner, reader, __version__,
+                                         names.names if names is not None else None)
+                except OSError as e:
+                    raise InputError(f"{path}: cannot write: {e.strerror or e}") from None
     if cfg.select_out:
         from .select import write_selection
         write_selection(learner, cfg.select_out)
@@ -307,6 +352,36 @@ def _run(cfg: RunConfig, learn: bool, log=None):
         for line in summary_lines(summary):
             log(line)
     return summary
+
+
+def _inspection(cfg: RunConfig, learner, rc) -> dict:
+    """The ``--audit`` / ``--invert_hash`` collectors of a run (:mod:`streamlearn.audit`)."""
+    out = {}
+    if cfg.audit or cfg.invert_hash:
+        import sys
+
+        from .audit import Auditor, FeatureNamer, HashNames
+        namer = FeatureNamer(rc.inter, rc.constant)
+        if cfg.audit:
+            out["audit"] = Auditor(learner, namer, sys.stdout.write)
+        if cfg.invert_hash:
+            out["names"] = HashNames(namer, learner.mask)
+    return out
+
+
+def _inspected(stream, sink, inspect: dict):
+    """``(batches, on_predictions)`` of a run with its inspection collectors."""
+    calls = [c for c in (sink, inspect.get("audit") and inspect["audit"].on_predictions,
+                         inspect.get("names") and inspect["names"].add) if c]
+    if "audit" in inspect:
+        stream = inspect["audit"].stream(stream)
+    if len(calls) <= 1:
+        return stream, (calls[0] if calls else None)
+
+    def on_predictions(batch, pred):
+        for c in calls:
+            c(batch, pred)
+    return stream, on_predictions
 
 
 def _reports_log_loss(learner, cfg: RunConfig) -> bool:

@@ -64,6 +64,9 @@ def settings_lines(cfg, learner, reader: dict, learn: bool) -> list[str]:
             lines.append(f"{k} = {v}")
     if reader.get("quadratic"):
         lines.append("quadratic = " + " ".join(reader["quadratic"]))
+    for k in ("cubic", "interactions", "ignore", "keep", "ignore_linear"):
+        if reader.get(k):
+            lines.append(f"{k} = " + " ".join(reader[k]))
     if reader.get("unit_norm"):
         lines.append("unit_norm = True")
     if reader.get("binary") or getattr(cfg, "binary", False):

@@ -174,11 +174,12 @@ def _num(tok, syntax_code, nonfinite_code, acc):
 
 
 def _finish(res: Line, feats: list, pairs, constant: bool):
-    """Constant feature, then the -q pairs (VW 9: a self-pair takes i <= j)."""
+    """Constant feature, then the -q pairs (VW 9: a self-pair takes i <= j; VW sorts the list
+    of interactions, parse_args.cc: the pairs used here have no duplicates)."""
     out = list(feats)
     if constant:
         out.append(Feature(CONSTANT_HASH, 1.0, 0))
-    for a, b in pairs:
+    for a, b in sorted(bytes(p) for p in pairs):
         fa = [f for f in feats if f.letter == a]
         fb = [f for f in feats if f.letter == b]
         for i, f1 in enumerate(fa):

@@ -64,14 +64,23 @@ def same_results(a, b, what=""):
             assert int(x) == int(y), (what, name, x, y)
 
 
-def both_parse(data: bytes, fmt: str, pairs=(), constant=True, keep_names=False):
-    from streamlearn.io.source import quadratic_pairs
-    qa, qb = quadratic_pairs(tuple(pairs))
+def _inter(pairs=(), namespaces=range(256), **kw):
+    """(terms, toff, nsflags) of -q ``pairs`` and the other Interactions arguments (``kw``),
+    wildcards expanded over ``namespaces``."""
+    from streamlearn.io.interactions import Interactions
+    it = Interactions(quadratic=tuple(pairs), **kw)
+    terms, toff = it.arrays(namespaces)
+    return terms, toff, it.nsflags
+
+
+def both_parse(data: bytes, fmt: str, pairs=(), constant=True, keep_names=False, **kw):
+    from streamlearn.io.interactions import chunk_namespaces
     code = 1 if fmt == "libsvm" else 0
     buf = np.frombuffer(bytearray(data), np.uint8)  # writable, as the reader's chunks (one compiled kernel)
-    a = _tk().parse_chunk(buf, code, qa, qb, constant, keep_names)
-    b = _cfast.parse_chunk(buf, code, qa, qb, constant, keep_names)
-    same_results(a, b, f"{fmt} {len(data)} bytes q={pairs} const={constant} names={keep_names}")
+    terms, toff, flags = _inter(pairs, chunk_namespaces(buf, fmt), **kw)
+    a = _tk().parse_chunk(buf, code, terms, toff, flags, constant, keep_names)
+    b = _cfast.parse_chunk(buf, code, terms, toff, flags, constant, keep_names)
+    same_results(a, b, f"{fmt} {len(data)} bytes q={pairs} {kw} const={constant} names={keep_names}")
     return a
 
 
@@ -223,6 +232,22 @@ def test_parser_matches_numba_on_fuzzed_files(seed, fmt):
        pairs=st.sampled_from([(), ("ab",), ("aa", " b"), ("\x00\x00",)]))
 def test_parser_matches_numba_on_arbitrary_bytes(data, fmt, pairs):
     both_parse(data, fmt, pairs, True, True)
+
+
+_INTER_KW = [dict(cubic=("aab",)), dict(interactions=("abca", ":a")), dict(pairs=("::",)),
+             dict(ignore=("b",), pairs=("ab",)), dict(keep=("a ",), cubic=("a::",)),
+             dict(ignore_linear=("a",), pairs=("aa", "ab")), dict(ignore_linear=(" ",), ignore=("c",)),
+             dict(pairs=("a:",), leave_duplicates=True)]
+
+
+@fuzz(60)
+@given(lines=st.lists(st.text(alphabet="ab c|:1.-x\t'", max_size=30), max_size=12),
+       fmt=st.sampled_from(["vw", "libsvm"]), kw=st.sampled_from(_INTER_KW),
+       names=st.booleans())
+def test_parser_matches_numba_with_interactions_and_namespace_flags(lines, fmt, kw, names):
+    """Interactions of any order, wildcards, --ignore / --keep / --ignore_linear: C == numba."""
+    kw = dict(kw)
+    both_parse("\n".join(lines).encode(), fmt, kw.pop("pairs", ()), True, names, **kw)
 
 
 @fuzz(100)
@@ -573,7 +598,6 @@ def _both_assemble(args, what):
 def test_assemble_rows_matches_numba(seed):
     """Random parts (empty rows, gaps, zeros, NaN, inf, -q overflow, non-ASCII letters) under
     every -q / constant / names combination; ``status`` flags the same rows."""
-    from streamlearn.io.source import quadratic_pairs
     r = np.random.default_rng(seed)
     statuses = set()
     for case in range(40):
@@ -581,10 +605,14 @@ def test_assemble_rows_matches_numba(seed):
         starts, ends, idx, val, letters = _random_parts(r, k, n)
         pairs = tuple(q.encode("utf-8")[:1] + q.encode("utf-8")[-1:] if len(q.encode()) > 2 else q
                       for q in _PAIRS[case % len(_PAIRS)])
-        qa, qb = quadratic_pairs(pairs)
+        extra = _INTER_KW[case % len(_INTER_KW)] if case % 3 == 2 else {}
+        extra = dict(extra)
+        pairs = pairs + tuple(extra.pop("pairs", ()))
+        terms, toff, flags = _inter(pairs, np.unique(letters), **extra)
         for add_constant in (True, False):
             for want_src in (True, False):
-                out = _both_assemble((starts, ends, idx, val, letters, qa, qb, add_constant, want_src),
+                out = _both_assemble((starts, ends, idx, val, letters, terms, toff, flags, add_constant,
+                                      want_src),
                                      f"seed {seed} case {case} k={k} n={n} q={pairs} c={add_constant} s={want_src}")
                 statuses.update(out[4].tolist())
     assert {0, 1, 2} <= statuses or seed  # the first seed reaches every status
@@ -593,7 +621,6 @@ def test_assemble_rows_matches_numba(seed):
 def test_assemble_rows_matches_numba_on_growth_and_edges():
     """Many products in an early row (numba grows its buffers), then linear-only rows; empty
     batches; only constants."""
-    from streamlearn.io.source import quadratic_pairs
     r = np.random.default_rng(99)
     n = 30
     starts = np.zeros((2, n), np.int64)
@@ -608,29 +635,32 @@ def test_assemble_rows_matches_numba_on_growth_and_edges():
     val = r.normal(size=pos)
     letters = np.full(pos, ord("a"), np.uint8)
     letters[40:] = ord("b")
-    for pairs in [("aa",), ("aa", "ab"), ("bb", "ab", "aa")]:
-        qa, qb = quadratic_pairs(pairs)
+    for pairs, kw in [(("aa",), {}), (("aa", "ab"), {}), (("bb", "ab", "aa"), {}), ((), {"cubic": ("aaa",)}),
+                      (("::",), {"ignore_linear": ("a",)})]:
+        terms, toff, flags = _inter(pairs, **kw)
         for c in (True, False):
             for s in (True, False):
-                _both_assemble((starts, ends, idx, val, letters, qa, qb, c, s), f"growth {pairs} {c} {s}")
-    e64, eu32, ef, eu8 = np.zeros(0, np.int64), np.zeros(0, np.uint32), np.zeros(0), np.zeros(0, np.uint8)
-    qa, qb = quadratic_pairs(("ab",))
+                _both_assemble((starts, ends, idx, val, letters, terms, toff, flags, c, s),
+                               f"growth {pairs} {kw} {c} {s}")
+    eu32, ef, eu8 = np.zeros(0, np.uint32), np.zeros(0), np.zeros(0, np.uint8)
+    terms, toff, flags = _inter(("ab",))
+    t0, o0, f0 = _inter(())
     for k, n in [(0, 0), (0, 5), (2, 0), (1, 3)]:
         z = np.zeros((k, n), np.int64)
         for c in (True, False):
-            _both_assemble((z, z.copy(), eu32, ef, eu8, qa, qb, c, True), f"empty {k} {n} {c}")
-            _both_assemble((z, z.copy(), eu32, ef, eu8, e64, e64, c, False), f"empty {k} {n} {c} no q")
+            _both_assemble((z, z.copy(), eu32, ef, eu8, terms, toff, flags, c, True), f"empty {k} {n} {c}")
+            _both_assemble((z, z.copy(), eu32, ef, eu8, t0, o0, f0, c, False), f"empty {k} {n} {c} no q")
 
 
 def test_parquet_args_ok_rejects_what_numba_would_compute_differently():
-    from streamlearn.io.source import quadratic_pairs
     r = np.random.default_rng(5)
     starts, ends, idx, val, letters = _random_parts(r, 2, 6)
-    qa, qb = quadratic_pairs(("ab",))
-    good = [starts, ends, idx, val, letters, qa, qb, True, False]
+    terms, toff, flags = _inter(("ab",))
+    good = [starts, ends, idx, val, letters, terms, toff, flags, True, False]
     assert _cfast.assemble_rows_args_ok(*good)
     bad = {0: starts.astype(np.int32), 1: np.asfortranarray(ends), 2: idx.astype(np.int64),
-           3: val.astype(np.float32), 4: letters.astype(np.int64), 5: qa[:0], 7: 1}
+           3: val.astype(np.float32), 4: letters.astype(np.int64), 5: terms[:1], 6: toff[:1],
+           7: flags[:10], 8: 1}
     for i, x in bad.items():
         args = list(good)
         args[i] = x

@@ -17,7 +17,7 @@ from streamlearn.io.hashing import (
     namespace_hash,
     quadratic_hash,
 )
-from streamlearn.io.source import quadratic_pairs
+from streamlearn.io.interactions import Interactions
 
 MASK18 = (1 << 18) - 1
 
@@ -100,8 +100,7 @@ def test_quadratic_hash_formula():
 
 
 def _pairs(q):
-    qa, qb = quadratic_pairs(q)
-    return [chr(a) + chr(b) for a, b in zip(qa, qb)]
+    return [t.decode() for t in Interactions(quadratic=q).inters]
 
 
 def test_quadratic_pairs_like_vw():
@@ -111,11 +110,11 @@ def test_quadratic_pairs_like_vw():
     assert _pairs(("ba", "ab")) == ["ab"]  # both orders: the sorted one (VW 9.11.9)
     assert _pairs(("ab", "ba")) == ["ab"]
     assert _pairs(("ba", "ab", "ba")) == ["ab"]
-    assert _pairs(("aa", "ba", "cc")) == ["aa", "ba", "cc"]
+    assert _pairs(("cc", "ba", "aa")) == ["aa", "ba", "cc"]  # VW sorts the list (parse_args.cc)
     with pytest.raises(ConfigError):
-        quadratic_pairs(("abc",))
+        Interactions(quadratic=("abc",))
     with pytest.raises(ConfigError):
-        quadratic_pairs(("a",))
+        Interactions(quadratic=("a",))
 
 
 def test_io_kernel_modules_are_cached_and_nogil():

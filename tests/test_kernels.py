@@ -163,7 +163,7 @@ def test_reader_config_rejects_unknown_fields():
 
 
 def test_every_field_the_readers_read_is_declared():
-    declared = {f.name for f in dataclasses.fields(ReaderConfig)} | {"pairs"}
+    declared = {f.name for f in dataclasses.fields(ReaderConfig)} | {"inter"}
     read = set()
     for p in (ROOT / "streamlearn" / "io").glob("*.py"):
         src = p.read_text()
@@ -174,18 +174,21 @@ def test_every_field_the_readers_read_is_declared():
     assert {"label_column", "parquet_batch_rows", "parse_threads", "strict", "keep_names"} <= read
 
 
-def test_quadratic_is_validated_once_in_the_config():
+def test_interactions_are_validated_once_in_the_config():
     with pytest.raises(ConfigError, match="exactly two namespace letters"):
         ReaderConfig(quadratic=("abc",))
+    with pytest.raises(ConfigError, match="exactly three namespace letters"):
+        ReaderConfig(cubic=("ab",))
+    with pytest.raises(ConfigError, match="at least two namespace letters"):
+        ReaderConfig(interactions=("a",))
     cfg = ReaderConfig(quadratic=("ba", "ab", "cc"))
-    qa, qb = cfg.pairs
-    assert cfg.pairs is cfg.pairs  # computed once
-    assert (bytes(qa.astype(np.uint8)), bytes(qb.astype(np.uint8))) == (b"ac", b"bc")
+    assert cfg.inter is cfg.inter  # computed once
+    assert cfg.inter.inters == [b"ab", b"cc"]
     cfg.quadratic = ("aa",)
-    assert bytes(cfg.pairs[0].astype(np.uint8)) == b"a"
-    # the only callers of quadratic_pairs are the config (readers take cfg.pairs)
+    assert cfg.inter.inters == [b"aa"]
+    # the only maker of Interactions is the config (readers take cfg.inter)
     calls = [p.name for p in (ROOT / "streamlearn").rglob("*.py")
-             for _ in re.finditer(r"(?<!def )\bquadratic_pairs\(", p.read_text())]
+             for _ in re.finditer(r"(?<!class )\bInteractions\(", p.read_text())]
     assert calls == ["source.py"], calls
 
 

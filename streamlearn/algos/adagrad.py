@@ -156,6 +156,41 @@ class AdaGrad(Learner):
 
     _TABLES = ("w", "G", "N")
 
+    per_hash_weights = True
+
+    def _cols(self, idx):
+        """``[w, G if adaptive, N if normalized]`` at ``idx``."""
+        cols = [self.w[idx]]
+        if self.rule & ADAPTIVE:
+            cols.append(self.G[idx])
+        if self.rule & NORMALIZED:
+            cols.append(self.N[idx])
+        return cols
+
+    def audit_columns(self, hashes):
+        """``[w, G]`` of the features as VW's audit prints them (``weight@adaptive sum``; the
+        weight through the --l1 / --l2 state, VW's ``trunc_weight * contraction``; no ``G``
+        without the adaptive rule)."""
+        idx = np.asarray(hashes, np.int64) & self.mask
+        w = self.w[idx].astype(np.float64)
+        gravity, contraction = float(self.scal[5]), float(self.scal[6])
+        if gravity:
+            w = np.sign(w) * np.maximum(np.abs(w) - gravity, 0.0)
+        cols = [(w * contraction).astype(np.float32)]
+        if self.rule & ADAPTIVE:
+            cols.append(self.G[idx])
+        return cols
+
+    def readable_weights(self):
+        """``(indices, [w, G, N])`` where ``w != 0`` (VW's text model: the weight and the
+        adaptive / normalizer state its rule keeps)."""
+        idx = self.pages.entries() if self.pages.worth_it() else np.arange(len(self.w))
+        nz = idx[self.w[idx] != 0]
+        return nz, self._cols(nz)
+
+    def label_range(self):
+        return float(self.scal[2]), float(self.scal[3])
+
     def finish(self):
         """End of a pass: fold the --l1 / --l2 state into the weights, as VW does at the end
         of every pass (``sync_weights``)."""

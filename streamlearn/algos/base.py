@@ -208,6 +208,27 @@ class Learner:
         """Learner-specific figures for the end-of-run summary and the metrics JSON."""
         return {}
 
+    # -- inspection (VW's --audit / --readable_model / --invert_hash; optional) ---------------
+    #: whether the learner keeps one weight per masked hash (``--readable_model`` /
+    #: ``--invert_hash`` need :meth:`readable_weights`)
+    per_hash_weights: ClassVar[bool] = False
+
+    def audit_columns(self, hashes) -> list:
+        """The state ``--audit`` prints for the features with 32-bit ``hashes``, read before
+        the example's update: ``[weight]`` or ``[weight, extra]`` arrays (VW: ``weight@adaptive
+        sum``), or ``[]`` when the learner has no meaningful weight per feature (the audit then
+        lists name, index, value)."""
+        return []
+
+    def readable_weights(self):
+        """``(indices, [columns])`` of every masked index with a nonzero weight, by index
+        (``--readable_model``; ``per_hash_weights`` learners)."""
+        raise NotImplementedError(f"--algo {self.name} has no weight per hash")
+
+    def label_range(self):
+        """The smallest and largest label seen (VW's ``Min label`` / ``Max label``)."""
+        return 0.0, 0.0
+
     def _arrays(self) -> dict:
         raise NotImplementedError
 

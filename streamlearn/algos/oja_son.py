@@ -219,7 +219,12 @@ class OjaSON(Learner):
             start = nxt
         return pred, loss
 
-    # -- introspection (tests, benchmarks) -------------------------------------------------
+    # -- introspection (tests, benchmarks, --audit) ------------------------------------------
+    def audit_columns(self, hashes):
+        """``[w]``: the effective weight ``u_bar + Z^T b`` of each feature (in the pre-scaled
+        coordinates the learner keeps; :meth:`weights_dense`)."""
+        return [self.weights_dense(np.asarray(hashes, np.int64) & self.mask)]
+
     def weights_dense(self, keys):
         """Effective weights ``w = u_bar + Z^T b`` (pre-scaled coordinates) at the given masked keys."""
         rows = self._rows(keys)

@@ -307,6 +307,13 @@ class SketchLearner(Learner):
             w_l.append(w[order])
         return (np.concatenate(cls_l), np.concatenate(keys_l), np.concatenate(w_l), names)
 
+    def audit_columns(self, hashes):
+        """``[w]``: the Count Sketch's estimate (QUERY) of each feature's weight, keyed on the
+        full 32-bit hash; ``[]`` under ``--oaa`` (one sketch per class)."""
+        if self.multiclass:
+            return []
+        return [self.query(hashes)]
+
     def query(self, hashes, cls: int = 0) -> np.ndarray:
         """QUERY the sketch of class ``cls`` (0-based) for the given 32-bit hashes."""
         keys = np.ascontiguousarray(hashes, np.uint32)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import click
 
 __all__ = ["input_options", "output_options", "learner_options", "learner_params", "collect_hyper",
-           "algo_names"]
+           "algo_names", "namespace_options", "inspect_options", "vw_compat_options", "NAMESPACE_FIELDS",
+           "PredictCommand", "VWCommand", "VW_ONLY_OPTIONS"]
 
 
 def _kebab(name):
@@ -128,3 +129,141 @@ def output_options(f):
     for o in reversed(opts):
         f = o(f)
     return f
+
+
+#: the RunConfig fields of :func:`namespace_options` (stored in the model, like -q)
+NAMESPACE_FIELDS = ("cubic", "interactions", "leave_duplicate_interactions", "ignore", "keep", "ignore_linear")
+
+
+def namespace_options(f):
+    """VW's interaction and namespace-selection flags besides -q (train only: the model keeps them)."""
+    opts = [
+        click.option("--cubic", "cubic", multiple=True, metavar="ABC",
+                     help="Cubic interactions between namespaces starting with letters A, B and C (may "
+                          "repeat; ':' is VW's wildcard: every namespace seen)."),
+        click.option("--interactions", "interactions", multiple=True, metavar="ABC..",
+                     help="Interactions of any order (two letters or more; may repeat; ':' wildcard). "
+                          "-q, --cubic and --interactions are merged as VW 9 does: sorted, duplicates "
+                          "removed ('-q ab -q ba' is one), repeated letters grouped ('aba' -> 'aab')."),
+        click.option("--leave_duplicate_interactions", "--leave-duplicate-interactions",
+                     "leave_duplicate_interactions", is_flag=True,
+                     help="Keep interactions that repeat another's namespaces ('-q ab -q ba'; wildcards "
+                          "then take every order), as VW's flag does."),
+        click.option("--ignore", "ignore", multiple=True, metavar="NS",
+                     help="Drop the namespaces starting with each letter of NS (' ' or '\\x20': the "
+                          "default namespace; may repeat). The constant feature stays."),
+        click.option("--keep", "keep", multiple=True, metavar="NS",
+                     help="Keep only the namespaces starting with the letters given (may repeat; wins over "
+                          "--ignore, as in VW)."),
+        click.option("--ignore_linear", "--ignore-linear", "ignore_linear", multiple=True, metavar="NS",
+                     help="Drop the namespaces' own (linear) features but keep them in interactions."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def inspect_options(f):
+    """VW's --audit / --invert_hash / --readable_model (train and predict)."""
+    opts = [
+        click.option("--audit", is_flag=True,
+                     help="VW's audit on stdout: per example the prediction, then every feature as "
+                          "ns^name:index:value:weight@G, largest |weight*value| first (weights before "
+                          "the example's update; learners without a weight per hash print "
+                          "ns^name:index:value). Feeds the learner one example at a time: slow."),
+        click.option("--invert_hash", "--invert-hash", "invert_hash", type=click.Path(dir_okay=False),
+                     default=None,
+                     help="At the end, write VW's readable model with the first feature name seen for each "
+                          "index (name:index:w G [N]) [adagrad]."),
+        click.option("--readable_model", "--readable-model", "readable_model", type=click.Path(dir_okay=False),
+                     default=None, help="At the end, write VW's readable model (header, index:w G [N]) [adagrad]."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def vw_compat_options(f):
+    """VW flags accepted for scripts written for VW, with no effect here (each says why)."""
+    opts = [
+        click.option("--holdout_off", "--holdout-off", "holdout_off", is_flag=True,
+                     help="Accepted, no effect: streamlearn never holds examples out (every example is "
+                          "predicted, scored, then learned, in every pass; VW holds out every 10th "
+                          "example when --passes > 1)."),
+        click.option("-c", "--cache", "cache", is_flag=True,
+                     help="Accepted, no effect: streamlearn parses text as fast as VW reads its cache; "
+                          "'streamlearn convert' to Parquet is its cache."),
+        click.option("--cache_file", "--cache-file", "cache_file", default=None, metavar="FILE",
+                     help="Accepted and ignored (no file is written), as -c."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+#: Vowpal Wabbit options people type that streamlearn does not have (a usage error says so
+#: instead of suggesting an unrelated option); a test checks that none is a real option
+VW_ONLY_OPTIONS = frozenset("""
+--kill_cache -k --save_resume --bfgs --ftrl --nn --lrq --decay_learning_rate
+--min_prediction --max_prediction --sort_features --hash_seed --permutations --ngram --skips --redefine
+--daemon --port --named_labels --ect --csoaa --csoaa_ldf --wap_ldf --compressed --hash --constant
+--holdout_period --holdout_after --early_terminate --feature_mask --sparse_weights --onethread
+--ring_size --example_queue_limit --affix --spelling --dictionary --bootstrap --cb --cb_explore
+--cb_adf --cb_explore_adf --log_multi --recall_tree --boosting --marginal --topk --search --lda --rank
+--new_mf --active --confidence --dsjson --json --chain_hash --exact_adaptive_norm --l1_state
+--input_feature_regularizer --output_feature_regularizer_binary --output_feature_regularizer_text
+--initial_weight --random_weights --normal_weights --sparse_weights --loss_function_weights
+--total --node --unique_id --span_server --span_server_port --threads --version --audit_regressor
+--ksvm --OjaNewton --svrg --coin --pistol --freegrad --conjugate_gradient --mem --termination
+--hessian_on --stage_poly --autolink --lrqfa --interact --classweight --multilabel_oaa --scorer
+--quadratic_interactions --experimental_full_name_interactions --dictionary_path --feature_limit
+""".split())
+
+
+def _close(name, possibilities):
+    """Click's suggestions for an unknown ``name`` kept only when close to what was typed (a
+    typo, not a different VW option), one spelling each (snake_case over kebab-case)."""
+    import difflib
+
+    key = name.replace("-", "_")
+    out = []
+    for p in sorted(possibilities or ()):
+        pk = p.replace("-", "_")
+        if difflib.SequenceMatcher(None, key, pk).ratio() >= 0.8 and pk not in [o.replace("-", "_") for o in out]:
+            out.append(pk if pk.startswith("--") else p)
+    return out
+
+
+class VWCommand(click.Command):
+    """A command whose unknown-option error does not point a VW user at an unrelated option:
+    a VW option streamlearn does not have says so; other suggestions are kept only when close
+    to what was typed."""
+
+    def parse_args(self, ctx, args):
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as e:
+            self._unknown(ctx, e)
+            raise
+
+    def _unknown(self, ctx, e):
+        name = e.option_name
+        if name in VW_ONLY_OPTIONS:
+            raise click.NoSuchOption(
+                name, message=f"No such option: {name} (a Vowpal Wabbit option streamlearn does not "
+                "have; see 'For VW users' in the README)", ctx=ctx) from None
+        raise click.NoSuchOption(name, possibilities=_close(name, e.possibilities), ctx=ctx) from None
+
+
+class PredictCommand(VWCommand):
+    """``predict``: a training option (one ``train`` has and ``predict`` not) is a usage error
+    saying that the model fixes it, instead of click's bare "no such option"."""
+
+    def _unknown(self, ctx, e):
+        from .train import train
+        name = e.option_name
+        if any(name in p.opts or name in p.secondary_opts for p in train.params):
+            raise click.UsageError(
+                f"{name} is a training option: the model fixes it (its interactions, namespaces, "
+                "loss and hyper-parameters); predict -i MODEL needs no other flag", ctx=ctx) from None
+        super()._unknown(ctx, e)

@@ -3,14 +3,15 @@ from __future__ import annotations
 
 import click
 
-from .options import input_options, output_options
+from .options import PredictCommand, input_options, inspect_options, output_options
 
 
-@click.command(short_help="Predict with a saved model (no updates).")
+@click.command(cls=PredictCommand, short_help="Predict with a saved model (no updates).")
 @input_options
 @click.option("-i", "--initial_regressor", "--initial-regressor", "initial_model", required=True,
               type=click.Path(dir_okay=False), help="Model file to predict with (needs no other flag).")
 @output_options
+@inspect_options
 def predict(files, data, **kw):
     """Predict FILES with a saved model; reports loss and error when labels are present.
 
@@ -23,5 +24,6 @@ def predict(files, data, **kw):
                     predictions=kw["predictions"] or "-", raw_predictions=kw["raw_predictions"],
                     link=kw["link"], probabilities=kw["probabilities"], progress=kw["progress"],
                     quiet=kw["quiet"], strict=kw["strict"], metrics=kw["metrics"],
-                    label_column=kw["label_column"], **run_settings())
+                    label_column=kw["label_column"], audit=kw["audit"], invert_hash=kw["invert_hash"],
+                    readable_model=kw["readable_model"], **run_settings())
     run_api(api_predict, cfg)

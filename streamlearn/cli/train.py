@@ -3,16 +3,19 @@ from __future__ import annotations
 
 import click
 
-from .options import algo_names, collect_hyper, input_options, learner_options, output_options
+from .options import (NAMESPACE_FIELDS, VWCommand, algo_names, collect_hyper, input_options, inspect_options,
+                      learner_options, namespace_options, output_options, vw_compat_options)
 
 
-@click.command(short_help="Learn from a stream with progressive validation.")
+@click.command(cls=VWCommand, short_help="Learn from a stream with progressive validation.")
 @input_options
 @click.option("--algo", type=click.Choice(algo_names()), default=None,
               help="Learning algorithm (default: adagrad, or the model's with -i).")
 @learner_options
 @click.option("-q", "--quadratic", "quadratic", multiple=True, metavar="AB",
-              help="Quadratic interactions between namespaces starting with letters A and B (may repeat).")
+              help="Quadratic interactions between namespaces starting with letters A and B (may repeat; "
+                   "':' is VW's wildcard: '-q ::' pairs every namespace seen, '-q a:' a with each).")
+@namespace_options
 @click.option("--noconstant", is_flag=True, help="Do not add the constant (bias) feature.")
 @click.option("--unit_norm", "--unit-norm", "unit_norm", is_flag=True,
               help="Scale every example's feature vector (constant and -q pairs included) to unit L2 "
@@ -25,9 +28,12 @@ from .options import algo_names, collect_hyper, input_options, learner_options, 
 @click.option("-f", "--final_regressor", "--final-regressor", "final_model", type=click.Path(dir_okay=False),
               default=None, help="Save the model to this file at the end (written atomically).")
 @output_options
+@inspect_options
 @click.option("-t", "--testonly", "test_only", is_flag=True, help="Predict and score only; no updates.")
 @click.option("--passes", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Passes over the input files (not for stdin).")
+              help="Passes over the input files (not for stdin). Every pass is progressive validation "
+                   "over all examples: unlike VW, no holdout and no cache file are involved.")
+@vw_compat_options
 @click.option("--save_on_interrupt", "--save-on-interrupt", "save_on_interrupt", is_flag=True,
               help="On SIGINT/SIGTERM, still write -f with what was learned so far (complete, atomic).")
 @click.option("--select_out", "--select-out", "select_out", type=click.Path(dir_okay=False), default=None,
@@ -42,6 +48,9 @@ def train(files, data, algo, quadratic, noconstant, unit_norm, binary, **kw):
     from .common import run_api, run_settings
 
     hyper = collect_hyper(kw)
+    for k in ("holdout_off", "cache", "cache_file"):  # accepted for VW scripts; no effect here
+        kw.pop(k, None)
+    ns = {k: (kw.pop(k) if isinstance(kw[k], bool) else tuple(kw.pop(k))) for k in NAMESPACE_FIELDS}
     cfg = RunConfig(data=list(data) + list(files) or ["-"], fmt=kw["fmt"], algo=algo, hyper=hyper,
                     quadratic=tuple(quadratic), constant=not noconstant, unit_norm=unit_norm,
                     initial_model=kw["initial_model"], final_model=kw["final_model"],
@@ -49,5 +58,7 @@ def train(files, data, algo, quadratic, noconstant, unit_norm, binary, **kw):
                     link=kw["link"], probabilities=kw["probabilities"], test_only=kw["test_only"],
                     passes=kw["passes"], progress=kw["progress"], quiet=kw["quiet"], strict=kw["strict"],
                     metrics=kw["metrics"], save_on_interrupt=kw["save_on_interrupt"],
-                    select_out=kw["select_out"], label_column=kw["label_column"], **run_settings())
+                    select_out=kw["select_out"], label_column=kw["label_column"], audit=kw["audit"],
+                    invert_hash=kw["invert_hash"], readable_model=kw["readable_model"], **ns,
+                    **run_settings())
     run_api(api_train, cfg)

@@ -6,9 +6,9 @@
   bytes ``<= 0x20`` are trimmed; an all-digit name maps to ``int(name) + seed`` (mod 2**32),
   any other name to ``murmur3_32(name, seed)``. The namespace hash is
   ``hashstring(namespace, 0)`` and a feature hash ``hashstring(name, namespace_hash)``.
-* :func:`quadratic_hash` is VW's interaction hash ``(h1 * FNV_prime) ^ h2`` (VW 9
-  ``interactions_predict.h``), taken mod 2**32 (equal to VW's 64-bit value under any
-  ``-b <= 32`` mask).
+* :data:`FNV_PRIME` combines the hashes of interacting features (VW 9
+  ``interactions_predict.h``; :mod:`streamlearn.io._interact_kernels`), mod 2**32 (equal to
+  VW's 64-bit value under any ``-b <= 32`` mask).
 
 All arithmetic is done in ``uint64`` and masked to 32 bits, so numba's integer typing never
 widens to float.
@@ -19,7 +19,6 @@ from numba import njit
 __all__ = [
     "murmur3_32",
     "hashstring",
-    "quadratic_hash",
     "hash_spans",
     "CONSTANT_HASH",
     "FNV_PRIME",
@@ -108,12 +107,6 @@ def hashstring(buf, start, end, seed):
         else:
             return murmur3_32(buf, s, e, seed)
     return (ret + (np.uint64(seed) & M32)) & M32
-
-
-@njit(cache=True, nogil=True)
-def quadratic_hash(h1, h2):
-    """VW's interaction hash ``(h1 * FNV_prime) ^ h2`` mod 2**32 (``uint64``)."""
-    return (((np.uint64(h1) & M32) * _FNV) & M32) ^ (np.uint64(h2) & M32)
 
 
 @njit(cache=True, nogil=True)

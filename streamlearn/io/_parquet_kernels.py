@@ -6,14 +6,16 @@ fallback. The reader turns each Arrow record batch into a few flat "parts" (one 
 per-row ``[start, end)`` spans into flat ``hash`` / ``value`` / ``letter`` arrays) without a
 Python loop per row; :func:`assemble_rows` then interleaves the parts row by row into the CSR
 :class:`streamlearn.batch.Batch` arrays, in the order the VW text reader emits them:
-linear features (column order = namespace order), the constant feature, then the ``-q``
-interactions (VW 9: ``aa`` gives the pairs ``i <= j``; see
-:func:`streamlearn.io._text_kernels.parse_chunk`).
+linear features (column order = namespace order), the constant feature, then the
+interactions of any order (:mod:`streamlearn.io._interact_kernels`; see
+:func:`streamlearn.io._text_kernels.parse_chunk`), with ``--ignore`` / ``--keep`` /
+``--ignore_linear`` applied by namespace first byte.
 """
 import numpy as np
 from numba import njit
 
-from ._hash_kernels import CONSTANT_HASH, hashstring, quadratic_hash
+from ._hash_kernels import CONSTANT_HASH, hashstring
+from ._interact_kernels import bucket, interaction_count, interaction_fill, max_order, unbucket
 
 __all__ = ["assemble_rows", "wide_part", "hash_string_part", "ROW_INF_VALUE",
            "ROW_QUADRATIC_OVERFLOW"]
@@ -64,7 +66,7 @@ def wide_part(X, hashes):
 
 
 @njit(cache=True, nogil=True)
-def assemble_rows(starts, ends, idx, val, letters, qa, qb, add_constant, want_src):
+def assemble_rows(starts, ends, idx, val, letters, terms, toff, nsflags, add_constant, want_src):
     """Interleave the parts into CSR rows.
 
     Parameters
@@ -74,8 +76,11 @@ def assemble_rows(starts, ends, idx, val, letters, qa, qb, add_constant, want_sr
     idx : uint32, val : float64, letters : uint8
         Flat feature hashes, values and namespace first bytes of all parts (entries with
         value 0 or NaN are dropped: VW's text parser drops zeros, NaN marks a missing value).
-    qa, qb : int64
-        ``-q`` pairs as first namespace bytes.
+    terms, toff : int64
+        Interactions (wildcards expanded) as :func:`streamlearn.io._text_kernels.parse_chunk`
+        takes them.
+    nsflags : uint8 (256)
+        Per namespace first byte: bit 1 drops its features, bit 2 only its linear ones.
     add_constant : bool
         Append the constant feature (hash 11650396, value 1) after the linear features.
     want_src : bool
@@ -86,11 +91,15 @@ def assemble_rows(starts, ends, idx, val, letters, qa, qb, add_constant, want_sr
     -------
     offsets, indices, values, src, status
         ``status[i]`` is 0 for a good row, :data:`ROW_INF_VALUE` when a linear feature value
-        is infinite, :data:`ROW_QUADRATIC_OVERFLOW` when a ``-q`` product overflows; the
+        is infinite, :data:`ROW_QUADRATIC_OVERFLOW` when an interaction product overflows; the
         caller drops (reports) such rows.
     """
     k, n = starts.shape
-    npairs = len(qa)
+    ninter = len(toff) - 1
+    lin_ignored = False
+    for c in range(256):
+        if nsflags[c] & 2:
+            lin_ignored = True
     lin = 0
     for p in range(k):
         for i in range(n):
@@ -98,10 +107,20 @@ def assemble_rows(starts, ends, idx, val, letters, qa, qb, add_constant, want_sr
     cap = lin + (n if add_constant else 0) + 16
     indices = np.empty(cap, np.uint32)
     values = np.empty(cap, np.float64)
-    src = np.empty(cap if (want_src or npairs > 0) else 0, np.int64)
+    track = want_src or lin_ignored
+    src = np.empty(cap if track else 0, np.int64)
+    olet = np.empty(cap if ninter > 0 else 0, np.uint8)
     offsets = np.empty(n + 1, np.int64)
     offsets[0] = 0
     status = np.zeros(n, np.int64)
+    bcnt = np.zeros(256, np.int64)
+    bstart = np.zeros(256, np.int64)
+    used = np.zeros(256, np.int64)
+    order = np.empty(16, np.int64)
+    mo = max_order(toff)
+    ipos = np.zeros(mo + 1, np.int64)
+    ihs = np.zeros(mo + 1, np.uint64)
+    ivs = np.zeros(mo + 1, np.float64)
     nnz = 0
     lin_left = lin  # linear entries of the rows not yet written (room kept for them)
     for i in range(n):
@@ -113,33 +132,31 @@ def assemble_rows(starts, ends, idx, val, letters, qa, qb, add_constant, want_sr
                 if v != 0.0 and v == v:
                     if not np.isfinite(v):
                         status[i] = ROW_INF_VALUE
+                    c = letters[q]
+                    if nsflags[c] & 1:
+                        continue
                     indices[nnz] = idx[q]
                     values[nnz] = v
-                    if want_src or npairs > 0:
+                    if track:
                         src[nnz] = q
+                    if ninter > 0:
+                        olet[nnz] = c
                     nnz += 1
         lin_end = nnz
         if add_constant:
             indices[nnz] = np.uint32(CONSTANT_HASH)
             values[nnz] = 1.0
-            if want_src or npairs > 0:
+            if track:
                 src[nnz] = -1
+            if ninter > 0:
+                olet[nnz] = 0
             nnz += 1
-        if npairs > 0:
-            total = 0
-            for pr in range(npairs):
-                na = 0
-                nb = 0
-                for t in range(ex_start, lin_end):
-                    c = letters[src[t]]
-                    if c == qa[pr]:
-                        na += 1
-                    if c == qb[pr]:
-                        nb += 1
-                if qa[pr] == qb[pr]:
-                    total += na * (na + 1) // 2
-                else:
-                    total += na * nb
+        if ninter > 0:
+            nlin = lin_end - ex_start
+            if len(order) < nlin:
+                order = np.empty(2 * nlin, np.int64)
+            nused = bucket(olet, ex_start, lin_end, bcnt, bstart, used, order)
+            total = interaction_count(terms, toff, bcnt)
             # the rows after this one still need their linear entries and constants
             later = lin_left + ((n - 1 - i) if add_constant else 0)
             if nnz + total + later > cap:
@@ -150,29 +167,34 @@ def assemble_rows(starts, ends, idx, val, letters, qa, qb, add_constant, want_sr
                 b2 = np.empty(newcap, np.float64)
                 b2[:nnz] = values[:nnz]
                 values = b2
-                b3 = np.empty(newcap, np.int64)
-                b3[:nnz] = src[:nnz]
-                src = b3
+                b4 = np.empty(newcap, np.uint8)
+                b4[:nnz] = olet[:nnz]
+                olet = b4
+                if track:
+                    b3 = np.empty(newcap, np.int64)
+                    b3[:nnz] = src[:nnz]
+                    src = b3
                 cap = newcap
-            for pr in range(npairs):
-                same = qa[pr] == qb[pr]
-                for ta in range(ex_start, lin_end):
-                    if letters[src[ta]] != qa[pr]:
-                        continue
-                    h1 = np.uint64(indices[ta])
-                    v1 = values[ta]
-                    # VW 9 (no duplicates): for a self-interaction, pairs i <= j
-                    tb0 = ta if same else ex_start
-                    for tb in range(tb0, lin_end):
-                        if letters[src[tb]] != qb[pr]:
-                            continue
-                        indices[nnz] = np.uint32(quadratic_hash(h1, np.uint64(indices[tb])))
-                        qv = v1 * values[tb]
-                        if status[i] == 0 and not np.isfinite(qv):
-                            status[i] = ROW_QUADRATIC_OVERFLOW
-                        values[nnz] = qv
-                        src[nnz] = -1
-                        nnz += 1
+            q0 = nnz
+            nnz, over = interaction_fill(indices, values, olet, nnz, terms, toff, bcnt, bstart,
+                                         order, ipos, ihs, ivs)
+            unbucket(bcnt, used, nused)
+            if track:
+                for t in range(q0, nnz):
+                    src[t] = -1
+            if over and status[i] == 0:
+                status[i] = ROW_QUADRATIC_OVERFLOW
+        if lin_ignored:
+            w = ex_start
+            for t in range(ex_start, nnz):
+                if t < lin_end and (nsflags[letters[src[t]]] & 2) != 0:
+                    continue
+                if w != t:
+                    indices[w] = indices[t]
+                    values[w] = values[t]
+                    src[w] = src[t]
+                w += 1
+            nnz = w
         offsets[i + 1] = nnz
     if want_src:
         return offsets, indices[:nnz], values[:nnz], src[:nnz], status

@@ -31,7 +31,8 @@ from fractions import Fraction
 import numpy as np
 from numba import njit
 
-from ._hash_kernels import CONSTANT_HASH, M32 as _M32, hashstring, murmur3_32, quadratic_hash
+from ._hash_kernels import CONSTANT_HASH, M32 as _M32, hashstring, murmur3_32
+from ._interact_kernels import bucket, interaction_count, interaction_fill, max_order, unbucket
 
 __all__ = [
     "parse_float",
@@ -313,7 +314,7 @@ def _push_err(err_line, err_code, n_err, line, code):
 
 
 @njit(cache=True, nogil=True)
-def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
+def parse_chunk(buf, fmt, terms, toff, nsflags, add_constant, keep_names):
     """Parse all lines of ``buf`` (``uint8``; complete lines, the last one may lack ``\\n``).
 
     Parameters
@@ -321,9 +322,13 @@ def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
     buf : uint8 array
     fmt : int
         ``FMT_VW`` or ``FMT_LIBSVM``.
-    qa, qb : int64 arrays
-        Quadratic interactions: first byte of the namespaces of each pair (``-q ab`` ->
-        ``qa=[ord('a')]``, ``qb=[ord('b')]``); LIBSVM features live in namespace ``' '``.
+    terms, toff : int64 arrays
+        Interactions of any order: interaction ``i`` is ``terms[toff[i]:toff[i + 1]]``, the
+        first bytes of its namespaces (``-q ab`` -> ``terms=[97, 98]``, ``toff=[0, 2]``;
+        :mod:`streamlearn.io._interact_kernels`); LIBSVM features live in namespace ``' '``.
+    nsflags : uint8 array of 256
+        Per namespace first byte: bit 1 drops its features (``--ignore`` / ``--keep``), bit 2
+        only its linear features (``--ignore_linear``: they still enter interactions).
     add_constant : bool
         Append VW's constant feature (hash 11650396, value 1) to every example.
     keep_names : bool
@@ -363,9 +368,20 @@ def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
     ns_start = np.empty(ncap, np.int64)
     ns_end = np.empty(ncap, np.int64)
 
-    npairs = len(qa)
-    scr_a = np.empty(16, np.int64)
-    scr_b = np.empty(16, np.int64)
+    ninter = len(toff) - 1
+    bcnt = np.zeros(256, np.int64)
+    bstart = np.zeros(256, np.int64)
+    used = np.zeros(256, np.int64)
+    order = np.empty(16, np.int64)
+    mo = max_order(toff)
+    ipos = np.zeros(mo + 1, np.int64)
+    ihs = np.zeros(mo + 1, np.uint64)
+    ivs = np.zeros(mo + 1, np.float64)
+    any_lin_ignored = False
+    for c in range(256):
+        if nsflags[c] & 2:
+            any_lin_ignored = True
+    skip = (nsflags[32] & 1) != 0
 
     offsets[0] = 0
     nnz = 0
@@ -507,6 +523,7 @@ def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
                         letter = 32
                         nss = -1
                         nse = -1
+                        skip = (nsflags[32] & 1) != 0
                     else:
                         j = i
                         while j < e and not _is_ws(buf[j]) and buf[j] != 58 and buf[j] != 124:
@@ -514,6 +531,7 @@ def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
                         nss = i
                         nse = j
                         letter = buf[i]
+                        skip = (nsflags[letter] & 1) != 0
                         ns_hash = hashstring(buf, i, j, np.uint64(0))
                         if j < e and buf[j] == 58:  # ':' namespace weight
                             k = j + 1
@@ -551,7 +569,7 @@ def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
                 if not np.isfinite(val):
                     status = ERR_VALUE_OVERFLOW
                     break
-                if val != 0.0:
+                if val != 0.0 and not skip:
                     if j == i:
                         hv = ns_hash
                     elif buf[i] <= 32 or buf[j - 1] <= 32:  # control bytes: VW trims them
@@ -597,7 +615,7 @@ def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
                     v, k, status = _feature_value(buf, j + 1, e, False)
                     if status:
                         break
-                    if v != 0.0:
+                    if v != 0.0 and not skip:
                         indices[nnz] = np.uint32(h & _M32)
                         values[nnz] = v
                         letters[nnz] = 32
@@ -641,25 +659,12 @@ def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
                 ns_end[nnz] = -1
             nnz += 1
 
-        if npairs > 0:
+        if ninter > 0:
             nlin = lin_end - ex_start
-            if len(scr_a) < nlin:
-                scr_a = np.empty(2 * nlin, np.int64)
-                scr_b = np.empty(2 * nlin, np.int64)
-            # count the quadratic features first
-            total = 0
-            for pr in range(npairs):
-                na = 0
-                nb = 0
-                for k in range(ex_start, lin_end):
-                    if letters[k] == qa[pr]:
-                        na += 1
-                    if letters[k] == qb[pr]:
-                        nb += 1
-                if qa[pr] == qb[pr]:
-                    total += na * (na + 1) // 2
-                else:
-                    total += na * nb
+            if len(order) < nlin:
+                order = np.empty(2 * nlin, np.int64)
+            nused = bucket(letters, ex_start, lin_end, bcnt, bstart, used, order)
+            total = interaction_count(terms, toff, bcnt)
             if nnz + total > cap:
                 newcap = max(2 * cap, nnz + total)
                 indices = _grow(indices, nnz, newcap)
@@ -671,41 +676,39 @@ def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
                     ns_start = _grow(ns_start, nnz, newcap)
                     ns_end = _grow(ns_end, nnz, newcap)
                 cap = newcap
-            q_over = False
-            for pr in range(npairs):
-                na = 0
-                nb = 0
-                for k in range(ex_start, lin_end):
-                    if letters[k] == qa[pr]:
-                        scr_a[na] = k
-                        na += 1
-                    if letters[k] == qb[pr]:
-                        scr_b[nb] = k
-                        nb += 1
-                same = qa[pr] == qb[pr]
-                for ia in range(na):
-                    ka = scr_a[ia]
-                    h1 = np.uint64(indices[ka])
-                    v1 = values[ka]
-                    for ib in range(ia if same else 0, nb):
-                        kb = scr_b[ib]
-                        indices[nnz] = np.uint32(quadratic_hash(h1, np.uint64(indices[kb])))
-                        qv = v1 * values[kb]
-                        if not np.isfinite(qv):
-                            q_over = True
-                        values[nnz] = qv
-                        letters[nnz] = 0
-                        if keep_names:
-                            name_start[nnz] = -1
-                            name_end[nnz] = -1
-                            ns_start[nnz] = -1
-                            ns_end[nnz] = -1
-                        nnz += 1
+            q0 = nnz
+            nnz, q_over = interaction_fill(indices, values, letters, nnz, terms, toff, bcnt, bstart,
+                                           order, ipos, ihs, ivs)
+            unbucket(bcnt, used, nused)
+            if keep_names:
+                for k in range(q0, nnz):
+                    name_start[k] = -1
+                    name_end[k] = -1
+                    ns_start[k] = -1
+                    ns_end[k] = -1
             if q_over:
                 nnz = ex_start
                 err_line, err_code, n_err = _push_err(err_line, err_code, n_err, cur_line,
                                                       ERR_QUADRATIC_OVERFLOW)
                 continue
+
+        if any_lin_ignored:
+            # --ignore_linear: the namespace's own features leave (they served the interactions)
+            w = ex_start
+            for k in range(ex_start, nnz):
+                if k < lin_end and (nsflags[letters[k]] & 2) != 0:
+                    continue
+                if w != k:
+                    indices[w] = indices[k]
+                    values[w] = values[k]
+                    letters[w] = letters[k]
+                    if keep_names:
+                        name_start[w] = name_start[k]
+                        name_end[w] = name_end[k]
+                        ns_start[w] = ns_start[k]
+                        ns_end[w] = ns_end[k]
+                w += 1
+            nnz = w
 
         labels[n_ex] = label
         weights[n_ex] = weight

@@ -293,7 +293,7 @@ def _strings(arr):
 def _convert(rb, plan, cfg, src, first_row, keep_names):
     from ._parquet_codes import ROW_INF_VALUE, ROW_QUADRATIC_OVERFLOW
 
-    qa, qb = cfg.pairs
+    inter = cfg.inter
 
     n = rb.num_rows
     col = {name: rb.column(i) for i, name in enumerate(rb.schema.names)}
@@ -425,9 +425,10 @@ def _convert(rb, plan, cfg, src, first_row, keep_names):
         fidx, fval, flet = np.zeros(0, np.uint32), np.zeros(0), np.zeros(0, np.uint8)
     if not fval.flags.c_contiguous:
         fval = np.ascontiguousarray(fval)
+    terms, toff = inter.arrays(np.unique(flet) if inter.wildcard else None)
     offsets, indices, values, srcpos, row_status = kernels.assemble_rows(
-        np.ascontiguousarray(starts), np.ascontiguousarray(ends), fidx, fval, flet, qa, qb,
-        bool(cfg.constant), bool(keep_names))
+        np.ascontiguousarray(starts), np.ascontiguousarray(ends), fidx, fval, flet, terms, toff,
+        inter.nsflags, bool(cfg.constant), bool(keep_names))
 
     batch = Batch(offsets, indices, values, labels, weights,
                   lines=np.arange(first_row + 1, first_row + n + 1, dtype=np.int64), source=src)
@@ -707,7 +708,7 @@ def read_parquet_file(source, cfg, batch_rows=None, name=None):
     first = 0
     try:
         keep_names = bool(cfg.keep_names)
-        plan = _plan(pf.schema_arrow, src, cfg, (keep_names, len(cfg.pairs[0]) > 0))
+        plan = _plan(pf.schema_arrow, src, cfg, (keep_names, bool(cfg.inter) or bool(cfg.inter.nsflags.any())))
         rows = int(batch_rows or cfg.parquet_batch_rows or DEFAULT_BATCH_ROWS)
         it = pf.iter_batches(batch_size=rows, columns=plan.columns, use_threads=True)
         for rb in it:

@@ -39,6 +39,7 @@ from .. import kernels
 from ..batch import Batch
 from ..errors import ConfigError, InputError
 from ._text_codes import ERROR_REASONS, FMT_LIBSVM, FMT_VW
+from .interactions import Interactions, chunk_namespaces
 
 __all__ = [
     "ReaderConfig",
@@ -52,7 +53,6 @@ __all__ = [
     "iter_chunks",
     "text_batches",
     "parse_text",
-    "quadratic_pairs",
     "sniff_text_format",
     "chunk_batch",
     "TEXT_FORMATS",
@@ -91,8 +91,17 @@ class ReaderConfig:
         non-blank line decides: a ``|`` means VW text, otherwise LIBSVM), ``"vw"``,
         ``"libsvm"`` or any registered format.
     quadratic : tuple of str
-        VW ``-q`` pairs of namespace first letters, e.g. ``("ab",)``. Duplicates are removed
-        as VW 9 does (see :func:`quadratic_pairs`).
+        VW ``-q`` pairs of namespace first letters, e.g. ``("ab",)``; ``:`` is VW's wildcard.
+    cubic : tuple of str
+        VW ``--cubic`` triples, e.g. ``("abc",)``.
+    interactions : tuple of str
+        VW ``--interactions`` of any order (two letters or more), e.g. ``("abcd", "a:")``.
+        All three lists are processed together as VW 9 does (sorted, duplicates merged,
+        wildcards expanded: :mod:`streamlearn.io.interactions`).
+    leave_duplicate_interactions : bool
+        VW's ``--leave_duplicate_interactions``.
+    ignore, keep, ignore_linear : tuple of str
+        VW's ``--ignore`` / ``--keep`` / ``--ignore_linear`` namespace first letters.
     constant : bool
         Add VW's constant feature (hash 11650396, value 1) to every example.
     keep_names : bool
@@ -111,12 +120,18 @@ class ReaderConfig:
         Parquet: rows per Arrow record batch, i.e. per batch (default
         :data:`streamlearn.io.parquet.DEFAULT_BATCH_ROWS`).
 
-    ``pairs`` is ``quadratic`` as the kernels take it (:func:`quadratic_pairs`), validated when
-    the config is made and computed once.
+    ``inter`` is the :class:`~streamlearn.io.interactions.Interactions` of these fields as
+    the kernels take them, validated when the config is made and computed once.
     """
 
     fmt: str = "auto"
     quadratic: tuple = ()
+    cubic: tuple = ()
+    interactions: tuple = ()
+    leave_duplicate_interactions: bool = False
+    ignore: tuple = ()
+    keep: tuple = ()
+    ignore_linear: tuple = ()
     constant: bool = True
     keep_names: bool = False
     chunk_bytes: int = 1 << 20  # 1 MiB: as fast as 4 MiB, half the RSS in flight (benchmarks/memory_stream.py)
@@ -124,13 +139,13 @@ class ReaderConfig:
     parse_threads: int = 1
     label_column: str | None = None
     parquet_batch_rows: int | None = None
-    _pairs: tuple = field(default=(None, None), init=False, repr=False, compare=False)
+    _inter: tuple = field(default=(None, None), init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        if isinstance(self.quadratic, str):
-            self.quadratic = (self.quadratic,)
-        self.quadratic = tuple(self.quadratic or ())
-        self.pairs  # noqa: B018 - validate -q here, once
+        for f in _NS_FIELDS:
+            v = getattr(self, f)
+            setattr(self, f, (v,) if isinstance(v, str) else tuple(v or ()))
+        self.inter  # noqa: B018 - validate the interactions here, once
         if int(self.chunk_bytes) < 1:
             raise ConfigError("chunk_bytes must be positive")
         self.chunk_bytes = int(self.chunk_bytes)
@@ -139,44 +154,19 @@ class ReaderConfig:
         self.parse_threads = int(self.parse_threads)
 
     @property
-    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(qa, qb)`` of :func:`quadratic_pairs` for ``quadratic`` (computed once)."""
-        of, pairs = self._pairs
-        if of is not self.quadratic:
-            pairs = quadratic_pairs(self.quadratic)
-            self._pairs = (self.quadratic, pairs)
-        return pairs
+    def inter(self) -> Interactions:
+        """The :class:`~streamlearn.io.interactions.Interactions` of the namespace fields
+        (computed once; again if a field is reassigned)."""
+        key = tuple(getattr(self, f) for f in _NS_FIELDS) + (bool(self.leave_duplicate_interactions),)
+        of, inter = self._inter
+        if of != key:
+            inter = Interactions(self.quadratic, self.cubic, self.interactions, self.ignore,
+                                 self.keep, self.ignore_linear, self.leave_duplicate_interactions)
+            self._inter = (key, inter)
+        return inter
 
 
-def quadratic_pairs(quadratic) -> tuple[np.ndarray, np.ndarray]:
-    """VW ``-q`` pairs -> (first bytes, second bytes) as ``int64`` arrays.
-
-    Each pair names two namespaces by their first character (byte). As VW 9 does without
-    ``--leave_duplicate_interactions``, pairs with the same two namespaces are merged: identical
-    repeats keep their order (``-q ba -q ba`` -> ``ba``), while a pair given in both orders
-    becomes the sorted one (``-q ba -q ab`` -> ``ab``; checked against VW 9.11.9)."""
-    pairs = []
-    for q in quadratic:
-        b = q.encode("utf-8") if isinstance(q, str) else bytes(q)
-        if len(b) != 2:
-            raise ConfigError(
-                f"quadratic interaction {q!r}: give exactly two namespace letters, e.g. 'ab'")
-        pairs.append(b)
-    groups: dict[bytes, list[bytes]] = {}
-    order: list[bytes] = []
-    for b in pairs:
-        key = bytes(sorted(b))
-        if key not in groups:
-            groups[key] = []
-            order.append(key)
-        groups[key].append(b)
-    out = []
-    for key in order:
-        members = groups[key]
-        out.append(members[0] if all(m == members[0] for m in members) else key)
-    qa = np.array([b[0] for b in out], dtype=np.int64)
-    qb = np.array([b[1] for b in out], dtype=np.int64)
-    return qa, qb
+_NS_FIELDS = ("quadratic", "cubic", "interactions", "ignore", "keep", "ignore_linear")
 
 
 # ----------------------------------------------------------------------------------------
@@ -216,6 +206,10 @@ def _read_head(raw, n: int) -> bytes:
 
 
 FLUSH_SECONDS = 0.2
+#: feature entries a text batch aims at, at most (see text_batches), and the smallest chunk
+BATCH_ENTRIES = 1 << 21
+MIN_CHUNK_BYTES = 1 << 14
+FIRST_CHUNK_BYTES = 1 << 16
 
 
 def _is_regular(f) -> bool:
@@ -329,16 +323,18 @@ def read_error(name: str, e: BaseException) -> InputError:
     return InputError(f"{name}: read error: {getattr(e, 'strerror', None) or e}")
 
 
-def iter_chunks(stream, name: str, chunk_bytes: int, flush_after=None) -> Iterator[np.ndarray]:
+def iter_chunks(stream, name: str, chunk_bytes, flush_after=None) -> Iterator[np.ndarray]:
     """Yield ``uint8`` arrays of complete lines (each ends with ``\\n`` except possibly the
     last chunk of the stream). Each array is a zero-copy view of a fresh buffer, so it stays
     valid after the next chunk is read. A line longer than ``chunk_bytes`` makes the chunk grow.
     With ``flush_after`` (seconds; for pipes), a chunk is handed on once that long has passed
-    and it holds a complete line, so a slowly written stream is learned from as it comes."""
+    and it holds a complete line, so a slowly written stream is learned from as it comes.
+    ``chunk_bytes`` may be a one-element list, read before each chunk (the caller may change it)."""
+    budget = chunk_bytes if isinstance(chunk_bytes, list) else [chunk_bytes]
     carry = b""
-    size = chunk_bytes
+    size = None  # None: the budget's size (a long line doubles it until the line fits)
     while True:
-        buf = bytearray(max(size, len(carry) + 1))
+        buf = bytearray(max(size or budget[0], len(carry) + 1))
         c = len(carry)
         buf[:c] = carry
         mv = memoryview(buf)
@@ -363,7 +359,7 @@ def iter_chunks(stream, name: str, chunk_bytes: int, flush_after=None) -> Iterat
             size = 2 * len(buf)
             continue
         carry = bytes(buf[k + 1:n])
-        size = chunk_bytes
+        size = None
         yield np.frombuffer(buf, dtype=np.uint8, count=k + 1)
 
 
@@ -423,11 +419,12 @@ def chunk_batch(chunk: np.ndarray, name: str, cfg: ReaderConfig, fmt: str, line_
     if fmt == "auto":
         fmt = sniff_text_format(chunk) or "auto"
     code = FMT_LIBSVM if fmt == "libsvm" else FMT_VW
-    qa, qb = cfg.pairs
+    inter = cfg.inter
+    terms, toff = inter.arrays(chunk_namespaces(chunk, fmt) if inter.wildcard else None)
     keep = bool(cfg.keep_names)
     (offsets, indices, values, labels, weights, ex_line, tag_start, tag_end,
      name_start, name_end, ns_start, ns_end, err_line, err_code, n_lines) = kernels.parse_chunk(
-        chunk, code, qa, qb, bool(cfg.constant), keep)
+        chunk, code, terms, toff, inter.nsflags, bool(cfg.constant), keep)
     errors = [(name, line_base + int(ln) + 1, ERROR_REASONS.get(int(c), f"error {int(c)}"))
               for ln, c in zip(err_line, err_code)]
     if errors and cfg.strict:
@@ -454,7 +451,8 @@ def chunk_batch(chunk: np.ndarray, name: str, cfg: ReaderConfig, fmt: str, line_
         name_end=name_end if keep else None,
         ns_start=ns_start if keep else None,
         ns_end=ns_end if keep else None,
-        extra={"errors": errors, "format": "binary" if errors and _looks_binary(chunk) else fmt},
+        extra={"errors": errors, "format": "binary" if errors and _looks_binary(chunk) else fmt,
+               "bytes": len(chunk)},
     ), n_lines
 
 
@@ -504,6 +502,11 @@ def text_batches(stream, name: str, cfg: ReaderConfig, fmt: str, flush_after=Non
         line_base += n_lines
         if batch is None:
             return None
+        if batch.nnz > BATCH_ENTRIES:
+            per_entry = batch.extra.get("bytes", budget[0]) / batch.nnz
+            budget[0] = max(MIN_CHUNK_BYTES, min(budget[0], int(per_entry * BATCH_ENTRIES)))
+        elif batch.nnz < BATCH_ENTRIES // 2 and budget[0] < cfg.chunk_bytes:
+            budget[0] = min(cfg.chunk_bytes, 2 * budget[0])
         if base:
             batch.lines += base
             errs = batch.extra.get("errors")
@@ -516,7 +519,12 @@ def text_batches(stream, name: str, cfg: ReaderConfig, fmt: str, flush_after=Non
         return batch
 
     failed_read = None
-    chunks = iter_chunks(stream, name, cfg.chunk_bytes, flush_after)
+    # interactions can make a chunk's batch far bigger than its text (--cubic: thousands of
+    # features per line): later chunks shrink so that a batch holds about BATCH_ENTRIES
+    # entries, which keeps the pipeline's memory bounded by a few such batches
+    # (starting small when there are interactions, growing back while batches stay small)
+    budget = [min(cfg.chunk_bytes, FIRST_CHUNK_BYTES) if cfg.inter else cfg.chunk_bytes]
+    chunks = iter_chunks(stream, name, budget, flush_after)
     try:
         while True:
             # only a failed *read* is caught here (damaged stream: the chunks read before it

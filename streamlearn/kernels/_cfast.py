@@ -92,7 +92,7 @@ def _declare(lib):
     lib.cf_wexpmx.restype = dbl
     lib.cf_count_byte.argtypes = [_p, i64, i64]
     lib.cf_count_byte.restype = i64
-    lib.cf_parse_chunk.argtypes = [_p, i64, i64, _p, _p, i64, i64, i64, ctypes.POINTER(_ParseOut)]
+    lib.cf_parse_chunk.argtypes = [_p, i64, i64, _p, _p, i64, _p, i64, i64, ctypes.POINTER(_ParseOut)]
     lib.cf_parse_chunk.restype = ctypes.c_int
     lib.cf_parse_free.argtypes = [ctypes.POINTER(_ParseOut)]
     lib.cf_parse_free.restype = None
@@ -106,9 +106,10 @@ def _declare(lib):
     lib.cf_wide_count.restype = i64
     lib.cf_wide_fill.argtypes = [_p, i64, i64, _p, _p, _p, _p, _p, _p]
     lib.cf_wide_fill.restype = None
-    lib.cf_assemble_count.argtypes = [_p, _p, i64, i64, _p, _p, _p, _p, i64, i64, _p, _p]
+    lib.cf_assemble_count.argtypes = [_p, _p, i64, i64, _p, _p, _p, _p, i64, _p, i64]
     lib.cf_assemble_count.restype = i64
-    lib.cf_assemble_rows.argtypes = [_p, _p, i64, i64, _p, _p, _p, _p, _p, i64, i64, i64, _p, _p, _p, _p, _p]
+    lib.cf_assemble_rows.argtypes = [_p, _p, i64, i64, _p, _p, _p, _p, _p, i64, _p, i64, i64, _p, _p, _p, _p,
+                                     _p, _p, _p]
     lib.cf_assemble_rows.restype = i64
 
 
@@ -139,15 +140,28 @@ def _take(addr, n: int, dtype) -> np.ndarray:
 _EMPTY_I64 = np.empty(0, np.int64)
 
 
-def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
+def _inter_args(terms, toff, nsflags):
+    """The interaction arguments as the C kernels take them (checked: the C side trusts them)."""
+    terms = np.ascontiguousarray(terms, dtype=np.int64)
+    toff = np.ascontiguousarray(toff, dtype=np.int64)
+    nsflags = np.ascontiguousarray(nsflags, dtype=np.uint8)
+    if (len(toff) < 1 or toff[0] != 0 or toff[-1] != len(terms) or len(nsflags) != 256
+            or (len(toff) > 1 and (np.diff(toff).min() < 2 or np.diff(toff).max() > _IX_MAX_ORDER))
+            or (len(terms) and (terms.min() < 0 or terms.max() > 255))):
+        raise ValueError("bad interaction arrays (terms, toff, nsflags)")
+    return terms, toff, nsflags
+
+
+#: the longest interaction the C kernels take (``IX_MAX_ORDER`` in cfast.c)
+_IX_MAX_ORDER = 64
+
+
+def parse_chunk(buf, fmt, terms, toff, nsflags, add_constant, keep_names):
     """Same arguments and results as :func:`streamlearn.io._text_kernels.parse_chunk` (the
     arrays it returns are, as there, views of arrays sized by its initial estimate). It needs
     no guard: it converts its arguments to the dtypes the numba kernel is called with."""
     b = _u8(buf)
-    qa = np.ascontiguousarray(qa, dtype=np.int64)
-    qb = np.ascontiguousarray(qb, dtype=np.int64)
-    if len(qa) != len(qb):
-        raise ValueError("qa and qb differ in length")
+    terms, toff, nsflags = _inter_args(terms, toff, nsflags)
     L = len(b)
     c = lib()
     bp = _ptr(b) if L else None
@@ -171,8 +185,8 @@ def parse_chunk(buf, fmt, qa, qb, add_constant, keep_names):
         out.name_start, out.name_end, out.ns_start, out.ns_end = (_ptr(a) for a in names)
     out.cap = cap
     try:
-        if c.cf_parse_chunk(bp, L, int(fmt), _ptr(qa), _ptr(qb), len(qa), int(bool(add_constant)),
-                            int(bool(keep_names)), ctypes.byref(out)) != 0:
+        if c.cf_parse_chunk(bp, L, int(fmt), _ptr(terms), _ptr(toff), len(toff) - 1, _ptr(nsflags),
+                            int(bool(add_constant)), int(bool(keep_names)), ctypes.byref(out)) != 0:
             raise MemoryError("streamlearn C parser: out of memory")
         n_ex, nnz, nn, n_err = out.n_ex, out.nnz, out.nn, out.n_err
         if out.feat_owned:  # the chunk outgrew the estimate: the arrays moved to C memory
@@ -332,39 +346,47 @@ def wide_part(X, hashes):
     return starts, ends, idx, val, col
 
 
-def assemble_rows_args_ok(starts, ends, idx, val, letters, qa, qb, add_constant, want_src) -> bool:
+def assemble_rows_args_ok(starts, ends, idx, val, letters, terms, toff, nsflags, add_constant,
+                          want_src) -> bool:
     if not (_arr(starts, np.int64, 2) and _arr(ends, np.int64, 2) and starts.shape == ends.shape
             and _arr(idx, np.uint32) and _arr(val, np.float64) and _arr(letters, np.uint8)
-            and _arr(qa, np.int64) and _arr(qb, np.int64) and len(qa) == len(qb)):
+            and _arr(terms, np.int64) and _arr(toff, np.int64) and _arr(nsflags, np.uint8)):
+        return False
+    try:
+        _inter_args(terms, toff, nsflags)
+    except ValueError:
         return False
     if not isinstance(add_constant, (bool, np.bool_)) or not isinstance(want_src, (bool, np.bool_)):
         return False
     return _spans_ok(starts, ends, min(len(idx), len(val), len(letters)))
 
 
-def assemble_rows(starts, ends, idx, val, letters, qa, qb, add_constant, want_src):
+def assemble_rows(starts, ends, idx, val, letters, terms, toff, nsflags, add_constant, want_src):
     """:func:`streamlearn.io._parquet_kernels.assemble_rows` (arguments passing
     :func:`assemble_rows_args_ok`): the same arrays (views of larger ones, as there)."""
     k, n = starts.shape
-    npairs = len(qa)
+    ninter = len(toff) - 1
     c = lib()
     add_constant, want_src = bool(add_constant), bool(want_src)
-    if npairs:
-        na = np.empty(npairs, np.int64)
-        nb = np.empty(npairs, np.int64)
+    lin_ignored = bool((nsflags & 2).any())
+    if ninter or nsflags.any():
         cap = int(c.cf_assemble_count(_ptr(starts), _ptr(ends), k, n, _ptr(val), _ptr(letters),
-                                      _ptr(qa), _ptr(qb), npairs, int(add_constant), _ptr(na),
-                                      _ptr(nb))) + 16
+                                      _ptr(terms), _ptr(toff), ninter, _ptr(nsflags),
+                                      int(add_constant))) + 16
     else:
         cap = int((ends - starts).sum()) + (n if add_constant else 0) + 16
+    longest = int((ends - starts).sum(axis=0).max()) if k and n else 0
     indices = np.empty(cap, np.uint32)
     values = np.empty(cap, np.float64)
-    src = np.empty(cap if (want_src or npairs > 0) else 0, np.int64)
+    src = np.empty(cap if (want_src or lin_ignored) else 0, np.int64)
+    olet = np.empty(cap if ninter else 0, np.uint8)
+    order = np.empty(longest + 1, np.int64)
     offsets = np.empty(n + 1, np.int64)
     status = np.zeros(n, np.int64)
     nnz = int(c.cf_assemble_rows(_ptr(starts), _ptr(ends), k, n, _ptr(idx), _ptr(val), _ptr(letters),
-                                 _ptr(qa), _ptr(qb), npairs, int(add_constant), int(want_src),
-                                 _ptr(indices), _ptr(values), _ptr(src), _ptr(offsets), _ptr(status)))
+                                 _ptr(terms), _ptr(toff), ninter, _ptr(nsflags), int(add_constant),
+                                 int(want_src), _ptr(indices), _ptr(values), _ptr(src), _ptr(olet),
+                                 _ptr(order), _ptr(offsets), _ptr(status)))
     return offsets, indices[:nnz], values[:nnz], (src[:nnz] if want_src else src[:0]), status
 
 

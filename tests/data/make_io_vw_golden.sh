@@ -26,3 +26,23 @@ for line in sys.stdin:
 gen io_vw_golden_q_ab_cc.txt -q ab -q cc
 gen io_vw_golden_q_ba_aa.txt -q ba -q aa
 gen io_vw_golden_noconst.txt --noconstant
+# interactions of any order, VW's ':' wildcard and its duplicate rules, namespace selection
+gen io_vw_golden_cubic.txt --cubic abc --cubic aba -q ba -q ab
+gen io_vw_golden_wild_qq.txt -q ::
+gen io_vw_golden_wild_mixed.txt -q a: --cubic ::c -q ab
+gen io_vw_golden_inter4.txt --interactions abcb --interactions aaaa --interactions ':b'
+gen io_vw_golden_leave_dup.txt -q ab -q ba -q :a --leave_duplicate_interactions
+gen io_vw_golden_ignore.txt --ignore a --ignore ' ' -q bc -q ::
+gen io_vw_golden_keep.txt --keep b --keep c --cubic bbc
+# --ignore_linear: VW's audit still lists the linear features (print_features does not apply
+# it), so this golden holds the indices VW's --readable_model gives a weight: every feature
+# that was learned from (a's interactions, never a's own features)
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+VW_RUN_NOTIME=1 "$run" "$here/io_vw_golden_input.vw" -b 18 --ignore_linear a -q ab \
+    --readable_model "$tmp/readable.txt" --quiet >/dev/null 2>&1
+python3 -c '
+import sys
+idx = sorted(int(l.split(":")[0]) for l in open(sys.argv[1]) if ":" in l and l.split(":")[0].isdigit())
+print(" ".join(map(str, idx)))
+' "$tmp/readable.txt" > "$here/io_vw_golden_ignore_linear.txt"
+echo "wrote io_vw_golden_ignore_linear.txt (vw args: --ignore_linear a -q ab --readable_model)"

@@ -2,7 +2,8 @@
  * VW's hashing and the AdaGrad kernel, line for line ports of the numba kernels
  *
  *   streamlearn/io/_text_kernels.py    parse_chunk, scan_float, parse_float, ...
- *   streamlearn/io/_hash_kernels.py    murmur3_32, hashstring, quadratic_hash, hash_spans
+ *   streamlearn/io/_hash_kernels.py    murmur3_32, hashstring, hash_spans
+ *   streamlearn/io/_interact_kernels.py  bucket, interaction_count, interaction_fill (ix_*)
  *   streamlearn/io/_parquet_kernels.py assemble_rows, wide_part, hash_string_part
  *   streamlearn/algos/_adagrad_kernels.py, _loss_kernels.py   adagrad_run, wexpmx, losses
  *
@@ -85,10 +86,6 @@ CF_API uint64_t cf_hashstring(const uint8_t *buf, int64_t start, int64_t end, ui
     return (ret + (seed & M32)) & M32;
 }
 
-static inline uint64_t quadratic_hash(uint64_t h1, uint64_t h2)
-{
-    return (((h1 & M32) * FNV_PRIME) & M32) ^ (h2 & M32);
-}
 
 /* ===================================================================== float parsing */
 
@@ -334,6 +331,131 @@ static inline double feature_value(const uint8_t *buf, int64_t s, int64_t e, int
     return v;
 }
 
+/* ===================================================================== interactions */
+
+/* Feature interactions of any order: the port of streamlearn/io/_interact_kernels.py (see it
+ * for VW's rules). An interaction is terms[toff[i]:toff[i+1]]; at most IX_MAX_ORDER terms
+ * (the Python side checks). */
+#define IX_MAX_ORDER 64
+
+static int64_t ix_bucket(const uint8_t *letters, int64_t s, int64_t e, int64_t *bcnt, int64_t *bstart,
+                         int64_t *used, int64_t *order)
+{
+    int64_t nused = 0;
+    for (int64_t k = s; k < e; k++) {
+        uint8_t c = letters[k];
+        if (bcnt[c] == 0)
+            used[nused++] = c;
+        bcnt[c]++;
+    }
+    int64_t pos = 0;
+    for (int64_t u = 0; u < nused; u++) {
+        int64_t c = used[u];
+        bstart[c] = pos;
+        pos += bcnt[c];
+    }
+    for (int64_t k = s; k < e; k++)
+        order[bstart[letters[k]]++] = k;
+    for (int64_t u = 0; u < nused; u++)
+        bstart[used[u]] -= bcnt[used[u]];
+    return nused;
+}
+
+static void ix_unbucket(int64_t *bcnt, const int64_t *used, int64_t nused)
+{
+    for (int64_t u = 0; u < nused; u++)
+        bcnt[used[u]] = 0;
+}
+
+static int64_t ix_count(const int64_t *terms, const int64_t *toff, int64_t ninter, const int64_t *bcnt)
+{
+    int64_t total = 0;
+    for (int64_t t = 0; t < ninter; t++) {
+        int64_t a = toff[t], b = toff[t + 1];
+        int64_t cnt = 1;
+        int64_t k = a;
+        while (k < b) {
+            int64_t c = terms[k];
+            int64_t n = bcnt[c];
+            if (n == 0) {
+                cnt = 0;
+                break;
+            }
+            int64_t r = 1;
+            while (k + r < b && terms[k + r] == c)
+                r++;
+            int64_t cc = 1;
+            for (int64_t j = 0; j < r; j++)
+                cc = cc * (n + j) / (j + 1);
+            cnt *= cc;
+            k += r;
+        }
+        total += cnt;
+    }
+    return total;
+}
+
+static int64_t ix_fill(uint32_t *indices, double *values, uint8_t *letters, int64_t nnz, const int64_t *terms,
+                       const int64_t *toff, int64_t ninter, const int64_t *bcnt, const int64_t *bstart,
+                       const int64_t *order, int *over)
+{
+    int64_t pos[IX_MAX_ORDER + 1];
+    uint64_t hs[IX_MAX_ORDER + 1];
+    double vs[IX_MAX_ORDER + 1];
+    for (int64_t t = 0; t < ninter; t++) {
+        int64_t a = toff[t];
+        int64_t m = toff[t + 1] - a;
+        int empty = 0;
+        for (int64_t j = 0; j < m; j++)
+            if (bcnt[terms[a + j]] == 0) {
+                empty = 1;
+                break;
+            }
+        if (empty)
+            continue;
+        int64_t j = 0;
+        pos[0] = 0;
+        for (;;) {
+            while (j < m - 1) {
+                int64_t kf = order[bstart[terms[a + j]] + pos[j]];
+                if (j == 0) {
+                    hs[0] = (uint64_t)indices[kf];
+                    vs[0] = values[kf];
+                } else {
+                    hs[j] = ((hs[j - 1] * FNV_PRIME) & M32) ^ (uint64_t)indices[kf];
+                    vs[j] = vs[j - 1] * values[kf];
+                }
+                j++;
+                pos[j] = terms[a + j] == terms[a + j - 1] ? pos[j - 1] : 0;
+            }
+            int64_t c = terms[a + m - 1];
+            uint64_t hp = (hs[m - 2] * FNV_PRIME) & M32;
+            double vp = vs[m - 2];
+            int64_t base = bstart[c];
+            for (int64_t p = pos[m - 1]; p < bcnt[c]; p++) {
+                int64_t kf = order[base + p];
+                indices[nnz] = (uint32_t)(hp ^ (uint64_t)indices[kf]);
+                double v = vp * values[kf];
+                if (!isfinite(v))
+                    *over = 1;
+                values[nnz] = v;
+                letters[nnz] = 0;
+                nnz++;
+            }
+            j = m - 2;
+            while (j >= 0) {
+                pos[j]++;
+                if (pos[j] < bcnt[terms[a + j]])
+                    break;
+                j--;
+            }
+            if (j < 0)
+                break;
+        }
+    }
+    return nnz;
+}
+
 /* ===================================================================== parse_chunk */
 
 /* Arrays of one cf_parse_chunk call. The caller provides the per-line arrays (room for
@@ -469,12 +591,19 @@ static int push_err(cf_parse_out *o, int64_t *err_cap, int64_t line, int64_t cod
  * outputs) into the arrays of o (see cf_parse_out: the caller sets the per-line and feature
  * arrays and o->cap, the rest zero). Returns 0, or -1 when memory ran out. Either way the
  * caller calls cf_parse_free afterwards. */
-CF_API int cf_parse_chunk(const uint8_t *buf, int64_t L, int64_t fmt, const int64_t *qa, const int64_t *qb,
-                          int64_t npairs, int64_t add_constant, int64_t keep_names, cf_parse_out *o)
+CF_API int cf_parse_chunk(const uint8_t *buf, int64_t L, int64_t fmt, const int64_t *terms, const int64_t *toff,
+                          int64_t ninter, const uint8_t *nsflags, int64_t add_constant, int64_t keep_names,
+                          cf_parse_out *o)
 {
     int64_t err_cap = 16;
     int64_t cap = o->cap;
     int64_t scr_cap = 16;
+    int64_t bcnt[256] = {0}, bstart[256] = {0}, used[256];
+    int any_lin_ignored = 0;
+    for (int c = 0; c < 256; c++)
+        if (nsflags[c] & 2)
+            any_lin_ignored = 1;
+    int skip = (nsflags[32] & 1) != 0;
     o->feat_owned = 0;
     o->n_err = 0;
     o->err_line = malloc((size_t)err_cap * sizeof(int64_t));
@@ -606,6 +735,7 @@ CF_API int cf_parse_chunk(const uint8_t *buf, int64_t L, int64_t fmt, const int6
                         letter = 32;
                         nss = -1;
                         nse = -1;
+                        skip = (nsflags[32] & 1) != 0;
                     } else {
                         int64_t j = i;
                         while (j < e && !is_ws(buf[j]) && buf[j] != 58 && buf[j] != 124)
@@ -613,6 +743,7 @@ CF_API int cf_parse_chunk(const uint8_t *buf, int64_t L, int64_t fmt, const int6
                         nss = i;
                         nse = j;
                         letter = buf[i];
+                        skip = (nsflags[letter] & 1) != 0;
                         ns_hash = cf_hashstring(buf, i, j, 0);
                         if (j < e && buf[j] == 58) {
                             int64_t k = j + 1;
@@ -659,7 +790,7 @@ CF_API int cf_parse_chunk(const uint8_t *buf, int64_t L, int64_t fmt, const int6
                     status = ERR_VALUE_OVERFLOW;
                     break;
                 }
-                if (val != 0.0) {
+                if (val != 0.0 && !skip) {
                     uint64_t hv;
                     if (j == i)
                         hv = ns_hash;
@@ -712,7 +843,7 @@ CF_API int cf_parse_chunk(const uint8_t *buf, int64_t L, int64_t fmt, const int6
                     double v = feature_value(buf, j + 1, e, 0, &k, &status);
                     if (status)
                         break;
-                    if (v != 0.0) {
+                    if (v != 0.0 && !skip) {
                         indices[nnz] = (uint32_t)(h & M32);
                         values[nnz] = v;
                         letters[nnz] = 32;
@@ -764,32 +895,17 @@ CF_API int cf_parse_chunk(const uint8_t *buf, int64_t L, int64_t fmt, const int6
             nnz++;
         }
 
-        if (npairs > 0) {
+        if (ninter > 0) {
             int64_t nlin = lin_end - ex_start;
             if (scr_cap < nlin) {
                 scr_cap = 2 * nlin;
                 free(o->scr_a);
-                free(o->scr_b);
                 o->scr_a = malloc((size_t)scr_cap * sizeof(int64_t));
-                o->scr_b = malloc((size_t)scr_cap * sizeof(int64_t));
-                if (!o->scr_a || !o->scr_b)
+                if (!o->scr_a)
                     return -1;
             }
-            int64_t *scr_a = o->scr_a, *scr_b = o->scr_b;
-            int64_t total = 0;
-            for (int64_t pr = 0; pr < npairs; pr++) {
-                int64_t na = 0, nb = 0;
-                for (int64_t k = ex_start; k < lin_end; k++) {
-                    if (letters[k] == qa[pr])
-                        na++;
-                    if (letters[k] == qb[pr])
-                        nb++;
-                }
-                if (qa[pr] == qb[pr])
-                    total += na * (na + 1) / 2;
-                else
-                    total += na * nb;
-            }
+            int64_t nused = ix_bucket(letters, ex_start, lin_end, bcnt, bstart, used, o->scr_a);
+            int64_t total = ix_count(terms, toff, ninter, bcnt);
             if (nnz + total > cap) {
                 int64_t newcap = 2 * cap > nnz + total ? 2 * cap : nnz + total;
                 if (grow_features(o, (int)keep_names, nnz, newcap))
@@ -798,43 +914,44 @@ CF_API int cf_parse_chunk(const uint8_t *buf, int64_t L, int64_t fmt, const int6
                 cap = newcap;
             }
             int q_over = 0;
-            for (int64_t pr = 0; pr < npairs; pr++) {
-                int64_t na = 0, nb = 0;
-                for (int64_t k = ex_start; k < lin_end; k++) {
-                    if (letters[k] == qa[pr])
-                        scr_a[na++] = k;
-                    if (letters[k] == qb[pr])
-                        scr_b[nb++] = k;
+            int64_t q0 = nnz;
+            nnz = ix_fill(indices, values, letters, nnz, terms, toff, ninter, bcnt, bstart, o->scr_a, &q_over);
+            ix_unbucket(bcnt, used, nused);
+            if (keep_names)
+                for (int64_t k = q0; k < nnz; k++) {
+                    o->name_start[k] = -1;
+                    o->name_end[k] = -1;
+                    o->ns_start[k] = -1;
+                    o->ns_end[k] = -1;
                 }
-                int same = qa[pr] == qb[pr];
-                for (int64_t ia = 0; ia < na; ia++) {
-                    int64_t ka = scr_a[ia];
-                    uint64_t h1 = (uint64_t)indices[ka];
-                    double v1 = values[ka];
-                    for (int64_t ib = same ? ia : 0; ib < nb; ib++) {
-                        int64_t kb = scr_b[ib];
-                        indices[nnz] = (uint32_t)quadratic_hash(h1, (uint64_t)indices[kb]);
-                        double qv = v1 * values[kb];
-                        if (!isfinite(qv))
-                            q_over = 1;
-                        values[nnz] = qv;
-                        letters[nnz] = 0;
-                        if (keep_names) {
-                            o->name_start[nnz] = -1;
-                            o->name_end[nnz] = -1;
-                            o->ns_start[nnz] = -1;
-                            o->ns_end[nnz] = -1;
-                        }
-                        nnz++;
-                    }
-                }
-            }
             if (q_over) {
                 nnz = ex_start;
                 if (push_err(o, &err_cap, cur_line, ERR_QUADRATIC_OVERFLOW))
                     return -1;
                 continue;
             }
+        }
+
+        if (any_lin_ignored) {
+            /* --ignore_linear: the namespace's own features leave (they served the interactions) */
+            int64_t w = ex_start;
+            for (int64_t k = ex_start; k < nnz; k++) {
+                if (k < lin_end && (nsflags[letters[k]] & 2))
+                    continue;
+                if (w != k) {
+                    indices[w] = indices[k];
+                    values[w] = values[k];
+                    letters[w] = letters[k];
+                    if (keep_names) {
+                        o->name_start[w] = o->name_start[k];
+                        o->name_end[w] = o->name_end[k];
+                        o->ns_start[w] = o->ns_start[k];
+                        o->ns_end[w] = o->ns_end[k];
+                    }
+                }
+                w++;
+            }
+            nnz = w;
         }
 
         o->labels[n_ex] = label;
@@ -1256,50 +1373,53 @@ CF_API void cf_wide_fill(const double *X, int64_t n, int64_t d, const uint32_t *
     }
 }
 
-/* assemble_rows, the number of output entries it writes: the kept linear entries, the
- * constants and the -q products (needs letters; only called with -q pairs) */
+/* assemble_rows, an upper bound of the output entries it writes: the kept linear entries,
+ * the constants and the interaction products (exact unless --ignore_linear drops some) */
 CF_API int64_t cf_assemble_count(const int64_t *starts, const int64_t *ends, int64_t k, int64_t n,
-                                 const double *val, const uint8_t *letters, const int64_t *qa,
-                                 const int64_t *qb, int64_t npairs, int64_t add_constant,
-                                 int64_t *na, int64_t *nb)
+                                 const double *val, const uint8_t *letters, const int64_t *terms,
+                                 const int64_t *toff, int64_t ninter, const uint8_t *nsflags,
+                                 int64_t add_constant)
 {
     int64_t total = 0;
+    int64_t bcnt[256] = {0}, used[256];
     for (int64_t i = 0; i < n; i++) {
-        for (int64_t pr = 0; pr < npairs; pr++)
-            na[pr] = nb[pr] = 0;
+        int64_t nused = 0;
         for (int64_t p = 0; p < k; p++)
             for (int64_t q = starts[p * n + i]; q < ends[p * n + i]; q++) {
                 double v = val[q];
-                if (v != 0.0 && v == v) {
+                uint8_t c = letters[q];
+                if (v != 0.0 && v == v && !(nsflags[c] & 1)) {
                     total++;
-                    int64_t c = letters[q];
-                    for (int64_t pr = 0; pr < npairs; pr++) {
-                        if (c == qa[pr])
-                            na[pr]++;
-                        if (c == qb[pr])
-                            nb[pr]++;
-                    }
+                    if (bcnt[c] == 0)
+                        used[nused++] = c;
+                    bcnt[c]++;
                 }
             }
         if (add_constant)
             total++;
-        for (int64_t pr = 0; pr < npairs; pr++)
-            total += qa[pr] == qb[pr] ? na[pr] * (na[pr] + 1) / 2 : na[pr] * nb[pr];
+        if (ninter > 0)
+            total += ix_count(terms, toff, ninter, bcnt);
+        ix_unbucket(bcnt, used, nused);
     }
     return total;
 }
 
-/* assemble_rows into caller arrays: indices/values [cap], src [cap] (written when want_src or
- * npairs > 0; may be NULL otherwise), offsets [n+1], status [n] (zeroed here). The caller
- * sizes cap >= the entries written (cf_assemble_count with -q pairs; the linear entries plus
- * n constants without). Returns nnz. */
+/* assemble_rows into caller arrays: indices/values/olet [cap], src [cap] (written when
+ * want_src or --ignore_linear; may be NULL otherwise), order [longest row], offsets [n+1],
+ * status [n] (zeroed here). The caller sizes cap >= cf_assemble_count. Returns nnz. */
 CF_API int64_t cf_assemble_rows(const int64_t *starts, const int64_t *ends, int64_t k, int64_t n,
                                 const uint32_t *idx, const double *val, const uint8_t *letters,
-                                const int64_t *qa, const int64_t *qb, int64_t npairs,
-                                int64_t add_constant, int64_t want_src, uint32_t *indices,
-                                double *values, int64_t *src, int64_t *offsets, int64_t *status)
+                                const int64_t *terms, const int64_t *toff, int64_t ninter,
+                                const uint8_t *nsflags, int64_t add_constant, int64_t want_src,
+                                uint32_t *indices, double *values, int64_t *src, uint8_t *olet,
+                                int64_t *order, int64_t *offsets, int64_t *status)
 {
-    int keep_src = want_src || npairs > 0;
+    int lin_ignored = 0;
+    for (int c = 0; c < 256; c++)
+        if (nsflags[c] & 2)
+            lin_ignored = 1;
+    int track = want_src || lin_ignored;
+    int64_t bcnt[256] = {0}, bstart[256] = {0}, used[256];
     int64_t nnz = 0;
     offsets[0] = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -1311,10 +1431,15 @@ CF_API int64_t cf_assemble_rows(const int64_t *starts, const int64_t *ends, int6
                 if (v != 0.0 && v == v) {
                     if (!isfinite(v))
                         status[i] = ROW_INF_VALUE;
+                    uint8_t c = letters[q];
+                    if (nsflags[c] & 1)
+                        continue;
                     indices[nnz] = idx[q];
                     values[nnz] = v;
-                    if (keep_src)
+                    if (track)
                         src[nnz] = q;
+                    if (ninter > 0)
+                        olet[nnz] = c;
                     nnz++;
                 }
             }
@@ -1322,29 +1447,37 @@ CF_API int64_t cf_assemble_rows(const int64_t *starts, const int64_t *ends, int6
         if (add_constant) {
             indices[nnz] = (uint32_t)CONSTANT_HASH;
             values[nnz] = 1.0;
-            if (keep_src)
+            if (track)
                 src[nnz] = -1;
+            if (ninter > 0)
+                olet[nnz] = 0;
             nnz++;
         }
-        for (int64_t pr = 0; pr < npairs; pr++) {
-            int same = qa[pr] == qb[pr];
-            for (int64_t ta = ex_start; ta < lin_end; ta++) {
-                if (letters[src[ta]] != qa[pr])
+        if (ninter > 0) {
+            int64_t nused = ix_bucket(olet, ex_start, lin_end, bcnt, bstart, used, order);
+            int over = 0;
+            int64_t q0 = nnz;
+            nnz = ix_fill(indices, values, olet, nnz, terms, toff, ninter, bcnt, bstart, order, &over);
+            ix_unbucket(bcnt, used, nused);
+            if (track)
+                for (int64_t t = q0; t < nnz; t++)
+                    src[t] = -1;
+            if (over && status[i] == 0)
+                status[i] = ROW_QUADRATIC_OVERFLOW;
+        }
+        if (lin_ignored) {
+            int64_t w = ex_start;
+            for (int64_t t = ex_start; t < nnz; t++) {
+                if (t < lin_end && (nsflags[letters[src[t]]] & 2))
                     continue;
-                uint64_t h1 = indices[ta];
-                double v1 = values[ta];
-                for (int64_t tb = same ? ta : ex_start; tb < lin_end; tb++) {
-                    if (letters[src[tb]] != qb[pr])
-                        continue;
-                    indices[nnz] = (uint32_t)quadratic_hash(h1, (uint64_t)indices[tb]);
-                    double qv = v1 * values[tb];
-                    if (status[i] == 0 && !isfinite(qv))
-                        status[i] = ROW_QUADRATIC_OVERFLOW;
-                    values[nnz] = qv;
-                    src[nnz] = -1;
-                    nnz++;
+                if (w != t) {
+                    indices[w] = indices[t];
+                    values[w] = values[t];
+                    src[w] = src[t];
                 }
+                w++;
             }
+            nnz = w;
         }
         offsets[i + 1] = nnz;
     }
