@@ -39,12 +39,12 @@ def _golden(name):
 @pytest.fixture(params=["c", "numba"])
 def backend(request):
     """Run a test on the C kernels and on numba (the seam restored afterwards)."""
-    before = kernels.backend()
-    if request.param == "c" and before != "c":
+    if request.param == "c" and kernels.backend() != "c":
         pytest.skip("no C library")
-    kernels.configure(use_c=request.param == "c")
+    saved = (kernels._use_c, kernels._lib_path)  # the session's library (conftest may build one)
+    kernels.configure(use_c=request.param == "c", lib_path=saved[1])
     yield request.param
-    kernels.configure(use_c=before == "c")
+    kernels.configure(*saved)
 
 
 @pytest.mark.parametrize("golden", sorted(GOLDEN))
