@@ -16,7 +16,7 @@ import shlex
 from _common import CACHE, need_shared, read_preds, run_rss, streamlearn_cmd, table
 from vs_vw import BINARY, _err, _vw_text, labels_of, source
 
-VARIANTS = ["", "--alpha 10", "--no_invariant"]
+VARIANTS = ["", "--alpha 10", "--no_invariant", "--diag_frame data"]
 
 
 def main():
