@@ -92,6 +92,15 @@ def make_learner(algo: str, hyper: dict):
         return build(algo, hyper)
     except ValueError as e:
         raise ConfigError(str(e)) from None
+    except MemoryError:  # any learner's tables (-b, --oaa, sketch sizes) larger than memory
+        given = " ".join(f"--{k} {v}" for k, v in sorted(hyper.items()) if k in _SIZE_OPTIONS)
+        raise ConfigError(f"the --algo {algo} model ({given or 'default sizes'}) does not fit in this "
+                          "machine's memory: give smaller sizes (-b, --sketch_bytes, --sketch_width, "
+                          "--sketch_size, --top_k)") from None
+
+
+#: the options that size a learner's tables (named in the out-of-memory usage error)
+_SIZE_OPTIONS = ("bit_precision", "oaa", "sketch_bytes", "sketch_width", "sketch_rows", "sketch_size", "top_k")
 
 
 def save_model(path: str, learner, reader: dict) -> int:

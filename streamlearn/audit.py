@@ -29,6 +29,7 @@ import numpy as np
 
 from .io.hashing import CONSTANT_HASH
 from .io.interactions import expand
+from .memory import lazy_zeros
 
 __all__ = ["FeatureNamer", "Auditor", "HashNames", "write_readable_model", "format_prediction"]
 
@@ -148,17 +149,17 @@ class HashNames:
     def __init__(self, namer: FeatureNamer, mask: int):
         self.namer = namer
         self.mask = mask
-        self.seen = np.zeros(mask + 1, np.bool_) if mask < (1 << 28) else None
+        # one bit per index (2^b / 8 bytes, allocated lazily: only the pages of seen indices
+        # become resident, even at -b 32)
+        self.seen = lazy_zeros(((mask + 1) + 7) >> 3, np.uint8)
         self.names: dict = {}
 
     def add(self, batch, pred=None):
         if batch.n == 0:
             return
         idx = batch.indices.astype(np.int64) & self.mask
-        if self.seen is not None:
-            new = ~self.seen[idx]
-        else:
-            new = np.fromiter((int(x) not in self.names for x in idx), np.bool_, len(idx))
+        byte, bit = idx >> 3, (np.uint8(1) << (idx & 7).astype(np.uint8))
+        new = (self.seen[byte] & bit) == 0
         if not new.any():
             return
         rows = np.unique(np.searchsorted(batch.offsets, np.flatnonzero(new), side="right") - 1)
@@ -168,8 +169,7 @@ class HashNames:
                 h = int(idx[lo + k])
                 if h not in self.names and name is not None:
                     self.names[h] = name
-        if self.seen is not None:
-            self.seen[idx] = True
+        np.bitwise_or.at(self.seen, byte[new], bit[new])
 
 
 def write_readable_model(path: str, learner, reader: dict, version: str, names: dict | None = None) -> None:

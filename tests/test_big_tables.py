@@ -117,3 +117,13 @@ def test_b32_model_round_trip(tmp_path, cli_ok, run_cli):
     assert 0 < m.stat().st_size < 2_000_000
     _, arrays = read_model(str(m2), sparse=True)
     assert isinstance(arrays["w"], SparseTable) and arrays["w"].size == 2**32
+
+
+def test_a_model_larger_than_memory_is_a_usage_error(invoke_cli):
+    """Tables that cannot be allocated (here a 93 GiB sketch) stop with exit 2 naming the sizes,
+    for every learner (api.make_learner), not a MemoryError traceback."""
+    from conftest import A9A_TEST
+
+    r = invoke_cli("train", A9A_TEST, "--algo", "mission", "--sketch_bytes", 100_000_000_000, "--quiet")
+    assert r.exit_code == 2, r.output
+    assert "does not fit in this machine's memory" in r.output and "--sketch_bytes 100000000000" in r.output

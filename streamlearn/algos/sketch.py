@@ -147,12 +147,7 @@ class SketchLearner(Learner):
         if k < 1:
             raise ValueError("--top_k must be at least 1")
         self.k = k
-        try:
-            self.sketch = lazy_zeros((self.kc, R, W), np.float64)  # untouched pages never resident
-        except MemoryError:
-            raise ValueError(f"the Count Sketch ({self.kc} x {R} x {W} cells, {self.kc * R * W * 8 / 2**30:.1f} GiB) "
-                             "does not fit in this machine's memory: give a smaller --sketch_bytes or "
-                             "--sketch_width") from None
+        self.sketch = lazy_zeros((self.kc, R, W), np.float64)  # untouched pages never resident
         self.seeds = np.zeros((R, 2), np.uint32)  # [row, 0] bucket seed, [row, 1] sign seed
         import mmh3  # only a few seeds, computed once
         # --random_seed (0 by default: the hash functions of --sketch_seed alone) moves every one
