@@ -268,10 +268,8 @@ def _run(cfg: RunConfig, learn: bool, log=None):
     if cfg.predictions is not None:
         sink = PredictionSink(cfg.predictions, "identity" if binary else cfg.link, learner.multiclass)
         sink.open()
-        on_predictions = sink
-        if cfg.probabilities:
-            def on_predictions(batch, pred):
-                sink(batch, pred, learner.last_probabilities)
+        on_predictions = ((lambda batch, pred: sink(batch, pred, learner.last_probabilities))
+                          if cfg.probabilities else sink)
     if cfg.raw_predictions is not None:
         raw_sink = PredictionSink(cfg.raw_predictions, "identity", False)
         try:

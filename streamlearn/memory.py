@@ -129,8 +129,9 @@ class PageSet:
         if self.active and len(idx):
             self.bits[np.asarray(idx, np.int64) >> self.PAGE_BITS] = True
 
-    def mark_nonzero(self, a) -> None:
-        """Mark the pages of ``a``'s non-zero entries (a scan: for tables given densely)."""
+    def mark_nonzero(self, a, width: int = 1) -> None:
+        """Mark the pages of ``a``'s non-zero entries (a scan: for tables given densely); entry
+        ``e`` is row ``e // width`` of the tracked table."""
         if not self.active:
             return
         flat = np.ascontiguousarray(a).reshape(-1)
@@ -138,7 +139,31 @@ class PageSet:
         for i in range(0, flat.size, _BLOCK):
             nz = np.flatnonzero(view[i:i + _BLOCK])
             if nz.size:
-                self.bits[(nz + i) >> self.PAGE_BITS] = True
+                self.bits[((nz + i) // width) >> self.PAGE_BITS] = True
+
+    def load(self, name: str, a, shape, dtype, width: int = 1, track: bool = True) -> np.ndarray:
+        """A saved table ``a`` (a :class:`SparseTable` from a model file, or an array) as a new
+        array of ``shape`` (checked, with ``dtype``; ``ValueError`` naming ``name`` otherwise),
+        written lazily; with ``track``, the pages of its non-zero entries are marked (entry
+        ``e`` is row ``e // width`` of the tracked table), so the next save includes them."""
+        shape = tuple(shape)
+        flat = (int(np.prod(shape)),)
+        sparse = isinstance(a, SparseTable)
+        if not sparse:
+            a = np.asarray(a)
+        if a.shape not in (shape, flat) or a.dtype != np.dtype(dtype):
+            raise ValueError(f"array {name}: shape/dtype {a.shape}/{a.dtype} does not fit {shape}/{np.dtype(dtype)}")
+        if sparse:
+            if a.idx.size and (a.idx.min() < 0 or a.idx.max() >= a.size):
+                raise ValueError(f"array {name}: index out of range")
+            out = a.dense()  # a new array: no copy
+            if track:
+                self.mark_entries(a.idx // width)
+        else:
+            out = lazy_copy(a)
+            if track:
+                self.mark_nonzero(out, width)
+        return out.reshape(shape)
 
     def worth_it(self) -> bool:
         """Whether reading only the marked pages beats a scan of the whole table (at most an

@@ -30,8 +30,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernels
-from ..memory import PageSet, SparseTable
-from .base import Learner, Param, lazy_copy, lazy_zeros
+from ..memory import PageSet
+from .base import Learner, Param, lazy_zeros
 from .losses import get_loss
 
 __all__ = ["AdaGrad", "ADAPTIVE", "NORMALIZED", "INVARIANT", "SQRT_RATE", "LEGACY"]
@@ -241,19 +241,5 @@ class AdaGrad(Learner):
 
     def _load_arrays(self, arrays):
         for k in ("w", "G", "N", "scal"):
-            a = arrays[k]
-            if not isinstance(a, SparseTable):
-                a = np.asarray(a)
             cur = getattr(self, k)
-            if a.shape != cur.shape or a.dtype != cur.dtype:
-                raise ValueError(f"array {k}: shape/dtype {a.shape}/{a.dtype} does not fit {cur.shape}/{cur.dtype}")
-            if isinstance(a, SparseTable):
-                if a.idx.size and (a.idx.min() < 0 or a.idx.max() >= a.size):
-                    raise ValueError(f"array {k}: index out of range")
-                setattr(self, k, a.dense())  # a new array: no copy
-                if k in self._TABLES:
-                    self.pages.mark_entries(a.idx)
-            else:
-                setattr(self, k, lazy_copy(a))
-                if k in self._TABLES:
-                    self.pages.mark_nonzero(a)
+            setattr(self, k, self.pages.load(k, arrays[k], cur.shape, cur.dtype, track=k in self._TABLES))

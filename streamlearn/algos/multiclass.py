@@ -10,7 +10,7 @@ default 1-indexing); any other label is skipped and reported like a malformed li
   (``multipredict``) and then updates each class with that prediction; the K learners share
   no state, so running the batch through class 1's learner, then class 2's, ... (each
   predicting example i before learning it) gives the same K scores and the same updates. A
-  batch is parsed once; only the label array differs per class (built once per batch).
+  batch is parsed once; the class learners share it (a shallow copy with its own labels).
 * **Memory and collisions are VW's.** VW keeps the K classes inside one ``2^b`` weight table:
   the parser multiplies every feature index by ``total_feature_width << stride_shift``
   (``vw.cc``, ``setup_example``; ``total_feature_width = 2^s``, ``s = ceil(log2 K)``,
@@ -155,12 +155,6 @@ class OneAgainstAll(Learner):
         loss[unl] = np.nan
         self.last_probabilities = probs if self.probabilities else None
         return pred, loss
-
-    def learn_batch(self, batch):
-        return self._run(batch, True)
-
-    def predict_batch(self, batch):
-        return self._run(batch, False)
 
     def finish(self) -> None:
         for lrn in self.learners:

@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import lazy
-from ..memory import PageSet, SparseTable
-from .base import Learner, lazy_copy, lazy_zeros
+from ..memory import PageSet
+from .base import Learner, lazy_zeros
 from .losses import Loss
 from .multiclass import class_bits, class_label_mask
 
@@ -157,24 +157,9 @@ class SoftmaxAdaGrad(Learner):
     def _load_arrays(self, arrays):
         K = self.n_classes
         for k in ("W", "G", "N", "scal"):
-            a = arrays[k]
-            if not isinstance(a, SparseTable):
-                a = np.asarray(a)
             cur = getattr(self, k)
-            want = (cur.size,) if k in ("W", "G") else cur.shape
-            if a.shape != want or a.dtype != cur.dtype:
-                raise ValueError(f"array {k}: shape/dtype {a.shape}/{a.dtype} does not fit {want}/{cur.dtype}")
-            if isinstance(a, SparseTable):
-                if a.idx.size and (a.idx.min() < 0 or a.idx.max() >= a.size):
-                    raise ValueError(f"array {k}: index out of range")
-                new = a.dense()
-                self.pages.mark_entries(a.idx // K if k in ("W", "G") else a.idx)
-            else:
-                new = lazy_copy(a)
-                if k != "scal":
-                    nz = np.flatnonzero(new.reshape(-1).view(np.uint32))
-                    self.pages.mark_entries(nz // K if k in ("W", "G") else nz)
-            setattr(self, k, new.reshape(cur.shape))
+            setattr(self, k, self.pages.load(k, arrays[k], cur.shape, cur.dtype, width=K if k in ("W", "G") else 1,
+                                             track=k != "scal"))
 
     def state_dict(self):
         meta, arrays = super().state_dict()

@@ -13,6 +13,13 @@ __all__ = ["input_options", "output_options", "learner_options", "learner_params
            "PredictCommand", "VWCommand", "VW_ONLY_OPTIONS"]
 
 
+def _apply(opts, f):
+    """Decorate ``f`` with the click options ``opts``, listed in the order ``--help`` shows them."""
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
 def _kebab(name):
     return name.replace("_", "-")
 
@@ -105,9 +112,7 @@ def input_options(f):
         click.option("--metrics", type=click.Path(dir_okay=False, allow_dash=True), default=None,
                      help="Write the run's figures as JSON to this file ('-' = stdout)."),
     ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
+    return _apply(opts, f)
 
 
 def output_options(f):
@@ -126,9 +131,7 @@ def output_options(f):
                           "multiclass_logistic: the softmax), and the summary adds the average multiclass "
                           "log loss."),
     ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
+    return _apply(opts, f)
 
 
 #: the RunConfig fields of :func:`namespace_options` (stored in the model, like -q)
@@ -158,9 +161,7 @@ def namespace_options(f):
         click.option("--ignore_linear", "--ignore-linear", "ignore_linear", multiple=True, metavar="NS",
                      help="Drop the namespaces' own (linear) features but keep them in interactions."),
     ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
+    return _apply(opts, f)
 
 
 def inspect_options(f):
@@ -178,9 +179,7 @@ def inspect_options(f):
         click.option("--readable_model", "--readable-model", "readable_model", type=click.Path(dir_okay=False),
                      default=None, help="At the end, write VW's readable model (header, index:w G [N]) [adagrad]."),
     ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
+    return _apply(opts, f)
 
 
 def vw_compat_options(f):
@@ -196,9 +195,7 @@ def vw_compat_options(f):
         click.option("--cache_file", "--cache-file", "cache_file", default=None, metavar="FILE",
                      help="Accepted and ignored (no file is written), as -c."),
     ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
+    return _apply(opts, f)
 
 
 #: Vowpal Wabbit options people type that streamlearn does not have (a usage error says so
