@@ -461,6 +461,9 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
     KQ = np.zeros((m, m))
     beta = np.zeros(m)
     Kb = np.zeros(m)
+    # the full O(m^3) Gram-Schmidt that removes the rank-one refactor's rounding drift runs every
+    # max(REORTH, m) examples: O(m^2) per example amortised, like the rest of the update
+    reorth = max(REORTH, m)
     learned = 0
     for i in range(start, n):
         a = offsets[i]
@@ -646,10 +649,10 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
                 # waits until n / REMAT_AMORTIZE examples were learned since the last one (the
                 # cost per example stays O(m^2)); above HARD_COND * max_cond it is done at once.
                 ok = False
-                allow = (ints[0] - ints[4]) * REMAT_AMORTIZE >= ints[2]
+                allow = (ints[0] - ints[4]) * REMAT_AMORTIZE >= max(ints[2], m)
                 bound = flt[0] * (1.0 + gam_t * gg)
                 if bound <= max_cond or not allow:
-                    if ints[0] % REORTH == 0:
+                    if ints[0] % reorth == 0:
                         ok = _decompose(F, K, Q, KQ, beta, Kb)
                         if ok:
                             for r in range(m):
