@@ -416,6 +416,7 @@ class SonHyper(NamedTuple):
     precond: bool  # --diag_frame precond
     dpow: float  # exponent r of D^-r
     invariant: bool  # importance-invariant step
+    oja_clip: float  # cap on Oja's step Gamma ||g^||^2 (0 = none)
 
 
 class SonScratch(NamedTuple):
@@ -438,7 +439,7 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
     """
     keys, tab, shift, ints, flt, F, K, lam, b, assigned = state
     (mask, loss_code, alpha, sigma_eta, gamma_c, gamma_t0, proj_c, diag, diag_vw, max_cond,
-     sketch_avg, step_power, precond, dpow, invariant) = hyper
+     sketch_avg, step_power, precond, dpow, invariant, oja_clip) = hyper
     slot_buf, xt_buf, wt_buf = scratch
     n = labels.shape[0]
     m = lam.shape[0]
@@ -622,16 +623,23 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
                     lam[r] *= 1.0 - gam_t
             else:
                 gg = gs * gs * xx
+                # Oja's step on V (lines 2-3) is capped at Gamma ||g^||^2 <= oja_clip: past 1 a
+                # power-iteration step overshoots and V jumps to the latest gradient while Lambda
+                # keeps the old rows' eigenvalues (the avg to-sketch scale does not let Gamma ||g^||^2
+                # decay on sparse data). Lambda (line 1) keeps Gamma_t.
+                gam_v = gam_t
+                if oja_clip > 0.0 and gam_t * gg > oja_clip:
+                    gam_v = oja_clip / gg
                 db = 0.0
                 for r in range(m):
                     zg[r] = gs * z[r]  # Z g^
                     vg = gs * xh[r]  # F Z g^ = V g^
                     cv[r] = vg
                     lam[r] = (1.0 - gam_t) * lam[r] + gam_t * vg * vg  # line 1
-                    delta[r] = gam_t * zg[r]  # line 2: delta = F^-1 Gamma F Z g^ (scalar Gamma)
+                    delta[r] = gam_v * zg[r]  # line 2: delta = F^-1 Gamma F Z g^ (scalar Gamma)
                     db += delta[r] * b[r]
                 # line 2: K += d g^T Z^T + Z g d^T + (g^T g) d d^T = beta zg zg^T, as d = Gamma zg
-                beta_k = 2.0 * gam_t + gam_t * gam_t * gg
+                beta_k = 2.0 * gam_v + gam_v * gam_v * gg
                 for r in range(m):
                     br = beta_k * zg[r]
                     for q in range(r):
@@ -650,7 +658,7 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
                 # cost per example stays O(m^2)); above HARD_COND * max_cond it is done at once.
                 ok = False
                 allow = (ints[0] - ints[4]) * REMAT_AMORTIZE >= max(ints[2], m)
-                bound = flt[0] * (1.0 + gam_t * gg)
+                bound = flt[0] * (1.0 + gam_v * gg)
                 if bound <= max_cond or not allow:
                     if ints[0] % reorth == 0:
                         ok = _decompose(F, K, Q, KQ, beta, Kb)

@@ -113,6 +113,9 @@ class OjaSON(Learner):
               "Oja-SON: take the paper's plain Newton step u <- w - A^-1 g instead of the importance-invariant "
               "one (default), which moves the prediction as many infinitesimal steps would and never past "
               "the label or margin, so that alpha = 1 is safe on any feature scale."),
+        Param("oja_clip", float, None,
+              "Oja-SON: cap on Oja's step Gamma_t ||g^||^2 on the sketch (a larger step makes V jump to the latest "
+              "gradient); default 1 with the avg to-sketch scale, none (0) with the paper's."),
         Param("max_cond", float, 1e4,
               "Oja-SON: re-materialise the sketch when the bound on cond(Z) exceeds this."),
     )
@@ -166,6 +169,10 @@ class OjaSON(Learner):
         self.max_cond = float(h["max_cond"])
         self.step_power = float(h["step_power"])
         self.invariant = not bool(h["no_invariant"])
+        oc = h["oja_clip"]
+        self.oja_clip = float(oc if oc is not None else (1.0 if self.sketch_avg else 0.0))
+        if not self.oja_clip >= 0:
+            raise ValueError(f"--oja_clip must be >= 0, got {self.oja_clip}")
         if not self.alpha > 0:
             raise ValueError(f"--alpha must be > 0, got {self.alpha}")
         if not self.sigma_eta >= 0:
@@ -205,7 +212,8 @@ class OjaSON(Learner):
         scratch = _kernels.SonScratch(np.empty(maxs, np.int64), np.empty(maxs), np.empty(maxs))
         hyper = _kernels.SonHyper(self.mask, self.loss.code, self.alpha, self.sigma_eta, self.gamma_c,
                                   self.gamma_t0, self.proj_c, self.diag, self.diag_vw, self.max_cond,
-                                  self.sketch_avg, self.step_power, self.precond, self.dpow, self.invariant)
+                                  self.sketch_avg, self.step_power, self.precond, self.dpow, self.invariant,
+                                  self.oja_clip)
         fields = _kernels.SonState._fields
         start = 0
         while True:
