@@ -623,10 +623,10 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
                     lam[r] *= 1.0 - gam_t
             else:
                 gg = gs * gs * xx
-                # Oja's step on V (lines 2-3) is capped at Gamma ||g^||^2 <= oja_clip: past 1 a
-                # power-iteration step overshoots and V jumps to the latest gradient while Lambda
-                # keeps the old rows' eigenvalues (the avg to-sketch scale does not let Gamma ||g^||^2
-                # decay on sparse data). Lambda (line 1) keeps Gamma_t.
+                # Oja's step on V (lines 2-3) is capped at Gamma ||g^||^2 <= oja_clip: a large step
+                # turns the rows of V towards the latest gradient while Lambda keeps the old rows'
+                # eigenvalues (the avg to-sketch scale keeps Gamma ||g^||^2 from decaying on sparse
+                # data). Lambda (line 1) keeps Gamma_t.
                 gam_v = gam_t
                 if oja_clip > 0.0 and gam_t * gg > oja_clip:
                     gam_v = oja_clip / gg

@@ -65,6 +65,8 @@ N_COLS_EXTRA = 3  # u_bar, D - 0.1, scratch
 _SMALL_STATE = ("ints", "flt", "F", "K", "lam", "b", "assigned")
 
 _kernels = lazy("streamlearn.algos._oja_son_kernels")
+#: default cap on Oja's step Gamma_t ||g^||^2 with the avg to-sketch scale (``--oja_clip``)
+OJA_CLIP = 0.05
 
 
 class OjaSON(Learner):
@@ -114,8 +116,9 @@ class OjaSON(Learner):
               "one (default), which moves the prediction as many infinitesimal steps would and never past "
               "the label or margin, so that alpha = 1 is safe on any feature scale."),
         Param("oja_clip", float, None,
-              "Oja-SON: cap on Oja's step Gamma_t ||g^||^2 on the sketch (a larger step makes V jump to the latest "
-              "gradient); default 1 with the avg to-sketch scale, none (0) with the paper's."),
+              "Oja-SON: cap on Oja's step Gamma_t ||g^||^2 on the sketch (larger steps make V jump towards the "
+              "latest gradient while Lambda keeps the old eigenvalues); default 0.05 with the avg to-sketch scale, "
+              "none (0) with the paper's."),
         Param("max_cond", float, 1e4,
               "Oja-SON: re-materialise the sketch when the bound on cond(Z) exceeds this."),
     )
@@ -170,7 +173,7 @@ class OjaSON(Learner):
         self.step_power = float(h["step_power"])
         self.invariant = not bool(h["no_invariant"])
         oc = h["oja_clip"]
-        self.oja_clip = float(oc if oc is not None else (1.0 if self.sketch_avg else 0.0))
+        self.oja_clip = float(oc if oc is not None else (OJA_CLIP if self.sketch_avg else 0.0))
         if not self.oja_clip >= 0:
             raise ValueError(f"--oja_clip must be >= 0, got {self.oja_clip}")
         if not self.alpha > 0:
