@@ -446,7 +446,7 @@ def test_growth_of_z_scale_is_caught(m):
     ||F|| ||Z|| is always 1): the growth check includes tr(K) / m, so the representation is
     re-materialised and the predictions stay those of a well-scaled run."""
     b = heavy_tailed_stream(5000, seed=3)
-    L = OjaSON(sketch_size=m)
+    L = OjaSON(sketch_size=m, oja_clip=0.0)  # Oja's step uncapped (capped, Z hardly grows here)
     p, _ = L.learn_batch(b)
     assert np.all(np.isfinite(p)) and np.abs(p).max() < 100
     assert L.n_remat > 0 and np.trace(L.K) / m <= L.max_cond
@@ -539,8 +539,8 @@ def test_precond_model_without_cached_frame_column_is_refused():
         OjaSON.from_state(json.loads(json.dumps(meta)), arrays)
 
 
-@pytest.mark.parametrize("name", ["rcv1_small_200.vw.gz", "news20_binary_300.vw.gz"])
-def test_default_squared_loss_learns_sparse_text(name, tmp_path, invoke_cli):
+@pytest.mark.parametrize("name,uncapped_gap", [("rcv1_small_200.vw.gz", 0.05), ("news20_binary_300.vw.gz", 0.01)])
+def test_default_squared_loss_learns_sparse_text(name, uncapped_gap, tmp_path, invoke_cli):
     """Issue 15: with its default squared loss Oja-SON degenerated on sparse text (rcv1_small 0.365
     error against 0.152 with m = 0). With the avg to-sketch scale, Oja's step Gamma ||g^||^2 stays
     far above 1 on examples made of rare words: V jumped to the latest gradient while Lambda kept
@@ -556,7 +556,7 @@ def test_default_squared_loss_learns_sparse_text(name, tmp_path, invoke_cli):
         assert r.exit_code == 0, r.output
         err[label] = json.loads(mj.read_text())["error_rate"]
     assert err["default"] <= err["m0"] + 0.01, err
-    assert err["uncapped"] >= err["default"] + 0.02, err
+    assert err["uncapped"] >= err["default"] + uncapped_gap, err
 
 
 def test_oja_clip_option():
