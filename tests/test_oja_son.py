@@ -108,6 +108,19 @@ def test_matches_dense_reference_10k(m, diag):
     np.testing.assert_allclose(L.lam, R.Lam, rtol=RTOL, atol=1e-12)
 
 
+def test_large_m_matches_dense_reference():
+    """m = 24 > 16: the full Gram-Schmidt runs every m examples (F's closed-form O(m^2) update in
+    between), so that it costs O(m^2) per example amortised; the predictions, V and Lambda still equal
+    the dense reference's, and K (updated in its lower triangle) is the Gram matrix Z Z^T."""
+    X, y = ill_conditioned(3000, 40, seed=24)
+    L, R, ps, pd = dense_run(dict(sketch_size=24, alpha=16.0), X, y)
+    assert_close(ps, pd)
+    np.testing.assert_allclose(L.sketch_dense(np.arange(40)), R.V, atol=1e-8)
+    np.testing.assert_allclose(L.lam, R.Lam, rtol=RTOL, atol=1e-12)
+    Z = L._rows(np.arange(40))[:, 3:3 + 24].T
+    np.testing.assert_allclose(L.K, Z @ Z.T, rtol=1e-9, atol=1e-12)
+
+
 @pytest.mark.parametrize("m", [1, 5, 10])
 def test_step_power_matches_dense_reference(m):
     """sigma_eta = 1/2 and eta_t = sqrt(t) (step_power 0.5) with the avg to-sketch scale, shorter stream
