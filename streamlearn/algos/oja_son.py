@@ -5,8 +5,8 @@ Sketching* (SON): Alg. 4 (sparse SON with Oja's sketch), Alg. 5 and App. G (the 
 ``S = (t Lambda)^{1/2} V``, ``V = F Z``, ``K = Z Z^T``), Alg. 11 (Gram-Schmidt in the K inner
 product, every round) and the diagonal pre-scaling of Sec. 5.2. Prediction ``w^T x~`` with
 ``w = u_bar + Z^T b``; ``A_t = alpha I + S^T S``; Oja's step ``Gamma_t = oja_gamma / (t + oja_t0)``.
-Per learned example the cost is O(m^2 + m s) (s features) plus O(m^3) for Gram-Schmidt; nothing is
-O(2^b). The kernels are in :mod:`streamlearn.algos._oja_son_kernels` (state :class:`SonState`).
+Per learned example the cost is O(m^2 + m s) (s features; the O(m^3) Gram-Schmidt runs every
+max(16, m) examples), plus the re-materialisation below; nothing is O(2^b). The kernels are in :mod:`streamlearn.algos._oja_son_kernels` (state :class:`SonState`).
 
 Options (``--name``): ``sketch_size`` m (0 = scale-invariant online gradient descent), ``alpha``,
 ``no_diag``, ``diag_order`` (paper: round t uses D_t; vw: D updated with the current gradient
@@ -31,6 +31,11 @@ Deviations from the paper (defaults; the paper's choices remain options)
   step along ``A_t^{-1} x~`` uses VW's importance-aware coefficient (Karampatziakis & Langford
   2011) with ``q = x~^T A_t^{-1} x~``, so it never steps past the label or margin and alpha = 1 is
   safe on any feature scale. The sketch update and D use the plain gradient.
+* **Oja's step capped** (``--oja_clip``, 0.05 with the avg scale, none with the paper's): V moves by
+  ``Gamma_v = min(Gamma_t, oja_clip / ||g^||^2)`` (Alg. 5 lines 2-3), Lambda by Gamma_t (line 1). With
+  the avg scale Gamma_t ||g^||^2 does not decay on sparse text, and uncapped V turns towards each
+  new example while Lambda keeps the old rows' eigenvalues: the Newton step's correction along those
+  rows then biases the rare features' weights (a drift that feeds on itself with squared loss).
 * **Squared loss** takes the derivative at the prediction clipped to the label range learned so
   far (as VW's squared loss and OjaNewton); the range is saved in the model.
 * **Storage is a hash table** keyed by the masked feature index (one contiguous row per feature:
@@ -40,8 +45,8 @@ Deviations from the paper (defaults; the paper's choices remain options)
   any orthonormal rows; a row is pending until its feature appears, which equals fixing it from
   the start). VW's fixed slots chosen in advance can be orthogonal to all data.
 * **Re-materialisation**: ``Z_t = Z_0 prod (I + Gamma g^ g^T)`` grows and becomes ill-conditioned;
-  when the bound ``max(||F||_F ||Z||_F, tr(K) / m)`` exceeds ``max_cond`` (amortised: at least n/8
-  examples since the last time, or at once above 10^4 ``max_cond`` or when Gram-Schmidt finds
+  when the bound ``max(||F||_F ||Z||_F, tr(K) / m)`` exceeds ``max_cond`` (amortised: at least
+  max(n, m)/8 examples since the last time, or at once above 10^4 ``max_cond`` or when Gram-Schmidt finds
   dependent rows), ``u_bar += Z^T b``, ``b = 0``, ``Z <- GramSchmidt(F Z)``, ``F = I``: the same w and
   V with Z orthonormal again, O(m^2 n) for n stored features.
 * Importance weight h: ``g = h l'(p) x~``, ``g^ = sqrt(sigma_eta h) l'(p) x~``, ``D += h (l' x)^2``.
@@ -65,6 +70,8 @@ N_COLS_EXTRA = 3  # u_bar, D - 0.1, scratch
 _SMALL_STATE = ("ints", "flt", "F", "K", "lam", "b", "assigned")
 
 _kernels = lazy("streamlearn.algos._oja_son_kernels")
+#: default cap on Oja's step Gamma_t ||g^||^2 with the avg to-sketch scale (``--oja_clip``)
+OJA_CLIP = 0.05
 
 
 class OjaSON(Learner):
@@ -113,6 +120,10 @@ class OjaSON(Learner):
               "Oja-SON: take the paper's plain Newton step u <- w - A^-1 g instead of the importance-invariant "
               "one (default), which moves the prediction as many infinitesimal steps would and never past "
               "the label or margin, so that alpha = 1 is safe on any feature scale."),
+        Param("oja_clip", float, None,
+              "Oja-SON: cap on Oja's step Gamma_t ||g^||^2 on the sketch (larger steps make V jump towards the "
+              "latest gradient while Lambda keeps the old eigenvalues); default 0.05 with the avg to-sketch scale, "
+              "none (0) with the paper's."),
         Param("max_cond", float, 1e4,
               "Oja-SON: re-materialise the sketch when the bound on cond(Z) exceeds this."),
     )
@@ -166,6 +177,10 @@ class OjaSON(Learner):
         self.max_cond = float(h["max_cond"])
         self.step_power = float(h["step_power"])
         self.invariant = not bool(h["no_invariant"])
+        oc = h["oja_clip"]
+        self.oja_clip = float(oc if oc is not None else (OJA_CLIP if self.sketch_avg else 0.0))
+        if not self.oja_clip >= 0:
+            raise ValueError(f"--oja_clip must be >= 0, got {self.oja_clip}")
         if not self.alpha > 0:
             raise ValueError(f"--alpha must be > 0, got {self.alpha}")
         if not self.sigma_eta >= 0:
@@ -205,7 +220,8 @@ class OjaSON(Learner):
         scratch = _kernels.SonScratch(np.empty(maxs, np.int64), np.empty(maxs), np.empty(maxs))
         hyper = _kernels.SonHyper(self.mask, self.loss.code, self.alpha, self.sigma_eta, self.gamma_c,
                                   self.gamma_t0, self.proj_c, self.diag, self.diag_vw, self.max_cond,
-                                  self.sketch_avg, self.step_power, self.precond, self.dpow, self.invariant)
+                                  self.sketch_avg, self.step_power, self.precond, self.dpow, self.invariant,
+                                  self.oja_clip)
         fields = _kernels.SonState._fields
         start = 0
         while True:
