@@ -581,3 +581,18 @@ def test_oja_clip_option():
     assert OjaSON(oja_clip=0.5).oja_clip == 0.5
     with pytest.raises(ValueError, match="oja_clip"):
         OjaSON(oja_clip=-1.0)
+
+
+def test_model_saved_before_the_oja_cap_continues_uncapped(tmp_path, invoke_cli):
+    """A model written before --oja_clip existed (tests/data/oja_son_v1/make.sh, main at 8bfdec9)
+    continues training exactly as that version did, while a new run on the same data is capped."""
+    from pathlib import Path
+    v1 = Path(__file__).parent / "data" / "oja_son_v1"
+    data = Path(__file__).parent.parent / "sample_data" / "rcv1_small_200.vw.gz"
+    out, out2 = tmp_path / "cont.txt", tmp_path / "capped.txt"
+    r = invoke_cli("train", "-i", v1 / "squared.slm", data, "-p", out, "--quiet")
+    assert r.exit_code == 0, r.output
+    assert out.read_text() == (v1 / "squared.continue.txt").read_text()
+    r = invoke_cli("train", "-i", v1 / "squared.slm", data, "-p", out2, "--quiet", "--oja_clip", "0.05")
+    assert r.exit_code == 0, r.output
+    assert out2.read_text() != out.read_text()

@@ -162,6 +162,14 @@ class OjaSON(Learner):
         self._apply_hyper()
 
     @classmethod
+    def from_state(cls, meta: dict, arrays: dict):
+        # a model saved before Oja's step cap existed (no ``oja_clip`` in its hyper-parameters)
+        # continues as it was trained: uncapped (tests/data/oja_son_v1)
+        if "oja_clip" not in meta.get("hyper", {}):
+            meta = dict(meta, hyper=dict(meta["hyper"], oja_clip=0.0))
+        return super().from_state(meta, arrays)
+
+    @classmethod
     def default_hyper(cls, name):
         return {p.name: p.default for p in cls.PARAMS}[name]
 
