@@ -147,11 +147,13 @@ class PageSet:
             if nz.size:
                 self.bits[((nz + i) // width) >> self.PAGE_BITS] = True
 
-    def load(self, name: str, a, shape, dtype, width: int = 1, track: bool = True) -> np.ndarray:
+    def load(self, name: str, a, shape, dtype, width: int = 1, track: bool = True, owned: bool = False) -> np.ndarray:
         """A saved table ``a`` (a :class:`SparseTable` from a model file, or an array) as a new
         array of ``shape`` (checked, with ``dtype``; ``ValueError`` naming ``name`` otherwise),
-        written lazily; with ``track``, the pages of its non-zero entries are marked (entry
-        ``e`` is row ``e // width`` of the tracked table), so the next save includes them."""
+        written lazily (``owned``: a dense ``a`` that is the caller's to keep, e.g. a model
+        reader's buffer, is used as it is); with ``track``, the pages of its non-zero entries are
+        marked (entry ``e`` is row ``e // width`` of the tracked table), so the next save
+        includes them."""
         shape = tuple(shape)
         flat = (int(np.prod(shape)),)
         sparse = isinstance(a, SparseTable)
@@ -166,7 +168,8 @@ class PageSet:
             if track:
                 self.mark_entries(a.idx // width)
         else:
-            out = lazy_copy(a)
+            keep = owned and a.flags.c_contiguous and a.flags.writeable and a.flags.owndata
+            out = a if keep else lazy_copy(a)
             if track:
                 self.mark_nonzero(out, width)
         return out.reshape(shape)
