@@ -137,6 +137,8 @@ def load_model(path: str):
         raise ModelFileError(f"{path}: model state does not fit algorithm {algo!r} ({e})") from None
     except MemoryError:
         raise ModelFileError(f"{path}: the model's tables do not fit in this machine's memory") from None
+    if learner.multiclass and reader.get("binary"):
+        raise ModelFileError(f"{path}: model file header is malformed (--binary kept with a multiclass model)")
     return learner, reader, header
 
 

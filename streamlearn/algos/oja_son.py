@@ -293,8 +293,8 @@ class OjaSON(Learner):
         keys, rows = arrays["keys"], arrays["rows"]
         require(np.dtype(keys.dtype) == np.int64 and np.dtype(rows.dtype) == np.float64
                 and len(keys.shape) == 1 and tuple(rows.shape) == (keys.shape[0], self.ncol),
-                f"arrays keys/rows: shapes/dtypes {tuple(keys.shape)}/{keys.dtype}, {tuple(rows.shape)}/{rows.dtype} "
-                f"do not fit this model ({self.ncol} columns)")
+                f"arrays keys/rows do not fit this model (shapes/dtypes {tuple(keys.shape)}/{keys.dtype}, "
+                f"{tuple(rows.shape)}/{rows.dtype}; {self.ncol} columns)")
         keys = np.asarray(keys)
         rows = adopt("rows", rows)
         require(not len(keys) or (keys[0] >= 0 and keys[-1] <= self.mask and (np.diff(keys) > 0).all()),
