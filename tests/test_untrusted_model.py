@@ -31,7 +31,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import CLI_CMD, ROOT, cli_env
+from conftest import CLI_CMD, ROOT, _invoke_cli, cli_env
 from model_tamper import decode, parse, raw_arrays, tamper
 from streamlearn.errors import ConfigError, ModelFileError, StreamlearnError
 
@@ -71,17 +71,14 @@ def _lines(n: int, multiclass: bool, seed: int) -> str:
 def models(tmp_path_factory):
     """``kind -> (model path, data path)``: a small model of each learner (and the legacy
     adagrad rule, made from the default one as a pre-VW-default build wrote it)."""
-    from streamlearn.api import RunConfig, train
-
     d = tmp_path_factory.mktemp("untrusted")
     out = {}
     for kind, opts in MODELS.items():
         data = d / f"{kind}.vw"
         data.write_text(_lines(41, kind in MULTICLASS, seed=len(kind)))
         model = d / f"{kind}.slm"
-        r = subprocess.run([*CLI_CMD, "train", str(data), *opts, "-q", "ab", "-f", str(model), "--quiet"],
-                           capture_output=True, text=True, env=cli_env())
-        assert r.returncode == 0, r.stderr
+        r = _invoke_cli("train", str(data), *opts, "-q", "ab", "-f", str(model), "--quiet")
+        assert r.exit_code == 0, r.output
         out[kind] = (model, data)
 
     def legacy(h):
@@ -93,7 +90,6 @@ def models(tmp_path_factory):
     tamper(out["adagrad"][0], d / "adagrad_legacy.slm", header=legacy,
            arrays={"scal": lambda a: a[:4].copy()})
     out["adagrad_legacy"] = (d / "adagrad_legacy.slm", out["adagrad"][1])
-    del train, RunConfig
     return out
 
 
@@ -218,7 +214,7 @@ def _check_case(models, kind, tmp_path, mutate) -> None:
     assert peak <= 8 * size + (48 << 20), (peak, size)
 
 
-_SETTINGS = settings(max_examples=30, derandomize=True, database=None, deadline=None,
+_SETTINGS = settings(max_examples=40, derandomize=True, database=None, deadline=None,
                      suppress_health_check=list(HealthCheck))
 
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import kernels
 from ..memory import PageSet
-from .base import COMMON_PARAMS, Learner, Param, adopting, check_saved_arrays, check_saved_meta, lazy_zeros, require
+from .base import COMMON_PARAMS, Learner, Param, adopting, all_nonnegative, check_saved_arrays, check_saved_meta, lazy_zeros, require
 from .losses import get_loss
 
 __all__ = ["AdaGrad", "ADAPTIVE", "NORMALIZED", "INVARIANT", "SQRT_RATE", "LEGACY"]
@@ -253,8 +253,13 @@ class AdaGrad(Learner):
     def _load_arrays(self, arrays):
         # shapes and dtypes are checked (PageSet.load), floats finite (Learner.check_saved);
         # the kernels index every table with ``hash & mask`` only: no index array to check
+        for k in ("G", "N"):  # the kernels divide by sqrt(G) and N
+            require(k not in arrays or all_nonnegative(arrays[k]), f"array {k}: a negative entry")
         for k in ("w", "G", "N", "scal"):
             require(k in arrays, f"array {k} is missing")
             cur = getattr(self, k)
             setattr(self, k, self.pages.load(k, arrays[k], cur.shape, cur.dtype, track=k in self._TABLES,
                                              owned=adopting()))
+        sc = self.scal  # sum h ||x/N||^2, sum h, label range, t, gravity, contraction (divisors)
+        require(sc[0] >= 0 and sc[1] >= 0 and sc[2] <= sc[3] and sc[4] >= 0 and sc[5] >= 0 and sc[6] != 0,
+                "array scal: sums, t, gravity or contraction out of range")

@@ -75,7 +75,7 @@ from ..memory import SparseTable, lazy_copy, lazy_zeros  # noqa: F401  (re-expor
 from .losses import Loss, get_loss
 
 __all__ = ["Param", "Learner", "COMMON_PARAMS", "MULTICLASS_LOSSES", "lazy_zeros", "loading_model",
-           "adopt", "adopting", "load_budget", "check_saved_meta", "check_saved_arrays", "require"]
+           "adopt", "adopting", "load_budget", "all_nonnegative", "check_saved_meta", "check_saved_arrays", "require"]
 
 
 @dataclass(frozen=True)
@@ -209,6 +209,17 @@ def check_saved_meta(params, meta) -> dict:
     require(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 1 << 62,
             f"examples_learned = {n!r} is not a count")
     return hyper
+
+
+def all_nonnegative(a) -> bool:
+    """True when no entry of ``a`` (an array or a :class:`SparseTable`, by its stored values;
+    checked in blocks: no full-size temporary, no scan of a lazy table's untouched pages
+    beyond reading them) is negative."""
+    if isinstance(a, SparseTable):
+        return bool((a.vals >= 0).all())
+    flat = np.ascontiguousarray(a).reshape(-1)
+    step = 1 << 22
+    return all(bool((flat[i:i + step] >= 0).all()) for i in range(0, flat.size, step))
 
 
 def check_saved_arrays(arrays: dict, shapes: dict) -> None:

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..kernels import lazy
 from ..memory import PageSet
-from .base import COMMON_PARAMS, Learner, adopting, check_saved_arrays, check_saved_meta, lazy_zeros, require
+from .base import COMMON_PARAMS, Learner, adopting, all_nonnegative, check_saved_arrays, check_saved_meta, lazy_zeros, require
 from .losses import Loss
 from .multiclass import class_bits, class_label_mask
 
@@ -156,6 +156,8 @@ class SoftmaxAdaGrad(Learner):
 
     def _load_arrays(self, arrays):
         K = self.n_classes
+        for k in ("G", "N", "scal"):  # the kernel divides by sqrt(G), N and sqrt(sum h / sum ...)
+            require(k not in arrays or all_nonnegative(arrays[k]), f"array {k}: a negative entry")
         for k in ("W", "G", "N", "scal"):
             cur = getattr(self, k)
             require(k in arrays, f"array {k} is missing")
