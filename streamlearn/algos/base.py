@@ -226,8 +226,6 @@ def check_saved_arrays(arrays: dict, shapes: dict) -> None:
     """``ValueError`` unless every array of ``shapes`` (``name -> (shape, dtype)``) is there
     with that dtype and shape (or its flattening), and every float array is finite (a model is
     never saved with NaN / inf)."""
-    from ..io.model_file import all_finite
-
     for name, (shape, dt) in shapes.items():
         require(name in arrays, f"array {name} is missing")
         a = arrays[name]
@@ -237,7 +235,16 @@ def check_saved_arrays(arrays: dict, shapes: dict) -> None:
                 f"array {name}: shape/dtype {tuple(a.shape)}/{a.dtype} does not fit {shape}/{np.dtype(dt)}")
     for name, a in arrays.items():
         if np.dtype(a.dtype).kind == "f":
-            require(all_finite(a), f"array {name} holds NaN or inf")
+            require(_all_finite(a), f"array {name} holds NaN or inf")
+
+
+def _all_finite(a) -> bool:
+    """Every entry of ``a`` finite (a :class:`SparseTable` by its stored values; in blocks)."""
+    if isinstance(a, SparseTable):
+        return bool(np.isfinite(a.vals).all())
+    flat = np.ascontiguousarray(a).reshape(-1)
+    step = 1 << 22
+    return all(bool(np.isfinite(flat[i:i + step]).all()) for i in range(0, flat.size, step))
 
 
 class Learner:
