@@ -171,6 +171,9 @@ def adopt(name: str, a, shape=None, dtype=None, lazy: bool = False) -> np.ndarra
     if shape is not None and tuple(a.shape) != tuple(shape):
         raise ValueError(f"array {name}: shape {tuple(a.shape)}, expected {tuple(shape)}")
     if isinstance(a, SparseTable):
+        budget = load_budget()
+        if shape is None and budget is not None and a.nbytes > budget:  # a size the file chose, not the hyper
+            raise ValueError(f"array {name}: {a.nbytes / 2**20:.0f} MiB declared, far more than the file holds")
         return a.dense()
     a = np.asarray(a)
     if _LOADING.get()[1] and a.flags.c_contiguous and a.flags.writeable and a.flags.owndata:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import lazy
-from .base import Param, adopt, require
+from .base import Param, adopt, load_budget, require
 from .sketch import MINIBATCH_PARAM, SKETCH_PARAMS, SketchLearner
 
 __all__ = ["Bear"]
@@ -149,6 +149,9 @@ class Bear(SketchLearner):
             cur = getattr(self, f)
             if cur.ndim == 2:
                 cap = a.shape[1] if cap is None and len(a.shape) == 2 else cap
+                budget = load_budget()
+                require(cap is not None and (budget is None or tau * cap * 8 <= budget),
+                        f"array {f}: a ring of capacity {cap}, far more than the file holds")
                 setattr(self, f, adopt(f, a, (tau, cap), cur.dtype))
             else:
                 setattr(self, f, adopt(f, a, (tau,), cur.dtype))

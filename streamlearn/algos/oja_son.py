@@ -295,7 +295,7 @@ class OjaSON(Learner):
                 and len(keys.shape) == 1 and tuple(rows.shape) == (keys.shape[0], self.ncol),
                 f"arrays keys/rows do not fit this model (shapes/dtypes {tuple(keys.shape)}/{keys.dtype}, "
                 f"{tuple(rows.shape)}/{rows.dtype}; {self.ncol} columns)")
-        keys = np.asarray(keys)
+        keys = adopt("keys", keys)
         rows = adopt("rows", rows)
         require(not len(keys) or (keys[0] >= 0 and keys[-1] <= self.mask and (np.diff(keys) > 0).all()),
                 f"array keys: not distinct ascending features within 0..{self.mask}")
