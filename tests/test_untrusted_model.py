@@ -554,3 +554,30 @@ def test_crafted_models_under_numba_boundscheck(models, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert "IndexError" not in r.stderr
     assert int(r.stdout.split()[-1]) >= 10
+
+
+def test_pending_minibatch_is_checked(models, tmp_path):
+    """A BEAR model saved mid-minibatch (``--save_on_interrupt``) carries the pending rows and
+    their feature-name spans; spans outside the text, offsets past the entries, or a label the
+    learner cannot learn are refused (the kernels would read out of bounds), the untouched
+    model loads with its pending rows."""
+    from streamlearn.algos import make_learner
+    from streamlearn.api import load_model, save_model
+    from streamlearn.io import ReaderConfig, read_batches
+
+    _, data = models["bear_oaa"]
+    learner = make_learner("bear", {"oaa": 3, "top_k": 5, "sketch_width": 32, "minibatch": 7, "bit_precision": 10})
+    for b in read_batches([str(data)], ReaderConfig(keep_names=True)):
+        learner.learn_batch(b)
+    assert 0 < learner.pending_rows < 7
+    good = tmp_path / "good.slm"
+    save_model(str(good), learner, {})
+    assert load_model(str(good))[0].pending_rows == learner.pending_rows
+    for name, fn in (("pend_name_end", lambda a: a + 10**6), ("pend_name_start", lambda a: a - 5),
+                     ("pend_offsets", lambda a: a * 2), ("pend_labels", lambda a: a + 10),
+                     ("pend_labels", lambda a: a * np.nan), ("pend_weights", lambda a: -a),
+                     ("pend_lines", lambda a: a[:-1].copy())):
+        bad = tmp_path / "bad.slm"
+        tamper(good, bad, arrays={name: fn})
+        with pytest.raises(ModelFileError, match="pending minibatch|NaN"):
+            load_model(str(bad))

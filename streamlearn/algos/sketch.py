@@ -445,6 +445,7 @@ class SketchLearner(Learner):
         require((cnt >= 0).all(), "array counters: a negative counter")
         self._check_counters()
         require(self.lrange[0] <= self.lrange[1], "array lrange: min above max")
+        require(int(self.hll.max()) <= 33 - HLL_BITS, f"array hll: a register above {33 - HLL_BITS} (a 32-bit hash's rank)")
         pend = {}
         for f, dt in zip(_PEND_FIELDS, _PEND_DTYPES):
             require("pend_" + f in arrays, f"array pend_{f} is missing")
