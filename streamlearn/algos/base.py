@@ -59,6 +59,12 @@ Protocol
     prediction and update is bit-identical. A learner implements ``_arrays`` /
     ``_load_arrays`` (usually loops over the fields of its kernel state tuple) and, for
     non-array state, ``_extra_meta`` / ``_load_extra_meta``.
+``saved_shapes(hyper)`` / ``build_bytes(hyper)`` (classmethods) and ``_load_arrays``' checks
+    A model file is untrusted input: ``from_state`` checks the saved hyper-parameters' types,
+    the shapes ``saved_shapes`` derives from them and the memory ``build_bytes`` says building
+    takes (against the file's size) before building, every float array finite, and
+    ``_load_arrays`` checks every index array its kernels follow against its range (or
+    rebuilds it), raising ``ValueError``; see :func:`loading_model`.
 """
 from __future__ import annotations
 
