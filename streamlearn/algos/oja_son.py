@@ -60,7 +60,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import kernel_array, lazy
-from .base import Learner, Param
+from .base import Learner, Param, adopt, lazy_zeros, require
 
 __all__ = ["OjaSON"]
 
@@ -154,8 +154,8 @@ class OjaSON(Learner):
         self.ints = np.zeros(5, np.int64)  # t, n_assigned, n_occupied, n_remat, t at last remat
         # bound on cond(Z) (||F||_F ||Z||_F = m at start), then the label range learned so far
         self.flt = np.array([float(m), 0.0, 0.0])
-        self.F = np.eye(m)
-        self.K = np.eye(m)
+        self.F = _eye(m)
+        self.K = _eye(m)
         self.lam = np.zeros(m)
         self.b = np.zeros(m)
         self.assigned = np.full(m, -1, np.int64)
@@ -283,25 +283,64 @@ class OjaSON(Learner):
         order = occ[np.argsort(self.keys[occ], kind="stable")]
         return {"keys": self.keys[order], "rows": self.tab[order], **{f: getattr(self, f) for f in _SMALL_STATE}}
 
+    @classmethod
+    def _m(cls, hyper) -> int:
+        m = hyper.get("sketch_size")
+        m = cls.default_hyper("sketch_size") if m is None else int(m)
+        require(m >= 0, f"sketch_size {m} is negative")
+        return m
+
+    @classmethod
+    def saved_shapes(cls, hyper):
+        m = cls._m(hyper)
+        return {"ints": ((5,), np.int64), "flt": ((3,), np.float64), "F": ((m, m), np.float64),
+                "K": ((m, m), np.float64), "lam": ((m,), np.float64), "b": ((m,), np.float64),
+                "assigned": ((m,), np.int64)}
+
+    @classmethod
+    def build_bytes(cls, hyper):
+        """The two ``m x m`` identities (a page a row) and the m-vectors."""
+        m = cls._m(hyper)
+        return 2 * min(m * m * 8, m * 4096) + 8 * m * 8
+
     def _load_arrays(self, arrays):
+        """Load the saved state, checking what the kernels index with: the counters (examples,
+        sketch rows assigned within 0..m, stored features = the number of keys), the keys
+        (distinct, ascending, within the mask: the hash table is rebuilt from them) and the rows
+        (one per key, this model's columns)."""
         m = self.m
-        shapes = {"ints": ((5,), np.int64), "flt": ((3,), np.float64), "F": ((m, m), np.float64),
-                  "K": ((m, m), np.float64), "lam": ((m,), np.float64), "b": ((m,), np.float64),
-                  "assigned": ((m,), np.int64)}
-        for k in _SMALL_STATE:
-            shape, dt = shapes[k]
-            a = np.asarray(arrays[k])
-            if a.shape != shape or a.dtype != dt:
-                raise ValueError(f"array {k}: shape/dtype {a.shape}/{a.dtype} does not fit {shape}/{np.dtype(dt)}")
-            setattr(self, k, np.array(a, copy=True))
-        keys = np.asarray(arrays["keys"], np.int64)
-        rows = np.asarray(arrays["rows"], np.float64)
-        if rows.shape != (len(keys), self.ncol) or (len(keys) and (keys.min() < 0 or keys.max() > self.mask)):
-            raise ValueError("arrays keys/rows do not fit this model")
-        if len(keys) != int(self.ints[2]):
-            raise ValueError("array keys: count differs from the stored feature count")
+        for k, (shape, dt) in self.saved_shapes(self.hyper).items():
+            require(k in arrays, f"array {k} is missing")
+            setattr(self, k, adopt(k, arrays[k], shape, dt))
+        for k in ("keys", "rows"):
+            require(k in arrays, f"array {k} is missing")
+        keys, rows = arrays["keys"], arrays["rows"]
+        require(np.dtype(keys.dtype) == np.int64 and np.dtype(rows.dtype) == np.float64
+                and len(keys.shape) == 1 and tuple(rows.shape) == (keys.shape[0], self.ncol),
+                f"arrays keys/rows do not fit this model (shapes/dtypes {tuple(keys.shape)}/{keys.dtype}, "
+                f"{tuple(rows.shape)}/{rows.dtype}; {self.ncol} columns)")
+        keys = adopt("keys", keys)
+        rows = adopt("rows", rows)
+        require(not len(keys) or (keys[0] >= 0 and keys[-1] <= self.mask and (np.diff(keys) > 0).all()),
+                f"array keys: not distinct ascending features within 0..{self.mask}")
+        t, na, nocc, nremat, tlast = (int(x) for x in self.ints)
+        require(nocc == len(keys), "array keys: count differs from the stored feature count")
+        require(t >= 0 and 0 <= na <= m and nremat >= 0 and 0 <= tlast <= t,
+                f"array ints: counters {list(self.ints)} out of range (sketch size {m})")
+        a = self.assigned
+        require(((a[:na] >= 0) & (a[:na] <= self.mask)).all() and (a[na:] == -1).all(),
+                "array assigned: not the features of the assigned sketch rows, then -1")
+        require(self.flt[0] >= 0 and self.flt[1] <= self.flt[2], "array flt: a negative bound or label range")
         cap = MIN_CAP
         while len(keys) > (cap >> 1):
             cap <<= 1
         self._alloc_table(cap)
-        _kernels.rehash(keys.copy(), np.ascontiguousarray(rows), self.keys, self.tab, self.shift)
+        _kernels.rehash(np.array(keys, np.int64), rows, self.keys, self.tab, self.shift)
+
+
+def _eye(m: int) -> np.ndarray:
+    """``np.eye(m)`` whose zero pages stay non-resident (numpy's huge pages would make a large
+    identity fully resident: 1 GB at m = 12,000)."""
+    out = lazy_zeros((m, m), np.float64)
+    out[np.arange(m), np.arange(m)] = 1.0
+    return out
