@@ -11,5 +11,5 @@ helpers are private (``_name``); where tests or a learner's Python side call one
 """
 __all__ = ["KERNEL", "INNER"]
 
-KERNEL = {"cache": True, "nogil": True}
+KERNEL = {"cache": True, "nogil": True, "no_cfunc_wrapper": True}
 INNER = {"cache": True, "nogil": True, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
