@@ -246,24 +246,22 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     # One flat function over 1-D / (K, nA) scratch (no tuple of arrays returned by a helper, no
     # other allocation kinds): each extra helper level or array type is compiled (and
     # re-optimised inside every caller) on a learner's first run.
-    st = state
-    ring = extra
     code = hyper.code
-    sketch = st.sketch
+    sketch = state.sketch
     K = sketch.shape[0]
     R = sketch.shape[1]
     # lines 2-4: active set, its effective weights, the minibatch's scores and mean gradient
-    akeys, aocc, loc, abk, asg = _build_active(offsets, indices, mb, nmb, st.seeds, sketch.shape[2])
+    akeys, aocc, loc, abk, asg = _build_active(offsets, indices, mb, nmb, state.seeds, sketch.shape[2])
     nA = akeys.shape[0]
     D = K * nA
     tmp = np.empty(R, np.float64)
     beta0 = np.empty((K, nA), np.float64)
     inheap = np.empty((K, nA), np.bool_)
-    _eff_weights(sketch, st.htbl, st.hkeys, akeys, abk, asg, beta0, inheap, tmp)
+    _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta0, inheap, tmp)
     P = np.empty((nmb, K), np.float64)
     _mb_predict(offsets, values, mb, nmb, loc, beta0, P)
     G0 = np.empty((K, nA), np.float64)
-    _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, st.lrange)
+    _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, state.lrange)
     # line 5: the direction on the coordinates (c, h), flattened class-major
     ckeys = np.empty(D, np.int64)
     g = np.empty(D, np.float64)
@@ -272,22 +270,22 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
             ckeys[c * nA + a] = (np.int64(c) << 32) | np.int64(akeys[a])
             g[c * nA + a] = G0[c, a]
     z = np.empty(D, np.float64)
-    _two_loop(g, ckeys, ring.rs_keys, ring.rs_vals, ring.rs_len, ring.rr_keys, ring.rr_vals,
-              ring.rr_len, ring.ring_sr, ring.ring_rr, st.counters[1], st.counters[2], z)
+    _two_loop(g, ckeys, extra.rs_keys, extra.rs_vals, extra.rs_len, extra.rr_keys, extra.rr_vals,
+              extra.rr_len, extra.ring_sr, extra.ring_rr, state.counters[1], state.counters[2], z)
     # line 6
     for a in range(nA):
-        _hll_add(st.hll, akeys[a])
+        _hll_add(state.hll, akeys[a])
         for c in range(K):
             d = z[c * nA + a]
             if d != 0.0:
                 _sketch_add(sketch[c], abk[a], asg[a], -eta * d)
     # lines 7, 10 (and the weights after the step for line 8)
     beta1 = np.empty((K, nA), np.float64)
-    _offer_active(st, akeys, aocc, abk, asg, spans, tmp, beta1, inheap)  # the set before the update
+    _offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta1, inheap)  # the set before the update
     if not hyper.same_set:  # the set after it
-        _eff_weights(sketch, st.htbl, st.hkeys, akeys, abk, asg, beta1, inheap, tmp)
+        _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta1, inheap, tmp)
     _mb_predict(offsets, values, mb, nmb, loc, beta1, P)
-    _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, st.lrange)  # G0 <- G1
+    _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, state.lrange)  # G0 <- G1
     # lines 8-9: s = beta1 - beta0, r = G1 - G (g holds G), flattened as ckeys (loops: array
     # expressions compile a ufunc kernel each)
     s = np.empty(D, np.float64)
@@ -302,9 +300,9 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
         for d in range(D):
             g[d] += hyper.damping * s[d]
     rs_keys, rs_vals, rr_keys, rr_vals = _ring_push(
-        ckeys, s, g, ring.rs_keys, ring.rs_vals, ring.rs_len, ring.rr_keys, ring.rr_vals, ring.rr_len,
-        ring.ring_sr, ring.ring_rr, st.counters, hyper.eps)
-    return Ring(rs_keys, rs_vals, ring.rs_len, rr_keys, rr_vals, ring.rr_len, ring.ring_sr, ring.ring_rr)
+        ckeys, s, g, extra.rs_keys, extra.rs_vals, extra.rs_len, extra.rr_keys, extra.rr_vals, extra.rr_len,
+        extra.ring_sr, extra.ring_rr, state.counters, hyper.eps)
+    return Ring(rs_keys, rs_vals, extra.rs_len, rr_keys, rr_vals, extra.rr_len, extra.ring_sr, extra.ring_rr)
 
 
 @njit(**KERNEL)
