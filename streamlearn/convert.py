@@ -25,7 +25,6 @@ the destination directory and renamed when complete.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -175,6 +174,8 @@ def convert(cfg: ConvertConfig, log=None) -> dict:
     rc = ReaderConfig(fmt=cfg.fmt, quadratic=(), constant=False, keep_names=bool(cfg.names),
                       chunk_bytes=cfg.chunk_bytes, strict=cfg.strict)
     schema = _schema(cfg.names)
+    import tempfile  # here: its imports (shutil, random) cost every run's start-up ~30 ms
+
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(out) + ".", suffix=".tmp", dir=d)
     os.close(fd)
     examples = skipped = groups = 0

@@ -29,7 +29,6 @@ import sys
 import time
 import zlib
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Iterator
 
@@ -492,7 +491,11 @@ def text_batches(stream, name: str, cfg: ReaderConfig, fmt: str, flush_after=Non
     wcfg = replace(cfg, strict=False) if cfg.strict else cfg
     line_base = 0
     pending = deque()
-    ex = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="streamlearn-parse") if workers > 1 else None
+    ex = None
+    if workers > 1:
+        from concurrent.futures import ThreadPoolExecutor  # here: it imports logging (start-up)
+
+        ex = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="streamlearn-parse")
     submit = ex.submit if ex is not None else _Now
 
     def finish(fut):
