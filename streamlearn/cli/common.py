@@ -45,6 +45,18 @@ def stderr_log(line: str) -> None:
     sys.stderr.write(line + "\n")
 
 
+def _python_sigint() -> None:
+    """The console script ends the process on a SIGINT during start-up (``streamlearn.__main__``);
+    from here on the command handles it (KeyboardInterrupt, the run's interrupt guard)."""
+    import signal
+
+    try:
+        if getattr(signal.getsignal(signal.SIGINT), "streamlearn_startup", False):
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:  # not the main thread
+        pass
+
+
 def run_api(fn, cfg):
     # the CLI owns its process, so it tunes glibc's malloc for the reader pipeline (heap reuse
     # instead of fresh mmaps; see bound_malloc); a program calling the Python API keeps its own
@@ -53,6 +65,7 @@ def run_api(fn, cfg):
 
     configure_kernels()
     bound_malloc()
+    _python_sigint()
     try:
         return fn(cfg, log=stderr_log)
     except ConfigError as e:
@@ -61,10 +74,11 @@ def run_api(fn, cfg):
         sys.stderr.write(f"streamlearn: error: {e}\n")
         sys.exit(1)
     except KeyboardInterrupt as e:
-        # SIGINT (exit 130) or SIGTERM (exit 143): nothing partial was written (models and
+        # SIGINT (exit 130), SIGTERM (143) or SIGHUP (129): nothing partial was written (models and
         # metrics are written atomically; predictions already written are kept)
         signum = getattr(e, "signum", 2)
-        sys.stderr.write("streamlearn: interrupted" + (" (SIGTERM)" if signum == 15 else "") + "\n")
+        name = {15: " (SIGTERM)", 1: " (SIGHUP)"}.get(signum, "")
+        sys.stderr.write(f"streamlearn: interrupted{name}\n")
         sys.exit(128 + signum)
     except BrokenPipeError:
         from ..outputs import silence_stdout
