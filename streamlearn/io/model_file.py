@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os  # noqa: F401 - the read side; tests patch model_file.os
 import struct
 
 import numpy as np
