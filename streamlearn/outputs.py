@@ -1,21 +1,13 @@
-"""What a run writes besides its learning: the predictions file (VW's ``-p``), the metrics JSON,
-and the plan that checks every output path before a run reads anything and writes the
-end-of-run outputs together.
-
-:class:`OutputPlan` resolves each output as :func:`streamlearn.io.model_file.resolve_output`
-does (``-`` = standard output; an existing FIFO or device, or ``/dev/stdout``, is written in
-place and never replaced; a symlink's target is replaced beside it, the link kept), refuses an
-output that is the same file as an input or as another output (a usage error, before anything
-is opened for writing), checks that each can be created (its directory exists and takes a new
-file), and at the end stages the model, readable models, selection and metrics as temporaries
-and renames them one after the other only once all are complete.
+"""What a run writes besides its learning: the predictions file (VW's ``-p``) and the metrics
+JSON; the plan that checks every output before a run reads anything and writes the end-of-run
+outputs together is :class:`streamlearn.io.writing.OutputPlan` (re-exported here).
 
 :class:`PredictionSink` writes ``pred [tag]`` lines as the predictions are produced, so
 predictions already made survive a later input error. It opens its file at the first
 prediction (a run that fails before predicting leaves no empty file and an existing one
 unchanged), writes whole lines only (on a full disk the partial line is cut off and the error
 names the file), and stops quietly when the reader of a pipe goes away (``| head``), which
-never stops the other outputs from being written.
+never stops the other outputs from being written. :func:`metrics_text` is strict JSON.
 """
 from __future__ import annotations
 
@@ -30,8 +22,7 @@ import numpy as np
 from .errors import OutputError
 from .io.writing import OutputPlan
 
-__all__ = ["PredictionSink", "OutputPlan", "silence_stdout", "write_metrics", "metrics_text", "json_safe",
-           "stdout_bytes"]
+__all__ = ["PredictionSink", "OutputPlan", "silence_stdout", "write_metrics", "metrics_text", "json_safe"]
 
 
 def silence_stdout():
@@ -41,25 +32,6 @@ def silence_stdout():
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError):
         pass
-
-
-def stdout_bytes(text: str) -> bytes:
-    """``text`` encoded for standard output: in its encoding, characters it cannot represent
-    written as backslash escapes (``caf\\xe9`` under ``LANG=C`` or ``PYTHONIOENCODING=ascii``),
-    never an encoding error."""
-    enc = getattr(sys.stdout, "encoding", None) or "utf-8"
-    return text.encode(enc, "backslashreplace")
-
-
-def write_stdout(data: bytes) -> None:
-    """Write bytes to standard output after what its text layer holds."""
-    sys.stdout.flush()
-    buf = getattr(sys.stdout, "buffer", None)
-    if buf is None:  # a text-only stdout (embedding): it takes str
-        sys.stdout.write(data.decode(getattr(sys.stdout, "encoding", None) or "utf-8", "replace"))
-    else:
-        buf.write(data)
-        buf.flush()
 
 
 class PredictionSink:

@@ -254,8 +254,6 @@ def _fsync_dir(d: str) -> None:
         os.close(fd)
 
 
-
-
 # -- the plan of a run's outputs ------------------------------------------------------------------
 
 _BINARY_OUTPUTS = ("-f", "-o")
@@ -434,6 +432,9 @@ class OutputPlan:
         except OSError as e:
             af.discard()
             raise self._error(o, e.strerror or str(e)) from None
+        except BaseException:
+            af.discard()
+            raise
 
     def discard(self):
         """Remove every staged temporary (nothing is renamed)."""
