@@ -18,7 +18,7 @@ import numpy as np
 from .algos.losses import best_constant
 
 __all__ = ["ProgressSchedule", "Evaluation", "run_stream", "binary_outputs", "InterruptGuard", "Interrupted",
-           "SliceTimer"]
+           "SliceTimer", "raise_interrupted", "GUARDED_SIGNALS"]
 
 
 @dataclass
@@ -201,6 +201,19 @@ def _default_handler(sig):
     return signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL
 
 
+def raise_interrupted(signum, frame):
+    """A signal handler raising :class:`Interrupted`: what a program that owns its process (the
+    CLI) installs for SIGINT/SIGTERM/SIGHUP around a run, so that a signal before or after the
+    guarded loop (loading a model, compiling, writing the outputs) is a clean exit 128 + signal
+    too. :class:`InterruptGuard` takes it for a default handler."""
+    raise Interrupted(signum)
+
+
+def _replaceable(sig) -> bool:
+    h = signal.getsignal(sig)
+    return h is _default_handler(sig) or h is raise_interrupted
+
+
 class InterruptGuard:
     """Defers SIGINT/SIGTERM/SIGHUP while a slice of a batch is being learned and recorded
     (``busy``), so an interrupt never leaves the learner half-updated; outside that window
@@ -210,7 +223,8 @@ class InterruptGuard:
     (exit 128 + signal; a kernel can run for seconds before Python sees the first): a watcher
     thread reads the signal numbers CPython writes to its wakeup fd the moment they arrive,
     whatever the main thread is doing. Installed only on the main thread and only over the
-    default handlers (an embedding program's own handlers, and its wakeup fd, are left alone)."""
+    default handlers or :func:`raise_interrupted` (an embedding program's own handlers, and its
+    wakeup fd, are left alone)."""
 
     def __init__(self):
         self.busy = False
@@ -221,8 +235,8 @@ class InterruptGuard:
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
             for sig in GUARDED_SIGNALS:
-                if signal.getsignal(sig) is _default_handler(sig):
-                    self._old[sig] = _default_handler(sig)
+                if _replaceable(sig):
+                    self._old[sig] = signal.getsignal(sig)
                     signal.signal(sig, self._handler)
             if self._old:
                 self._start_watcher()
@@ -438,8 +452,12 @@ def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on
         if batch.n:
             parts, errs, fatal = _split_bad_labels(learner, batch, strict)
             for whole in parts:
-                a = 0
-                while a < whole.n:  # slices of bounded work, an interrupt check after each
+                if whole.n == 0:
+                    continue
+                # slices of bounded work, an interrupt check after each; the sums and progress
+                # rows are taken over the whole part, so the figures never depend on the slicing
+                a, preds, losses, probs = 0, [], [], []
+                while a < whole.n:
                     k = timer.size(whole.n - a)
                     part = whole if k == whole.n else whole.slice(a, a + k)
                     a += k
@@ -453,12 +471,18 @@ def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on
                         on_raw(part, pred if raw is None else raw)
                     if binary:
                         pred, loss = binary_outputs(part, pred, loss)
-                    ev.add(part, pred, loss, schedule, emit_row, getattr(learner, "last_probabilities", None))
                     if on_predictions is not None:
                         on_predictions(part, pred)
+                    preds.append(pred)
+                    losses.append(loss)
+                    probs.append(getattr(learner, "last_probabilities", None))
                     if a < whole.n:
                         guard.check()
                         guard.busy = True
+                if len(preds) > 1:
+                    pred, loss = np.concatenate(preds), np.concatenate(losses)
+                    probs = [None if probs[0] is None else np.concatenate(probs)]
+                ev.add(whole, pred, loss, schedule, emit_row, probs[0])
             if fatal is not None:
                 raise fatal
             if errs:

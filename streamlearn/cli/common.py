@@ -45,16 +45,34 @@ def stderr_log(line: str) -> None:
     sys.stderr.write(line + "\n")
 
 
-def _python_sigint() -> None:
-    """The console script ends the process on a SIGINT during start-up (``streamlearn.__main__``);
-    from here on the command handles it (KeyboardInterrupt, the run's interrupt guard)."""
+def _own_signals() -> dict:
+    """From here on the command answers SIGINT/SIGTERM/SIGHUP itself: each raises
+    :class:`~streamlearn.evaluate.Interrupted` (exit 128 + signal, one line, outputs discarded),
+    and the run's interrupt guard defers them while it learns. Replaces the default handlers
+    and the console script's start-up ones (``streamlearn.__main__``: exit at once) only.
+    Returns the handlers to restore."""
     import signal
 
+    from ..evaluate import GUARDED_SIGNALS, raise_interrupted
+
+    old = {}
     try:
-        if getattr(signal.getsignal(signal.SIGINT), "streamlearn_startup", False):
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+        for sig in GUARDED_SIGNALS:
+            h = signal.getsignal(sig)
+            default = signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL
+            if h is default or getattr(h, "streamlearn_startup", False):
+                old[sig] = h
+                signal.signal(sig, raise_interrupted)
     except ValueError:  # not the main thread
         pass
+    return old
+
+
+def _restore_signals(old: dict) -> None:
+    import signal
+
+    for sig, h in old.items():
+        signal.signal(sig, h)
 
 
 def run_api(fn, cfg):
@@ -65,7 +83,7 @@ def run_api(fn, cfg):
 
     configure_kernels()
     bound_malloc()
-    _python_sigint()
+    old_handlers = _own_signals()
     try:
         return fn(cfg, log=stderr_log)
     except ConfigError as e:
@@ -88,3 +106,5 @@ def run_api(fn, cfg):
         name = f"{e.filename}: " if getattr(e, "filename", None) else ""
         sys.stderr.write(f"streamlearn: error: {name}{e.strerror or e}\n")
         sys.exit(1)
+    finally:
+        _restore_signals(old_handlers)
