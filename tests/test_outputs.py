@@ -362,8 +362,10 @@ def test_sigint_during_start_up_gives_no_traceback(tmp_path):
     """SIGINT at random moments of start-up (imports, option parsing, model set-up): exit 130
     and one line, never a traceback nor click's 'Aborted!'."""
     rng = random.Random(3)
-    counted = 0
-    for delay in [rng.uniform(0.15, 0.8) for _ in range(12)]:
+    counted = attempts = 0
+    while counted < 6 and attempts < 30:  # a loaded machine starts Python slowly: more attempts
+        attempts += 1
+        delay = rng.uniform(0.15, 0.8 if attempts <= 12 else 2.0)
         prod = _silent_producer()
         p = subprocess.Popen([*CMD, "train", "-f", str(tmp_path / "m.slm"), "--quiet"], stdin=prod.stdout,
                              stderr=subprocess.PIPE, env=ENV, preexec_fn=_default_sigint)
@@ -378,7 +380,7 @@ def test_sigint_during_start_up_gives_no_traceback(tmp_path):
         assert p.returncode == 130, (delay, err)
         assert b"Traceback" not in err and b"Aborted" not in err, (delay, err)
         assert err.strip().splitlines()[-1].startswith(b"streamlearn: interrupted"), (delay, err)
-    assert counted >= 4
+    assert counted >= 4, (counted, attempts)
 
 
 # -- defect 8: the stale-temporary cleanup ------------------------------------------------------
