@@ -134,6 +134,7 @@ def save_model(path: str, learner, reader: dict) -> int:
 def load_model(path: str):
     """Read a model file; returns ``(learner, reader_settings, header)``."""
     from .algos import LEARNERS, learner_from_state
+    from .algos.base import loading_model
     from .io.model_file import read_model
 
     header, arrays = read_model(path, sparse=True)
@@ -141,11 +142,48 @@ def load_model(path: str):
     if algo not in LEARNERS:
         raise ModelFileError(f"{path}: model uses algorithm {algo!r}, which this streamlearn "
                              f"({__version__}) does not have")
+    reader = header.get("reader", {})
+    _check_reader_settings(path, reader)
+    size = sum(int(e["nbytes"]) for e in header["arrays"])  # the payload: what the file holds
     try:
-        learner = learner_from_state(algo, header["meta"], arrays)
-    except (KeyError, ValueError, TypeError) as e:
+        with loading_model(size):
+            learner = learner_from_state(algo, header.get("meta"), arrays)
+    except (KeyError, ValueError, TypeError, OverflowError) as e:
         raise ModelFileError(f"{path}: model state does not fit algorithm {algo!r} ({e})") from None
-    return learner, header.get("reader", {}), header
+    except MemoryError:
+        raise ModelFileError(f"{path}: the model's tables do not fit in this machine's memory") from None
+    if learner.multiclass and reader.get("binary"):
+        raise ModelFileError(f"{path}: model file header is malformed (--binary kept with a multiclass model)")
+    return learner, reader, header
+
+
+#: a model's reader settings: name -> type (lists are of strings)
+_READER_TYPES = {"quadratic": list, "cubic": list, "interactions": list, "ignore": list, "keep": list,
+                 "ignore_linear": list, "constant": bool, "unit_norm": bool, "binary": bool,
+                 "leave_duplicate_interactions": bool}
+
+
+def _check_reader_settings(path: str, reader) -> None:
+    """:class:`ModelFileError` unless the model's reader settings are of their types and
+    valid interactions (what a run would otherwise report as a usage error or a traceback)."""
+    from .io import ReaderConfig
+
+    def bad(why):
+        return ModelFileError(f"{path}: model file header is malformed (reader settings: {why})")
+
+    if not isinstance(reader, dict):
+        raise bad("not an object")
+    for k, v in reader.items():
+        t = _READER_TYPES.get(k)
+        if t is None:
+            raise bad(f"unknown setting {k!r}")
+        if not isinstance(v, t) or (t is list and not all(isinstance(x, str) and x for x in v)):
+            raise bad(f"{k} = {v!r} is not " + ("a list of strings" if t is list else "true or false"))
+    try:
+        ReaderConfig(**{k: tuple(reader.get(k, ())) for k in ("quadratic",) + _NS_SETTINGS},
+                     leave_duplicate_interactions=bool(reader.get("leave_duplicate_interactions")))
+    except (ConfigError, ValueError) as e:
+        raise bad(str(e)) from None
 
 
 #: the reader's namespace settings a model stores besides -q (lists of strings)

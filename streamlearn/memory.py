@@ -66,19 +66,25 @@ class SparseTable:
     O(touched entries), not O(2^b). ``np.asarray(t)`` builds the dense array (a
     :func:`lazy_zeros` one: only the non-zeros become resident)."""
 
-    __slots__ = ("size", "dtype", "idx", "vals")
+    __slots__ = ("size", "dtype", "idx", "vals", "_shape")
 
-    def __init__(self, size: int, dtype, idx, vals):
+    def __init__(self, size: int, dtype, idx, vals, shape=None):
         self.size = int(size)
         self.dtype = np.dtype(dtype)
         self.idx = np.asarray(idx)
         self.vals = np.asarray(vals, self.dtype)
         if self.idx.shape != self.vals.shape or self.idx.ndim != 1:
             raise ValueError("SparseTable: idx and vals must be 1-D and of one length")
+        # an N-D array stored sparse (a model file's): ``idx`` index its flattened entries
+        self._shape = (self.size,) if shape is None else tuple(int(d) for d in shape)
 
     @property
     def shape(self):
-        return (self.size,)
+        return self._shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
 
     @property
     def nbytes(self) -> int:
@@ -88,7 +94,7 @@ class SparseTable:
         """A new dense array (untouched pages never resident)."""
         out = lazy_zeros(self.size, self.dtype)
         out[self.idx] = self.vals
-        return out
+        return out.reshape(self._shape)
 
     def __array__(self, dtype=None, copy=None):
         a = self.dense()
@@ -141,11 +147,13 @@ class PageSet:
             if nz.size:
                 self.bits[((nz + i) // width) >> self.PAGE_BITS] = True
 
-    def load(self, name: str, a, shape, dtype, width: int = 1, track: bool = True) -> np.ndarray:
+    def load(self, name: str, a, shape, dtype, width: int = 1, track: bool = True, owned: bool = False) -> np.ndarray:
         """A saved table ``a`` (a :class:`SparseTable` from a model file, or an array) as a new
         array of ``shape`` (checked, with ``dtype``; ``ValueError`` naming ``name`` otherwise),
-        written lazily; with ``track``, the pages of its non-zero entries are marked (entry
-        ``e`` is row ``e // width`` of the tracked table), so the next save includes them."""
+        written lazily (``owned``: a dense ``a`` that is the caller's to keep, e.g. a model
+        reader's buffer, is used as it is); with ``track``, the pages of its non-zero entries are
+        marked (entry ``e`` is row ``e // width`` of the tracked table), so the next save
+        includes them."""
         shape = tuple(shape)
         flat = (int(np.prod(shape)),)
         sparse = isinstance(a, SparseTable)
@@ -160,7 +168,8 @@ class PageSet:
             if track:
                 self.mark_entries(a.idx // width)
         else:
-            out = lazy_copy(a)
+            keep = owned and a.flags.c_contiguous and a.flags.writeable and a.flags.owndata
+            out = a if keep else lazy_copy(a)
             if track:
                 self.mark_nonzero(out, width)
         return out.reshape(shape)

@@ -4,7 +4,7 @@ at a time, with explicit S and H (d <= a few hundred). Slow on purpose: the spar
 
 Conventions shared with the sparse learner (see its module docstring):
 
-* Gamma_t = gamma_c / (t + t0) I_m, to-sketch vector g^ = sqrt(sigma_eta * h) l'(p) x~,
+* Gamma_t = gamma_c / (t + t0) I_m (V's step capped at Gamma_t ||g^||^2 <= oja_clip when given), to-sketch vector g^ = sqrt(sigma_eta * h) l'(p) x~,
   gradient g = h l'(p) x~ (h = importance weight); with ``invariant`` (the learner's default) the
   step uses VW's importance-invariant coefficient in place of h l'(p); squared loss takes l' at p
   clipped to the label range seen so far.
@@ -65,7 +65,7 @@ class NaiveSON:
 
     def __init__(self, d, m, alpha, V0=None, sigma_eta=0.125, gamma_c=1.0, gamma_t0=0.0,
                  proj_c=0.0, diag=True, loss="squared", diag_order="paper", sketch_scale="paper", step_power=0.0,
-                 diag_frame="data", diag_power=0.5, invariant=True):
+                 diag_frame="data", diag_power=0.5, invariant=True, oja_clip=0.0):
         self.d, self.m, self.alpha = d, m, alpha
         self.sigma_eta, self.gamma_c, self.gamma_t0 = sigma_eta, gamma_c, gamma_t0
         self.C, self.diag, self.loss = proj_c, diag, loss
@@ -73,6 +73,7 @@ class NaiveSON:
         # "avg": g^ = sqrt(sigma_eta h t) l' x~ and S = Lambda^{1/2} V (no factor t)
         self.step_power = step_power
         self.invariant = invariant
+        self.oja_clip = oja_clip  # cap on Oja's step Gamma ||g^||^2 on V (0 = none)
         self.avg = sketch_scale == "avg" or (sketch_scale == "auto" and diag)
         self.u = np.zeros(d)  # Alg. 1 line 1
         self.t = 0  # Alg. 3 SketchInit
@@ -163,8 +164,11 @@ class NaiveSON:
         if self.m > 0:
             Vg = self.V @ gh
             self.Lam = (1 - G) * self.Lam + G * Vg ** 2
+            Gv = G  # V's step, at most oja_clip / ||g^||^2
+            if self.oja_clip > 0 and G * (gh @ gh) > self.oja_clip:
+                Gv = self.oja_clip / (gh @ gh)
             if dl != 0.0:
-                self.V = gram_schmidt_rows(self.V + G * np.outer(Vg, gh))
+                self.V = gram_schmidt_rows(self.V + Gv * np.outer(Vg, gh))
         S, H = self.S_H()
         # Alg. 1 line 8
         eta = float(self.t) ** self.step_power  # step multiplier eta_t = t^p

@@ -73,7 +73,7 @@ def dense_run(learner_kw, X, y, weights=None, learn_mask=None, sparse=None):
                  diag_order=learner_kw.get("diag_order", OjaSON.default_hyper("diag_order")),
                  sketch_scale=learner_kw.get("sketch_scale", OjaSON.default_hyper("sketch_scale")),
                  step_power=L.step_power, diag_frame=L.hyper["diag_frame"], diag_power=L.dpow,
-                 invariant=L.invariant)
+                 invariant=L.invariant, oja_clip=L.oja_clip)
     p_dense = np.array([R.step(X[i], y[i], w[i]) for i in range(T)])
     return L, R, p_sparse, p_dense
 
@@ -106,6 +106,19 @@ def test_matches_dense_reference_10k(m, diag):
     # the sketch itself: V = F Z equals the dense V (rows up to sign are fixed by Gram-Schmidt)
     np.testing.assert_allclose(L.sketch_dense(np.arange(40)), R.V, atol=1e-8)
     np.testing.assert_allclose(L.lam, R.Lam, rtol=RTOL, atol=1e-12)
+
+
+def test_large_m_matches_dense_reference():
+    """m = 24 > 16: the full Gram-Schmidt runs every m examples (F's closed-form O(m^2) update in
+    between), so that it costs O(m^2) per example amortised; the predictions, V and Lambda still equal
+    the dense reference's, and K (updated in its lower triangle) is the Gram matrix Z Z^T."""
+    X, y = ill_conditioned(3000, 40, seed=24)
+    L, R, ps, pd = dense_run(dict(sketch_size=24, alpha=16.0), X, y)
+    assert_close(ps, pd)
+    np.testing.assert_allclose(L.sketch_dense(np.arange(40)), R.V, atol=1e-8)
+    np.testing.assert_allclose(L.lam, R.Lam, rtol=RTOL, atol=1e-12)
+    Z = L._rows(np.arange(40))[:, 3:3 + 24].T
+    np.testing.assert_allclose(L.K, Z @ Z.T, rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize("m", [1, 5, 10])
@@ -169,7 +182,8 @@ def test_reference_setting_is_stable(kw):
     for Xi in (X, pert):
         R = NaiveSON(40, 10, L.alpha, V0=V0, diag_order=L.hyper["diag_order"], sketch_scale=L.hyper["sketch_scale"],
                      sigma_eta=L.sigma_eta, step_power=L.step_power,
-                     diag_frame=L.hyper["diag_frame"], diag_power=L.dpow, invariant=L.invariant)
+                     diag_frame=L.hyper["diag_frame"], diag_power=L.dpow, invariant=L.invariant,
+                     oja_clip=L.oja_clip)
         out.append(np.array([R.step(Xi[i], y[i]) for i in range(len(y))]))
     rel = np.abs(out[0] - out[1]) / np.maximum(np.abs(out[0]), 1e-2)
     assert rel.max() < RTOL / 10
@@ -193,7 +207,7 @@ def test_duplicate_indices_are_summed():
     ps, _ = L.learn_batch(b)
     R = NaiveSON(12, 4, 1.0, V0=v0_of(L, 12), diag_order=L.hyper["diag_order"], sketch_scale=L.hyper["sketch_scale"],
                      sigma_eta=L.sigma_eta, step_power=L.step_power,
-                     diag_frame=L.hyper["diag_frame"], diag_power=L.dpow)
+                     diag_frame=L.hyper["diag_frame"], diag_power=L.dpow, oja_clip=L.oja_clip)
     pd = np.array([R.step(X[i], y[i]) for i in range(500)])
     assert_close(ps, pd, rtol=1e-9)
 
@@ -343,7 +357,7 @@ def _check_representation(L, b_eval):
 
 
 @pytest.mark.parametrize("kw", [
-    dict(diag_order="paper"),
+    dict(diag_order="paper", oja_clip=0.0),  # Oja's step uncapped: Z grows fast (capped, it needs no remat here)
     dict(diag_order="vw", max_cond=10.2),
     dict(no_diag=True, alpha=3e4),
 ], ids=["paper", "vw", "nodiag"])
@@ -364,13 +378,13 @@ def test_long_stream_stays_finite_and_consistent(kw):
 
 def test_without_remat_the_representation_blows_up():
     """The reason re-materialisation exists: with the threshold disabled, cond(Z) grows by
-    orders of magnitude (paper-order scaling, whose first-seen features give large g^), and
-    only Gram-Schmidt breakdowns force a re-materialisation."""
+    orders of magnitude (paper-order scaling, whose first-seen features give large g^, and Oja's
+    step uncapped), and only Gram-Schmidt breakdowns force a re-materialisation."""
     b = sparse_stream(20_000, n_feat=2000, k=10, seed=12)
-    L = OjaSON(sketch_size=5, max_cond=np.inf, diag_order="paper", **DATA)
+    L = OjaSON(sketch_size=5, max_cond=np.inf, diag_order="paper", oja_clip=0.0, **DATA)
     L.learn_batch(b)
     assert not (L.flt[0] < 1e5)  # the cond(Z) bound exploded (or is NaN)
-    G = OjaSON(sketch_size=5, diag_order="paper", **DATA)
+    G = OjaSON(sketch_size=5, diag_order="paper", oja_clip=0.0, **DATA)
     G.learn_batch(b)
     assert G.n_remat > 0 and G.flt[0] <= G.max_cond
 
@@ -445,7 +459,7 @@ def test_growth_of_z_scale_is_caught(m):
     ||F|| ||Z|| is always 1): the growth check includes tr(K) / m, so the representation is
     re-materialised and the predictions stay those of a well-scaled run."""
     b = heavy_tailed_stream(5000, seed=3)
-    L = OjaSON(sketch_size=m)
+    L = OjaSON(sketch_size=m, oja_clip=0.0)  # Oja's step uncapped (capped, Z hardly grows here)
     p, _ = L.learn_batch(b)
     assert np.all(np.isfinite(p)) and np.abs(p).max() < 100
     assert L.n_remat > 0 and np.trace(L.K) / m <= L.max_cond
@@ -536,3 +550,49 @@ def test_precond_model_without_cached_frame_column_is_refused():
     arrays["rows"] = arrays["rows"][:, :-1]
     with pytest.raises(ValueError, match="keys/rows do not fit"):
         OjaSON.from_state(json.loads(json.dumps(meta)), arrays)
+
+
+@pytest.mark.parametrize("name,uncapped_gap", [("rcv1_small_200.vw.gz", 0.05), ("news20_binary_300.vw.gz", 0.01)])
+def test_default_squared_loss_learns_sparse_text(name, uncapped_gap, tmp_path, invoke_cli):
+    """Issue 15: with its default squared loss Oja-SON degenerated on sparse text (rcv1_small 0.365
+    error against 0.152 with m = 0). With the avg to-sketch scale, Oja's step Gamma ||g^||^2 stays
+    far above 1 on examples made of rare words: V jumped to the latest gradient while Lambda kept
+    the old rows' eigenvalues, and the Newton step's correction along those stale rows pushed the
+    rare words' weights into a bias that fed on itself (83% positive predictions for 46% positive
+    labels). The cap Gamma ||g^||^2 <= 0.05 (--oja_clip, default with that scale) removes it: the sketch
+    is no worse than m = 0, and lifting the cap is visibly worse."""
+    path = os.path.join(os.path.dirname(__file__), os.pardir, "sample_data", name)
+    err = {}
+    for label, extra in [("m0", ["--sketch_size", "0"]), ("default", []), ("uncapped", ["--oja_clip", "0"])]:
+        mj = tmp_path / f"{label}.json"
+        r = invoke_cli("train", path, "--algo", "oja-son", *extra, "--quiet", "--metrics", mj)
+        assert r.exit_code == 0, r.output
+        err[label] = json.loads(mj.read_text())["error_rate"]
+    assert err["default"] <= err["m0"] + 0.01, err
+    assert err["uncapped"] >= err["default"] + uncapped_gap, err
+
+
+def test_oja_clip_option():
+    """--oja_clip: 0.05 with the avg to-sketch scale, none (0) with the paper's (the paper's flag set is
+    unchanged); negative values are refused."""
+    assert OjaSON().oja_clip == 0.05 and OjaSON(diag_frame="data").oja_clip == 0.05
+    assert OjaSON(sketch_scale="paper").oja_clip == 0.0
+    assert OjaSON(no_diag=True).oja_clip == 0.0  # auto scale without pre-scaling = the paper's
+    assert OjaSON(oja_clip=0.5).oja_clip == 0.5
+    with pytest.raises(ValueError, match="oja_clip"):
+        OjaSON(oja_clip=-1.0)
+
+
+def test_model_saved_before_the_oja_cap_continues_uncapped(tmp_path, invoke_cli):
+    """A model written before --oja_clip existed (tests/data/oja_son_v1/make.sh, main at 8bfdec9)
+    continues training exactly as that version did, while a new run on the same data is capped."""
+    from pathlib import Path
+    v1 = Path(__file__).parent / "data" / "oja_son_v1"
+    data = Path(__file__).parent.parent / "sample_data" / "rcv1_small_200.vw.gz"
+    out, out2 = tmp_path / "cont.txt", tmp_path / "capped.txt"
+    r = invoke_cli("train", "-i", v1 / "squared.slm", data, "-p", out, "--quiet")
+    assert r.exit_code == 0, r.output
+    assert out.read_text() == (v1 / "squared.continue.txt").read_text()
+    r = invoke_cli("train", "-i", v1 / "squared.slm", data, "-p", out2, "--quiet", "--oja_clip", "0.05")
+    assert r.exit_code == 0, r.output
+    assert out2.read_text() != out.read_text()

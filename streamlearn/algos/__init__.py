@@ -58,11 +58,19 @@ def make_learner(name: str, hyper: dict) -> Learner:
 
 
 def learner_from_state(name: str, meta: dict, arrays: dict) -> Learner:
-    """The learner a model file saved (``state_dict()``'s ``meta`` and ``arrays``)."""
+    """The learner a model file saved (``state_dict()``'s ``meta`` and ``arrays``). A saved
+    state is checked before the learner is built and before any kernel sees it (``ValueError``
+    naming the field; see :func:`streamlearn.algos.base.loading_model`)."""
     cls = get_learner_class(name)
+    if not isinstance(meta, dict):
+        raise ValueError("meta is not an object")
     kind = meta.get("reduction")
     if kind == "oaa":
         return OneAgainstAll.restore(cls, meta, arrays)
     if kind == "softmax":
+        if name not in SOFTMAX_LEARNERS:
+            raise ValueError(f"--algo {name} has no softmax learner")
         return SOFTMAX_LEARNERS[name].restore(cls, meta, arrays)
+    if kind is not None:
+        raise ValueError(f"unknown reduction {kind!r}")
     return cls.from_state(meta, arrays)

@@ -233,6 +233,30 @@ def _refactor_rank1(F, c, beta, acc, y):
 
 
 @njit(**INNER)
+def _symmetrize(K):
+    """Copy the lower triangle of ``K`` to the upper one (the per-example update writes the lower)."""
+    m = K.shape[0]
+    for r in range(m):
+        for q in range(r):
+            K[q, r] = K[r, q]
+
+
+@njit(**INNER)
+def _add_ft(F, tmp, b, acc):
+    """``b += F^T tmp`` for lower-triangular ``F``, reading F by rows (``acc`` is scratch): each
+    ``acc[q]`` sums ``F[r, q] tmp[r]`` over ascending r, as a column-wise loop would."""
+    m = F.shape[0]
+    for q in range(m):
+        acc[q] = 0.0
+    for r in range(m):
+        t = tmp[r]
+        for q in range(r + 1):
+            acc[q] += F[r, q] * t
+    for q in range(m):
+        b[q] += acc[q]
+
+
+@njit(**INNER)
 def _estimate_cond(F, K):
     """Growth of the representation: the larger of a cheap upper bound of cond(Z), ||F||_F * ||Z||_F
     (since F Z is orthonormal, ||Z^+|| = ||F||), and the scale of Z, ||Z||_F^2 / m = tr(K) / m (1 when
@@ -244,7 +268,7 @@ def _estimate_cond(F, K):
     tr = 0.0
     for i in range(m):
         tr += K[i, i]
-        for j in range(m):
+        for j in range(i + 1):  # F is lower triangular
             f2 += F[i, j] * F[i, j]
     tr = max(tr, 0.0)
     return max(math.sqrt(f2 * tr), tr / m)
@@ -416,6 +440,7 @@ class SonHyper(NamedTuple):
     precond: bool  # --diag_frame precond
     dpow: float  # exponent r of D^-r
     invariant: bool  # importance-invariant step
+    oja_clip: float  # cap on Oja's step Gamma ||g^||^2 (0 = none)
 
 
 class SonScratch(NamedTuple):
@@ -438,7 +463,7 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
     """
     keys, tab, shift, ints, flt, F, K, lam, b, assigned = state
     (mask, loss_code, alpha, sigma_eta, gamma_c, gamma_t0, proj_c, diag, diag_vw, max_cond,
-     sketch_avg, step_power, precond, dpow, invariant) = hyper
+     sketch_avg, step_power, precond, dpow, invariant, oja_clip) = hyper
     slot_buf, xt_buf, wt_buf = scratch
     n = labels.shape[0]
     m = lam.shape[0]
@@ -461,6 +486,9 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
     KQ = np.zeros((m, m))
     beta = np.zeros(m)
     Kb = np.zeros(m)
+    # the full O(m^3) Gram-Schmidt that removes the rank-one refactor's rounding drift runs every
+    # max(REORTH, m) examples: O(m^2) per example amortised, like the rest of the update
+    reorth = max(REORTH, m)
     learned = 0
     for i in range(start, n):
         a = offsets[i]
@@ -469,6 +497,7 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
         imp = weights[i]
         do_learn = learn and (not math.isnan(lab)) and imp > 0.0
         if do_learn and ints[2] + s > (cap >> 1):
+            _symmetrize(K)
             return i, learned
         # ---- slots (learned examples insert; a new feature takes a pending sketch row) ----
         for k in range(s):
@@ -572,11 +601,7 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
                 tab[slot_buf[k], C_U] -= gam * xt_buf[k]
             for r in range(m):
                 tmp[r] = gam * cc[r] * xh[r]
-            for q in range(m):
-                acc = 0.0
-                for r in range(q, m):
-                    acc += F[r, q] * tmp[r]
-                b[q] += acc
+            _add_ft(F, tmp, b, yv)
         # ---- Alg. 4 line 6: gradient g = l'(p) x~ (times the importance weight) ----
         # squared loss: the derivative is taken at p clipped to the range of the labels learned so
         # far (flt[1:3], from [0, 0]), as VW's squared loss (and its OjaNewton) clips predictions to
@@ -619,22 +644,29 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
                     lam[r] *= 1.0 - gam_t
             else:
                 gg = gs * gs * xx
+                # Oja's step on V (lines 2-3) is capped at Gamma ||g^||^2 <= oja_clip: a large step
+                # turns the rows of V towards the latest gradient while Lambda keeps the old rows'
+                # eigenvalues (the avg to-sketch scale keeps Gamma ||g^||^2 from decaying on sparse
+                # data). Lambda (line 1) keeps Gamma_t.
+                gam_v = gam_t
+                if oja_clip > 0.0 and gam_t * gg > oja_clip:
+                    gam_v = oja_clip / gg
                 db = 0.0
                 for r in range(m):
                     zg[r] = gs * z[r]  # Z g^
                     vg = gs * xh[r]  # F Z g^ = V g^
                     cv[r] = vg
                     lam[r] = (1.0 - gam_t) * lam[r] + gam_t * vg * vg  # line 1
-                    delta[r] = gam_t * zg[r]  # line 2: delta = F^-1 Gamma F Z g^ (scalar Gamma)
+                    delta[r] = gam_v * zg[r]  # line 2: delta = F^-1 Gamma F Z g^ (scalar Gamma)
                     db += delta[r] * b[r]
                 # line 2: K += d g^T Z^T + Z g d^T + (g^T g) d d^T = beta zg zg^T, as d = Gamma zg
-                beta_k = 2.0 * gam_t + gam_t * gam_t * gg
+                beta_k = 2.0 * gam_v + gam_v * gam_v * gg
+                # (the lower triangle only, row by row; the upper one is copied by _symmetrize where K
+                # is read whole: before Gram-Schmidt and when the kernel returns)
                 for r in range(m):
                     br = beta_k * zg[r]
-                    for q in range(r):
+                    for q in range(r + 1):
                         K[r, q] += br * zg[q]
-                        K[q, r] = K[r, q]
-                    K[r, r] += br * zg[r]
                 for k in range(s):  # line 3: Z += delta g^T ; Eq. 5: u_bar -= (delta^T b) g^
                     sl = slot_buf[k]
                     gk = gs * xt_buf[k]
@@ -646,10 +678,11 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
                 # waits until n / REMAT_AMORTIZE examples were learned since the last one (the
                 # cost per example stays O(m^2)); above HARD_COND * max_cond it is done at once.
                 ok = False
-                allow = (ints[0] - ints[4]) * REMAT_AMORTIZE >= ints[2]
-                bound = flt[0] * (1.0 + gam_t * gg)
+                allow = (ints[0] - ints[4]) * REMAT_AMORTIZE >= max(ints[2], m)
+                bound = flt[0] * (1.0 + gam_v * gg)
                 if bound <= max_cond or not allow:
-                    if ints[0] % REORTH == 0:
+                    if ints[0] % reorth == 0:
+                        _symmetrize(K)
                         ok = _decompose(F, K, Q, KQ, beta, Kb)
                         if ok:
                             for r in range(m):
@@ -662,6 +695,7 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
                         flt[0] = _estimate_cond(F, K)
                 remat_now = not ok or not (flt[0] <= HARD_COND * max_cond) or (allow and flt[0] > max_cond)
                 if remat_now:
+                    _symmetrize(K)
                     _rematerialize(keys, tab, F, K, b, ints[1])
                     flt[0] = _estimate_cond(F, K)
                     ints[3] += 1
@@ -693,11 +727,7 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
                     gcoef = _invariant_coef(loss_code, pg, y, imp, eta, (xx - qs) / alpha, gcoef)
                 for r in range(m):
                     tmp[r] = (gcoef * eta / alpha) * cc[r] * yv[r]
-                for q in range(m):
-                    acc = 0.0
-                    for r in range(q, m):
-                        acc += F[r, q] * tmp[r]
-                    b[q] += acc
+                _add_ft(F, tmp, b, Kb)
         elif invariant and gcoef != 0.0:
             gcoef = _invariant_coef(loss_code, pg, y, imp, eta, xx / alpha, gcoef)
         # Eq. 5: u_bar -= g / alpha
@@ -710,6 +740,7 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
                 if precond:
                     _flush(tab, slot_buf, values, a, s, b, m, dpow)
                 _accumulate_d(tab, slot_buf, values, a, s, imp * dl * dl, precond, m, dpow)
+    _symmetrize(K)
     return n, learned
 
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import kernels
 from ..memory import PageSet
-from .base import Learner, Param, lazy_zeros
+from .base import COMMON_PARAMS, Learner, Param, adopting, all_nonnegative, check_saved_arrays, check_saved_meta, lazy_zeros, require
 from .losses import get_loss
 
 __all__ = ["AdaGrad", "ADAPTIVE", "NORMALIZED", "INVARIANT", "SQRT_RATE", "LEGACY"]
@@ -211,9 +211,19 @@ class AdaGrad(Learner):
         return {"update_rule": "legacy" if self.legacy else "vw"}
 
     @classmethod
+    def saved_shapes(cls, hyper):
+        b = hyper.get("bit_precision", 18)
+        require(1 <= b <= 32, f"bit_precision {b} is not in 1..32")
+        return {"w": ((1 << b,), np.float32)}
+
+    @classmethod
     def from_state(cls, meta: dict, arrays: dict):
+        require(isinstance(meta, dict) and meta.get("update_rule", "legacy") in ("legacy", "vw"),
+                "meta.update_rule is not 'vw' or 'legacy'")
         if meta.get("update_rule", "legacy") != "legacy":
             return super().from_state(meta, arrays)
+        check_saved_meta(COMMON_PARAMS + cls.PARAMS, meta)
+        check_saved_arrays(arrays, cls.saved_shapes(meta["hyper"]))
         # a model written before VW's default became the default: hyper `normalized` True (VW's
         # rule, -l 0.5) or False (plain Duchi AdaGrad, -l 0.1); learning_rate None = that default
         hyper = dict(meta["hyper"])
@@ -223,8 +233,9 @@ class AdaGrad(Learner):
             hyper["learning_rate"] = 0.5 if norm else 0.1
         obj = cls(_legacy=True, **hyper)
         obj.examples_learned = int(meta.get("examples_learned", 0))
+        require("scal" in arrays, "array scal is missing")
         scal = np.asarray(arrays["scal"])
-        if scal.shape == (4,):
+        if scal.shape == (4,) and scal.dtype == np.float64:
             arrays = dict(arrays, scal=np.concatenate([scal, [0.0, 0.0, 1.0, 0.0]]))
         obj._load_arrays(arrays)
         return obj
@@ -240,6 +251,15 @@ class AdaGrad(Learner):
         return out
 
     def _load_arrays(self, arrays):
+        # shapes and dtypes are checked (PageSet.load), floats finite (Learner.check_saved);
+        # the kernels index every table with ``hash & mask`` only: no index array to check
+        for k in ("G", "N"):  # the kernels divide by sqrt(G) and N
+            require(k not in arrays or all_nonnegative(arrays[k]), f"array {k}: a negative entry")
         for k in ("w", "G", "N", "scal"):
+            require(k in arrays, f"array {k} is missing")
             cur = getattr(self, k)
-            setattr(self, k, self.pages.load(k, arrays[k], cur.shape, cur.dtype, track=k in self._TABLES))
+            setattr(self, k, self.pages.load(k, arrays[k], cur.shape, cur.dtype, track=k in self._TABLES,
+                                             owned=adopting()))
+        sc = self.scal  # sum h ||x/N||^2, sum h, label range, t, gravity, contraction (divisors)
+        require(sc[0] >= 0 and sc[1] >= 0 and sc[2] <= sc[3] and sc[4] >= 0 and sc[5] >= 0 and sc[6] != 0,
+                "array scal: sums, t, gravity or contraction out of range")

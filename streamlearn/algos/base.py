@@ -59,19 +59,29 @@ Protocol
     prediction and update is bit-identical. A learner implements ``_arrays`` /
     ``_load_arrays`` (usually loops over the fields of its kernel state tuple) and, for
     non-array state, ``_extra_meta`` / ``_load_extra_meta``.
+``saved_shapes(hyper)`` / ``build_bytes(hyper)`` (classmethods) and ``_load_arrays``' checks
+    A model file is untrusted input: ``from_state`` checks the saved hyper-parameters' types,
+    the shapes ``saved_shapes`` derives from them and the memory ``build_bytes`` says building
+    takes (against the file's size) before building, every float array finite, and
+    ``_load_arrays`` checks every index array its kernels follow against its range (or
+    rebuilds it), raising ``ValueError``; see :func:`loading_model`.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
-from ..memory import lazy_copy, lazy_zeros  # noqa: F401  (re-exported for the learners)
+from ..memory import SparseTable, lazy_copy, lazy_zeros  # noqa: F401  (re-exported for the learners)
 
 from .losses import Loss, get_loss
 
-__all__ = ["Param", "Learner", "COMMON_PARAMS", "MULTICLASS_LOSSES", "lazy_zeros"]
+__all__ = ["Param", "Learner", "COMMON_PARAMS", "MULTICLASS_LOSSES", "lazy_zeros", "loading_model",
+           "adopt", "adopting", "load_budget", "all_nonnegative", "check_saved_meta", "check_saved_arrays", "require"]
 
 
 @dataclass(frozen=True)
@@ -107,6 +117,143 @@ COMMON_PARAMS = (
 
 #: Loss functions that are not a binary learner's: they need ``--oaa K`` and a joint learner.
 MULTICLASS_LOSSES = ("multiclass_logistic",)
+
+
+# -- loading a saved state (a model file is untrusted input) ----------------------------------
+#
+# ``from_state`` checks a saved state before the learner is built and before a kernel sees it:
+# the hyper-parameters' types and ranges (:func:`check_saved_meta`), every fixed-shape array's
+# shape and dtype against the hyper-parameters (``saved_shapes``), the memory that building the
+# learner takes against what the file holds (``build_bytes``, inside :func:`loading_model`),
+# finite floats (:func:`check_saved_arrays`), then each learner's index arrays against their
+# ranges (``_load_arrays``). Any failure is a ``ValueError`` naming the array or field; the api
+# turns it into one ``ModelFileError`` line naming the file.
+
+#: (memory budget in bytes or None, whether the arrays are the reader's own buffers)
+_LOADING = contextvars.ContextVar("streamlearn_loading", default=(None, False))
+#: building a learner from a model file may take at most this multiple of the file's size ...
+LOAD_MEMORY_FACTOR = 8
+#: ... plus this (a model's fixed overhead: a small file's learner still has its tables)
+LOAD_MEMORY_SLACK = 32 << 20
+
+
+@contextlib.contextmanager
+def loading_model(file_bytes: int):
+    """Within: ``from_state`` refuses a state whose learner would take more than
+    ``LOAD_MEMORY_FACTOR * file_bytes + LOAD_MEMORY_SLACK`` bytes to build (a memory bomb:
+    a small file declaring huge tables), and keeps the given arrays without copying them (they
+    are the model reader's own buffers)."""
+    token = _LOADING.set((LOAD_MEMORY_FACTOR * int(file_bytes) + LOAD_MEMORY_SLACK, True))
+    try:
+        yield
+    finally:
+        _LOADING.reset(token)
+
+
+def load_budget():
+    """The memory a learner being loaded may take to build (bytes), or None outside
+    :func:`loading_model`."""
+    return _LOADING.get()[0]
+
+
+def adopting() -> bool:
+    """Whether the arrays being loaded are the model reader's own (no copy needed)."""
+    return _LOADING.get()[1]
+
+
+def require(ok, why: str) -> None:
+    """``ValueError(why)`` unless ``ok`` (a saved state's check)."""
+    if not ok:
+        raise ValueError(why)
+
+
+def adopt(name: str, a, shape=None, dtype=None, lazy: bool = False) -> np.ndarray:
+    """The saved array ``a`` as the learner's own (checked ``shape`` / ``dtype`` when given):
+    a :class:`SparseTable` densified (untouched pages never resident), a model reader's buffer
+    kept as it is (inside :func:`loading_model`), anything else copied (``lazy``:
+    :func:`lazy_copy`, for big hashed tables)."""
+    if dtype is not None and np.dtype(a.dtype) != np.dtype(dtype):
+        raise ValueError(f"array {name}: dtype {a.dtype}, expected {np.dtype(dtype)}")
+    if shape is not None and tuple(a.shape) != tuple(shape):
+        raise ValueError(f"array {name}: shape {tuple(a.shape)}, expected {tuple(shape)}")
+    if isinstance(a, SparseTable):
+        budget = load_budget()
+        if shape is None and budget is not None and a.nbytes > budget:  # a size the file chose, not the hyper
+            raise ValueError(f"array {name}: {a.nbytes / 2**20:.0f} MiB declared, far more than the file holds")
+        return a.dense()
+    a = np.asarray(a)
+    if _LOADING.get()[1] and a.flags.c_contiguous and a.flags.writeable and a.flags.owndata:
+        return a
+    return lazy_copy(a) if lazy else np.array(a, copy=True, order="C")
+
+
+def _param_ok(p: "Param", v) -> bool:
+    if v is None:
+        return p.default is None
+    if p.type is bool:
+        return isinstance(v, bool)
+    if p.type is int:
+        return isinstance(v, int) and not isinstance(v, bool) and abs(v) < 1 << 62
+    if p.type is float:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if isinstance(p.type, tuple):
+        return isinstance(v, str) and v in p.type
+    return isinstance(v, p.type)
+
+
+def check_saved_meta(params, meta) -> dict:
+    """The saved hyper-parameters of ``meta`` (``ValueError`` unless ``meta`` is an object whose
+    ``hyper`` is an object of known names, each of its parameter's type: an int, a finite
+    float, a bool, one of the allowed strings, or null where the default is; and whose
+    ``examples_learned`` is a non-negative integer)."""
+    require(isinstance(meta, dict), "meta is not an object")
+    hyper = meta.get("hyper")
+    require(isinstance(hyper, dict), "meta.hyper is not an object")
+    known = {p.name: p for p in params}
+    for k, v in hyper.items():
+        require(k in known, f"unknown hyper-parameter {k!r}")
+        require(_param_ok(known[k], v), f"hyper-parameter {k} = {v!r} is not a valid "
+                + (known[k].type.__name__ if isinstance(known[k].type, type) else "choice"))
+    n = meta.get("examples_learned", 0)
+    require(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 1 << 62,
+            f"examples_learned = {n!r} is not a count")
+    return hyper
+
+
+def all_nonnegative(a) -> bool:
+    """True when no entry of ``a`` (an array or a :class:`SparseTable`, by its stored values;
+    checked in blocks: no full-size temporary, no scan of a lazy table's untouched pages
+    beyond reading them) is negative."""
+    if isinstance(a, SparseTable):
+        return bool((a.vals >= 0).all())
+    flat = np.ascontiguousarray(a).reshape(-1)
+    step = 1 << 22
+    return all(bool((flat[i:i + step] >= 0).all()) for i in range(0, flat.size, step))
+
+
+def check_saved_arrays(arrays: dict, shapes: dict) -> None:
+    """``ValueError`` unless every array of ``shapes`` (``name -> (shape, dtype)``) is there
+    with that dtype and shape (or its flattening), and every float array is finite (a model is
+    never saved with NaN / inf)."""
+    for name, (shape, dt) in shapes.items():
+        require(name in arrays, f"array {name} is missing")
+        a = arrays[name]
+        shape = tuple(int(d) for d in shape)
+        flat = (int(np.prod(shape, dtype=object)),)
+        require(np.dtype(a.dtype) == np.dtype(dt) and tuple(a.shape) in (shape, flat),
+                f"array {name}: shape/dtype {tuple(a.shape)}/{a.dtype} does not fit {shape}/{np.dtype(dt)}")
+    for name, a in arrays.items():
+        if np.dtype(a.dtype).kind == "f":
+            require(_all_finite(a), f"array {name} holds NaN or inf")
+
+
+def _all_finite(a) -> bool:
+    """Every entry of ``a`` finite (a :class:`SparseTable` by its stored values; in blocks)."""
+    if isinstance(a, SparseTable):
+        return bool(np.isfinite(a.vals).all())
+    flat = np.ascontiguousarray(a).reshape(-1)
+    step = 1 << 22
+    return all(bool(np.isfinite(flat[i:i + step]).all()) for i in range(0, flat.size, step))
 
 
 class Learner:
@@ -247,8 +394,36 @@ class Learner:
         pass
 
     @classmethod
+    def saved_shapes(cls, hyper: dict) -> dict:
+        """``name -> (shape, dtype)`` of the saved arrays whose shape the hyper-parameters fix
+        (checked before the learner is built; ``ValueError`` for hyper-parameters that are
+        out of range). Learners whose tables are large override it."""
+        return {}
+
+    @classmethod
+    def build_bytes(cls, hyper: dict) -> int:
+        """Bytes that building the learner with ``hyper`` writes (tables it fills; lazily
+        allocated zeros cost nothing until touched): checked against the model file's size
+        before building (:func:`loading_model`)."""
+        return 0
+
+    @classmethod
+    def check_saved(cls, meta: dict, arrays: dict) -> dict:
+        """Check a saved state before the learner is built (see :func:`loading_model`);
+        returns the hyper-parameters."""
+        hyper = check_saved_meta(COMMON_PARAMS + cls.PARAMS, meta)
+        check_saved_arrays(arrays, cls.saved_shapes(hyper))
+        budget = load_budget()
+        need = cls.build_bytes(hyper)
+        if budget is not None and need > budget:
+            raise ValueError(f"its hyper-parameters declare {need / 2**20:.0f} MiB of tables, far more than "
+                             "the file holds (not a model streamlearn wrote)")
+        return hyper
+
+    @classmethod
     def from_state(cls, meta: dict, arrays: dict):
-        obj = cls(**meta["hyper"])
+        hyper = cls.check_saved(meta, arrays)
+        obj = cls(**hyper)
         obj.examples_learned = int(meta.get("examples_learned", 0))
         obj._load_extra_meta(meta)
         obj._load_arrays(arrays)

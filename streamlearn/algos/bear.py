@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import lazy
-from .base import Param
+from .base import Param, adopt, load_budget, require
 from .sketch import MINIBATCH_PARAM, SKETCH_PARAMS, SketchLearner
 
 __all__ = ["Bear"]
@@ -109,12 +109,57 @@ class Bear(SketchLearner):
         a.update({f: getattr(self, f) for f in _kernels.Ring._fields})
         return a
 
+    #: Ring's fields (kept here: no numba import to load a model)
+    _RING_FIELDS = ("rs_keys", "rs_vals", "rs_len", "rr_keys", "rr_vals", "rr_len", "ring_sr", "ring_rr")
+
+    @classmethod
+    def _tau(cls, hyper) -> int:
+        tau = hyper.get("history")
+        tau = 5 if tau is None else int(tau)
+        require(tau >= 1, f"history {tau} is not at least 1")
+        return tau
+
+    @classmethod
+    def saved_shapes(cls, hyper):
+        out = super().saved_shapes(hyper)
+        tau = cls._tau(hyper)
+        for f, dt in (("rs_len", np.int64), ("rr_len", np.int64), ("ring_sr", np.float64), ("ring_rr", np.float64)):
+            out[f] = ((tau,), dt)
+        return out
+
+    @classmethod
+    def build_bytes(cls, hyper):
+        return super().build_bytes(hyper) + cls._tau(hyper) * 16 * 8 * 4
+
+    def _check_counters(self):
+        head, count = int(self.counters[1]), int(self.counters[2])
+        require(head < self.tau and count <= self.tau,
+                f"array counters: ring head {head} / count {count} outside the history of {self.tau}")
+
     def _load_arrays(self, arrays):
+        """The sketch state (:meth:`SketchLearner._load_arrays`), then the oLBFGS ring: four
+        ``(history, cap)`` arrays of one capacity, pair lengths within it, and ``s.r``, ``r.r``
+        positive for the pairs in use (the two-loop divides by them)."""
         super()._load_arrays(arrays)
-        for f in _kernels.Ring._fields:
-            arr = np.asarray(arrays[f])
+        tau = self.tau
+        cap = None
+        for f in self._RING_FIELDS:
+            require(f in arrays, f"array {f} is missing")
+            a = arrays[f]
             cur = getattr(self, f)
-            if arr.dtype != cur.dtype or arr.shape[0] != self.tau or arr.ndim != cur.ndim:
-                raise ValueError(f"array {f}: shape/dtype {arr.shape}/{arr.dtype} does not fit "
-                                 f"history {self.tau}")
-            setattr(self, f, np.array(arr, copy=True))
+            if cur.ndim == 2:
+                cap = a.shape[1] if cap is None and len(a.shape) == 2 else cap
+                budget = load_budget()
+                require(cap is not None and (budget is None or tau * cap * 8 <= budget),
+                        f"array {f}: a ring of capacity {cap}, far more than the file holds")
+                setattr(self, f, adopt(f, a, (tau, cap), cur.dtype))
+            else:
+                setattr(self, f, adopt(f, a, (tau,), cur.dtype))
+        require(cap >= 1, "array rs_keys: a ring of capacity 0")
+        for f in ("rs_len", "rr_len"):
+            require(((getattr(self, f) >= 0) & (getattr(self, f) <= cap)).all(),
+                    f"array {f}: a pair length outside 0..{cap}")
+        head, count = int(self.counters[1]), int(self.counters[2])
+        used = (head - 1 - np.arange(count)) % tau
+        require((self.ring_sr[used] > 0).all() and (self.ring_rr[used] > 0).all(),
+                "arrays ring_sr / ring_rr: a stored pair without positive curvature")

@@ -39,7 +39,7 @@ import copy
 
 import numpy as np
 
-from .base import Learner
+from .base import COMMON_PARAMS, Learner, check_saved_meta, load_budget, require
 
 __all__ = ["OneAgainstAll", "class_bits", "class_label_mask", "oaa_probabilities"]
 
@@ -179,12 +179,31 @@ class OneAgainstAll(Learner):
 
     @classmethod
     def restore(cls, base_cls: type[Learner], meta: dict, arrays: dict) -> "OneAgainstAll":
-        """The learner :meth:`state_dict` saved (``meta['reduction'] == 'oaa'``)."""
-        obj = cls(base_cls, **meta["hyper"])
+        """The learner :meth:`state_dict` saved (``meta['reduction'] == 'oaa'``). Checked before
+        anything is built: the class count (a list of exactly K class states, K within what
+        the file can hold), each class's ``-b`` (``b - ceil(log2 K)``) and loss, and the memory
+        the K learners take; each class learner then checks its own state."""
+        hyper = check_saved_meta(COMMON_PARAMS + base_cls.PARAMS, meta)
+        K = hyper.get("oaa")
+        require(isinstance(K, int) and K >= 2, f"oaa {K!r} is not a class count >= 2")
+        classes = meta.get("classes")
+        require(isinstance(classes, list) and len(classes) == K,
+                f"{len(classes) if isinstance(classes, list) else 'no'} class learners saved for --oaa {K}")
+        sub = {k: v for k, v in hyper.items() if k != "oaa"}
+        sub["bit_precision"] = int(hyper.get("bit_precision", 18)) - class_bits(K)
+        require(sub["bit_precision"] >= 1, f"--oaa {K} leaves no bits of -b {hyper.get('bit_precision')}")
+        for c, m in enumerate(classes):
+            ch = check_saved_meta(COMMON_PARAMS + base_cls.PARAMS, m)
+            for k in ("bit_precision", "loss_function"):
+                require(ch.get(k) == sub.get(k), f"class {c + 1}: {k} {ch.get(k)!r}, expected {sub.get(k)!r}")
+            require(not ch.get("oaa"), f"class {c + 1}: a nested --oaa")
+        budget = load_budget()
+        need = K * (base_cls.build_bytes(sub) + 4096)
+        require(budget is None or need <= budget,
+                f"--oaa {K} declares {need / 2**20:.0f} MiB of class learners, far more than the file holds")
+        obj = cls(base_cls, **hyper)
         obj.examples_learned = int(meta.get("examples_learned", 0))
-        if len(meta["classes"]) != obj.n_classes:
-            raise ValueError(f"{len(meta['classes'])} class learners saved for --oaa {obj.n_classes}")
-        for c, m in enumerate(meta["classes"]):
+        for c, m in enumerate(classes):
             pre = f"class{c + 1}."
             obj.learners[c] = base_cls.from_state(m, {k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)})
         return obj

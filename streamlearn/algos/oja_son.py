@@ -5,8 +5,8 @@ Sketching* (SON): Alg. 4 (sparse SON with Oja's sketch), Alg. 5 and App. G (the 
 ``S = (t Lambda)^{1/2} V``, ``V = F Z``, ``K = Z Z^T``), Alg. 11 (Gram-Schmidt in the K inner
 product, every round) and the diagonal pre-scaling of Sec. 5.2. Prediction ``w^T x~`` with
 ``w = u_bar + Z^T b``; ``A_t = alpha I + S^T S``; Oja's step ``Gamma_t = oja_gamma / (t + oja_t0)``.
-Per learned example the cost is O(m^2 + m s) (s features) plus O(m^3) for Gram-Schmidt; nothing is
-O(2^b). The kernels are in :mod:`streamlearn.algos._oja_son_kernels` (state :class:`SonState`).
+Per learned example the cost is O(m^2 + m s) (s features; the O(m^3) Gram-Schmidt runs every
+max(16, m) examples), plus the re-materialisation below; nothing is O(2^b). The kernels are in :mod:`streamlearn.algos._oja_son_kernels` (state :class:`SonState`).
 
 Options (``--name``): ``sketch_size`` m (0 = scale-invariant online gradient descent), ``alpha``,
 ``no_diag``, ``diag_order`` (paper: round t uses D_t; vw: D updated with the current gradient
@@ -31,6 +31,11 @@ Deviations from the paper (defaults; the paper's choices remain options)
   step along ``A_t^{-1} x~`` uses VW's importance-aware coefficient (Karampatziakis & Langford
   2011) with ``q = x~^T A_t^{-1} x~``, so it never steps past the label or margin and alpha = 1 is
   safe on any feature scale. The sketch update and D use the plain gradient.
+* **Oja's step capped** (``--oja_clip``, 0.05 with the avg scale, none with the paper's): V moves by
+  ``Gamma_v = min(Gamma_t, oja_clip / ||g^||^2)`` (Alg. 5 lines 2-3), Lambda by Gamma_t (line 1). With
+  the avg scale Gamma_t ||g^||^2 does not decay on sparse text, and uncapped V turns towards each
+  new example while Lambda keeps the old rows' eigenvalues: the Newton step's correction along those
+  rows then biases the rare features' weights (a drift that feeds on itself with squared loss).
 * **Squared loss** takes the derivative at the prediction clipped to the label range learned so
   far (as VW's squared loss and OjaNewton); the range is saved in the model.
 * **Storage is a hash table** keyed by the masked feature index (one contiguous row per feature:
@@ -40,8 +45,8 @@ Deviations from the paper (defaults; the paper's choices remain options)
   any orthonormal rows; a row is pending until its feature appears, which equals fixing it from
   the start). VW's fixed slots chosen in advance can be orthogonal to all data.
 * **Re-materialisation**: ``Z_t = Z_0 prod (I + Gamma g^ g^T)`` grows and becomes ill-conditioned;
-  when the bound ``max(||F||_F ||Z||_F, tr(K) / m)`` exceeds ``max_cond`` (amortised: at least n/8
-  examples since the last time, or at once above 10^4 ``max_cond`` or when Gram-Schmidt finds
+  when the bound ``max(||F||_F ||Z||_F, tr(K) / m)`` exceeds ``max_cond`` (amortised: at least
+  max(n, m)/8 examples since the last time, or at once above 10^4 ``max_cond`` or when Gram-Schmidt finds
   dependent rows), ``u_bar += Z^T b``, ``b = 0``, ``Z <- GramSchmidt(F Z)``, ``F = I``: the same w and
   V with Z orthonormal again, O(m^2 n) for n stored features.
 * Importance weight h: ``g = h l'(p) x~``, ``g^ = sqrt(sigma_eta h) l'(p) x~``, ``D += h (l' x)^2``.
@@ -55,7 +60,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import kernel_array, lazy
-from .base import Learner, Param
+from .base import Learner, Param, adopt, lazy_zeros, require
 
 __all__ = ["OjaSON"]
 
@@ -65,6 +70,8 @@ N_COLS_EXTRA = 3  # u_bar, D - 0.1, scratch
 _SMALL_STATE = ("ints", "flt", "F", "K", "lam", "b", "assigned")
 
 _kernels = lazy("streamlearn.algos._oja_son_kernels")
+#: default cap on Oja's step Gamma_t ||g^||^2 with the avg to-sketch scale (``--oja_clip``)
+OJA_CLIP = 0.05
 
 
 class OjaSON(Learner):
@@ -113,6 +120,10 @@ class OjaSON(Learner):
               "Oja-SON: take the paper's plain Newton step u <- w - A^-1 g instead of the importance-invariant "
               "one (default), which moves the prediction as many infinitesimal steps would and never past "
               "the label or margin, so that alpha = 1 is safe on any feature scale."),
+        Param("oja_clip", float, None,
+              "Oja-SON: cap on Oja's step Gamma_t ||g^||^2 on the sketch (larger steps make V jump towards the "
+              "latest gradient while Lambda keeps the old eigenvalues); default 0.05 with the avg to-sketch scale, "
+              "none (0) with the paper's."),
         Param("max_cond", float, 1e4,
               "Oja-SON: re-materialise the sketch when the bound on cond(Z) exceeds this."),
     )
@@ -143,12 +154,20 @@ class OjaSON(Learner):
         self.ints = np.zeros(5, np.int64)  # t, n_assigned, n_occupied, n_remat, t at last remat
         # bound on cond(Z) (||F||_F ||Z||_F = m at start), then the label range learned so far
         self.flt = np.array([float(m), 0.0, 0.0])
-        self.F = np.eye(m)
-        self.K = np.eye(m)
+        self.F = _eye(m)
+        self.K = _eye(m)
         self.lam = np.zeros(m)
         self.b = np.zeros(m)
         self.assigned = np.full(m, -1, np.int64)
         self._apply_hyper()
+
+    @classmethod
+    def from_state(cls, meta: dict, arrays: dict):
+        # a model saved before Oja's step cap existed (no ``oja_clip`` in its hyper-parameters)
+        # continues as it was trained: uncapped (tests/data/oja_son_v1)
+        if "oja_clip" not in meta.get("hyper", {}):
+            meta = dict(meta, hyper=dict(meta["hyper"], oja_clip=0.0))
+        return super().from_state(meta, arrays)
 
     @classmethod
     def default_hyper(cls, name):
@@ -166,6 +185,10 @@ class OjaSON(Learner):
         self.max_cond = float(h["max_cond"])
         self.step_power = float(h["step_power"])
         self.invariant = not bool(h["no_invariant"])
+        oc = h["oja_clip"]
+        self.oja_clip = float(oc if oc is not None else (OJA_CLIP if self.sketch_avg else 0.0))
+        if not self.oja_clip >= 0:
+            raise ValueError(f"--oja_clip must be >= 0, got {self.oja_clip}")
         if not self.alpha > 0:
             raise ValueError(f"--alpha must be > 0, got {self.alpha}")
         if not self.sigma_eta >= 0:
@@ -205,7 +228,8 @@ class OjaSON(Learner):
         scratch = _kernels.SonScratch(np.empty(maxs, np.int64), np.empty(maxs), np.empty(maxs))
         hyper = _kernels.SonHyper(self.mask, self.loss.code, self.alpha, self.sigma_eta, self.gamma_c,
                                   self.gamma_t0, self.proj_c, self.diag, self.diag_vw, self.max_cond,
-                                  self.sketch_avg, self.step_power, self.precond, self.dpow, self.invariant)
+                                  self.sketch_avg, self.step_power, self.precond, self.dpow, self.invariant,
+                                  self.oja_clip)
         fields = _kernels.SonState._fields
         start = 0
         while True:
@@ -259,25 +283,64 @@ class OjaSON(Learner):
         order = occ[np.argsort(self.keys[occ], kind="stable")]
         return {"keys": self.keys[order], "rows": self.tab[order], **{f: getattr(self, f) for f in _SMALL_STATE}}
 
+    @classmethod
+    def _m(cls, hyper) -> int:
+        m = hyper.get("sketch_size")
+        m = cls.default_hyper("sketch_size") if m is None else int(m)
+        require(m >= 0, f"sketch_size {m} is negative")
+        return m
+
+    @classmethod
+    def saved_shapes(cls, hyper):
+        m = cls._m(hyper)
+        return {"ints": ((5,), np.int64), "flt": ((3,), np.float64), "F": ((m, m), np.float64),
+                "K": ((m, m), np.float64), "lam": ((m,), np.float64), "b": ((m,), np.float64),
+                "assigned": ((m,), np.int64)}
+
+    @classmethod
+    def build_bytes(cls, hyper):
+        """The two ``m x m`` identities (a page a row) and the m-vectors."""
+        m = cls._m(hyper)
+        return 2 * min(m * m * 8, m * 4096) + 8 * m * 8
+
     def _load_arrays(self, arrays):
+        """Load the saved state, checking what the kernels index with: the counters (examples,
+        sketch rows assigned within 0..m, stored features = the number of keys), the keys
+        (distinct, ascending, within the mask: the hash table is rebuilt from them) and the rows
+        (one per key, this model's columns)."""
         m = self.m
-        shapes = {"ints": ((5,), np.int64), "flt": ((3,), np.float64), "F": ((m, m), np.float64),
-                  "K": ((m, m), np.float64), "lam": ((m,), np.float64), "b": ((m,), np.float64),
-                  "assigned": ((m,), np.int64)}
-        for k in _SMALL_STATE:
-            shape, dt = shapes[k]
-            a = np.asarray(arrays[k])
-            if a.shape != shape or a.dtype != dt:
-                raise ValueError(f"array {k}: shape/dtype {a.shape}/{a.dtype} does not fit {shape}/{np.dtype(dt)}")
-            setattr(self, k, np.array(a, copy=True))
-        keys = np.asarray(arrays["keys"], np.int64)
-        rows = np.asarray(arrays["rows"], np.float64)
-        if rows.shape != (len(keys), self.ncol) or (len(keys) and (keys.min() < 0 or keys.max() > self.mask)):
-            raise ValueError("arrays keys/rows do not fit this model")
-        if len(keys) != int(self.ints[2]):
-            raise ValueError("array keys: count differs from the stored feature count")
+        for k, (shape, dt) in self.saved_shapes(self.hyper).items():
+            require(k in arrays, f"array {k} is missing")
+            setattr(self, k, adopt(k, arrays[k], shape, dt))
+        for k in ("keys", "rows"):
+            require(k in arrays, f"array {k} is missing")
+        keys, rows = arrays["keys"], arrays["rows"]
+        require(np.dtype(keys.dtype) == np.int64 and np.dtype(rows.dtype) == np.float64
+                and len(keys.shape) == 1 and tuple(rows.shape) == (keys.shape[0], self.ncol),
+                f"arrays keys/rows do not fit this model (shapes/dtypes {tuple(keys.shape)}/{keys.dtype}, "
+                f"{tuple(rows.shape)}/{rows.dtype}; {self.ncol} columns)")
+        keys = adopt("keys", keys)
+        rows = adopt("rows", rows)
+        require(not len(keys) or (keys[0] >= 0 and keys[-1] <= self.mask and (np.diff(keys) > 0).all()),
+                f"array keys: not distinct ascending features within 0..{self.mask}")
+        t, na, nocc, nremat, tlast = (int(x) for x in self.ints)
+        require(nocc == len(keys), "array keys: count differs from the stored feature count")
+        require(t >= 0 and 0 <= na <= m and nremat >= 0 and 0 <= tlast <= t,
+                f"array ints: counters {list(self.ints)} out of range (sketch size {m})")
+        a = self.assigned
+        require(((a[:na] >= 0) & (a[:na] <= self.mask)).all() and (a[na:] == -1).all(),
+                "array assigned: not the features of the assigned sketch rows, then -1")
+        require(self.flt[0] >= 0 and self.flt[1] <= self.flt[2], "array flt: a negative bound or label range")
         cap = MIN_CAP
         while len(keys) > (cap >> 1):
             cap <<= 1
         self._alloc_table(cap)
-        _kernels.rehash(keys.copy(), np.ascontiguousarray(rows), self.keys, self.tab, self.shift)
+        _kernels.rehash(np.array(keys, np.int64), rows, self.keys, self.tab, self.shift)
+
+
+def _eye(m: int) -> np.ndarray:
+    """``np.eye(m)`` whose zero pages stay non-resident (numpy's huge pages would make a large
+    identity fully resident: 1 GB at m = 12,000)."""
+    out = lazy_zeros((m, m), np.float64)
+    out[np.arange(m), np.arange(m)] = 1.0
+    return out

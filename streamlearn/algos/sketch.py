@@ -35,7 +35,7 @@ import numpy as np
 
 from ..batch import Batch, concat_batches, empty_batch
 from ..kernels import kernel_array, lazy
-from .base import Learner, Param, lazy_copy, lazy_zeros
+from .base import COMMON_PARAMS, Learner, Param, adopt, lazy_zeros, require
 
 __all__ = ["SketchLearner", "SKETCH_PARAMS", "MINIBATCH_PARAM", "NAME_BYTES", "HLL_BITS", "hll_estimate"]
 
@@ -124,37 +124,13 @@ class SketchLearner(Learner):
     def __init__(self, **hyper):
         super().__init__(**hyper)
         h = self.hyper
-        K = int(h["oaa"] or 0)  # --oaa is a common option (base.COMMON_PARAMS)
-        if K < 0 or K == 1:
-            raise ValueError("--oaa must be 0 (binary / regression) or at least 2")
+        K, self.kc, R, W, k = self._dims(h)
         self.n_classes = K
         self.multiclass = K > 0
-        self.kc = max(1, K)
-        R = int(h["sketch_rows"])
-        if R < 1:
-            raise ValueError("--sketch_rows must be at least 1")
-        W, B = int(h["sketch_width"]), int(h["sketch_bytes"])
-        if W < 0 or B < 0:
-            raise ValueError("--sketch_width and --sketch_bytes must be >= 0 (0: not given)")
-        if W and B:
-            raise ValueError("give --sketch_width or --sketch_bytes, not both")
-        if W <= 0:
-            W = B // (8 * R * self.kc) if B > 0 else (1 << min(self.bits, DEFAULT_CELLS_BITS)) // R
-        if W < 1 or W >= 1 << 32:
-            raise ValueError(f"sketch width {W} out of range (1 .. 2^32-1)")
         self.R, self.W = R, W
-        k = int(h["top_k"])
-        if k < 1:
-            raise ValueError("--top_k must be at least 1")
         self.k = k
         self.sketch = lazy_zeros((self.kc, R, W), np.float64)  # untouched pages never resident
-        self.seeds = np.zeros((R, 2), np.uint32)  # [row, 0] bucket seed, [row, 1] sign seed
-        import mmh3  # only a few seeds, computed once
-        # --random_seed (0 by default: the hash functions of --sketch_seed alone) moves every one
-        seed = (int(h["sketch_seed"]) + 0x9E3779B1 * int(h["random_seed"])) & 0xFFFFFFFF
-        for r in range(R):
-            for role in range(2):
-                self.seeds[r, role] = mmh3.hash(struct.pack("<II", r, role), seed, signed=False)
+        self.seeds = self._seeds()  # [row, 0] bucket seed, [row, 1] sign seed
         T = _pow2_at_least(2 * k)
         self.hkeys = np.zeros((self.kc, k), np.uint32)
         self.hw = np.zeros((self.kc, k), np.float64)
@@ -169,6 +145,81 @@ class SketchLearner(Learner):
         self.lrange = np.zeros(2, np.float64)  # squared loss: label range learned so far
         self._pending: Batch | None = None
         self._apply_hyper()
+
+    @classmethod
+    def _dims(cls, hyper):
+        """``(K, kc, R, W, k)`` of the hyper-parameters (``ValueError`` when out of range):
+        ``--oaa K`` (0: binary), ``kc = max(1, K)`` sketches and heaps, ``R x W`` cells each,
+        heaps of ``k``."""
+        h = {p.name: p.default for p in COMMON_PARAMS + cls.PARAMS}
+        h.update({n: v for n, v in hyper.items() if v is not None})
+        K = int(h["oaa"] or 0)  # --oaa is a common option (base.COMMON_PARAMS)
+        if K < 0 or K == 1:
+            raise ValueError("--oaa must be 0 (binary / regression) or at least 2")
+        kc = max(1, K)
+        R = int(h["sketch_rows"])
+        if R < 1:
+            raise ValueError("--sketch_rows must be at least 1")
+        W, B = int(h["sketch_width"]), int(h["sketch_bytes"])
+        if W < 0 or B < 0:
+            raise ValueError("--sketch_width and --sketch_bytes must be >= 0 (0: not given)")
+        if W and B:
+            raise ValueError("give --sketch_width or --sketch_bytes, not both")
+        if W <= 0:
+            bits = int(h["bit_precision"])
+            W = B // (8 * R * kc) if B > 0 else (1 << min(max(bits, 1), DEFAULT_CELLS_BITS)) // R
+        if W < 1 or W >= 1 << 32:
+            raise ValueError(f"sketch width {W} out of range (1 .. 2^32-1)")
+        k = int(h["top_k"])
+        if k < 1:
+            raise ValueError("--top_k must be at least 1")
+        return K, kc, R, W, k
+
+    def _seeds(self) -> np.ndarray:
+        """The Count Sketch's hash seeds, ``(R, 2)``: ``[row, 0]`` bucket, ``[row, 1]`` sign."""
+        import mmh3  # only a few seeds, computed once
+        h = self.hyper
+        seeds = np.zeros((self.R, 2), np.uint32)
+        # --random_seed (0 by default: the hash functions of --sketch_seed alone) moves every one
+        seed = (int(h["sketch_seed"]) + 0x9E3779B1 * int(h["random_seed"])) & 0xFFFFFFFF
+        for r in range(self.R):
+            for role in range(2):
+                seeds[r, role] = mmh3.hash(struct.pack("<II", r, role), seed, signed=False)
+        return seeds
+
+    def _check_counters(self) -> None:
+        """Learner-specific checks of a loaded ``counters`` (BEAR: the ring's head and count)."""
+
+    def _check_pending(self, pend: dict) -> None:
+        """Check the saved pending minibatch (rows learned by the next call) and keep it."""
+        off, nnz = pend["offsets"], len(pend["indices"])
+        n = len(off) - 1
+        require(off[0] == 0 and off[-1] == nnz and (np.diff(off) >= 0).all() and len(pend["values"]) == nnz,
+                "pending minibatch: offsets do not fit its indices / values")
+        for f in ("labels", "weights", "lines"):
+            require(len(pend[f]) == n, f"pending minibatch: {f} has {len(pend[f])} rows, not {n}")
+        lab, wt = pend["labels"], pend["weights"]
+        require(not np.isnan(lab).any() and (self.bad_labels(lab) is None or not self.bad_labels(lab).any()),
+                "pending minibatch: a label the learner cannot learn from")
+        require((wt >= 0).all(), "pending minibatch: a negative importance weight")
+        kw = {}
+        if len(pend["name_start"]):
+            L = len(pend["text"])
+            for a, b in (("name_start", "name_end"), ("ns_start", "ns_end")):
+                st, en = pend[a], pend[b]
+                if a == "ns_start" and not len(st) and not len(en):
+                    continue
+                require(len(st) == nnz and len(en) == nnz, f"pending minibatch: {a} / {b} do not fit its entries")
+                known = st >= 0
+                require(((st >= -1) & (~known | ((st <= en) & (en <= L)))).all(),
+                        f"pending minibatch: {a} / {b} outside its text")
+            kw = {f: pend[f] for f in ("text", "name_start", "name_end")}
+            if len(pend["ns_start"]):
+                kw.update(ns_start=pend["ns_start"], ns_end=pend["ns_end"])
+        else:
+            require(not len(pend["ns_start"]) and not len(pend["name_end"]),
+                    "pending minibatch: namespace spans without name spans")
+        self._pending = Batch(*(pend[f] for f in _PEND_FIELDS[:5]), lines=pend["lines"], **kw)
 
     # -- hyper-parameters ---------------------------------------------------------------------
     @classmethod
@@ -347,20 +398,88 @@ class SketchLearner(Learner):
             a["pend_" + f] = np.asarray(x, dt)
         return a
 
+    # the state's fields in the order of SketchState (kept here: no numba import to load a model)
+    _STATE_FIELDS = ("sketch", "seeds", "hkeys", "hw", "htpos", "hname", "htbl", "hsize", "names", "name_len",
+                     "hll", "counters", "lrange")
+
+    @classmethod
+    def saved_shapes(cls, hyper):
+        K, kc, R, W, k = cls._dims(hyper)
+        T = _pow2_at_least(2 * k)
+        out = {"sketch": ((kc, R, W), np.float64), "seeds": ((R, 2), np.uint32), "htbl": ((kc, T), np.int32),
+               "hsize": ((kc,), np.int64), "names": ((kc, k, NAME_BYTES), np.uint8),
+               "hll": ((1 << HLL_BITS,), np.uint8), "counters": ((4,), np.int64), "lrange": ((2,), np.float64)}
+        for f, dt in (("hkeys", np.uint32), ("hw", np.float64), ("htpos", np.int32), ("hname", np.int32),
+                      ("name_len", np.int32)):
+            out[f] = ((kc, k), dt)
+        return out
+
+    @classmethod
+    def build_bytes(cls, hyper):
+        """The heap's name ids and position map (filled at construction), the seeds (one hash
+        each) and the heap arrays the kernels touch as members enter."""
+        K, kc, R, W, k = cls._dims(hyper)
+        return kc * (k * 4 * 5 + _pow2_at_least(2 * k) * 4) + R * 256
+
     def _load_arrays(self, arrays):
-        for f in _kernels.SketchState._fields:
-            a = np.asarray(arrays[f])
+        """Load the saved state, checking every index the kernels follow: heap sizes within
+        ``k``, name ids a permutation, distinct heap keys, the position map (``htbl`` / ``htpos``)
+        a valid linear-probing table of exactly the heap's members (so ``tbl_find`` ends and
+        never leaves the arrays), the seeds those of the hyper-parameters, the counters, and the
+        pending minibatch a valid batch of learnable rows."""
+        for f in self._STATE_FIELDS:
             cur = getattr(self, f)
-            if a.shape != cur.shape or a.dtype != cur.dtype:
-                raise ValueError(f"array {f}: shape/dtype {a.shape}/{a.dtype} does not fit "
-                                 f"{cur.shape}/{cur.dtype}")
-            setattr(self, f, lazy_copy(a) if f == "sketch" else np.array(a, copy=True))
-        pend = {f: np.array(arrays["pend_" + f], dt) for f, dt in zip(_PEND_FIELDS, _PEND_DTYPES)}
+            require(f in arrays, f"array {f} is missing")
+            setattr(self, f, adopt(f, arrays[f], cur.shape, cur.dtype))
+        require(np.array_equal(self.seeds, self._seeds()),
+                "array seeds: not the Count Sketch seeds of --sketch_seed / --random_seed")
+        k = self.k
+        require(((self.hsize >= 0) & (self.hsize <= k)).all(), f"array hsize: a heap size outside 0..{k}")
+        require(((self.name_len >= 0)).all(), "array name_len: a negative length")
+        ids = np.sort(self.hname, axis=1)
+        require((ids == np.arange(k, dtype=np.int32)[None, :]).all(),
+                "array hname: the name ids are not a permutation of 0..top_k-1")
+        for c in range(self.kc):
+            _check_position_map(c, int(self.hsize[c]), self.hkeys[c], self.htpos[c], self.htbl[c])
+        cnt = self.counters
+        require((cnt >= 0).all(), "array counters: a negative counter")
+        self._check_counters()
+        require(self.lrange[0] <= self.lrange[1], "array lrange: min above max")
+        require(int(self.hll.max()) <= 33 - HLL_BITS, f"array hll: a register above {33 - HLL_BITS} (a 32-bit hash's rank)")
+        pend = {}
+        for f, dt in zip(_PEND_FIELDS, _PEND_DTYPES):
+            require("pend_" + f in arrays, f"array pend_{f} is missing")
+            a = arrays["pend_" + f]
+            require(len(a.shape) == 1 and np.dtype(a.dtype) == np.dtype(dt),
+                    f"array pend_{f}: shape/dtype {tuple(a.shape)}/{a.dtype} is not 1-D {np.dtype(dt)}")
+            pend[f] = adopt("pend_" + f, a)
         self._pending = None
         if len(pend["offsets"]) > 1:
-            kw = {}
-            if len(pend["name_start"]):
-                kw = {f: pend[f] for f in ("text", "name_start", "name_end")}
-                if len(pend["ns_start"]):
-                    kw.update(ns_start=pend["ns_start"], ns_end=pend["ns_end"])
-            self._pending = Batch(*(pend[f] for f in _PEND_FIELDS[:5]), lines=pend["lines"], **kw)
+            self._check_pending(pend)
+
+
+_FIB = 0x9E3779B1
+
+
+def _check_position_map(c: int, n: int, hkeys, htpos, htbl) -> None:
+    """``ValueError`` unless class ``c``'s heap of ``n`` members (``hkeys[:n]``, distinct) and its
+    position map form the open-addressing table the kernels assume (``_sketch_kernels``: linear
+    probing from ``home(key)``, no tombstones): ``htbl`` holds -1 or a member's slot, each member
+    exactly once, at ``htpos[slot]``, and no empty entry lies between a member's home and its
+    entry (else ``tbl_find`` would miss it). Vectorised: load time only."""
+    T = htbl.shape[0]
+    tmask = T - 1
+    keys = hkeys[:n].astype(np.int64)
+    require(len(np.unique(keys)) == n, f"array hkeys: class {c}: a feature twice in the heap")
+    require(((htbl >= -1) & (htbl < n)).all(), f"array htbl: class {c}: an entry outside -1..{n - 1}")
+    occ = np.flatnonzero(htbl >= 0)
+    require(len(occ) == n, f"array htbl: class {c}: {len(occ)} entries for {n} heap members")
+    pos = htpos[:n].astype(np.int64)
+    require(((pos >= 0) & (pos < T)).all(), f"array htpos: class {c}: a position outside 0..{T - 1}")
+    require((htbl[pos] == np.arange(n)).all(), f"array htpos: class {c}: does not point at its htbl entries")
+    home = ((((keys.astype(np.uint64) * np.uint64(_FIB)) & np.uint64(0xFFFFFFFF)) >> np.uint64(8))
+            .astype(np.int64) & tmask)
+    empty = np.concatenate([[0], np.cumsum(np.tile(htbl < 0, 2))])  # empties in [0, i) of two laps
+    end = np.where(pos >= home, pos, pos + T)  # probe path home .. pos, wrapping once
+    require((empty[end + 1] - empty[home] == 0).all(),
+            f"array htbl: class {c}: a member not reachable from its hash's home entry")

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..kernels import lazy
 from ..memory import PageSet
-from .base import Learner, lazy_zeros
+from .base import COMMON_PARAMS, Learner, adopting, all_nonnegative, check_saved_arrays, check_saved_meta, lazy_zeros, require
 from .losses import Loss
 from .multiclass import class_bits, class_label_mask
 
@@ -156,10 +156,13 @@ class SoftmaxAdaGrad(Learner):
 
     def _load_arrays(self, arrays):
         K = self.n_classes
+        for k in ("G", "N", "scal"):  # the kernel divides by sqrt(G), N and sqrt(sum h / sum ...)
+            require(k not in arrays or all_nonnegative(arrays[k]), f"array {k}: a negative entry")
         for k in ("W", "G", "N", "scal"):
             cur = getattr(self, k)
+            require(k in arrays, f"array {k} is missing")
             setattr(self, k, self.pages.load(k, arrays[k], cur.shape, cur.dtype, width=K if k in ("W", "G") else 1,
-                                             track=k != "scal"))
+                                             track=k != "scal", owned=adopting()))
 
     def state_dict(self):
         meta, arrays = super().state_dict()
@@ -168,7 +171,17 @@ class SoftmaxAdaGrad(Learner):
 
     @classmethod
     def restore(cls, base_cls, meta, arrays):
-        obj = cls(base_cls, **meta["hyper"])
+        """The learner :meth:`state_dict` saved; the tables' shapes (``2^(b - ceil(log2 K))`` rows
+        of K) are checked before they are built, and their floats are finite; the kernel indexes
+        them with ``hash & row_mask`` only."""
+        hyper = check_saved_meta(COMMON_PARAMS + base_cls.PARAMS, meta)
+        K, b = hyper.get("oaa"), hyper.get("bit_precision", 18)
+        require(isinstance(K, int) and K >= 2, f"oaa {K!r} is not a class count >= 2")
+        require(1 <= b <= 32 and b - class_bits(K) >= 1, f"-b {b} does not fit --oaa {K}")
+        check_saved_arrays(arrays, {"W": (((1 << (b - class_bits(K))) * K,), np.float32),
+                                    "G": (((1 << (b - class_bits(K))) * K,), np.float32),
+                                    "scal": ((2,), np.float64)})
+        obj = cls(base_cls, **hyper)
         obj.examples_learned = int(meta.get("examples_learned", 0))
         obj._load_arrays(arrays)
         return obj

@@ -155,64 +155,229 @@ def all_finite(a) -> bool:
     return True
 
 
+#: a header longer than this is refused before it is read from a stream (a file's own size bounds it)
+MAX_HEADER_BYTES = 256 << 20
+#: at most this many dimensions per array, and this many arrays (a --oaa model has ~20 per class)
+MAX_NDIM = 8
+_INDEX_DTYPES = {"uint32", "uint64"}
+_CHUNK = 1 << 20
+
+
+def _bad(path, why):
+    return ModelFileError(f"{path}: model file header is malformed ({why})")
+
+
+def _reject_constant(name):
+    raise ValueError(f"{name} is not a number a model file holds")
+
+
+def _parse_header(path: str, hb: bytes) -> dict:
+    """The header JSON as a dict, or :class:`ModelFileError`: not JSON, NaN / Infinity anywhere
+    (a counter or hyper-parameter that is not finite), nesting too deep, not an object."""
+    try:
+        header = json.loads(hb, parse_constant=_reject_constant)
+    except RecursionError:
+        raise _bad(path, "nested too deeply") from None
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, NaN / Infinity
+        what = str(e) if "not a number" in str(e) else "not valid JSON"
+        raise ModelFileError(f"{path}: model file header is {what}") from None
+    if not isinstance(header, dict):
+        raise _bad(path, "not a JSON object")
+    return header
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _check_layout(path: str, header: dict) -> int:
+    """Check the header's fields and every array entry against the format (types, known
+    dtypes and encodings, shapes, byte counts that match the shape, arrays laid out one after
+    another from offset 0) before anything is allocated; returns the payload's length."""
+    if not _is_int(header.get("format_version")):
+        raise _bad(path, "format_version is not an integer")
+    if not isinstance(header.get("algo"), str):
+        raise _bad(path, f"algo is {type(header.get('algo')).__name__}, not a string")
+    for k in ("meta", "reader"):
+        if not isinstance(header.get(k, {}), dict):
+            raise _bad(path, f"{k} is not an object")
+    entries = header.get("arrays")
+    if not isinstance(entries, list):
+        raise _bad(path, "arrays is not a list")
+    seen, off = set(), 0
+    for e in entries:
+        if not isinstance(e, dict) or not isinstance(e.get("name"), str):
+            raise _bad(path, "an array entry without a name")
+        name = e["name"]
+        if name in seen:
+            raise _bad(path, f"array {name!r} twice")
+        seen.add(name)
+        dt, shape, enc = e.get("dtype"), e.get("shape"), e.get("encoding")
+        if not isinstance(dt, str) or dt not in _ALLOWED_DTYPES:
+            raise ModelFileError(f"{path}: array {name!r} has unsupported dtype {dt}")
+        if not isinstance(shape, list) or len(shape) > MAX_NDIM or not all(_is_int(d) and d >= 0 for d in shape):
+            raise _bad(path, f"array {name!r}: shape {shape!r}")
+        if not _is_int(e.get("offset")) or not _is_int(e.get("nbytes")):
+            raise _bad(path, f"array {name!r}: offset / nbytes not integers")
+        if e["offset"] != off:
+            raise _bad(path, f"array {name!r}: offset {e['offset']}, expected {off} (arrays are stored in order)")
+        size = 1
+        for d in shape:
+            size *= d
+        item = np.dtype(dt).itemsize
+        if enc == "raw":
+            want = size * item
+        elif enc == "sparse":
+            nnz, idt = e.get("nnz"), e.get("index_dtype")
+            if not _is_int(nnz) or not 0 <= nnz <= size:
+                raise _bad(path, f"array {name!r}: nnz {nnz!r} for {size} entries")
+            if idt not in _INDEX_DTYPES:
+                raise _bad(path, f"array {name!r}: index dtype {idt!r} (uint32 or uint64)")
+            want = nnz * (np.dtype(idt).itemsize + item)
+        else:
+            raise ModelFileError(f"{path}: unknown array encoding {enc!r}")
+        if e["nbytes"] != want:
+            raise _bad(path, f"array {name!r}: {e['nbytes']} bytes stored, its shape needs {want}")
+        off += want
+    return off
+
+
+def _read_exact(f, n: int) -> bytes:
+    """``n`` bytes from ``f`` (fewer only at the end of the file)."""
+    parts, got = [], 0
+    while got < n:
+        b = f.read(min(n - got, _CHUNK))
+        if not b:
+            break
+        parts.append(b)
+        got += len(b)
+    return b"".join(parts)
+
+
+def _read_into(f, a: np.ndarray) -> bool:
+    """Fill ``a``'s bytes from ``f``; False at a premature end of the file."""
+    buf = a.reshape(-1).view(np.uint8)
+    got, n = 0, buf.size
+    while got < n:
+        k = f.readinto(buf[got:min(n, got + _CHUNK)])
+        if not k:
+            return False
+        got += k
+    return True
+
+
+def _hash_file(f, n: int):
+    """SHA-256 of the next ``n`` bytes of ``f`` (in chunks: no copy of the file in memory)."""
+    h = hashlib.sha256()
+    left = n
+    while left > 0:
+        b = f.read(min(left, _CHUNK))
+        if not b:
+            return None
+        h.update(b)
+        left -= len(b)
+    return h.digest()
+
+
 def read_model(path: str, sparse: bool = False):
     """Read and verify a model file; returns ``(header, arrays)``. With ``sparse``, arrays
-    stored sparse come back as :class:`~streamlearn.memory.SparseTable` (what the learners'
-    ``from_state`` take: a ``-b 32`` table loads in O(non-zeros)); else as dense arrays.
+    stored sparse come back as :class:`~streamlearn.memory.SparseTable` (of the stored shape;
+    what the learners' ``from_state`` take: a ``-b 32`` table loads in O(non-zeros), and a
+    declared shape is checked before it is allocated); else as dense arrays.
+
+    The file is untrusted input: the magic is read from its first bytes (``/dev/zero`` is
+    refused at once), the checksum is verified, then the header is checked against the format
+    before anything it declares is allocated (dtypes, shapes, byte counts, the arrays' layout,
+    the file's size, no NaN / Infinity, bounded nesting), and the arrays are read straight into
+    their own buffers, so loading costs the file's size in memory, not a multiple of it.
 
     Raises :class:`ModelFileError` (one clear sentence naming the file) when the file is
     missing, not a streamlearn model, of a format no longer read or written by a newer one,
-    truncated or corrupt.
+    truncated, corrupt or malformed.
     """
+    import io
+    import stat
+
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        f = open(path, "rb")
     except OSError as e:
         raise ModelFileError(f"{path}: cannot read model file: {e.strerror or e}") from None
-    if len(data) < 20 or data[:8] != MAGIC:
-        raise ModelFileError(f"{path}: not a streamlearn model file")
-    version, hlen = struct.unpack_from("<IQ", data, 8)
-    if version > FORMAT_VERSION:
-        raise ModelFileError(f"{path}: model format version {version} is newer than this streamlearn "
-                             f"({__version__}) reads (<= {FORMAT_VERSION}); upgrade streamlearn")
-    if version < FORMAT_VERSION:
-        raise ModelFileError(f"{path}: model file format {version} is no longer read; re-train")
-    if len(data) < 20 + hlen + 32:
-        raise ModelFileError(f"{path}: model file is truncated")
-    if hashlib.sha256(data[:-32]).digest() != data[-32:]:
-        raise ModelFileError(f"{path}: model file is corrupt (checksum mismatch)")
     try:
-        header = json.loads(data[20:20 + hlen])
-    except ValueError:
-        raise ModelFileError(f"{path}: model file header is not valid JSON") from None
-    base = 20 + hlen
-    payload_end = len(data) - 32
-    arrays = {}
-    try:
-        for e in header["arrays"]:
-            if e["dtype"] not in _ALLOWED_DTYPES:
-                raise ModelFileError(f"{path}: array {e['name']!r} has unsupported dtype {e['dtype']}")
-            start, end = base + e["offset"], base + e["offset"] + e["nbytes"]
-            if end > payload_end:
-                raise ModelFileError(f"{path}: model file is truncated")
-            buf = data[start:end]
-            dt = np.dtype(e["dtype"])
-            shape = tuple(e["shape"])
-            if e["encoding"] == "raw":
-                a = np.frombuffer(buf, dtype=dt).reshape(shape).copy()
-            elif e["encoding"] == "sparse":
-                idt = np.dtype(e["index_dtype"])
-                nnz = e["nnz"]
-                idx = np.frombuffer(buf, dtype=idt, count=nnz)
-                vals = np.frombuffer(buf, dtype=dt, offset=nnz * idt.itemsize, count=nnz)
-                if sparse and len(shape) == 1:
-                    a = SparseTable(shape[0], dt, idx.copy(), vals.copy())
-                else:
-                    a = lazy_zeros(shape, dt)  # a -b 28 table: only its non-zeros become resident
-                    a.reshape(-1)[idx] = vals
-            else:
-                raise ModelFileError(f"{path}: unknown array encoding {e['encoding']!r}")
-            arrays[e["name"]] = a
-    except (KeyError, TypeError, ValueError) as ex:
-        raise ModelFileError(f"{path}: model file header is malformed ({ex})") from None
+        with f:
+            st = os.fstat(f.fileno())
+            regular = stat.S_ISREG(st.st_mode)
+            head = _read_exact(f, 20)
+            if len(head) < 20 or head[:8] != MAGIC:
+                raise ModelFileError(f"{path}: not a streamlearn model file")
+            version, hlen = struct.unpack_from("<IQ", head, 8)
+            if version > FORMAT_VERSION:
+                raise ModelFileError(f"{path}: model format version {version} is newer than this streamlearn "
+                                     f"({__version__}) reads (<= {FORMAT_VERSION}); upgrade streamlearn")
+            if version < FORMAT_VERSION:
+                raise ModelFileError(f"{path}: model file format {version} is no longer read; re-train")
+            if regular:
+                size = st.st_size
+                if size < 20 + hlen + 32:
+                    raise ModelFileError(f"{path}: model file is truncated")
+                f.seek(0)
+                if _hash_file(f, size - 32) != _read_exact(f, 32):
+                    raise ModelFileError(f"{path}: model file is corrupt (checksum mismatch)")
+                f.seek(20)
+                hb = _read_exact(f, hlen)
+                header = _parse_header(path, hb)
+                payload = _check_layout(path, header)
+                if 20 + hlen + payload + 32 != size:
+                    raise ModelFileError(f"{path}: model file is truncated" if 20 + hlen + payload + 32 > size else
+                                         f"{path}: model file header is malformed (the arrays it lists end "
+                                         f"{size - 52 - hlen - payload} bytes before the checksum)")
+                src = f
+                arrays = _read_arrays(path, src, header, sparse)
+            else:  # a pipe or a device: the header says how much to read, the checksum comes last
+                if hlen > MAX_HEADER_BYTES:
+                    raise ModelFileError(f"{path}: model file header is malformed ({hlen} bytes long)")
+                hb = _read_exact(f, hlen)
+                if len(hb) < hlen:
+                    raise ModelFileError(f"{path}: model file is truncated")
+                header = _parse_header(path, hb)
+                payload = _check_layout(path, header)
+                body = _read_exact(f, payload + 32)
+                if len(body) < payload + 32:
+                    raise ModelFileError(f"{path}: model file is truncated")
+                if f.read(1):
+                    raise ModelFileError(f"{path}: model file is corrupt (data after the checksum)")
+                if hashlib.sha256(head + hb + body[:payload]).digest() != body[payload:]:
+                    raise ModelFileError(f"{path}: model file is corrupt (checksum mismatch)")
+                src = io.BytesIO(body)
+                del body
+                arrays = _read_arrays(path, src, header, sparse)
+    except MemoryError:
+        raise ModelFileError(f"{path}: model file needs more memory than this machine has") from None
+    except OSError as e:
+        raise ModelFileError(f"{path}: cannot read model file: {e.strerror or e}") from None
     return header, arrays
+
+
+def _read_arrays(path: str, f, header: dict, sparse: bool) -> dict:
+    """The arrays of a checked header, read from ``f`` (at the payload's start) into buffers of
+    their own (writable, owned: a learner may keep them without a copy)."""
+    arrays = {}
+    for e in header["arrays"]:
+        dt = np.dtype(e["dtype"])
+        shape = tuple(e["shape"])
+        if e["encoding"] == "raw":
+            a = np.empty(shape, dt)
+            if not _read_into(f, a):
+                raise ModelFileError(f"{path}: model file is truncated")
+        else:
+            nnz = e["nnz"]
+            idx = np.empty(nnz, np.dtype(e["index_dtype"]))
+            vals = np.empty(nnz, dt)
+            if not (_read_into(f, idx) and _read_into(f, vals)):
+                raise ModelFileError(f"{path}: model file is truncated")
+            size = int(np.prod(shape, dtype=object)) if shape else 1
+            if nnz and (int(idx[-1]) >= size or (nnz > 1 and not (idx[1:] > idx[:-1]).all())):
+                raise ModelFileError(f"{path}: array {e['name']!r}: sparse indices out of range or not ascending")
+            t = SparseTable(size, dt, idx, vals, shape=shape)
+            a = t if sparse else t.dense()
+        arrays[e["name"]] = a
+    return arrays
