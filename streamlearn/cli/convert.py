@@ -8,8 +8,8 @@ __all__ = ["convert"]
 
 @click.command(short_help="Convert VW text / LIBSVM to Parquet.")
 @click.argument("inputs", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
-              help="The Parquet file to write (atomically: temporary file + rename).")
+@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="The Parquet file to write (atomically: temporary file + rename; '-' = stdout).")
 @click.option("--format", "fmt", type=click.Choice(["auto", "vw", "libsvm"]), default="auto",
               show_default=True, help="Input format (auto: sniffed from the first line).")
 @click.option("--row_group_size", "--row-group-size", "row_group_size", type=click.IntRange(min=1),
