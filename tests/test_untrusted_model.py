@@ -18,7 +18,6 @@ death, an out-of-bounds access, a hang, or memory beyond a small multiple of the
 from __future__ import annotations
 
 import faulthandler
-import json
 import os
 import resource
 import subprocess
@@ -32,7 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import CLI_CMD, ROOT, _invoke_cli, cli_env
-from model_tamper import decode, parse, raw_arrays, tamper
+from model_tamper import parse, raw_arrays, tamper
 from streamlearn.errors import ConfigError, ModelFileError, StreamlearnError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
