@@ -291,7 +291,7 @@ def _strings(arr):
 
 
 def _convert(rb, plan, cfg, src, first_row, keep_names):
-    from ._parquet_codes import ROW_INF_VALUE, ROW_QUADRATIC_OVERFLOW
+    from ._parquet_codes import ROW_INF_VALUE, ROW_QUADRATIC_OVERFLOW, ROW_TOO_MANY_FEATURES
 
     inter = cfg.inter
 
@@ -308,6 +308,10 @@ def _convert(rb, plan, cfg, src, first_row, keep_names):
         nf = ~np.isfinite(weights) & _valid(col[plan.weight])
         if nf.any():
             bad_rows.append((nf, "importance weight (column 'weight') is NaN or infinite"))
+        neg = weights < 0  # NaN (null or bad) compares False
+        if neg.any():
+            bad_rows.append((neg, "negative importance weight (column 'weight'; use 0 to hold an "
+                             "example out of training, as VW says)"))
         if np.isnan(weights).any():  # null = 1 (bad rows are dropped below)
             weights = np.where(np.isnan(weights), 1.0, weights)
     else:
@@ -334,6 +338,9 @@ def _convert(rb, plan, cfg, src, first_row, keep_names):
         if raw.dtype.kind == "i" and len(raw) and raw.min() < 0:
             bad_rows.append((_rows_holding(raw < 0, s, e), "Parquet column 'indices' holds a "
                              "negative index; expected feature hashes in [0, 2**32)"))
+        if raw.dtype.kind in "iu" and raw.dtype.itemsize > 4 and len(raw) and raw.max() > 0xFFFFFFFF:
+            bad_rows.append((_rows_holding(raw > 0xFFFFFFFF, s, e), "Parquet column 'indices' holds "
+                             "an index beyond 4294967295; expected feature hashes in [0, 2**32)"))
         idx = raw if raw.dtype == np.uint32 else raw.astype(np.uint32)
         vals = _float64(va.values, src, "values")
         m = _pos_map(s, e, s2, len(idx))
@@ -428,7 +435,7 @@ def _convert(rb, plan, cfg, src, first_row, keep_names):
     terms, toff = inter.arrays(np.unique(flet) if inter.wildcard else None)
     offsets, indices, values, srcpos, row_status = kernels.assemble_rows(
         np.ascontiguousarray(starts), np.ascontiguousarray(ends), fidx, fval, flet, terms, toff,
-        inter.nsflags, bool(cfg.constant), bool(keep_names))
+        inter.nsflags, bool(cfg.constant), bool(keep_names), cfg.max_example_features)
 
     batch = Batch(offsets, indices, values, labels, weights,
                   lines=np.arange(first_row + 1, first_row + n + 1, dtype=np.int64), source=src)
@@ -504,6 +511,9 @@ def _convert(rb, plan, cfg, src, first_row, keep_names):
         bad_rows.append((row_status == ROW_INF_VALUE, "a feature value is infinite"))
         bad_rows.append((row_status == ROW_QUADRATIC_OVERFLOW, "-q interaction value (product "
                          "of two feature values) overflows the double range"))
+        bad_rows.append((row_status == ROW_TOO_MANY_FEATURES,
+                         f"more than {cfg.max_example_features} features with its interactions "
+                         "(--max_example_features)"))
     if bad_rows:
         batch = _drop_bad_rows(batch, bad_rows, src, first_row, cfg)
     return batch
