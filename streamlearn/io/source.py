@@ -327,7 +327,9 @@ def _readinto_full(stream, mv, name: str, flush_after=None, have_line=None):
     t0 = time.monotonic() if flush_after is not None else 0.0
     try:
         while n < total:
-            r = stream.readinto(mv[n:])
+            # at most _READ_STEP per call: a gzip stream decompresses each call into a
+            # temporary of its size (a long line's big buffer would be doubled)
+            r = stream.readinto(mv[n:n + _READ_STEP])
             if not r:
                 return n, None, True
             n += r
@@ -337,6 +339,8 @@ def _readinto_full(stream, mv, name: str, flush_after=None, have_line=None):
         return n, read_error(name, e), True
     return n, None, False
 
+
+_READ_STEP = 4 << 20
 
 #: what reading an input stream can raise (truncated or corrupt gzip, I/O): see :func:`read_error`
 READ_ERRORS = (EOFError, zlib.error, OSError)  # gzip.BadGzipFile is an OSError
@@ -404,6 +408,7 @@ def iter_chunks(stream, name: str, chunk_bytes, flush_after=None,
         buf = bytearray(want)
         c = len(carry)
         buf[:c] = carry
+        carry = b""  # a long line's old buffer is freed before the read (peak 1.5x the line)
         mv = memoryview(buf)
         got, err, eof = _readinto_full(stream, mv[c:], name, flush_after,
                                        lambda m: buf.rfind(b"\n", 0, c + m) >= 0)
@@ -432,7 +437,7 @@ def iter_chunks(stream, name: str, chunk_bytes, flush_after=None,
         if k < 0:  # no complete line yet: read a bigger piece
             if limit is not None and n > limit:
                 raise LineTooLong(name, limit)
-            carry = bytes(buf)
+            carry = buf  # not handed out: copied into the bigger buffer, not first into bytes
             size = 2 * len(buf)
             continue
         carry = bytes(buf[k + 1:n])
