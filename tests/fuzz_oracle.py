@@ -19,7 +19,8 @@ What counts as malformed (text), checked left to right, the first problem wins:
 * a feature value times its namespace weight that overflows; a ``-q`` product that overflows;
 * a negative importance weight (VW refuses them too);
 * LIBSVM: a token without ``:``; ``x:v`` whose ``x`` is not all digits (``qid:...`` excepted),
-  or whose ``x`` is beyond 4294967295 (the index is the 32-bit feature hash).
+  or whose ``x`` is beyond 2**63 - 1 (LIBSVM's reader refuses it too; below, the hash is
+  ``x mod 2**32``).
 
 Numbers are compared exactly when they have at most 18 significant digits and are normal
 doubles (the parser is correctly rounded there); longer mantissas may be 1 ulp off (as
@@ -263,11 +264,11 @@ def libsvm_line(raw: bytes, lineno: int, pairs=(), constant=True) -> Line | None
         for tok in toks[1:]:
             m = _LIBSVM_FEATURE.fullmatch(tok)
             if m:
-                if int(m[1]) > M32:  # the index is the 32-bit hash: a larger one overflows it
+                if int(m[1]) >= 2**63:  # LIBSVM's reader (strtol) refuses it: ERANGE
                     raise _Bad("ERR_INDEX_RANGE")
                 v = _num(m[2], "ERR_FEATURE_VALUE", "ERR_VALUE_NONFINITE", res)
                 if v != 0.0:
-                    feats.append(Feature(int(m[1]), v, 32, m[1], None))
+                    feats.append(Feature(int(m[1]) & M32, v, 32, m[1], None))
             elif b":" not in tok:
                 raise _Bad("ERR_NO_COLON")
             elif tok.startswith(b"qid:"):
@@ -460,9 +461,6 @@ def oracle_parquet(table, pairs=(), constant=True, keep_names=False, label_colum
             if any(x is not None and x < 0 for x in idx):
                 reasons.append("Parquet column 'indices' holds a negative index; expected "
                                "feature hashes in [0, 2**32)")
-            if any(x is not None and x > M32 for x in idx):
-                reasons.append("Parquet column 'indices' holds an index beyond 4294967295; "
-                               "expected feature hashes in [0, 2**32)")
             for k, (x, v) in enumerate(zip(idx, val)):
                 v = _f(v)
                 if v == 0.0 or math.isnan(v):

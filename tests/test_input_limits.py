@@ -235,25 +235,16 @@ def test_negative_importance_weight_in_parquet_is_a_bad_row(tmp_path):
 
 
 @pytest.mark.parametrize("use_c", BACKENDS)
-def test_libsvm_index_past_32_bits_is_a_malformed_line(use_c):
-    """LIBSVM's own reader refuses an index that overflows (strtol's ERANGE); here the index
-    is the 32-bit feature hash, so anything past 2**32 - 1 is malformed instead of wrapping
-    around (99999999999999999999 wrapped to 1661992959 before)."""
-    data = (b"1 99999999999999999999:1\n1 4294967296:1\n1 4294967295:1 00000000000000000000007:2\n"
+def test_libsvm_index_that_overflows_is_a_malformed_line(use_c):
+    """LIBSVM's own reader refuses an index that overflows its integer (strtol's ERANGE past
+    2**63 - 1); it was accepted here, wrapped around (99999999999999999999 gave hash
+    1661992959). Below that the hash is the index mod 2**32, VW's rule for an all-digit name
+    (4294967297 -> 1), leading zeros included."""
+    data = (b"1 99999999999999999999:1\n1 9223372036854775808:1\n"
+            b"1 9223372036854775807:1 4294967297:2 00000000000000000000007:3\n"
             b"1 3:1 184467440737095516161:1\n")
     b = _parse(data, "libsvm", use_c, constant=False)
     assert b.lines.tolist() == [3]
-    assert b.indices.tolist() == [4294967295, 7]
-    reason = "LIBSVM feature index beyond 4294967295 (the index is the 32-bit feature hash)"
+    assert b.indices.tolist() == [(2**63 - 1) % 2**32, 1, 7]
+    reason = "LIBSVM feature index overflows (beyond 2**63 - 1, where LIBSVM's reader stops too)"
     assert b.extra["errors"] == [("f.txt", ln, reason) for ln in (1, 2, 4)]
-
-
-def test_parquet_index_past_32_bits_is_a_bad_row(tmp_path):
-    t = pa.table({"label": [1.0, 1.0], "indices": pa.array([[1, 2**32], [2**32 - 1]], pa.list_(pa.int64())),
-                  "values": [[1.0, 1.0], [1.0]]})
-    path = tmp_path / "i.parquet"
-    pq.write_table(t, path)
-    bs = list(read_batches([str(path)], ReaderConfig(constant=False)))
-    assert [ln for b in bs for ln in b.lines.tolist()] == [2]
-    assert bs[0].indices.tolist() == [2**32 - 1]
-    assert "index beyond 4294967295" in bs[0].extra["errors"][0][2]

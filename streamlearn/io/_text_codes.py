@@ -52,6 +52,6 @@ ERROR_REASONS = {
                             "the double range",
     ERR_IMPORTANCE_NEGATIVE: "negative importance weight (use 0 to hold an example out of training, "
                              "as VW says)",
-    ERR_INDEX_RANGE: "LIBSVM feature index beyond 4294967295 (the index is the 32-bit feature hash)",
+    ERR_INDEX_RANGE: "LIBSVM feature index overflows (beyond 2**63 - 1, where LIBSVM's reader stops too)",
     ERR_TOO_MANY_FEATURES: "too many features with its interactions (more than --max_example_features)",
 }

@@ -97,7 +97,8 @@ _EXACT_P10 = np.array([10.0 ** i for i in range(23)])
 _SPLITTER = 134217729.0  # 2**27 + 1
 _TWO53 = 9007199254740992
 _U10 = np.uint64(10)
-_BIG_INDEX = np.uint64(1 << 33)  # any LIBSVM index past 2**32 - 1 (clamped to this while read)
+_BIG_INDEX = np.uint64(1 << 63)  # a LIBSVM index past 2**63 - 1 (it stays this while read)
+_INDEX_LIM10 = np.uint64(((1 << 63) - 1) // 10)
 
 
 @njit(cache=True, nogil=True)
@@ -624,11 +625,14 @@ def parse_chunk(buf, fmt, terms, toff, nsflags, add_constant, keep_names, max_fe
                     c = buf[j]
                     if c < 48 or c > 57:
                         break
-                    # beyond 2**32 - 1 stays beyond (clamped: no uint64 wrap-around)
-                    h = min(h * _U10 + np.uint64(c - 48), _BIG_INDEX)
+                    # past 2**63 - 1 (LIBSVM's strtol: ERANGE) becomes and stays _BIG_INDEX
+                    if h > _INDEX_LIM10 or (h == _INDEX_LIM10 and c > 55):
+                        h = _BIG_INDEX
+                    else:
+                        h = h * _U10 + np.uint64(c - 48)
                     j += 1
                 if j > i and j < e and buf[j] == 58:
-                    if h > _M32:
+                    if h == _BIG_INDEX:
                         status = ERR_INDEX_RANGE
                         break
                     v, k, status = _feature_value(buf, j + 1, e, False)

@@ -338,9 +338,6 @@ def _convert(rb, plan, cfg, src, first_row, keep_names):
         if raw.dtype.kind == "i" and len(raw) and raw.min() < 0:
             bad_rows.append((_rows_holding(raw < 0, s, e), "Parquet column 'indices' holds a "
                              "negative index; expected feature hashes in [0, 2**32)"))
-        if raw.dtype.kind in "iu" and raw.dtype.itemsize > 4 and len(raw) and raw.max() > 0xFFFFFFFF:
-            bad_rows.append((_rows_holding(raw > 0xFFFFFFFF, s, e), "Parquet column 'indices' holds "
-                             "an index beyond 4294967295; expected feature hashes in [0, 2**32)"))
         idx = raw if raw.dtype == np.uint32 else raw.astype(np.uint32)
         vals = _float64(va.values, src, "values")
         m = _pos_map(s, e, s2, len(idx))

@@ -610,7 +610,8 @@ static int push_err(cf_parse_out *o, int64_t *err_cap, int64_t line, int64_t cod
 
 #define FMT_VW 0
 #define FMT_LIBSVM 1
-#define BIG_INDEX (1ull << 33) /* any LIBSVM index past 2**32 - 1, clamped to this while read */
+#define BIG_INDEX (1ull << 63) /* a LIBSVM index past 2**63 - 1 (it stays this while read) */
+#define INDEX_LIM10 ((BIG_INDEX - 1) / 10)
 
 /* Parse all lines of buf[0:L] (see parse_chunk in _text_kernels.py for the grammar and the
  * outputs) into the arrays of o (see cf_parse_out: the caller sets the per-line and feature
@@ -868,13 +869,15 @@ CF_API int cf_parse_chunk(const uint8_t *buf, int64_t L, int64_t fmt, const int6
                     c = buf[j];
                     if (c < 48 || c > 57)
                         break;
-                    h = h * 10ull + (uint64_t)(c - 48);
-                    if (h > BIG_INDEX) /* past 2**32 - 1 stays past it (no uint64 wrap-around) */
+                    /* past 2**63 - 1 (LIBSVM's strtol: ERANGE) becomes and stays BIG_INDEX */
+                    if (h > INDEX_LIM10 || (h == INDEX_LIM10 && c > 55))
                         h = BIG_INDEX;
+                    else
+                        h = h * 10ull + (uint64_t)(c - 48);
                     j++;
                 }
                 if (j > i && j < e && buf[j] == 58) {
-                    if (h > M32) {
+                    if (h == BIG_INDEX) {
                         status = ERR_INDEX_RANGE;
                         break;
                     }
