@@ -35,6 +35,8 @@ class ProgressSchedule:
         except ValueError:
             raise ValueError(f"-P/--progress must be a number (2.0: rows at 1, 2, 4, ...; 100: every "
                              f"100 examples), got {s!r}") from None
+        if not math.isfinite(self.step):
+            raise ValueError(f"-P/--progress must be a finite number, got {s}")
         if self.step <= (1.0 if self.multiplicative else 0.0):
             raise ValueError(f"-P/--progress must be > {'1.0' if self.multiplicative else '0'}, got {s}")
         self.next_at = 1.0 if self.multiplicative else self.step

@@ -72,7 +72,9 @@ def learner_options(f):
     for p in reversed(params):
         users = _users(p.name)
         where = "" if users is None else f" [{', '.join(users)}]"
-        default_txt = "" if p.default is None else f" (default: {p.default})"
+        rng = p.range_text() if p.type in (int, float) else ""
+        parts = ([] if p.default is None else [f"default: {p.default}"]) + ([rng] if rng else [])
+        default_txt = f" ({'; '.join(parts)})" if parts else ""
         if p.type is bool:
             opt = click.option(*_names(p.name, p.short), p.name, is_flag=True, default=None,
                                help=p.help + where)
