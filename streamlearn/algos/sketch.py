@@ -35,6 +35,7 @@ import numpy as np
 
 from ..batch import Batch, concat_batches, empty_batch
 from ..kernels import kernel_array, lazy
+from ..memory import physical_memory
 from .base import Learner, Param, lazy_copy, lazy_zeros
 
 __all__ = ["SketchLearner", "SKETCH_PARAMS", "MINIBATCH_PARAM", "NAME_BYTES", "HLL_BITS", "hll_estimate"]
@@ -146,6 +147,11 @@ class SketchLearner(Learner):
             W = B // (8 * R * self.kc) if B > 0 else (1 << min(self.bits, DEFAULT_CELLS_BITS)) // R
         if W < 1 or W >= 1 << 32:
             raise ValueError(f"sketch width {W} out of range (1 .. 2^32-1)")
+        ram = physical_memory()
+        if ram is not None and 8 * self.kc * R * W > ram:
+            raise ValueError(f"the Count Sketch ({self.kc} x {R} x {W} cells of 8 bytes, "
+                             f"{8 * self.kc * R * W / 2**30:.1f} GiB) is larger than this machine's memory "
+                             f"({ram / 2**30:.1f} GiB): give a smaller --sketch_width or --sketch_bytes")
         self.R, self.W = R, W
         k = int(h["top_k"])
         if k < 1:
