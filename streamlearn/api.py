@@ -269,6 +269,12 @@ def _run(cfg: RunConfig, learn: bool, log=None):
         raise ConfigError(f"{'--binary' if binary else '-r/--raw_predictions'} is for scalar predictions; "
                           f"this --algo {learner.name} model predicts classes")
     inspect = _inspection(cfg, learner, rc)
+    try:  # -P is checked under --quiet too, and before any output is opened
+        schedule = ProgressSchedule(cfg.progress)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if cfg.quiet:
+        schedule = None
 
     sink = raw_sink = on_predictions = None
     if cfg.predictions is not None:
@@ -285,10 +291,6 @@ def _run(cfg: RunConfig, learn: bool, log=None):
                 sink.close(failed=True)
             raise
 
-    try:
-        schedule = None if cfg.quiet else ProgressSchedule(cfg.progress)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
     header_done = [False]
 
     def emit_row(*row):
