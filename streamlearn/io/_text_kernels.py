@@ -25,6 +25,13 @@ must never see NaN or inf): a label, importance, base, namespace weight or featu
 spelled ``nan`` / ``inf`` / ``infinity`` (any case, signed) or beyond the double range
 (``1e400``), and a feature value times its namespace weight, or a ``-q`` product, that
 overflows. Underflow (``1e-400``) gives 0, and zero-valued features are dropped.
+
+Also malformed: a negative importance weight (VW refuses it: "importance weights must be
+non-negative"), a LIBSVM index past 2**63 - 1 (LIBSVM's ``strtol`` reports ERANGE there;
+below it the hash is the index mod 2**32), and an example with more than ``max_feats``
+features, its interactions included: they are counted (saturating) before they are
+generated, and a line reserves room for at most ``max_feats`` linear features, so one line's
+memory is bounded whatever its length or its ``-q`` products.
 """
 from fractions import Fraction
 

@@ -32,7 +32,9 @@ features; so are null strings in a ``list<string>`` namespace column.
 Bad rows are skipped and listed in ``batch.extra["errors"]`` as ``(file, row, reason)`` (row
 1-based), or raise :class:`~streamlearn.errors.InputError` ``file:row: reason`` with
 ``cfg.strict``, as malformed text lines are: a label or weight that is NaN or infinite (null
-is fine: unlabeled / weight 1), an infinite feature value, or a ``-q`` product that overflows.
+is fine: unlabeled / weight 1), a negative weight, an infinite feature value, a ``-q`` product
+that overflows, or more than ``cfg.max_example_features`` features with the interactions
+(counted before they are generated).
 A column of the wrong type (or a duplicated column name) stops the read with one error naming
 the column.
 
