@@ -149,9 +149,9 @@ class SketchLearner(Learner):
             raise ValueError(f"sketch width {W} out of range (1 .. 2^32-1)")
         ram = physical_memory()
         if ram is not None and 8 * self.kc * R * W > ram:
-            raise ValueError(f"the Count Sketch ({self.kc} x {R} x {W} cells of 8 bytes, "
-                             f"{8 * self.kc * R * W / 2**30:.1f} GiB) is larger than this machine's memory "
-                             f"({ram / 2**30:.1f} GiB): give a smaller --sketch_width or --sketch_bytes")
+            # larger than this machine's memory: refused as the failed allocation would be (the
+            # caller's usage error, api.make_learner), also where overcommit lets it succeed
+            raise MemoryError(f"Count Sketch of {8 * self.kc * R * W} bytes > {ram} bytes of memory")
         self.R, self.W = R, W
         k = int(h["top_k"])
         if k < 1:
