@@ -46,7 +46,9 @@ def test_bad_option_value_is_a_usage_error(args, invoke_cli, tmp_path):
 
 def test_the_message_names_the_option_and_its_range(invoke_cli):
     r = invoke_cli("train", str(DATA), "--algo", "oja-son", "--sketch_size", "100000")
-    assert "-m/--sketch_size must be in 0..1024" in r.output and "got 100000" in r.output
+    assert "-m/--sketch_size must be <= 1024 (m x m matrices" in r.output and "got 100000" in r.output
+    r = invoke_cli("train", str(DATA), "--algo", "bear", "--sketch_rows", "0")
+    assert "--sketch_rows must be >= 1, got 0" in r.output
     r = invoke_cli("train", str(DATA), "-l", "inf")
     assert "-l/--learning_rate must be a finite number, got inf" in r.output
 
@@ -68,7 +70,9 @@ def test_every_numeric_param_refuses_nan_inf_and_values_past_its_bounds():
         if p.type not in (int, float):
             continue
         if p.type is float:
-            for v in (math.nan, math.inf, -math.inf):
+            with pytest.raises(ValueError, match="number"):
+                p.check(math.nan)
+            for v in (math.inf, -math.inf) if p.finite else ():
                 with pytest.raises(ValueError, match="finite"):
                     p.check(v)
         with pytest.raises(ValueError):

@@ -83,7 +83,7 @@ class Param:
 
     ``low`` / ``high`` bound a number (inclusive; ``low_open`` / ``high_open``: exclusive);
     ``why`` says what the upper bound protects (memory, time per example). A float must also be
-    finite. :meth:`check` enforces them for every value given (the command line, the Python
+    finite (``finite=False``: not NaN; an infinity within the bounds means "never"). :meth:`check` enforces them for every value given (the command line, the Python
     API, a model file's header and an override with ``-i``): a value out of range is a
     ``ValueError`` naming the option, never a learner built with it.
     """
@@ -99,6 +99,7 @@ class Param:
     low_open: bool = False
     high_open: bool = False
     why: str = ""
+    finite: bool = True  # False: +-inf is meaningful (e.g. "never"); NaN never is
 
     @property
     def flag(self) -> str:
@@ -131,14 +132,14 @@ class Param:
             raise ValueError(f"{self.flag} must be an integer, got {value!r}")
         if self.type is float and not (integral or isinstance(value, numbers.Real)) or isinstance(value, bool):
             raise ValueError(f"{self.flag} must be a number, got {value!r}")
-        if self.type is float and not math.isfinite(value):
-            raise ValueError(f"{self.flag} must be a finite number, got {value!r}")
+        if self.type is float and (math.isnan(value) or (self.finite and math.isinf(value))):
+            raise ValueError(f"{self.flag} must be a {'finite ' if self.finite else ''}number, got {value!r}")
         lo, hi = self.low, self.high
-        if ((lo is not None and (value <= lo if self.low_open else value < lo))
-                or (hi is not None and (value >= hi if self.high_open else value > hi))):
-            past_high = hi is not None and (value >= hi if self.high_open else value > hi)
-            why = f" ({self.why})" if self.why and past_high else ""
-            raise ValueError(f"{self.flag} must be {self.range_text()}{why}, got {value!r}")
+        if lo is not None and (value <= lo if self.low_open else value < lo):
+            raise ValueError(f"{self.flag} must be {'>' if self.low_open else '>='} {lo}, got {value!r}")
+        if hi is not None and (value >= hi if self.high_open else value > hi):
+            why = f" ({self.why})" if self.why else ""
+            raise ValueError(f"{self.flag} must be {'<' if self.high_open else '<='} {hi}{why}, got {value!r}")
 
 
 #: the most classes --oaa takes (per example K scores; K learners' state)

@@ -118,7 +118,8 @@ class OjaSON(Learner):
               "one (default), which moves the prediction as many infinitesimal steps would and never past "
               "the label or margin, so that alpha = 1 is safe on any feature scale."),
         Param("max_cond", float, 1e4,
-              "Oja-SON: re-materialise the sketch when the bound on cond(Z) exceeds this.", low=1),
+              "Oja-SON: re-materialise the sketch when the bound on cond(Z) exceeds this.", low=1,
+              finite=False),
     )
 
     def __init__(self, **hyper):
