@@ -241,10 +241,10 @@ def test_libsvm_index_that_overflows_is_a_malformed_line(use_c):
     1661992959). Below that the hash is the index mod 2**32, VW's rule for an all-digit name
     (4294967297 -> 1), leading zeros included."""
     data = (b"1 99999999999999999999:1\n1 9223372036854775808:1\n"
-            b"1 9223372036854775807:1 4294967297:2 00000000000000000000007:3\n"
-            b"1 3:1 184467440737095516161:1\n")
+            b"1 9223372036854775807:1 4294967297:2 00000000000000000000007:3 09223372036854775807:4\n"
+            b"1 3:1 184467440737095516161:1\n1 18446744073709551616:1\n1 000000000000000000009223372036854775808:1\n")
     b = _parse(data, "libsvm", use_c, constant=False)
     assert b.lines.tolist() == [3]
-    assert b.indices.tolist() == [(2**63 - 1) % 2**32, 1, 7]
+    assert b.indices.tolist() == [(2**63 - 1) % 2**32, 1, 7, (2**63 - 1) % 2**32]
     reason = "LIBSVM feature index overflows (beyond 2**63 - 1, where LIBSVM's reader stops too)"
-    assert b.extra["errors"] == [("f.txt", ln, reason) for ln in (1, 2, 4)]
+    assert b.extra["errors"] == [("f.txt", ln, reason) for ln in (1, 2, 4, 5, 6)]

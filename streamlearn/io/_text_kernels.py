@@ -104,8 +104,7 @@ _EXACT_P10 = np.array([10.0 ** i for i in range(23)])
 _SPLITTER = 134217729.0  # 2**27 + 1
 _TWO53 = 9007199254740992
 _U10 = np.uint64(10)
-_BIG_INDEX = np.uint64(1 << 63)  # a LIBSVM index past 2**63 - 1 (it stays this while read)
-_INDEX_LIM10 = np.uint64(((1 << 63) - 1) // 10)
+_MAX_INDEX = np.uint64((1 << 63) - 1)  # the largest LIBSVM index (LIBSVM's strtol: ERANGE past it)
 
 
 @njit(cache=True, nogil=True)
@@ -313,6 +312,17 @@ def _parse_num(buf, s, e):
     if ok:
         return v, 0 if np.isfinite(v) else 2
     return v, 2 if _is_nonfinite_word(buf, s, e) else 1
+
+
+@njit(cache=True, nogil=True)
+def _index_overflows(buf, i, j, h):
+    """Whether the LIBSVM index ``buf[i:j]`` (digits, read into ``h`` mod 2**64) is past
+    2**63 - 1. Called only for more than 18 digits: fewer cannot overflow; with 19 significant
+    digits ``h`` is exact (below 10**19 < 2**64); 20 or more are past it."""
+    while i < j - 1 and buf[i] == 48:
+        i += 1
+    n = j - i
+    return n > 19 or (n == 19 and h > _MAX_INDEX)
 
 
 @njit(cache=True, nogil=True)
@@ -632,14 +642,10 @@ def parse_chunk(buf, fmt, terms, toff, nsflags, add_constant, keep_names, max_fe
                     c = buf[j]
                     if c < 48 or c > 57:
                         break
-                    # past 2**63 - 1 (LIBSVM's strtol: ERANGE) becomes and stays _BIG_INDEX
-                    if h > _INDEX_LIM10 or (h == _INDEX_LIM10 and c > 55):
-                        h = _BIG_INDEX
-                    else:
-                        h = h * _U10 + np.uint64(c - 48)
+                    h = h * _U10 + np.uint64(c - 48)
                     j += 1
                 if j > i and j < e and buf[j] == 58:
-                    if h == _BIG_INDEX:
+                    if j - i > 18 and _index_overflows(buf, i, j, h):
                         status = ERR_INDEX_RANGE
                         break
                     v, k, status = _feature_value(buf, j + 1, e, False)

@@ -610,8 +610,17 @@ static int push_err(cf_parse_out *o, int64_t *err_cap, int64_t line, int64_t cod
 
 #define FMT_VW 0
 #define FMT_LIBSVM 1
-#define BIG_INDEX (1ull << 63) /* a LIBSVM index past 2**63 - 1 (it stays this while read) */
-#define INDEX_LIM10 ((BIG_INDEX - 1) / 10)
+#define MAX_INDEX ((1ull << 63) - 1) /* the largest LIBSVM index (LIBSVM's strtol: ERANGE past it) */
+
+/* _index_overflows of _text_kernels.py: the digits buf[i:j] (read into h mod 2**64) are past
+ * 2**63 - 1; called only for more than 18 digits */
+static int index_overflows(const uint8_t *buf, int64_t i, int64_t j, uint64_t h)
+{
+    while (i < j - 1 && buf[i] == 48)
+        i++;
+    int64_t n = j - i;
+    return n > 19 || (n == 19 && h > MAX_INDEX);
+}
 
 /* Parse all lines of buf[0:L] (see parse_chunk in _text_kernels.py for the grammar and the
  * outputs) into the arrays of o (see cf_parse_out: the caller sets the per-line and feature
@@ -869,15 +878,11 @@ CF_API int cf_parse_chunk(const uint8_t *buf, int64_t L, int64_t fmt, const int6
                     c = buf[j];
                     if (c < 48 || c > 57)
                         break;
-                    /* past 2**63 - 1 (LIBSVM's strtol: ERANGE) becomes and stays BIG_INDEX */
-                    if (h > INDEX_LIM10 || (h == INDEX_LIM10 && c > 55))
-                        h = BIG_INDEX;
-                    else
-                        h = h * 10ull + (uint64_t)(c - 48);
+                    h = h * 10ull + (uint64_t)(c - 48);
                     j++;
                 }
                 if (j > i && j < e && buf[j] == 58) {
-                    if (h == BIG_INDEX) {
+                    if (j - i > 18 && index_overflows(buf, i, j, h)) {
                         status = ERR_INDEX_RANGE;
                         break;
                     }
