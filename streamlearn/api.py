@@ -23,6 +23,7 @@ from .algos import COMMON_PARAMS, LEARNERS, MULTICLASS_LOSSES, SOFTMAX_LEARNERS,
 from .convert import ConvertConfig, convert
 from .errors import ConfigError, InputError, ModelFileError, OutputError
 from .evaluate import InterruptGuard, ProgressSchedule, run_stream
+from .io.source import MAX_EXAMPLE_FEATURES, MAX_LINE_BYTES
 from .outputs import OutputPlan, PredictionSink, metrics_text
 from .report import settings_lines, summary_lines, table_header, table_row
 
@@ -74,6 +75,10 @@ class RunConfig:
     audit: bool = False  # audit lines on stdout
     invert_hash: str | None = None  # readable model with feature names
     readable_model: str | None = None
+    # bounds on one line's memory (streamlearn.io.ReaderConfig): a longer line is an input error,
+    # an example with more features (interactions included) a malformed line
+    max_line_bytes: int = MAX_LINE_BYTES
+    max_example_features: int = MAX_EXAMPLE_FEATURES
 
 
 #: skipped-line warnings shown per kind of reason; the rest are counted (summary: skipped lines)
@@ -289,7 +294,8 @@ def _reader_config(cfg: RunConfig, reader: dict, keep_names: bool):
                         leave_duplicate_interactions=bool(reader.get("leave_duplicate_interactions")),
                         constant=bool(reader.get("constant", True)), keep_names=keep_names,
                         chunk_bytes=cfg.chunk_bytes, strict=cfg.strict, parse_threads=max(1, workers),
-                        label_column=cfg.label_column)
+                        label_column=cfg.label_column, max_line_bytes=cfg.max_line_bytes,
+                        max_example_features=cfg.max_example_features)
 
 
 def _batches(cfg: RunConfig, rc, unit_norm: bool):
@@ -375,6 +381,12 @@ def _run(cfg: RunConfig, learn: bool, log=None):
         raise ConfigError(f"{'--binary' if binary else '-r/--raw_predictions'} is for scalar predictions; "
                           f"this --algo {learner.name} model predicts classes")
     inspect = _inspection(cfg, learner, rc)
+    try:  # -P is checked under --quiet too, and before any output is opened
+        schedule = ProgressSchedule(cfg.progress)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if cfg.quiet:
+        schedule = None
 
     # the sinks open their files at the first prediction (a run that fails before leaves none)
     sink = raw_sink = on_predictions = None
@@ -385,10 +397,6 @@ def _run(cfg: RunConfig, learn: bool, log=None):
     if cfg.raw_predictions is not None:
         raw_sink = PredictionSink(cfg.raw_predictions, "identity", False, what="raw predictions")
 
-    try:
-        schedule = None if cfg.quiet else ProgressSchedule(cfg.progress)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
     header_done = [False]
 
     def emit_row(*row):

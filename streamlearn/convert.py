@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import ConfigError, InputError
+from .io.source import MAX_EXAMPLE_FEATURES, MAX_LINE_BYTES
 
 __all__ = ["ConvertConfig", "convert", "batch_to_arrow", "SPARSE_SCHEMA"]
 
@@ -50,6 +51,8 @@ class ConvertConfig:
     strict: bool = False
     quiet: bool = False
     chunk_bytes: int = 1 << 22
+    max_line_bytes: int = MAX_LINE_BYTES  # a longer text line is an input error
+    max_example_features: int = MAX_EXAMPLE_FEATURES  # a line with more features is malformed
 
 
 def _list_type(t):
@@ -174,7 +177,8 @@ def convert(cfg: ConvertConfig, log=None) -> dict:
     # terminal), written to a locked temporary beside it and renamed (a FIFO: written in place)
     plan = OutputPlan([("-o", cfg.output, "Parquet file")], [(None, p) for p in cfg.inputs])
     rc = ReaderConfig(fmt=cfg.fmt, quadratic=(), constant=False, keep_names=bool(cfg.names),
-                      chunk_bytes=cfg.chunk_bytes, strict=cfg.strict)
+                      chunk_bytes=cfg.chunk_bytes, strict=cfg.strict, max_line_bytes=cfg.max_line_bytes,
+                      max_example_features=cfg.max_example_features)
     schema = _schema(cfg.names)
     examples = skipped = groups = 0
     pending, pending_rows = [], 0

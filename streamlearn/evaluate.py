@@ -37,6 +37,8 @@ class ProgressSchedule:
         except ValueError:
             raise ValueError(f"-P/--progress must be a number (2.0: rows at 1, 2, 4, ...; 100: every "
                              f"100 examples), got {s!r}") from None
+        if not math.isfinite(self.step):
+            raise ValueError(f"-P/--progress must be a finite number, got {s}")
         if self.step <= (1.0 if self.multiplicative else 0.0):
             raise ValueError(f"-P/--progress must be > {'1.0' if self.multiplicative else '0'}, got {s}")
         self.next_at = 1.0 if self.multiplicative else self.step
@@ -134,8 +136,11 @@ class Evaluation:
         self.labeled += int(labeled.sum())
         self.weighted_examples += float(batch.weights.sum())
         self.weighted_labeled += float(w.sum())
-        self.weighted_label_sum += float((w * target).sum())
-        self.weighted_label_sq_sum += float((w * target * target).sum())
+        # labels past ~1e154 (finite, so not malformed) square past the double range: the sum
+        # of squares is then inf, truly (and so is the best constant's loss, left out below)
+        with np.errstate(over="ignore", invalid="ignore"):
+            self.weighted_label_sum += float((w * target).sum())
+            self.weighted_label_sq_sum += float((w * target * target).sum())
         self.weighted_pos += float(w[target > 0].sum())
         self.loss_sum += float(wl.sum())
         self.err_sum += float(err.sum())
@@ -168,9 +173,10 @@ class Evaluation:
                     errs = self.err_sum_half  # {0,1} labels
                 s["error_rate"] = errs / self.weighted_labeled
             if not self.multiclass:
-                c, cl = best_constant(loss, self.weighted_labeled, self.weighted_label_sum,
-                                      self.weighted_pos, self.weighted_label_sq_sum)
-                if c is not None:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    c, cl = best_constant(loss, self.weighted_labeled, self.weighted_label_sum,
+                                          self.weighted_pos, self.weighted_label_sq_sum)
+                if c is not None and math.isfinite(c) and math.isfinite(cl):  # else: beyond doubles
                     s["best_constant"], s["best_constant_loss"] = float(c), float(cl)
         return s
 

@@ -80,7 +80,8 @@ class PredictionSink:
         elif self.multiclass:
             vals = [str(int(p)) for p in pred.tolist()]
         else:
-            p = 1.0 / (1.0 + np.exp(-pred)) if self.link == "logistic" else pred
+            with np.errstate(over="ignore"):  # exp(-p) = inf for p < -709: the probability is 0.0
+                p = 1.0 / (1.0 + np.exp(-pred)) if self.link == "logistic" else pred
             vals = list(map("{:.9g}".format, p.tolist()))
         if batch.tag_start is not None and np.any(batch.tag_start >= 0):
             tags = batch.tags()

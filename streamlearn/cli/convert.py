@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import click
 
+from .options import limit_options
+
 __all__ = ["convert"]
 
 
@@ -20,7 +22,9 @@ __all__ = ["convert"]
               help="Do not store feature names and namespaces (smaller file; -q then sees one namespace).")
 @click.option("--strict", is_flag=True, help="Stop at the first malformed line (exit 1) instead of skipping it.")
 @click.option("--quiet", is_flag=True, help="Nothing on stderr except errors.")
-def convert(inputs, output, fmt, row_group_size, compression, no_names, strict, quiet):
+@limit_options
+def convert(inputs, output, fmt, row_group_size, compression, no_names, strict, quiet, max_line_bytes,
+            max_example_features):
     """Convert INPUTS (VW text or LIBSVM, gzip ok, '-' or none = stdin) to one Parquet file.
 
     Labels, importance weights, tags, feature hashes, values, names and namespaces are kept;
@@ -31,5 +35,6 @@ def convert(inputs, output, fmt, row_group_size, compression, no_names, strict, 
 
     cfg = ConvertConfig(inputs=list(inputs) or ["-"], output=output, fmt=fmt,
                         row_group_size=row_group_size, compression=compression,
-                        names=not no_names, strict=strict, quiet=quiet)
+                        names=not no_names, strict=strict, quiet=quiet, max_line_bytes=max_line_bytes,
+                        max_example_features=max_example_features)
     run_api(api_convert, cfg)

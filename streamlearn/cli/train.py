@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from .options import (NAMESPACE_FIELDS, VWCommand, algo_names, collect_hyper, input_options, inspect_options,
-                      learner_options, namespace_options, output_options, vw_compat_options)
+                      learner_options, limit_options, namespace_options, output_options, vw_compat_options)
 
 
 @click.command(cls=VWCommand, short_help="Learn from a stream with progressive validation.")
@@ -16,6 +16,7 @@ from .options import (NAMESPACE_FIELDS, VWCommand, algo_names, collect_hyper, in
               help="Quadratic interactions between namespaces starting with letters A and B (may repeat; "
                    "':' is VW's wildcard: '-q ::' pairs every namespace seen, '-q a:' a with each).")
 @namespace_options
+@limit_options
 @click.option("--noconstant", is_flag=True, help="Do not add the constant (bias) feature.")
 @click.option("--unit_norm", "--unit-norm", "unit_norm", is_flag=True,
               help="Scale every example's feature vector (constant and -q pairs included) to unit L2 "
@@ -63,5 +64,6 @@ def train(files, data, algo, quadratic, noconstant, unit_norm, binary, **kw):
                     metrics=kw["metrics"], save_on_interrupt=kw["save_on_interrupt"],
                     select_out=kw["select_out"], label_column=kw["label_column"], audit=kw["audit"],
                     invert_hash=kw["invert_hash"], readable_model=kw["readable_model"], **ns,
+                    max_line_bytes=kw["max_line_bytes"], max_example_features=kw["max_example_features"],
                     **run_settings())
     run_api(api_train, cfg)
