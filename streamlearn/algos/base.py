@@ -470,7 +470,11 @@ class Learner:
     def check_saved(cls, meta: dict, arrays: dict) -> dict:
         """Check a saved state before the learner is built (see :func:`loading_model`);
         returns the hyper-parameters."""
-        hyper = check_saved_meta(COMMON_PARAMS + cls.PARAMS, meta)
+        params = COMMON_PARAMS + cls.PARAMS
+        hyper = check_saved_meta(params, meta)
+        for p in params:  # the ranges the command line is held to, before any shape is derived
+            if hyper.get(p.name) is not None:
+                p.check(hyper[p.name])
         check_saved_arrays(arrays, cls.saved_shapes(hyper))
         budget = load_budget()
         need = cls.build_bytes(hyper)
