@@ -1,4 +1,6 @@
-"""Library exceptions. The CLI maps them to exit codes (all of these: exit 1, one line)."""
+"""Library exceptions. The CLI maps them to exit codes (``cli/common.py``): a
+:class:`ConfigError` is a usage error (exit 2, click's usage message), every other one exit 1
+with one line ``streamlearn: error: ...``."""
 __all__ = ["StreamlearnError", "InputError", "ModelFileError", "ConfigError", "NumericError", "OutputError"]
 
 
