@@ -110,6 +110,9 @@ class Param:
     high_open: bool = False
     why: str = ""
     finite: bool = True  # False: +-inf is meaningful (e.g. "never"); NaN never is
+    #: the value a model saved before this parameter existed had in effect (None: the default),
+    #: so that such a model continues as it was trained
+    absent: Any = None
 
     @property
     def flag(self) -> str:
@@ -471,7 +474,10 @@ class Learner:
         """Check a saved state before the learner is built (see :func:`loading_model`);
         returns the hyper-parameters."""
         params = COMMON_PARAMS + cls.PARAMS
-        hyper = check_saved_meta(params, meta)
+        hyper = dict(check_saved_meta(params, meta))
+        for p in params:  # a parameter newer than the model: what was in effect when it was saved
+            if p.name not in hyper and p.absent is not None:
+                hyper[p.name] = p.absent
         for p in params:  # the ranges the command line is held to, before any shape is derived
             if hyper.get(p.name) is not None:
                 p.check(hyper[p.name])

@@ -127,7 +127,8 @@ class OjaSON(Learner):
         Param("oja_clip", float, None,
               "Oja-SON: cap on Oja's step Gamma_t ||g^||^2 on the sketch (larger steps make V jump towards the "
               "latest gradient while Lambda keeps the old eigenvalues); default 0.05 with the avg to-sketch scale, "
-              "none (0) with the paper's.", low=0),
+              "none (0) with the paper's.", low=0,
+              absent=0.0),  # models saved before the cap continue uncapped (tests/data/oja_son_v1)
         Param("max_cond", float, 1e4,
               "Oja-SON: re-materialise the sketch when the bound on cond(Z) exceeds this.", low=1,
               finite=False),
@@ -165,14 +166,6 @@ class OjaSON(Learner):
         self.b = np.zeros(m)
         self.assigned = np.full(m, -1, np.int64)
         self._apply_hyper()
-
-    @classmethod
-    def from_state(cls, meta: dict, arrays: dict):
-        # a model saved before Oja's step cap existed (no ``oja_clip`` in its hyper-parameters)
-        # continues as it was trained: uncapped (tests/data/oja_son_v1)
-        if "oja_clip" not in meta.get("hyper", {}):
-            meta = dict(meta, hyper=dict(meta["hyper"], oja_clip=0.0))
-        return super().from_state(meta, arrays)
 
     @classmethod
     def default_hyper(cls, name):
