@@ -358,8 +358,8 @@ def _run(cfg: RunConfig, learn: bool, log=None):
             raise ConfigError("--probabilities is for multiclass runs (--oaa K)")
         if not hasattr(learner, "set_probabilities"):
             raise ConfigError(f"--probabilities is not available for --algo {learner.name} --oaa "
-                              "(per-class probabilities: adagrad, oja-son and other one-against-all learners, "
-                              "--loss_function multiclass_logistic)")
+                              "(per-class probabilities: one-against-all learners, --loss_function "
+                              "multiclass_logistic, bear and mission)")
         try:
             learner.set_probabilities(True)
         except ValueError as e:

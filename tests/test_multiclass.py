@@ -231,10 +231,59 @@ def test_predict_with_an_oaa_model_writes_classes_or_probabilities(tmp_path, inv
     assert m2["average_loss"] == m["average_loss"] and m2["multiclass_log_loss"] > 0
 
 
+def _probabilities(path):
+    return np.array([[float(t.split(":")[1]) for t in row.split() if ":" in t]
+                     for row in path.read_text().splitlines()])
+
+
+@pytest.mark.parametrize("algo", ["bear", "mission"])
+def test_sketch_learners_probabilities_are_the_softmax_of_their_class_scores(algo, tmp_path, invoke_cli):
+    """--oaa K --probabilities with the Count-Sketch learners: the softmax of the K class scores,
+    each the sum over the example's features in that class's top-k of the QUERYed weight times
+    the value. Progressive: uniform before the first update, the most probable class is the
+    prediction, and -log p(label) averages to the reported cross-entropy. predict: equal to
+    the softmax computed here from the saved model's heaps."""
+    from streamlearn.io import ReaderConfig, read_batches
+    src = DATA / "oaa_golden_input.vw"
+    model = tmp_path / "m.slm"
+    opts = ["--algo", algo, "--oaa", 26, "--sketch_width", 512, "--top_k", 30, "--quiet"]
+    r = invoke_cli("train", src, *opts, "--probabilities", "-p", tmp_path / "p.txt", "-f", model,
+                   "--metrics", tmp_path / "m.json")
+    assert r.exit_code == 0, r.output
+    probs = _probabilities(tmp_path / "p.txt")
+    lines = src.read_text().splitlines()
+    y = np.array([int(line.split()[0]) for line in lines])
+    w = np.array([2.0 if (i + 1) % 7 == 0 else 1.0 for i in range(len(lines))])
+    assert probs.shape == (400, 26) and np.allclose(probs.sum(1), 1, atol=1e-4)
+    assert np.allclose(probs[0], 1 / 26, rtol=1e-5)  # all scores 0 before any update
+    assert probs.std(axis=1)[200:].min() > 1e-3  # and learned afterwards
+    m = json.loads((tmp_path / "m.json").read_text())
+    ce = -np.log(probs[np.arange(400), y - 1])
+    assert float((ce * w).sum() / w.sum()) == pytest.approx(m["multiclass_log_loss"], rel=1e-4)
+    assert invoke_cli("train", src, *opts, "-p", tmp_path / "c.txt").exit_code == 0
+    cls = np.array([int(x.split()[0]) for x in (tmp_path / "c.txt").read_text().splitlines()])
+    assert (np.argmax(probs, axis=1) + 1 == cls).mean() > 0.99  # ties at %g's precision aside
+
+    r = invoke_cli("predict", "-i", model, src, "--probabilities", "-p", tmp_path / "q.txt")
+    assert r.exit_code == 0, r.output
+    learner, _, _ = load_model(str(model))
+    kc, keys, wts, _ = learner.top_features(refresh=True)
+    heap = [dict(zip(keys[kc == c].tolist(), wts[kc == c].tolist())) for c in range(26)]
+    (b,) = list(read_batches([str(src)], ReaderConfig()))
+    scores = np.zeros((b.n, 26))
+    for i in range(b.n):
+        for k in range(b.offsets[i], b.offsets[i + 1]):
+            for c in range(26):
+                scores[i, c] += heap[c].get(int(b.indices[k]), 0.0) * b.values[k]
+    e = np.exp(scores - scores.max(1, keepdims=True))
+    assert np.abs(scores).max() > 0.1
+    np.testing.assert_allclose(_probabilities(tmp_path / "q.txt"), e / e.sum(1, keepdims=True),
+                               rtol=1e-5, atol=1e-7)
+
+
 @pytest.mark.parametrize("args,msg", [
     (["--oaa", "3", "--probabilities"], "--probabilities needs --loss_function logistic"),
     (["--probabilities"], "--probabilities is for multiclass runs"),
-    (["--algo", "mission", "--oaa", "3", "--probabilities"], "not available for --algo mission"),
     (["--loss_function", "multiclass_logistic"], "needs --oaa K"),
     (["--algo", "oja-son", "--oaa", "3", "--loss_function", "multiclass_logistic"], "is for --algo adagrad"),
     (["--oaa", "26", "-b", "5"], "--oaa 26 needs -b/--bit_precision of at least 6"),

@@ -307,12 +307,12 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
 
 @njit(**KERNEL)
 def bear_run(offsets, indices, values, labels, weights, spans, state, ring, hyper,
-             learn, flush, skip, pred_out, loss_out, pending_out):
+             learn, flush, skip, pred_out, loss_out, pending_out, score_out):
     """BEAR over a batch: :func:`~streamlearn.algos._sketch_kernels.minibatch_run` with
     :func:`bear_update`. Returns ``(examples learned, rows pending, ring)`` (the ring's arrays
     possibly reallocated)."""
     return minibatch_run(offsets, indices, values, labels, weights, spans, state, ring, hyper,
-                         learn, flush, skip, pred_out, loss_out, pending_out)
+                         learn, flush, skip, pred_out, loss_out, pending_out, score_out)
 
 
 @njit(**KERNEL)

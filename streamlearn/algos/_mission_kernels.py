@@ -50,9 +50,9 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
 
 @njit(**KERNEL)
 def mission_run(offsets, indices, values, labels, weights, spans, state, hyper,
-                learn, flush, skip, pred_out, loss_out, pending_out):
+                learn, flush, skip, pred_out, loss_out, pending_out, score_out):
     """MISSION over a batch: :func:`~streamlearn.algos._sketch_kernels.minibatch_run` with
     :func:`mission_update`. Returns ``(examples learned, rows pending)``."""
     learned, npend, _ = minibatch_run(offsets, indices, values, labels, weights, spans, state, 0, hyper,
-                                      learn, flush, skip, pred_out, loss_out, pending_out)
+                                      learn, flush, skip, pred_out, loss_out, pending_out, score_out)
     return learned, npend

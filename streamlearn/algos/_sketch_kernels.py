@@ -624,7 +624,7 @@ def implements_update(hyper_type):
 # module (a separately cached driver would keep a stale copy of an edited minibatch_update)
 @njit(cache=True, nogil=True, inline="always")
 def minibatch_run(offsets, indices, values, labels, weights, spans, state, extra, hyper,
-                  learn, flush, skip, pred_out, loss_out, pending_out):
+                  learn, flush, skip, pred_out, loss_out, pending_out, score_out):
     """The minibatch driver of the sketch learners: progressive validation over the batch.
 
     Every example is predicted with the model as it is before the update of the minibatch it
@@ -633,7 +633,9 @@ def minibatch_run(offsets, indices, values, labels, weights, spans, state, extra
     step of ``hyper.eta0``, ``hyper.schedule``, ``hyper.t0`` (:func:`step_size`). Rows ``< skip``
     are the buffered start of a minibatch, already predicted by an earlier call (not
     recomputed). With ``flush`` a final partial minibatch is learned too; otherwise its rows are
-    written to ``pending_out``. ``state.counters[0]`` is the iteration count t.
+    written to ``pending_out``. ``state.counters[0]`` is the iteration count t. If
+    ``score_out`` has rows (``(n, K)``; ``(0, K)`` for none) each predicted row's raw class
+    scores go there too (``--probabilities``: their softmax).
     Returns ``(examples learned, rows pending, extra)``.
     """
     n = labels.shape[0]
@@ -660,6 +662,9 @@ def minibatch_run(offsets, indices, values, labels, weights, spans, state, extra
                 _mb_loss_and_pred(code, p, K, labels[i], out)
                 pred_out[i] = out[0]
                 loss_out[i] = out[1]
+                if score_out.shape[0] > 0:
+                    for c in range(K):
+                        score_out[i, c] = p[c]
             if learn and not math.isnan(labels[i]):
                 mb[nmb] = i
                 nmb += 1

@@ -154,6 +154,8 @@ class SketchLearner(Learner):
         self.counters = np.zeros(4, np.int64)  # t, ring head, ring count, pairs rejected
         self.lrange = np.zeros(2, np.float64)  # squared loss: label range learned so far
         self._pending: Batch | None = None
+        self.probabilities = False
+        self.last_probabilities = None
         self._apply_hyper()
 
     @classmethod
@@ -291,11 +293,20 @@ class SketchLearner(Learner):
     def _set_extra_state(self, extra) -> None:
         """Keep what the run kernel returned as ``extra`` (e.g. reallocated arrays)."""
 
+    def set_probabilities(self, on: bool = True) -> None:
+        """``--probabilities`` with ``--oaa K``: each learn / predict call leaves the softmax of
+        the class scores the prediction was made from (the model's own link, as the loss is the
+        softmax cross-entropy) in ``last_probabilities`` (``(n, K)``)."""
+        if on and not self.multiclass:
+            raise ValueError("--probabilities is for multiclass runs (--oaa K)")
+        self.probabilities = bool(on)
+
     def _call(self, batch, learn, flush, skip):
         n = batch.n
         pred = np.empty(n)
         loss = np.empty(n)
         pend = np.empty(n + 1, np.int64)
+        scores = np.empty((n if self.probabilities else 0, self.kc))
         args = (kernel_array(batch.offsets, np.int64), kernel_array(batch.indices, np.uint32),
                 kernel_array(batch.values, np.float64), kernel_array(batch.labels, np.float64),
                 kernel_array(batch.weights, np.float64), _spans(batch), self._state())
@@ -303,10 +314,14 @@ class SketchLearner(Learner):
         if extra is not None:
             args += (extra,)
         out = getattr(self.kernels, self.run_kernel)(*args, self._hyper_tuple(), learn, flush, skip,
-                                                     pred, loss, pend)
+                                                     pred, loss, pend, scores)
         if extra is not None:
             self._set_extra_state(out[2])
         self.examples_learned += int(out[0])
+        if self.probabilities and n > skip:  # (not finish(): nothing predicted there)
+            scores = scores[skip:]  # rows < skip were predicted (and reported) by an earlier call
+            e = np.exp(scores - scores.max(axis=1, keepdims=True))
+            self.last_probabilities = e / e.sum(axis=1, keepdims=True)
         return pred, loss, pend[:out[1]]
 
     def learn_batch(self, batch):

@@ -151,7 +151,7 @@ def output_options(f):
         click.option("--probabilities", is_flag=True,
                      help="Multiclass (--oaa K): -p writes every class's probability, '1:p1 ... K:pK', as VW "
                           "(one-against-all: normalised sigmoids, needs --loss_function logistic; "
-                          "multiclass_logistic: the softmax), and the summary adds the average multiclass "
+                          "multiclass_logistic, bear, mission: the softmax of the class scores), and the summary adds the average multiclass "
                           "log loss."),
     ]
     return _apply(opts, f)
