@@ -368,9 +368,10 @@ def _run(cfg: RunConfig, learn: bool, log=None):
     keep_names = keep_names or cfg.audit or bool(cfg.invert_hash)
     if (cfg.invert_hash or cfg.readable_model) and not learner.per_hash_weights:
         which = ", ".join(n for n, c in LEARNERS.items() if c.per_hash_weights)
-        if learner.multiclass:
-            raise ConfigError(f"--invert_hash / --readable_model: not available for multiclass models yet "
-                              f"(binary {which} models have them)")
+        if learner.multiclass and learner.native_multiclass:
+            raise ConfigError(f"--invert_hash / --readable_model: the {learner.loss_name} learner of --algo "
+                              f"{learner.name} --oaa has no weight per feature hash (one-against-all over "
+                              f"{which} has)")
         raise ConfigError(f"--invert_hash / --readable_model: --algo {learner.name} has no weight per "
                           f"feature hash (learners that have: {which})")
     rc = _reader_config(cfg, reader, keep_names)
@@ -506,7 +507,7 @@ def _inspection(cfg: RunConfig, learner, rc) -> dict:
         if cfg.audit:
             out["audit"] = Auditor(learner, namer, sys.stdout.write)
         if cfg.invert_hash:
-            out["names"] = HashNames(namer, learner.mask)
+            out["names"] = HashNames(namer, learner.name_mask)
     return out
 
 

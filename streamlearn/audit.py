@@ -178,8 +178,9 @@ def write_readable_model(path, learner, reader: dict, version: str, names: dict 
     ``options``), then ``[name:]index:w G [N]`` for each index whose weight is not zero, by
     index (``names``: ``--invert_hash``)."""
     idx, cols = learner.readable_weights()
+    keys, suffixes = learner.readable_name_keys(idx)
     lo, hi = learner.label_range()
-    opts = []
+    opts = [f"--oaa {learner.n_classes}"] if learner.multiclass else []
     for key, flag in (("quadratic", "--quadratic"), ("cubic", "--cubic"), ("interactions", "--interactions"),
                       ("ignore", "--ignore"), ("keep", "--keep"), ("ignore_linear", "--ignore_linear")):
         opts += [f"{flag} {v}" for v in reader.get(key, ())]
@@ -194,6 +195,6 @@ def write_readable_model(path, learner, reader: dict, version: str, names: dict 
             return write_readable_model(f, learner, reader, version, names)
     f = path  # a binary file (the run's output plan stages it)
     f.write(("\n".join(lines) + "\n").encode("utf-8"))
-    for j, h in enumerate(idx.tolist()):
-        lead = f"{names[h]}:" if names and h in names else ""
+    for j, (h, key) in enumerate(zip(idx.tolist(), np.asarray(keys).tolist())):
+        lead = f"{names[key]}{suffixes[j] if suffixes else ''}:" if names and key in names else ""
         f.write((f"{lead}{h}:" + " ".join(_num(c[j]) for c in cols) + "\n").encode("utf-8", "surrogateescape"))

@@ -76,9 +76,33 @@ def test_readable_model_and_invert_hash_are_vws(case, invoke_cli, tmp_path):
     assert _weights(inv)[116060][0] == "Constant"
 
 
-def test_inspection_needs_a_weight_per_hash(invoke_cli, tmp_path):
-    r = invoke_cli("train", INPUT, "--algo", "mission", "--readable_model", tmp_path / "r.txt")
-    assert r.exit_code == 2 and "learners that have: adagrad" in r.output
+def test_oaa_readable_model_and_invert_hash_are_vws(invoke_cli, tmp_path):
+    """--oaa 26: VW's layout (class c of feature i at (i << 5) | c, named f[c] for c > 0),
+    the label range of the class learners (-1..1) and --oaa in the options line
+    (tests/data/oaa_golden_*.txt from make_oaa_vw_golden.sh)."""
+    rd, inv = tmp_path / "r.txt", tmp_path / "i.txt"
+    r = invoke_cli("train", DATA / "oaa_golden_input.vw", "--oaa", "26", "-b", "12", "--quiet",
+                   "--readable_model", rd, "--invert_hash", inv)
+    assert r.exit_code == 0, r.output
+    head, vw_head = rd.read_text().splitlines()[:9], (DATA / "oaa_golden_readable.txt").read_text().splitlines()[:9]
+    assert head[2:] == vw_head[2:]  # Min/Max label, bits, ..., "options: --oaa 26"
+    for mine, vws in ((rd, "oaa_golden_readable.txt"), (inv, "oaa_golden_invert.txt")):
+        got, exp = _weights(mine), _weights(DATA / vws)
+        assert len(exp) == 26 * 17 and sorted(got) == sorted(exp)
+        for k, (name, cols) in exp.items():
+            assert got[k][0] == name, k
+            np.testing.assert_allclose(got[k][1], cols, rtol=1e-4, atol=1e-7)
+    assert _weights(inv)[35][0] == "1[3]"
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--algo", "mission"], "learners that have: adagrad"),
+    (["--algo", "oja-son", "--oaa", "3"], "learners that have: adagrad"),
+    (["--oaa", "3", "--loss_function", "multiclass_logistic"], "one-against-all over adagrad has"),
+])
+def test_inspection_needs_a_weight_per_hash(args, msg, invoke_cli, tmp_path):
+    r = invoke_cli("train", INPUT, *args, "--readable_model", tmp_path / "r.txt")
+    assert r.exit_code == 2 and msg in r.output, r.output
     assert not (tmp_path / "r.txt").exists()
 
 

@@ -434,6 +434,18 @@ class Learner:
         (``--readable_model``; ``per_hash_weights`` learners)."""
         raise NotImplementedError(f"--algo {self.name} has no weight per hash")
 
+    @property
+    def name_mask(self) -> int:
+        """``--invert_hash``: the mask that turns a feature's 32-bit hash into the key
+        :meth:`readable_name_keys` returns (a class learner's under ``--oaa``)."""
+        return self.mask
+
+    def readable_name_keys(self, idx):
+        """``(keys, suffixes)`` of the readable-model indices ``idx``: the masked feature hash
+        whose first name ``--invert_hash`` prints (as :attr:`name_mask` masks it), and a
+        suffix after that name (``None``: none; VW's ``[c]`` for class c > 0 of ``--oaa``)."""
+        return idx, None
+
     def label_range(self):
         """The smallest and largest label seen (VW's ``Min label`` / ``Max label``)."""
         return 0.0, 0.0

@@ -94,6 +94,7 @@ class OneAgainstAll(Learner):
         sub = {k: v for k, v in self.hyper.items() if k != "oaa"}
         sub["bit_precision"] = cb
         self.learners = [base_cls(**sub) for _ in range(K)]
+        self.per_hash_weights = base_cls.per_hash_weights
         self.probabilities = False
         self.last_probabilities = None
 
@@ -162,6 +163,30 @@ class OneAgainstAll(Learner):
     def finish(self) -> None:
         for lrn in self.learners:
             lrn.finish()
+
+    # -- inspection (--readable_model / --invert_hash in VW's --oaa layout) ---------------------
+    @property
+    def name_mask(self) -> int:
+        return self.learners[0].mask
+
+    def readable_weights(self):
+        """Every class learner's rows at VW's ``--oaa`` index ``(i << ceil(log2 K)) | c`` (class
+        ``c`` 0-based, ``i`` the class learner's index), by index."""
+        parts = [lrn.readable_weights() for lrn in self.learners]
+        idx = np.concatenate([(np.asarray(i, np.int64) << self.class_shift) | c for c, (i, _) in enumerate(parts)])
+        order = np.argsort(idx, kind="stable")
+        cols = [np.concatenate([p[1][j] for p in parts])[order] for j in range(len(parts[0][1]))]
+        return idx[order], cols
+
+    def readable_name_keys(self, idx):
+        """VW names class ``c``'s weight of feature ``f`` as ``f[c]`` (class 0: ``f``)."""
+        idx = np.asarray(idx, np.int64)
+        c = idx & ((1 << self.class_shift) - 1)
+        return idx >> self.class_shift, [f"[{k}]" if k else "" for k in c.tolist()]
+
+    def label_range(self):
+        ranges = [lrn.label_range() for lrn in self.learners]
+        return min(r[0] for r in ranges), max(r[1] for r in ranges)
 
     def extra_summary(self) -> dict:
         return {"oaa_classes": self.n_classes, "bits_per_class": self.bits - self.class_shift}
