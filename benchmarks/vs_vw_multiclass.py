@@ -16,7 +16,7 @@ small files, and where VW's driver finishes faster than that floor no Python too
 of it; a second table runs pmlb_letter, mnist_test10k and news20_train repeated ``--scale``
 times (one file, one pass) for the examples/s of both tools at scale.
 
-    python3 benchmarks/vs_vw_multiclass.py [--repeat 1] [--only letter_scale,news20_train] [--scale 5]
+    python3 benchmarks/vs_vw_multiclass.py [--repeat 1] [--only letter_scale,news20_train] [--scale 5] [--oja_newton]
 """
 from __future__ import annotations
 
@@ -48,12 +48,12 @@ OURS = [  # label, extra arguments
 SCALED = ["pmlb_letter", "mnist_test10k", "news20_train"]
 
 
-def _vw(vwfile, K, repeat):
+def _vw(vwfile, K, repeat, *extra):
     """(whole-process wall, error, examples, peak RSS, VW's own wall): the last is vw_run's
     ``wall=`` line, VW's C++ driver alone, without the Python process that hosts the wheel."""
     best = None
     for _ in range(repeat):
-        wall, rss, _, err = run_rss(vw_cmd(vwfile, "--oaa", K))
+        wall, rss, _, err = run_rss(vw_cmd(vwfile, "--oaa", K, *extra))
         m = re.search(r"average loss = ([\d.]+)", err)
         n = int(re.search(r"number of examples = (\d+)", err).group(1))
         inner = float(re.search(r"vw_run: wall=([\d.]+)", err).group(1))
@@ -84,6 +84,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--only", default="", help="comma-separated data set names")
     ap.add_argument("--scale", type=int, default=5, help="repeat factor of the throughput table (0: skip it)")
+    ap.add_argument("--oja_newton", action="store_true",
+                    help="also run VW --OjaNewton --oaa K, the peer of the oja-son rows ('vs VW Oja')")
     a = ap.parse_args()
     need_shared()
     only = set(filter(None, a.only.split(",")))
@@ -99,18 +101,26 @@ def main():
         rows.append({"dataset": name, "K": K, "n": n, "run": "VW --oaa K", "error": f"{vw_err:.4f}",
                      "d err (pts)": "", "examples/s": f"{n / vw_wall:,.0f}", "speed vs VW": "1.00x",
                      "RSS MB": f"{vw_rss:.0f}", "VW C++ s": f"{vw_inner:.3f}", "wall s": f"{vw_wall:.3f}"})
+        oja = None
+        if a.oja_newton:  # Oja-SON's own peer: VW's --OjaNewton (m = 10, its defaults) under --oaa
+            oja = _vw(vwfile, K, a.repeat, "--OjaNewton")
+            rows.append({"dataset": "", "K": "", "n": "", "run": "VW --OjaNewton --oaa K", "error": f"{oja[1]:.4f}",
+                         "d err (pts)": f"{100 * (oja[1] - vw_err):+.2f}", "examples/s": f"{n / oja[0]:,.0f}",
+                         "speed vs VW": f"{vw_wall / oja[0]:.2f}x", "VW C++ s": f"{oja[4]:.3f}",
+                         "wall s": f"{oja[0]:.3f}", "RSS MB": f"{oja[3]:.0f}"})
         for label, extra in OURS:
             wall, err, n2, rss = _ours(src, K, extra, a.repeat)
             assert n2 == n, (name, label, n2, n)
             rows.append({"dataset": "", "K": "", "n": "", "run": label, "error": f"{err:.4f}",
                          "d err (pts)": f"{100 * (err - vw_err):+.2f}", "examples/s": f"{n / wall:,.0f}",
                          "speed vs VW": f"{vw_wall / wall:.2f}x", "vs VW C++": f"{vw_inner / wall:.2f}x",
+                         "vs VW Oja": f"{oja[0] / wall:.2f}x" if oja and "oja-son" in label else "",
                          "RSS MB": f"{rss:.0f}", "wall s": f"{wall:.3f}"})
         print(f"  done {name}", flush=True)
     print("\nMulticlass, one pass of progressive validation, -b 18, no other flag (error: weighted 0/1 loss; "
           f"examples/s: whole-process wall time, best of {a.repeat})")
     print(table(rows, ["dataset", "K", "n", "run", "error", "d err (pts)", "examples/s", "speed vs VW",
-                       "VW C++ s", "wall s", "vs VW C++", "RSS MB"]))
+                       "VW C++ s", "wall s", "vs VW C++", "vs VW Oja", "RSS MB"]))
     floor = _startup_floor(a.repeat)
     print(f"\n'speed vs VW': whole process against whole process (vw_run hosts VW's C++ driver in a Python "
           f"process, as the `vowpalwabbit` wheel ships no executable). 'vs VW C++': our whole process against "
