@@ -189,6 +189,15 @@ def _degenerated(learner, batch, pred):
                        "stopped, no model written (try a smaller learning rate or scaled feature values)")
 
 
+def _divided_by_zero(learner, batch, exc):
+    from .errors import NumericError
+    src = batch.source or "<input>"
+    lo, hi = int(batch.lines[0]), int(batch.lines[batch.n - 1])
+    where = f"{src}:{lo}" if lo == hi else f"{src}:{lo}-{hi}"
+    raise NumericError(f"{where}: the {learner.name} learner divided by zero ({exc}) within these examples; "
+                       "stopped, no model written (try a smaller learning rate or scaled feature values)") from None
+
+
 class Interrupted(KeyboardInterrupt):
     """SIGINT, SIGTERM or SIGHUP arrived; ``signum`` says which. Raised between slices of a
     batch, so the learner's state is that of a whole number of examples."""
@@ -468,7 +477,10 @@ def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on
                     part = whole if k == whole.n else whole.slice(a, a + k)
                     a += k
                     t0 = timer.clock()
-                    pred, loss = learner.learn_batch(part) if learn else learner.predict_batch(part)
+                    try:
+                        pred, loss = learner.learn_batch(part) if learn else learner.predict_batch(part)
+                    except (ZeroDivisionError, FloatingPointError) as e:  # a compiled kernel's x / 0
+                        _divided_by_zero(learner, part, e)
                     timer.record(k, timer.clock() - t0)
                     if np.isnan(pred).any():
                         _degenerated(learner, part, pred)

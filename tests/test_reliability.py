@@ -420,3 +420,30 @@ def test_state_that_becomes_nan_during_a_run_stops_at_its_file_and_line(tmp_path
     learner.w[boom[0] & ((1 << 18) - 1)] = np.nan
     with pytest.raises(NumericError, match=rf"{data.name}:3: the adagrad learner's state became NaN"):
         run_stream(learner, iter(batches))
+
+
+def test_a_kernel_division_by_zero_stops_at_its_file_and_lines(tmp_path):
+    """numba kernels raise ZeroDivisionError for x / 0 (Python's error model): run_stream turns
+    it into a NumericError naming the file and the lines of the slice it happened in, not a
+    traceback. The kernel is stood in for by a learner whose update divides by
+    label + 1 (0 for the label -1 on line 2), as a kernel would."""
+    from streamlearn.api import make_learner
+    from streamlearn.evaluate import run_stream
+    from streamlearn.io import ReaderConfig, read_batches
+
+    data = tmp_path / "d.vw"
+    data.write_text("1 |a x\n-1 |a y\n1 |a x\n")
+    learner = make_learner("adagrad", {"bit_precision": 18})
+    real = learner.learn_batch
+
+    def learn_batch(batch):
+        for y in batch.labels:
+            1.0 / float(y + 1)  # the division a kernel would do
+        return real(batch)
+
+    learner.learn_batch = learn_batch
+    with pytest.raises(NumericError, match=r"the adagrad learner divided by zero") as e:
+        run_stream(learner, iter(read_batches([str(data)], ReaderConfig())))
+    import re
+    lo, hi = re.match(rf"{re.escape(str(data))}:(\d+)(?:-(\d+))?: ", str(e.value)).groups()
+    assert int(lo) <= 2 <= int(hi or lo)  # the slice that holds line 2
