@@ -108,7 +108,7 @@ def make_learner(algo: str, hyper: dict):
 _SIZE_OPTIONS = ("bit_precision", "oaa", "sketch_bytes", "sketch_width", "sketch_rows", "sketch_size", "top_k")
 
 
-def _encoded_model(path: str, learner, reader: dict):
+def _encoded_model(path: str, learner, reader: dict, estimator: dict | None = None):
     """The model file of ``learner`` (:class:`~streamlearn.io.model_file.EncodedModel`);
     a NaN/inf state is a :class:`~streamlearn.errors.NumericError` naming ``path``."""
     from .errors import NumericError
@@ -119,15 +119,15 @@ def _encoded_model(path: str, learner, reader: dict):
     if bad:
         raise NumericError(f"{path}: not written: the {learner.name} model's {', '.join(bad)} hold NaN or inf "
                            "(its state degenerated); an existing file is unchanged")
-    return encode_model(learner.name, meta, arrays, reader)
+    return encode_model(learner.name, meta, arrays, reader, estimator)
 
 
-def save_model(path: str, learner, reader: dict) -> int:
-    """Write ``learner`` (and the reader's hashing settings) to ``path`` (atomically; ``-``:
-    standard output); returns bytes."""
+def save_model(path: str, learner, reader: dict, estimator: dict | None = None) -> int:
+    """Write ``learner`` (and the reader's hashing settings; ``estimator``: the Python
+    estimator's own settings) to ``path`` (atomically; ``-``: standard output); returns bytes."""
     from .io.model_file import atomic_writer, model_write_error
 
-    model = _encoded_model(path, learner, reader)
+    model = _encoded_model(path, learner, reader, estimator)
     try:
         with atomic_writer(path) as f:
             model.write_to(f)
@@ -136,13 +136,14 @@ def save_model(path: str, learner, reader: dict) -> int:
     return model.size
 
 
-def load_model(path: str):
-    """Read a model file; returns ``(learner, reader_settings, header)``."""
+def load_model(path: str, data: bytes | None = None):
+    """Read a model file (``data``: its bytes, named ``path`` in messages); returns
+    ``(learner, reader_settings, header)``."""
     from .algos import LEARNERS, learner_from_state
     from .algos.base import loading_model
     from .io.model_file import read_model
 
-    header, arrays = read_model(path, sparse=True)
+    header, arrays = read_model(path, sparse=True, data=data)
     algo = header.get("algo")
     if algo not in LEARNERS:
         raise ModelFileError(f"{path}: model uses algorithm {algo!r}, which this streamlearn "

@@ -97,6 +97,7 @@ class OneAgainstAll(Learner):
         self.per_hash_weights = base_cls.per_hash_weights
         self.probabilities = False
         self.last_probabilities = None
+        self.last_scores = None
 
     # -- options --------------------------------------------------------------------------------
     def set_probabilities(self, on: bool = True) -> None:
@@ -158,6 +159,7 @@ class OneAgainstAll(Learner):
             loss = np.where(py > 0, -np.log(py), 999.0)  # VW: 999 when p_y is 0
         loss[unl] = np.nan
         self.last_probabilities = probs if self.probabilities else None
+        self.last_scores = scores  # the K raw scores (the Python API's decision_function)
         return pred, loss
 
     def finish(self) -> None:

@@ -91,8 +91,10 @@ class EncodedModel:
         return self.size
 
 
-def encode_model(algo: str, meta: dict, arrays: dict, reader: dict) -> EncodedModel:
-    """The model file of these arguments (the bytes depend only on them: no time stamp)."""
+def encode_model(algo: str, meta: dict, arrays: dict, reader: dict, estimator: dict | None = None) -> EncodedModel:
+    """The model file of these arguments (the bytes depend only on them: no time stamp).
+    ``estimator``: what the Python API keeps besides the learner (classes, input columns;
+    :mod:`streamlearn.estimator`), stored under the header's ``estimator`` key."""
     entries, chunks, off = [], [], 0
     for name, a in arrays.items():
         if not isinstance(a, SparseTable):
@@ -114,6 +116,8 @@ def encode_model(algo: str, meta: dict, arrays: dict, reader: dict) -> EncodedMo
         "reader": reader,
         "arrays": entries,
     }
+    if estimator:
+        header["estimator"] = estimator
     hb = json.dumps(header, sort_keys=True).encode()
     return EncodedModel([MAGIC, struct.pack("<IQ", FORMAT_VERSION, len(hb)), hb, *chunks])
 
@@ -279,7 +283,7 @@ def _hash_file(f, n: int):
     return h.digest()
 
 
-def read_model(path: str, sparse: bool = False):
+def read_model(path: str, sparse: bool = False, data: bytes | None = None):
     """Read and verify a model file; returns ``(header, arrays)``. With ``sparse``, arrays
     stored sparse come back as :class:`~streamlearn.memory.SparseTable` (of the stored shape;
     what the learners' ``from_state`` take: a ``-b 32`` table loads in O(non-zeros), and a
@@ -291,6 +295,9 @@ def read_model(path: str, sparse: bool = False):
     the file's size, no NaN / Infinity, bounded nesting), and the arrays are read straight into
     their own buffers, so loading costs the file's size in memory, not a multiple of it.
 
+    With ``data`` (a model file's bytes, e.g. an unpickled estimator's), those are read instead
+    of the file; ``path`` only names them in messages.
+
     Raises :class:`ModelFileError` (one clear sentence naming the file) when the file is
     missing, not a streamlearn model, of a format no longer read or written by a newer one,
     truncated, corrupt or malformed.
@@ -299,13 +306,13 @@ def read_model(path: str, sparse: bool = False):
     import stat
 
     try:
-        f = open(path, "rb")
+        f = open(path, "rb") if data is None else io.BytesIO(data)
     except OSError as e:
         raise ModelFileError(f"{path}: cannot read model file: {e.strerror or e}") from None
     try:
         with f:
-            st = os.fstat(f.fileno())
-            regular = stat.S_ISREG(st.st_mode)
+            st = os.fstat(f.fileno()) if data is None else None
+            regular = data is None and stat.S_ISREG(st.st_mode)
             head = _read_exact(f, 20)
             if len(head) < 20 or head[:8] != MAGIC:
                 raise ModelFileError(f"{path}: not a streamlearn model file")
