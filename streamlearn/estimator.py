@@ -147,8 +147,11 @@ class _Base:
     # -- configuration ------------------------------------------------------------------------
     def _hyper(self, n_classes: int | None) -> dict:
         hyper = {n: getattr(self, n) for n in _LEARNER_NAMES if getattr(self, n) is not None}
+        algo = self.algo or "adagrad"
+        native = n_classes is not None and n_classes > 2 and getattr(LEARNERS.get(algo), "native_multiclass", False)
         if self._kind == "classifier":
-            hyper.setdefault("loss_function", "logistic")
+            if not native:  # bear / mission --oaa: their softmax, no --loss_function
+                hyper.setdefault("loss_function", "logistic")
             if n_classes is not None and n_classes > 2:
                 if hyper.get("oaa") not in (None, n_classes):
                     raise ValueError(f"oaa={hyper['oaa']}, but y has {n_classes} classes (oaa is set from the "
@@ -177,6 +180,10 @@ class _Base:
             raise ValueError(f"unknown algo {algo!r}; choose from {', '.join(LEARNERS)}")
         if not isinstance(self.passes, numbers.Integral) or isinstance(self.passes, bool) or self.passes < 1:
             raise ValueError(f"passes must be an integer >= 1, got {self.passes!r}")
+        if n_classes is not None and LEARNERS[algo].native_multiclass and n_classes > 2 \
+                and self.loss_function is not None:
+            raise ValueError(f"loss_function does not apply to algo={algo} with more than 2 classes (its "
+                             "multiclass learner is a softmax)")
         try:
             cfg = self._run_config()
             reader = _reader_settings(cfg)
