@@ -61,6 +61,18 @@ class NotFittedError(ValueError, AttributeError):
     """An estimator used before :meth:`fit` (as scikit-learn's ``NotFittedError``)."""
 
 
+def _not_fitted(msg: str) -> NotFittedError:
+    """A :class:`NotFittedError`; also scikit-learn's when scikit-learn is already imported
+    (``except sklearn.exceptions.NotFittedError`` then catches it; never imported here)."""
+    import sys
+
+    sk = sys.modules.get("sklearn.exceptions")
+    if sk is None:
+        return NotFittedError(msg)
+    both = type("NotFittedError", (NotFittedError, sk.NotFittedError), {"__module__": __name__})
+    return both(msg)
+
+
 def _learner_params():
     """Every learner option (``COMMON_PARAMS`` and each registered learner's, first wins)."""
     seen = {}
@@ -195,7 +207,7 @@ class _Base:
 
     def _fitted(self):
         if getattr(self, "_learner", None) is None:
-            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet: call fit or partial_fit "
+            raise _not_fitted(f"This {type(self).__name__} instance is not fitted yet: call fit or partial_fit "
                                  "(or streamlearn.load a model file) first")
 
     def __sklearn_is_fitted__(self) -> bool:
@@ -240,7 +252,7 @@ class _Base:
         return self._dense_rows(X, rc, reset), False
 
     def _dense_rows(self, X, rc, reset):
-        if isinstance(X, str) or _mapping(X):
+        if isinstance(X, (str, dict)):
             raise ValueError("X must be a 2-D array, a sparse matrix, a DataFrame / Table, a list of dicts or "
                              f"a list of VW text lines; got {type(X).__name__}")
         X = _as_float_matrix(X)
@@ -377,6 +389,8 @@ class _Base:
                 raise ValueError(f"sample_weight.shape == {w.shape}, expected ({b.n},)")
             if not np.isfinite(w).all() or (w < 0).any():
                 raise ValueError("sample_weight must be finite and non-negative")
+            if not w.any():
+                raise ValueError("Sample weights must contain at least one non-zero number")
             b.weights = w.copy()
         return b
 
@@ -715,13 +729,10 @@ def _as_float_matrix(X):
     if X.dtype.kind == "c":
         raise ValueError("Complex data not supported")
     if X.ndim != 2:
-        raise ValueError(f"Expected 2D array, got {X.ndim}D array instead: reshape your data with "
+        raise ValueError(f"Expected 2D array, got {X.ndim}D array instead. Reshape your data with "
                          "X.reshape(-1, 1) for one feature or X.reshape(1, -1) for one sample")
     if X.dtype.kind not in "biuf":
-        try:
-            X = X.astype(np.float64)
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"X must hold numbers: {e}") from None
+        X = X.astype(np.float64)  # numbers only (TypeError / ValueError naming what is not one)
     n, d = X.shape
     if n == 0 or d == 0:
         raise ValueError(f"Found array with {n} sample(s) and {d} feature(s) (shape={X.shape}) while a minimum "
