@@ -237,8 +237,10 @@ class _Base:
         reader's kernels, and whether the labels came from the text."""
         rc = self._rc
         if isinstance(X, (list, tuple)) and len(X) and isinstance(X[0], str):
+            self._check_columns("text", None, None, reset)
             return self._text_rows(X, rc), True
         if isinstance(X, (list, tuple)) and len(X) and _mapping(X[0]):
+            self._check_columns("dicts", None, None, reset)
             return self._dict_rows(X, rc), False
         mod = _module(X)
         if mod.startswith("pyarrow"):

@@ -406,3 +406,17 @@ if _pwc is not None:
 else:
     def test_sklearn_estimator_checks():
         pytest.importorskip("sklearn")
+
+
+def test_missing_cells_of_a_dataframe_are_dropped_and_refit_resets_the_columns():
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"a": [1.0, np.nan, 2.0], "b": [0.5, 1.0, np.nan]})
+    est = streamlearn.Regressor().fit(df, [1.0, 2.0, 3.0])
+    assert est.feature_names_in_.tolist() == ["a", "b"] and est.n_features_in_ == 2
+    rows = [{"a": 1.0, "b": 0.5}, {"b": 1.0}, {"a": 2.0}]  # NaN: missing, as in the wide Parquet schema
+    by_dicts = streamlearn.Regressor().fit(rows, [1.0, 2.0, 3.0])
+    _same_state(est._learner, by_dicts._learner)
+    est.fit(rows, [1.0, 2.0, 3.0])
+    assert not hasattr(est, "n_features_in_") and not hasattr(est, "feature_names_in_")
+    with pytest.raises(ValueError, match="feature names should match"):
+        streamlearn.Regressor().fit(df, [1.0, 2.0, 3.0]).predict(df[["b", "a"]])
