@@ -39,7 +39,8 @@ scikit-learn calls).
 
 Single examples (River's style): :meth:`learn_one`, :meth:`predict_one`,
 :meth:`predict_proba_one` take a dict and run the same kernels on a one-row batch: convenient,
-and ~100x slower per example than batches; :func:`streamlearn.progressive_val` gives the
+and far slower per example than batches (``benchmarks/api_overhead.py``);
+:func:`streamlearn.progressive_val` gives the
 command line's progressive-validation figures over a stream of batches.
 """
 from __future__ import annotations
@@ -473,7 +474,7 @@ class _Base:
             raise OSError(str(e)) from None
 
     def _restore(self, learner, reader, header):
-        est = header.get("estimator") or {}
+        est = _estimator_settings(header.get("estimator"))
         self._learner, self._reader = learner, dict(reader)
         cfg = RunConfig(quadratic=tuple(reader.get("quadratic", ())), parse_threads=1,
                         **{k: tuple(reader.get(k, ())) for k in ("cubic", "interactions", "ignore", "keep",
@@ -490,6 +491,8 @@ class _Base:
             if "classes" in est:
                 dt = est.get("classes_dtype", "object")
                 self.classes_ = np.asarray(est["classes"], dtype=object if dt == "object" else np.dtype(dt))
+                if len(self.classes_) != (learner.hyper["oaa"] if learner.multiclass else 2):
+                    raise ValueError("model file header is malformed (its classes do not fit the learner)")
             elif learner.multiclass:
                 self.classes_ = np.arange(1, learner.hyper["oaa"] + 1)
             else:
@@ -513,7 +516,7 @@ class _Base:
     def learn_one(self, x: dict, y, w: float = 1.0, **kw):
         """Learn from one example (a ``{name: value}`` dict, weight ``w``); River's
         ``learn_one``. A one-row batch through the same kernels: far slower per example than
-        :meth:`partial_fit` on batches (see benchmarks). A :class:`Classifier` needs
+        :meth:`partial_fit` on batches (``benchmarks/api_overhead.py``). A :class:`Classifier` needs
         ``classes=`` on its first call (all the labels it will see). Returns self."""
         return self.partial_fit([x], [y], sample_weight=[w], **kw)
 
@@ -778,6 +781,27 @@ def _assemble(starts, ends, idx, val, letters, n, rc) -> Batch:
     return Batch(offsets, indices, values, np.full(n, np.nan), np.ones(n), source="X")
 
 
+def _estimator_settings(est) -> dict:
+    """A model header's ``estimator`` entry, checked (it is untrusted input: ``ValueError``)."""
+    if est is None:
+        return {}
+    bad = ValueError("model file header is malformed (estimator settings)")
+    if not isinstance(est, dict) or not isinstance(est.get("params", {}), dict):
+        raise bad
+    if "n_features_in" in est and not (isinstance(est["n_features_in"], int) and est["n_features_in"] >= 0):
+        raise bad
+    for k in ("feature_names_in", "classes"):
+        if k in est and not (isinstance(est[k], list) and all(isinstance(v, (str, int, float, bool)) for v in est[k])):
+            raise bad
+    if "classes" in est:
+        dt = est.get("classes_dtype", "object")
+        try:
+            np.asarray(est["classes"], dtype=object if dt == "object" else np.dtype(dt))
+        except (TypeError, ValueError):
+            raise bad from None
+    return est
+
+
 def load(path):
     """The estimator of the model file ``path`` (from :meth:`~Classifier.save` or ``streamlearn
     train -f``): a :class:`Classifier` for a model saved by one, a multiclass model or a
@@ -787,7 +811,10 @@ def load(path):
         learner, reader, header = load_model(str(path))
     except StreamlearnError as e:
         raise OSError(str(e)) from None
-    est = header.get("estimator") or {}
+    try:
+        est = _estimator_settings(header.get("estimator"))
+    except ValueError as e:
+        raise OSError(f"{path}: {e}") from None
     kind = est.get("kind")
     if kind not in ("classifier", "regressor"):
         kind = "classifier" if learner.multiclass or learner.loss.name in ("logistic", "hinge") else "regressor"
@@ -803,7 +830,10 @@ def load(path):
             if k in _LEARNER_NAMES and k != "oaa" and v is not None:
                 params[k] = v
     obj = (Classifier if kind == "classifier" else Regressor)(**params)
-    obj._restore(learner, reader, header)
+    try:
+        obj._restore(learner, reader, header)
+    except ValueError as e:
+        raise OSError(f"{path}: {e}") from None
     return obj
 
 

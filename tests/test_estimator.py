@@ -420,3 +420,16 @@ def test_missing_cells_of_a_dataframe_are_dropped_and_refit_resets_the_columns()
     assert not hasattr(est, "n_features_in_") and not hasattr(est, "feature_names_in_")
     with pytest.raises(ValueError, match="feature names should match"):
         streamlearn.Regressor().fit(df, [1.0, 2.0, 3.0]).predict(df[["b", "a"]])
+
+
+def test_a_damaged_estimator_header_is_a_clear_error(a9a, tmp_path):
+    from streamlearn.api import save_model
+
+    X, y = a9a
+    est = streamlearn.Classifier().fit(X[:50], y[:50])
+    for bad in ({"kind": "classifier", "classes": [1, 2, 3]}, {"kind": "classifier", "classes": [{"a": 1}, 2]},
+                {"n_features_in": "many"}, ["not", "a", "dict"]):
+        path = tmp_path / "bad.slm"
+        save_model(str(path), est._learner, est._reader, bad)
+        with pytest.raises(OSError, match="malformed"):
+            streamlearn.load(path)
