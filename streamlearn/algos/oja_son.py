@@ -129,6 +129,13 @@ class OjaSON(Learner):
               "latest gradient while Lambda keeps the old eigenvalues); default 0.05 with the avg to-sketch scale, "
               "none (0) with the paper's.", low=0,
               absent=0.0),  # models saved before the cap continue uncapped (tests/data/oja_son_v1)
+        Param("diag_rule", ("auto", "nag", "vw"), "auto",
+              "Oja-SON --diag_frame precond: the rule of the diagonal (off-sketch) step. vw = VW's normalized "
+              "adaptive rule (accumulator from 0, the weight rescaled by s_old / s_new when a feature's scale "
+              "grows, the step times sqrt(sum h / sum h ||x / s||^2)): with --sketch_size 0 and --alpha 2 it is "
+              "VW's default learner (-l 0.5). nag = max-normalised AdaGrad from D = 0.1 (the default before "
+              "2026-11-26). auto = vw with --diag_frame precond.", structural=True,
+              absent="nag"),  # models saved before it continue as they were trained
         Param("max_cond", float, 1e4,
               "Oja-SON: re-materialise the sketch when the bound on cond(Z) exceeds this.", low=1,
               finite=False),
@@ -155,11 +162,17 @@ class OjaSON(Learner):
         self.dpow = float(dp if dp is not None else (0.25 if self.precond else 0.5))
         if not 0.0 < self.dpow <= 1.0:
             raise ValueError(f"--diag_power must be in (0, 1], got {self.dpow}")
+        dr = self.hyper["diag_rule"]
+        if dr not in ("auto", "nag", "vw"):
+            raise ValueError(f"--diag_rule must be auto, nag or vw, got {dr!r}")
+        if dr != "auto" and not self.precond:
+            raise ValueError(f"--diag_rule {dr} needs the diagonal pre-scaling in --diag_frame precond")
+        self.vw_rule = dr == "vw" or (dr == "auto" and self.precond)
         self.ncol = m + N_COLS_EXTRA + (4 if self.precond else 0)  # precond: c, snapshot of w~, s2, frame f
         self._alloc_table(MIN_CAP)
         self.ints = np.zeros(5, np.int64)  # t, n_assigned, n_occupied, n_remat, t at last remat
         # bound on cond(Z) (||F||_F ||Z||_F = m at start), then the label range learned so far
-        self.flt = np.array([float(m), 0.0, 0.0])
+        self.flt = np.array([float(m), 0.0, 0.0] + [0.0, 0.0] * self.vw_rule)
         self.F = _eye(m)
         self.K = _eye(m)
         self.lam = np.zeros(m)
@@ -227,7 +240,7 @@ class OjaSON(Learner):
         hyper = _kernels.SonHyper(self.mask, self.loss.code, self.alpha, self.sigma_eta, self.gamma_c,
                                   self.gamma_t0, self.proj_c, self.diag, self.diag_vw, self.max_cond,
                                   self.sketch_avg, self.step_power, self.precond, self.dpow, self.invariant,
-                                  self.oja_clip)
+                                  self.oja_clip, self.vw_rule)
         fields = _kernels.SonState._fields
         start = 0
         while True:
@@ -289,9 +302,16 @@ class OjaSON(Learner):
         return m
 
     @classmethod
+    def _precond(cls, hyper) -> bool:
+        get = lambda k: cls.default_hyper(k) if hyper.get(k) is None else hyper[k]
+        return not get("no_diag") and get("diag_frame") == "precond"
+
+    @classmethod
     def saved_shapes(cls, hyper):
         m = cls._m(hyper)
-        return {"ints": ((5,), np.int64), "flt": ((3,), np.float64), "F": ((m, m), np.float64),
+        dr = hyper.get("diag_rule")
+        nf = 5 if dr == "vw" or (dr in (None, "auto") and cls._precond(hyper)) else 3
+        return {"ints": ((5,), np.int64), "flt": ((nf,), np.float64), "F": ((m, m), np.float64),
                 "K": ((m, m), np.float64), "lam": ((m,), np.float64), "b": ((m,), np.float64),
                 "assigned": ((m,), np.int64)}
 
