@@ -120,13 +120,6 @@ class NaiveSON:
         self.D = self.D + weight * (dl * x) ** 2
         self.G = self.G + weight * (dl * x) ** 2
 
-    def _grow_scale(self, x):
-        grow = x * x > self.s2
-        resc = grow & (self.s2 > 0)
-        power = 1.0 - 2.0 * self.r if self.vw_rule else 1.0
-        self.wo[resc] *= (self.s2[resc] / x[resc] ** 2) ** power
-        self.s2[grow] = x[grow] ** 2
-
     def S_H(self):
         tl = (1 if self.avg else self.t) * self.Lam  # eigenvalues of S^T S
         S = np.sqrt(tl)[:, None] * self.V  # Alg. 3 line 2
@@ -137,8 +130,12 @@ class NaiveSON:
         """Predict on dense x (and update if learn and label is not NaN). Returns the prediction."""
         x = np.asarray(x, dtype=float)
         learn = learn and not np.isnan(label) and weight > 0
-        if self.precond and learn and not self.vw_rule:  # NAG: the scale grows before the prediction
-            self._grow_scale(x)
+        if self.precond and learn:
+            grow = x * x > self.s2
+            resc = grow & (self.s2 > 0)
+            power = 1.0 - 2.0 * self.r if self.vw_rule else 1.0
+            self.wo[resc] *= (self.s2[resc] / x[resc] ** 2) ** power
+            self.s2[grow] = x[grow] ** 2
         f = self.frame()
         xt = x * f
         S, H = self.S_H()
@@ -168,8 +165,6 @@ class NaiveSON:
             pg = min(max(p, self.lrange[0]), self.lrange[1])
         dl = _deriv(self.loss, pg, y)
         if self.diag_vw:  # VW's order: D first, then the update step sees D_{t+1}^{-r} x
-            if self.vw_rule and dl != 0.0:  # VW: the scale grows in the update of an example with a gradient
-                self._grow_scale(x)
             self._acc_d(weight, dl, x)
             f = self.frame()
             xt = x * f
@@ -206,7 +201,5 @@ class NaiveSON:
             self.wo += f * (u - w)
         self.u = u
         if not self.diag_vw:
-            if self.vw_rule and dl != 0.0:
-                self._grow_scale(x)
             self._acc_d(weight, dl, x)
         return pc

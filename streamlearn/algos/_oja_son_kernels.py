@@ -535,7 +535,7 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
                 else:
                     r = -1
             slot_buf[k] = r
-        if precond and do_learn and not vw_rule:  # NAG: the scale grows before the prediction
+        if precond and do_learn:
             _update_scale(tab, slot_buf, values, a, s, b, m, dpow, vw_rule)
         # ---- pre-scaled example x~ = D_t^{-1/2} x (Sec. 5.2, paper order) ----
         ux = 0.0
@@ -644,8 +644,6 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
                     _flush_to(tab, slot_buf[k], m, wt_buf[k])
             elif precond:
                 _flush(tab, slot_buf, values, a, s, b, m, dpow)
-            if vw_rule:  # VW: the scale grows with the update of an example with a gradient
-                _update_scale(tab, slot_buf, values, a, s, b, m, dpow, vw_rule)
             _accumulate_d(tab, slot_buf, values, a, s, imp * dl * dl, precond, m, dpow, vw_rule)
             xx = _rescale(tab, slot_buf, values, a, s, xt_buf, z, m, dpow, precond)
             for r in range(m):
@@ -670,9 +668,9 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
             for k in range(s):
                 sl = slot_buf[k]
                 v = tab[sl, C_S]
-                tab[sl, C_S] = 0.0
-                if v != 0.0 and tab[sl, cw + 2] > 0.0:  # (paper order: a new feature's scale comes later)
+                if v != 0.0:
                     nx += v * v / tab[sl, cw + 2]
+                    tab[sl, C_S] = 0.0
             flt[3] += imp * nx
             flt[4] += imp
             if flt[3] > 0.0:
@@ -779,8 +777,6 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
             if diag and not diag_vw:
                 if precond:
                     _flush(tab, slot_buf, values, a, s, b, m, dpow)
-                if vw_rule:
-                    _update_scale(tab, slot_buf, values, a, s, b, m, dpow, vw_rule)
                 _accumulate_d(tab, slot_buf, values, a, s, imp * dl * dl, precond, m, dpow, vw_rule)
     _symmetrize(K)
     return n, learned
