@@ -21,9 +21,19 @@ Deviations from the paper (defaults; the paper's choices remain options)
   computed on ``x~ = f x`` is mapped back to original coordinates with the frame ``f`` of its
   round (per feature: the original-coordinate weight ``c_j`` and a snapshot of ``w~_j``, flushed
   before ``f_j`` changes; exact, O(m s)). ``f = D~^{-r} / s`` with ``s^2`` = max x^2 seen and
-  ``D~ = 0.1 + sum h (l' x / s)^2`` (scale-invariant, as VW's normalized update); with r = 1/4 the
+  ``D~ = sum h (l' x / s)^2`` (scale-invariant, as VW's normalized update); with r = 1/4 the
   off-sketch step is AdaGrad's. ``--diag_frame data --diag_power 0.5`` is the paper: ``D^-1/2 x``
   is the example and the weights live in the pre-scaled coordinates.
+* **VW's normalized adaptive rule for that step** (``--diag_rule vw``, the default in the precond
+  frame; VW's gd.cc, Ross, Mineiro & Langford 2013): D~ starts at 0 (f = 0 until the feature's first
+  non-zero gradient), a weight is multiplied by ``(s_old / s_new)^(2 - 4r)`` when its feature's scale
+  grows (s_old / s_new for r = 1/4, as VW), and the whole Newton step by VW's global normaliser
+  ``(sum h ||x / s||^2 / sum h)^(2r - 1)`` (sqrt(sum h / sum h ||x / s||^2) for r = 1/4) over the
+  examples with a non-zero gradient, this one included. With m = 0 and alpha = 2 this is VW's
+  default learner (-l 0.5), up to two conventions kept from NAG / this learner: s grows before the
+  prediction (VW: in the update) and repeated indices are summed. ``--diag_rule nag`` is the earlier
+  rule: ``D~ = 0.1 + sum h (l' x / s)^2``, weights multiplied by ``s_old^2 / s_new^2``, no global
+  normaliser (models saved before ``--diag_rule`` continue with it).
 * **avg to-sketch scale** (``--sketch_scale auto``: avg with the pre-scaling, paper without), so
   that Oja's input keeps a stationary size as the pre-scaled features shrink; ``sigma_eta``
   defaults to 1/2 with ``precond``, else 1/8 (the paper's sigma for squared loss with C = 1).
@@ -133,7 +143,8 @@ class OjaSON(Learner):
               "Oja-SON --diag_frame precond: the rule of the diagonal (off-sketch) step. vw = VW's normalized "
               "adaptive rule (accumulator from 0, the weight rescaled by s_old / s_new when a feature's scale "
               "grows, the step times sqrt(sum h / sum h ||x / s||^2)): with --sketch_size 0 and --alpha 2 it is "
-              "VW's default learner (-l 0.5). nag = max-normalised AdaGrad from D = 0.1 (the default before "
+              "VW's default learner (-l 0.5), but s grows before the prediction (NAG) and repeated indices are "
+              "summed. nag = max-normalised AdaGrad from D = 0.1 (the default before "
               "2026-11-26). auto = vw with --diag_frame precond.", structural=True,
               absent="nag"),  # models saved before it continue as they were trained
         Param("max_cond", float, 1e4,
@@ -349,6 +360,8 @@ class OjaSON(Learner):
         require(((a[:na] >= 0) & (a[:na] <= self.mask)).all() and (a[na:] == -1).all(),
                 "array assigned: not the features of the assigned sketch rows, then -1")
         require(self.flt[0] >= 0 and self.flt[1] <= self.flt[2], "array flt: a negative bound or label range")
+        require(not self.vw_rule or (self.flt[3] >= 0 and self.flt[4] >= 0), "array flt: a negative sum of VW's "
+                "normaliser")
         cap = MIN_CAP
         while len(keys) > (cap >> 1):
             cap <<= 1
