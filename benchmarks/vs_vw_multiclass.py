@@ -14,6 +14,7 @@ table runs pmlb_letter, mnist_test10k and news20_train repeated ``--scale`` time
 one pass) for the examples/s of both tools at scale.
 
     python3 benchmarks/vs_vw_multiclass.py [--repeat 1] [--only letter_scale,news20_train] [--scale 5]
+        [--runs oja-son]
 """
 from __future__ import annotations
 
@@ -71,6 +72,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--only", default="", help="comma-separated data set names")
     ap.add_argument("--scale", type=int, default=5, help="repeat factor of the throughput table (0: skip it)")
+    ap.add_argument("--runs", default="", help="only our runs whose label contains this text (e.g. oja-son); "
+                    "VW's row is always run")
     a = ap.parse_args()
     need_shared()
     only = set(filter(None, a.only.split(",")))
@@ -87,6 +90,8 @@ def main():
                      "d err (pts)": "", "examples/s": f"{n / vw_wall:,.0f}", "speed vs VW": "1.00x",
                      "RSS MB": f"{vw_rss:.0f}"})
         for label, extra in OURS:
+            if a.runs and a.runs not in label:
+                continue
             wall, err, n2, rss = _ours(src, K, extra, a.repeat)
             assert n2 == n, (name, label, n2, n)
             rows.append({"dataset": "", "K": "", "n": "", "run": label, "error": f"{err:.4f}",
