@@ -8,8 +8,8 @@ reference an untuned user gets) and of ``--algo oja-son`` with each candidate se
 table: ``--oaa K`` on the sets of ``vs_vw_multiclass.py`` (error = the summary's 0/1 loss), adagrad
 and oja-son with each setting (VW's own ``--oaa`` numbers: ``vs_vw_multiclass.py``).
 
-``--variants`` are oja-son option strings ("" = the defaults; ``--oja_clip 0`` = the defaults before
-the Oja step cap). ``--baseline REV`` adds a column of oja-son's defaults run by revision REV of this repository
+``--variants`` are oja-son option strings ("" = the defaults; ``--diag_rule nag`` = the defaults
+before VW's rule became the diagonal step's; ``--oja_clip 0`` = those before the Oja step cap). ``--baseline REV`` adds a column of oja-son's defaults run by revision REV of this repository
 (extracted with git archive into the cache) in the same run.
 
     python3 benchmarks/oja_son_defaults.py [--only a9a,rcv1_small] [--variants "" "--alpha 10"]
@@ -26,7 +26,7 @@ from _common import CACHE, DATASETS, need_shared, read_preds, run_rss, streamlea
 from vs_vw import BINARY, _err, _vw_text, labels_of, source
 from vs_vw_multiclass import SETS as MULTICLASS
 
-VARIANTS = ["", "--oja_clip 0", "--diag_frame data"]
+VARIANTS = ["", "--diag_rule nag", "--diag_frame data"]
 
 
 def _columns(variants, base):

@@ -16,7 +16,8 @@ small files, and where VW's driver finishes faster than that floor no Python too
 of it; a second table runs pmlb_letter, mnist_test10k and news20_train repeated ``--scale``
 times (one file, one pass) for the examples/s of both tools at scale.
 
-    python3 benchmarks/vs_vw_multiclass.py [--repeat 1] [--only letter_scale,news20_train] [--scale 5] [--oja_newton]
+    python3 benchmarks/vs_vw_multiclass.py [--repeat 1] [--only letter_scale,news20_train] [--scale 5]
+        [--runs oja-son] [--oja_newton]
 """
 from __future__ import annotations
 
@@ -86,6 +87,8 @@ def main():
     ap.add_argument("--scale", type=int, default=5, help="repeat factor of the throughput table (0: skip it)")
     ap.add_argument("--oja_newton", action="store_true",
                     help="also run VW --OjaNewton --oaa K, the peer of the oja-son rows ('vs VW Oja')")
+    ap.add_argument("--runs", default="", help="only our runs whose label contains this text (e.g. oja-son); "
+                    "VW's row is always run")
     a = ap.parse_args()
     need_shared()
     only = set(filter(None, a.only.split(",")))
@@ -109,6 +112,8 @@ def main():
                          "speed vs VW": f"{vw_wall / oja[0]:.2f}x", "VW C++ s": f"{oja[4]:.3f}",
                          "wall s": f"{oja[0]:.3f}", "RSS MB": f"{oja[3]:.0f}"})
         for label, extra in OURS:
+            if a.runs and a.runs not in label:
+                continue
             wall, err, n2, rss = _ours(src, K, extra, a.repeat)
             assert n2 == n, (name, label, n2, n)
             rows.append({"dataset": "", "K": "", "n": "", "run": label, "error": f"{err:.4f}",

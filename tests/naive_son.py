@@ -65,7 +65,7 @@ class NaiveSON:
 
     def __init__(self, d, m, alpha, V0=None, sigma_eta=0.125, gamma_c=1.0, gamma_t0=0.0,
                  proj_c=0.0, diag=True, loss="squared", diag_order="paper", sketch_scale="paper", step_power=0.0,
-                 diag_frame="data", diag_power=0.5, invariant=True, oja_clip=0.0):
+                 diag_frame="data", diag_power=0.5, invariant=True, oja_clip=0.0, diag_rule="nag"):
         self.d, self.m, self.alpha = d, m, alpha
         self.sigma_eta, self.gamma_c, self.gamma_t0 = sigma_eta, gamma_c, gamma_t0
         self.C, self.diag, self.loss = proj_c, diag, loss
@@ -92,6 +92,15 @@ class NaiveSON:
         self.G = np.zeros(d)
         self.s2 = np.zeros(d)
         self.wo = np.zeros(d)
+        # diag_rule (precond only): "nag" as above; "vw" = VW's normalized adaptive rule (gd.cc):
+        # f = (G / s2)^-r / sqrt(s2) with no D_1 term (f = 0 until the feature had a gradient, so it
+        # never moves before that, as VW's weight), the weight rescaled by (s_old / s_new)^(2 - 4r)
+        # when s grows (VW: w *= s_old / s_new for r = 1/4, its power_t 1/2), and the step multiplied
+        # by (sum h ||x / s||^2 / sum h)^(2r - 1) over the examples with a non-zero gradient, this one
+        # included (VW's average_update; sqrt(sum h / sum h ||x / s||^2) for r = 1/4).
+        self.vw_rule = self.precond and diag_rule == "vw"
+        self.nx_sum = 0.0
+        self.w_sum = 0.0
 
     def frame(self):
         if not self.diag:
@@ -99,6 +108,10 @@ class NaiveSON:
         if not self.precond:
             return self.D ** -self.r
         f = np.zeros(self.d)
+        if self.vw_rule:
+            nz = (self.s2 > 0) & (self.G > 0)
+            f[nz] = (self.G[nz] / self.s2[nz]) ** -self.r / np.sqrt(self.s2[nz])
+            return f
         nz = self.s2 > 0
         f[nz] = (0.1 + self.G[nz] / self.s2[nz]) ** -self.r / np.sqrt(self.s2[nz])
         return f
@@ -120,7 +133,8 @@ class NaiveSON:
         if self.precond and learn:
             grow = x * x > self.s2
             resc = grow & (self.s2 > 0)
-            self.wo[resc] *= self.s2[resc] / x[resc] ** 2
+            power = 1.0 - 2.0 * self.r if self.vw_rule else 1.0
+            self.wo[resc] *= (self.s2[resc] / x[resc] ** 2) ** power
             self.s2[grow] = x[grow] ** 2
         f = self.frame()
         xt = x * f
@@ -172,6 +186,12 @@ class NaiveSON:
         S, H = self.S_H()
         # Alg. 1 line 8
         eta = float(self.t) ** self.step_power  # step multiplier eta_t = t^p
+        if self.vw_rule and dl != 0.0:
+            nz = self.s2 > 0
+            self.nx_sum += weight * np.sum(x[nz] ** 2 / self.s2[nz])
+            self.w_sum += weight
+            if self.nx_sum > 0:
+                eta *= (self.nx_sum / self.w_sum) ** (2.0 * self.r - 1.0)
         if self.invariant and dl != 0.0:  # replace h l'(p) by the importance-invariant coefficient
             q = xt @ (xt - S.T @ (H @ (S @ xt))) / self.alpha  # x~^T A^-1 x~
             if q > 0:

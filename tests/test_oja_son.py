@@ -59,6 +59,11 @@ def v0_of(learner, d):
     return V0
 
 
+def rule_of(learner):
+    """The reference's diag_rule for the learner (--diag_rule resolved)."""
+    return "vw" if learner.vw_rule else "nag"
+
+
 def dense_run(learner_kw, X, y, weights=None, learn_mask=None, sparse=None):
     """Run the sparse learner and the dense reference (with the same V_0) on the same stream."""
     T, d = X.shape
@@ -73,7 +78,7 @@ def dense_run(learner_kw, X, y, weights=None, learn_mask=None, sparse=None):
                  diag_order=learner_kw.get("diag_order", OjaSON.default_hyper("diag_order")),
                  sketch_scale=learner_kw.get("sketch_scale", OjaSON.default_hyper("sketch_scale")),
                  step_power=L.step_power, diag_frame=L.hyper["diag_frame"], diag_power=L.dpow,
-                 invariant=L.invariant, oja_clip=L.oja_clip)
+                 invariant=L.invariant, oja_clip=L.oja_clip, diag_rule=rule_of(L))
     p_dense = np.array([R.step(X[i], y[i], w[i]) for i in range(T)])
     return L, R, p_sparse, p_dense
 
@@ -183,7 +188,7 @@ def test_reference_setting_is_stable(kw):
         R = NaiveSON(40, 10, L.alpha, V0=V0, diag_order=L.hyper["diag_order"], sketch_scale=L.hyper["sketch_scale"],
                      sigma_eta=L.sigma_eta, step_power=L.step_power,
                      diag_frame=L.hyper["diag_frame"], diag_power=L.dpow, invariant=L.invariant,
-                     oja_clip=L.oja_clip)
+                     oja_clip=L.oja_clip, diag_rule=rule_of(L))
         out.append(np.array([R.step(Xi[i], y[i]) for i in range(len(y))]))
     rel = np.abs(out[0] - out[1]) / np.maximum(np.abs(out[0]), 1e-2)
     assert rel.max() < RTOL / 10
@@ -207,7 +212,7 @@ def test_duplicate_indices_are_summed():
     ps, _ = L.learn_batch(b)
     R = NaiveSON(12, 4, 1.0, V0=v0_of(L, 12), diag_order=L.hyper["diag_order"], sketch_scale=L.hyper["sketch_scale"],
                      sigma_eta=L.sigma_eta, step_power=L.step_power,
-                     diag_frame=L.hyper["diag_frame"], diag_power=L.dpow, oja_clip=L.oja_clip)
+                     diag_frame=L.hyper["diag_frame"], diag_power=L.dpow, oja_clip=L.oja_clip, diag_rule=rule_of(L))
     pd = np.array([R.step(X[i], y[i]) for i in range(500)])
     assert_close(ps, pd, rtol=1e-9)
 
@@ -410,28 +415,31 @@ def test_avg_sketch_scale_learns_uncentred_features():
     assert err["avg"] < 0.12 and err["avg"] < 0.5 * err["paper"], err
 
 
-def test_precond_frame_is_scale_invariant_and_m0_is_adagrad_like():
+@pytest.mark.parametrize("rule", ["vw", "nag"])
+def test_precond_frame_is_scale_invariant_and_m0_is_adagrad_like(rule):
     """--diag_frame precond: the frame (D~^-1/4 / s, D~ the accumulator of the max-normalised
     feature) makes the predictions invariant to rescaling a feature (bit-exact for a power of 2), and
-    with m = 0 the weight of a feature seen with |x| = 1 moves by l' / (alpha (0.1 + sum l'^2)^1/2) (AdaGrad)."""
+    with m = 0 the weight of a feature seen with |x| = 1 moves by l' / (alpha (D0 + sum l'^2)^1/2)
+    (AdaGrad; D0 = 0.1 with --diag_rule nag, 0 with vw, whose global multiplier is 1 here)."""
     X, y = ill_conditioned(2000, 20, seed=4)
     Xs = X.copy()
     Xs[:, 3] *= 1024.0
     Xs[:, 7] /= 64.0
     for m in (0, 5):
-        p1, _ = OjaSON(sketch_size=m, diag_frame="precond").learn_batch(Batch.from_dense(X, y))
-        p2, _ = OjaSON(sketch_size=m, diag_frame="precond").learn_batch(Batch.from_dense(Xs, y))
+        p1, _ = OjaSON(sketch_size=m, diag_frame="precond", diag_rule=rule).learn_batch(Batch.from_dense(X, y))
+        p2, _ = OjaSON(sketch_size=m, diag_frame="precond", diag_rule=rule).learn_batch(Batch.from_dense(Xs, y))
         np.testing.assert_allclose(p1, p2, rtol=1e-12, atol=1e-14)
+    d0 = 0.1 if rule == "nag" else 0.0
     b = Batch(np.array([0, 1, 2], np.int64), np.array([5, 5], np.uint32), np.array([1.0, 1.0]),
               np.array([1.0, 1.0]), np.ones(2))
-    p, _ = OjaSON(sketch_size=0, alpha=2.0, diag_frame="precond", no_invariant=True).learn_batch(b)
+    p, _ = OjaSON(sketch_size=0, alpha=2.0, diag_rule=rule, no_invariant=True).learn_batch(b)
     g1 = 2 * (0.0 - 1.0)
-    w1 = -g1 / (2.0 * np.sqrt(0.1 + g1 * g1))
+    w1 = -g1 / (2.0 * np.sqrt(d0 + g1 * g1))
     assert p[1] == pytest.approx(w1, rel=1e-12)
     # the importance-invariant step (default): the prediction moves (y - p)(1 - exp(-2 q)) toward the
     # label, q = x~^2 / alpha the prediction's change per unit of gradient
-    p, _ = OjaSON(sketch_size=0, alpha=2.0, diag_frame="precond").learn_batch(b)
-    q = 1.0 / (2.0 * np.sqrt(0.1 + g1 * g1))
+    p, _ = OjaSON(sketch_size=0, alpha=2.0, diag_rule=rule).learn_batch(b)
+    q = 1.0 / (2.0 * np.sqrt(d0 + g1 * g1))
     assert p[1] == pytest.approx(1.0 - np.exp(-2.0 * q), rel=1e-12)
 
 
@@ -505,7 +513,11 @@ def test_default_alpha_is_stable_on_heavy_tailed_sparse_data(m):
     err = np.mean(np.sign(p[-3000:]) != b.labels[-3000:])
     assert np.all(np.isfinite(p)) and err < base - 0.05, (err, base)
     assert L.n_remat <= 20
-    P = OjaSON(sketch_size=m, no_invariant=True)
+    # the plain step's overshoot, shown with --diag_rule nag (the default when the invariant step was
+    # made the default): VW's rule's global normaliser 1 / sqrt(mean ||x / s||^2) (about 1/4.4 here)
+    # shrinks every step and with it the overshoot
+    p, loss = OjaSON(sketch_size=m, diag_rule="nag").learn_batch(b)
+    P = OjaSON(sketch_size=m, no_invariant=True, diag_rule="nag")
     pp, lp = P.learn_batch(b)
     # squared-loss predictions are reported clipped to the labels' range: the plain step's overshoot
     # shows as predictions pinned at the wrong label (about 11% of examples against 1%)
@@ -596,3 +608,74 @@ def test_model_saved_before_the_oja_cap_continues_uncapped(tmp_path, invoke_cli)
     r = invoke_cli("train", "-i", v1 / "squared.slm", data, "-p", out2, "--quiet", "--oja_clip", "0.05")
     assert r.exit_code == 0, r.output
     assert out2.read_text() != out.read_text()
+
+
+def test_model_saved_before_the_diag_rule_continues_with_the_old_rule(tmp_path, invoke_cli):
+    """A model written before --diag_rule existed (tests/data/oja_son_v2/make.sh, main at 9716988)
+    continues training exactly as that version did (--diag_rule nag, 3 floats of flt), while a new
+    run from the same start takes VW's rule and differs."""
+    from pathlib import Path
+    v2 = Path(__file__).parent / "data" / "oja_son_v2"
+    data = Path(__file__).parent.parent / "sample_data" / "rcv1_small_200.vw.gz"
+    out, model = tmp_path / "cont.txt", tmp_path / "cont.slm"
+    r = invoke_cli("train", "-i", v2 / "squared.slm", data, "-p", out, "-f", model, "--quiet")
+    assert r.exit_code == 0, r.output
+    assert out.read_text() == (v2 / "squared.continue.txt").read_text()
+    # the continued model keeps the old rule explicitly (and so continues the same way again)
+    from streamlearn.api import load_model
+    learner, _, header = load_model(model)
+    assert header["meta"]["hyper"]["diag_rule"] == "nag" and not learner.vw_rule
+    new, new_model = tmp_path / "new.txt", tmp_path / "new.slm"
+    r = invoke_cli("train", "--algo", "oja-son", "--sketch_size", "4", data, "-b", "16", "-f", new_model, "--quiet")
+    assert r.exit_code == 0, r.output
+    r = invoke_cli("train", "-i", new_model, data, "-p", new, "--quiet")
+    assert r.exit_code == 0, r.output
+    assert new.read_text() != out.read_text()
+
+
+def test_diag_rule_option():
+    """--diag_rule: auto = vw with the precond frame; vw/nag need that frame (the paper's data frame and
+    --no_diag refuse them, so the paper-exact flag set cannot change); vw keeps VW's two sums in flt."""
+    assert OjaSON().vw_rule and not OjaSON(diag_rule="nag").vw_rule
+    assert not OjaSON(diag_frame="data").vw_rule and not OjaSON(no_diag=True).vw_rule
+    assert OjaSON().flt.shape == (5,) and OjaSON(diag_rule="nag").flt.shape == (3,)
+    for kw in (dict(diag_frame="data"), dict(no_diag=True)):
+        for rule in ("vw", "nag"):
+            with pytest.raises(ValueError, match="diag_rule"):
+                OjaSON(diag_rule=rule, **kw)
+    L = OjaSON(sketch_size=2)
+    L.learn_batch(heavy_tailed_stream(50, seed=1))
+    assert L.flt[3] > 0 and L.flt[4] == 50
+    meta, arrays = L.state_dict()
+    arrays = {k: np.array(v) for k, v in arrays.items()}
+    OjaSON.from_state(json.loads(json.dumps(meta)), arrays)
+    arrays["flt"][3] = -1.0
+    with pytest.raises(ValueError, match="normaliser"):
+        OjaSON.from_state(json.loads(json.dumps(meta)), arrays)
+    arrays["flt"] = arrays["flt"][:3]  # the nag rule's flt does not fit
+    with pytest.raises(ValueError, match="flt"):
+        OjaSON.from_state(json.loads(json.dumps(meta)), arrays)
+
+
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+def test_m0_with_vw_rule_is_vws_default_learner(loss, tmp_path, invoke_cli):
+    """--diag_rule vw, --sketch_size 0, --alpha 2 is VW's default learner (normalized adaptive invariant,
+    -l 0.5; streamlearn's default adagrad, checked against VW's own output in test_vw_golden_adagrad)
+    prediction by prediction, on a file where the two agree by construction: every value is 1 (so NAG's
+    timing of the scale update, before the prediction, and VW's, in the update, coincide) and no index
+    repeats within an example (Oja-SON sums duplicates, VW does not). Up to VW's float32 state."""
+    path = os.path.join(os.path.dirname(__file__), os.pardir, "sample_data", "a9a_train_3k.libsvm.gz")
+    lf = ["--loss_function", loss]
+    outs = {}
+    for label, extra in [("vw", []), ("son", ["--algo", "oja-son", "--sketch_size", "0", "--alpha", "2"])]:
+        outs[label] = tmp_path / f"{label}.txt"
+        r = invoke_cli("train", path, *extra, *lf, "-p", outs[label], "--quiet")
+        assert r.exit_code == 0, r.output
+    a, b = (np.loadtxt(outs[k]) for k in ("vw", "son"))
+    assert len(a) == 3000 and np.abs(a).max() > 0.1
+    np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)
+    # the old rule is a different learner on the same file
+    r = invoke_cli("train", path, "--algo", "oja-son", "--sketch_size", "0", "--alpha", "2", "--diag_rule", "nag",
+                   *lf, "-p", tmp_path / "nag.txt", "--quiet")
+    assert r.exit_code == 0, r.output
+    assert np.abs(np.loadtxt(tmp_path / "nag.txt") - a).max() > 1e-2

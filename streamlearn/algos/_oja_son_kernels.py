@@ -48,12 +48,19 @@ def _fscale(dv, r):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _pscale(dv, s2, r):
+def _pscale(dv, s2, r, vwr):
     """Precond-mode frame scale ``f = (D0 + dv / s2)^-r / sqrt(s2)``: the accumulator of the
     max-normalised feature x / s (s^2 = s2 = max x^2 seen), so x f is scale-free (Ross et al. 2013);
-    0 for a feature that never had a non-zero value."""
+    0 for a feature that never had a non-zero value. ``vwr`` (--diag_rule vw): no D0 term, as VW's
+    accumulator starts at 0, and 0 until the feature had a non-zero gradient (VW's weight does not
+    move before that either); for r = 1/4, f^2 = 1 / (s sqrt(G)) is VW's normalized adaptive rate."""
     if not s2 > 0.0:
         return 0.0
+    if vwr:
+        if not dv > 0.0:
+            return 0.0
+        d = dv / s2
+        return (1.0 / math.sqrt(math.sqrt(d)) if r == 0.25 else d ** -r) / math.sqrt(s2)
     return _fscale(dv / s2, r) / math.sqrt(s2)
 
 
@@ -77,12 +84,12 @@ def _flush_to(tab, sl, m, wt):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _set_frame(tab, sl, m, r):
+def _set_frame(tab, sl, m, r, vwr):
     """Precond mode: the cached frame scale ``f_j = _pscale(D_j, s2_j)`` (column C_Z + m + 3), set
     whenever D_j or s2_j changes (after the flush), so the prediction, the flush and the re-scaling
     read it instead of computing three roots and divisions each."""
     cw = C_Z + m
-    tab[sl, cw + 3] = _pscale(tab[sl, C_D], tab[sl, cw + 2], r)
+    tab[sl, cw + 3] = _pscale(tab[sl, C_D], tab[sl, cw + 2], r, vwr)
 
 
 @njit(**INNER)
@@ -103,9 +110,12 @@ def _sum_duplicates(tab, slot_buf, values, a, s):
 
 
 @njit(**INNER)
-def _update_scale(tab, slot_buf, values, a, s, b, m, r):
+def _update_scale(tab, slot_buf, values, a, s, b, m, r, vwr):
     """Precond mode: s2_j = max(s2_j, x_j^2) (duplicate indices summed first), flushing the
-    features whose scale grows."""
+    features whose scale grows and rescaling their original-coordinate weight "as if the new scale
+    had been the old one" (Ross et al. 2013): by s_old^2 / s_new^2 (NAG's rate 1 / s^2), or with
+    ``vwr`` by (s_old / s_new)^(2 - 4r), the power of s in the rate f^2 = G^-2r s^(4r - 2) (VW's
+    gd.cc: s_old / s_new for its adaptive normalized rule, r = 1/4)."""
     cw = C_Z + m
     _sum_duplicates(tab, slot_buf, values, a, s)
     for k in range(s):
@@ -115,9 +125,15 @@ def _update_scale(tab, slot_buf, values, a, s, b, m, r):
         if v * v > tab[sl, cw + 2]:
             _flush1(tab, sl, b, m, r)
             if NAG_RESCALE and tab[sl, cw + 2] > 0.0:
-                tab[sl, cw] *= tab[sl, cw + 2] / (v * v)
+                ratio = tab[sl, cw + 2] / (v * v)
+                if not vwr:
+                    tab[sl, cw] *= ratio
+                elif r == 0.25:
+                    tab[sl, cw] *= math.sqrt(ratio)
+                else:
+                    tab[sl, cw] *= ratio ** (1.0 - 2.0 * r)
             tab[sl, cw + 2] = v * v
-            _set_frame(tab, sl, m, r)
+            _set_frame(tab, sl, m, r, vwr)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -414,7 +430,8 @@ class SonState(NamedTuple):
     tab: np.ndarray  # float64 (cap, ncol): per-feature row (see the module docstring)
     shift: int  # 64 - log2(cap): Fibonacci hashing shift
     ints: np.ndarray  # int64 (5,): t, n_assigned, n_occupied, n_remat, t at last remat
-    flt: np.ndarray  # float64 (3,): bound on cond(Z), label min, label max (learned so far)
+    flt: np.ndarray  # float64 (3,) or (5,): bound on cond(Z), label min, label max (learned so far), then
+    # with --diag_rule vw: sum of h ||x / s||^2 and of h over the examples with a non-zero gradient
     F: np.ndarray  # float64 (m, m): V = F Z (Alg. 5), lower triangular
     K: np.ndarray  # float64 (m, m): Z Z^T (App. G)
     lam: np.ndarray  # float64 (m,): Lambda, the sketch's eigenvalue estimates
@@ -441,6 +458,7 @@ class SonHyper(NamedTuple):
     dpow: float  # exponent r of D^-r
     invariant: bool  # importance-invariant step
     oja_clip: float  # cap on Oja's step Gamma ||g^||^2 (0 = none)
+    vw_rule: bool  # --diag_rule vw (precond mode; flt[3:5] = sum h ||x / s||^2, sum h)
 
 
 class SonScratch(NamedTuple):
@@ -463,7 +481,7 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
     """
     keys, tab, shift, ints, flt, F, K, lam, b, assigned = state
     (mask, loss_code, alpha, sigma_eta, gamma_c, gamma_t0, proj_c, diag, diag_vw, max_cond,
-     sketch_avg, step_power, precond, dpow, invariant, oja_clip) = hyper
+     sketch_avg, step_power, precond, dpow, invariant, oja_clip, vw_rule) = hyper
     slot_buf, xt_buf, wt_buf = scratch
     n = labels.shape[0]
     m = lam.shape[0]
@@ -518,7 +536,7 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
                     r = -1
             slot_buf[k] = r
         if precond and do_learn:
-            _update_scale(tab, slot_buf, values, a, s, b, m, dpow)
+            _update_scale(tab, slot_buf, values, a, s, b, m, dpow, vw_rule)
         # ---- pre-scaled example x~ = D_t^{-1/2} x (Sec. 5.2, paper order) ----
         ux = 0.0
         for r in range(m):
@@ -626,7 +644,7 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
                     _flush_to(tab, slot_buf[k], m, wt_buf[k])
             elif precond:
                 _flush(tab, slot_buf, values, a, s, b, m, dpow)
-            _accumulate_d(tab, slot_buf, values, a, s, imp * dl * dl, precond, m, dpow)
+            _accumulate_d(tab, slot_buf, values, a, s, imp * dl * dl, precond, m, dpow, vw_rule)
             xx = _rescale(tab, slot_buf, values, a, s, xt_buf, z, m, dpow, precond)
             for r in range(m):
                 acc = 0.0
@@ -638,6 +656,26 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
         tf = float(ints[0])
         gam_t = gamma_c / (tf + gamma_t0)
         eta = 1.0 if step_power == 0.0 else tf ** step_power  # step multiplier eta_t = t^p
+        if vw_rule and dl != 0.0:
+            # VW's normalized rule, its global part (gd.cc average_update): the step is multiplied by
+            # (sum h ||x / s||^2 / sum h)^(2r - 1) (r = 1/4: sqrt(sum h / sum h ||x / s||^2)), s the
+            # per-feature scale max |x|, this example counted, duplicate indices summed
+            for k in range(s):
+                tab[slot_buf[k], C_S] = 0.0
+            for k in range(s):
+                tab[slot_buf[k], C_S] += values[a + k]
+            nx = 0.0
+            for k in range(s):
+                sl = slot_buf[k]
+                v = tab[sl, C_S]
+                if v != 0.0:
+                    nx += v * v / tab[sl, cw + 2]
+                    tab[sl, C_S] = 0.0
+            flt[3] += imp * nx
+            flt[4] += imp
+            if flt[3] > 0.0:
+                ratio = flt[4] / flt[3]
+                eta *= math.sqrt(ratio) if dpow == 0.25 else ratio ** (1.0 - 2.0 * dpow)
         if m > 0:
             if dl == 0.0:
                 for r in range(m):
@@ -739,7 +777,7 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
             if diag and not diag_vw:
                 if precond:
                     _flush(tab, slot_buf, values, a, s, b, m, dpow)
-                _accumulate_d(tab, slot_buf, values, a, s, imp * dl * dl, precond, m, dpow)
+                _accumulate_d(tab, slot_buf, values, a, s, imp * dl * dl, precond, m, dpow, vw_rule)
     _symmetrize(K)
     return n, learned
 
@@ -760,7 +798,7 @@ def _invariant_coef(code, p, y, imp, eta, q, gcoef):
 
 
 @njit(**INNER)
-def _accumulate_d(tab, slot_buf, values, a, s, g2, precond, m, r):
+def _accumulate_d(tab, slot_buf, values, a, s, g2, precond, m, r, vwr):
     """D_j += g2 * x_j^2 in original coordinates, duplicate indices summed first (precond: and the
     cached frame scale follows)."""
     _sum_duplicates(tab, slot_buf, values, a, s)
@@ -771,7 +809,7 @@ def _accumulate_d(tab, slot_buf, values, a, s, g2, precond, m, r):
             tab[sl, C_D] += g2 * v * v
             tab[sl, C_S] = 0.0
             if precond:
-                _set_frame(tab, sl, m, r)
+                _set_frame(tab, sl, m, r, vwr)
 
 
 @njit(**INNER)

@@ -21,9 +21,19 @@ Deviations from the paper (defaults; the paper's choices remain options)
   computed on ``x~ = f x`` is mapped back to original coordinates with the frame ``f`` of its
   round (per feature: the original-coordinate weight ``c_j`` and a snapshot of ``w~_j``, flushed
   before ``f_j`` changes; exact, O(m s)). ``f = D~^{-r} / s`` with ``s^2`` = max x^2 seen and
-  ``D~ = 0.1 + sum h (l' x / s)^2`` (scale-invariant, as VW's normalized update); with r = 1/4 the
+  ``D~ = sum h (l' x / s)^2`` (scale-invariant, as VW's normalized update); with r = 1/4 the
   off-sketch step is AdaGrad's. ``--diag_frame data --diag_power 0.5`` is the paper: ``D^-1/2 x``
   is the example and the weights live in the pre-scaled coordinates.
+* **VW's normalized adaptive rule for that step** (``--diag_rule vw``, the default in the precond
+  frame; VW's gd.cc, Ross, Mineiro & Langford 2013): D~ starts at 0 (f = 0 until the feature's first
+  non-zero gradient), a weight is multiplied by ``(s_old / s_new)^(2 - 4r)`` when its feature's scale
+  grows (s_old / s_new for r = 1/4, as VW), and the whole Newton step by VW's global normaliser
+  ``(sum h ||x / s||^2 / sum h)^(2r - 1)`` (sqrt(sum h / sum h ||x / s||^2) for r = 1/4) over the
+  examples with a non-zero gradient, this one included. With m = 0 and alpha = 2 this is VW's
+  default learner (-l 0.5), up to two conventions kept from NAG / this learner: s grows before the
+  prediction (VW: in the update) and repeated indices are summed. ``--diag_rule nag`` is the earlier
+  rule: ``D~ = 0.1 + sum h (l' x / s)^2``, weights multiplied by ``s_old^2 / s_new^2``, no global
+  normaliser (models saved before ``--diag_rule`` continue with it).
 * **avg to-sketch scale** (``--sketch_scale auto``: avg with the pre-scaling, paper without), so
   that Oja's input keeps a stationary size as the pre-scaled features shrink; ``sigma_eta``
   defaults to 1/2 with ``precond``, else 1/8 (the paper's sigma for squared loss with C = 1).
@@ -129,6 +139,14 @@ class OjaSON(Learner):
               "latest gradient while Lambda keeps the old eigenvalues); default 0.05 with the avg to-sketch scale, "
               "none (0) with the paper's.", low=0,
               absent=0.0),  # models saved before the cap continue uncapped (tests/data/oja_son_v1)
+        Param("diag_rule", ("auto", "nag", "vw"), "auto",
+              "Oja-SON --diag_frame precond: the rule of the diagonal (off-sketch) step. vw = VW's normalized "
+              "adaptive rule (accumulator from 0, the weight rescaled by s_old / s_new when a feature's scale "
+              "grows, the step times sqrt(sum h / sum h ||x / s||^2)): with --sketch_size 0 and --alpha 2 it is "
+              "VW's default learner (-l 0.5), but s grows before the prediction (NAG) and repeated indices are "
+              "summed. nag = max-normalised AdaGrad from D = 0.1 (the default before "
+              "2026-11-26). auto = vw with --diag_frame precond.", structural=True,
+              absent="nag"),  # models saved before it continue as they were trained
         Param("max_cond", float, 1e4,
               "Oja-SON: re-materialise the sketch when the bound on cond(Z) exceeds this.", low=1,
               finite=False),
@@ -155,11 +173,17 @@ class OjaSON(Learner):
         self.dpow = float(dp if dp is not None else (0.25 if self.precond else 0.5))
         if not 0.0 < self.dpow <= 1.0:
             raise ValueError(f"--diag_power must be in (0, 1], got {self.dpow}")
+        dr = self.hyper["diag_rule"]
+        if dr not in ("auto", "nag", "vw"):
+            raise ValueError(f"--diag_rule must be auto, nag or vw, got {dr!r}")
+        if dr != "auto" and not self.precond:
+            raise ValueError(f"--diag_rule {dr} needs the diagonal pre-scaling in --diag_frame precond")
+        self.vw_rule = dr == "vw" or (dr == "auto" and self.precond)
         self.ncol = m + N_COLS_EXTRA + (4 if self.precond else 0)  # precond: c, snapshot of w~, s2, frame f
         self._alloc_table(MIN_CAP)
         self.ints = np.zeros(5, np.int64)  # t, n_assigned, n_occupied, n_remat, t at last remat
         # bound on cond(Z) (||F||_F ||Z||_F = m at start), then the label range learned so far
-        self.flt = np.array([float(m), 0.0, 0.0])
+        self.flt = np.array([float(m), 0.0, 0.0] + [0.0, 0.0] * self.vw_rule)
         self.F = _eye(m)
         self.K = _eye(m)
         self.lam = np.zeros(m)
@@ -227,7 +251,7 @@ class OjaSON(Learner):
         hyper = _kernels.SonHyper(self.mask, self.loss.code, self.alpha, self.sigma_eta, self.gamma_c,
                                   self.gamma_t0, self.proj_c, self.diag, self.diag_vw, self.max_cond,
                                   self.sketch_avg, self.step_power, self.precond, self.dpow, self.invariant,
-                                  self.oja_clip)
+                                  self.oja_clip, self.vw_rule)
         fields = _kernels.SonState._fields
         start = 0
         while True:
@@ -289,9 +313,16 @@ class OjaSON(Learner):
         return m
 
     @classmethod
+    def _precond(cls, hyper) -> bool:
+        get = lambda k: cls.default_hyper(k) if hyper.get(k) is None else hyper[k]
+        return not get("no_diag") and get("diag_frame") == "precond"
+
+    @classmethod
     def saved_shapes(cls, hyper):
         m = cls._m(hyper)
-        return {"ints": ((5,), np.int64), "flt": ((3,), np.float64), "F": ((m, m), np.float64),
+        dr = hyper.get("diag_rule")
+        nf = 5 if dr == "vw" or (dr in (None, "auto") and cls._precond(hyper)) else 3
+        return {"ints": ((5,), np.int64), "flt": ((nf,), np.float64), "F": ((m, m), np.float64),
                 "K": ((m, m), np.float64), "lam": ((m,), np.float64), "b": ((m,), np.float64),
                 "assigned": ((m,), np.int64)}
 
@@ -329,6 +360,8 @@ class OjaSON(Learner):
         require(((a[:na] >= 0) & (a[:na] <= self.mask)).all() and (a[na:] == -1).all(),
                 "array assigned: not the features of the assigned sketch rows, then -1")
         require(self.flt[0] >= 0 and self.flt[1] <= self.flt[2], "array flt: a negative bound or label range")
+        require(not self.vw_rule or (self.flt[3] >= 0 and self.flt[4] >= 0), "array flt: a negative sum of VW's "
+                "normaliser")
         cap = MIN_CAP
         while len(keys) > (cap >> 1):
             cap <<= 1
