@@ -1,0 +1,628 @@
+"""Compiled kernels of :mod:`streamlearn.algos.fd_son` (sparse FD-SON, progressive validation inside).
+
+Luo, Agarwal, Cesa-Bianchi & Langford (2016), "Efficient Second Order Online Learning by
+Sketching" (SON): Alg. 1 (SON) with the Frequent Directions sketch in App. F's epoch form (Alg. 6,
+made sparse as Alg. 8-11), with the corrections of ``NOTES_FD.md`` (the 1/2 in the
+Sherman-Morrison vector, the buffer read before it is cleared, N1 = U1 F + U2 Q1, the first epoch
+handled explicitly, K of the 2m-row basis).
+
+The sketch is ``S = [D V; G]`` (2m x d): ``V = F Z`` (m x d, orthonormal rows, ``K = Z Z^T``), ``D``
+diagonal, and a buffer ``G`` of up to m sparse rows (the to-sketch vectors g^ as received).
+``H = (alpha I_2m + S S^T)^-1``; ``A^-1 v = (v - S^T H S v) / alpha`` (Woodbury). The weights are
+``w = w_bar + Z^T b + G^T c`` (``c``: the buffer rows' share, folded into ``w_bar`` at each eigen step).
+
+Per-feature state lives in an open-addressing hash table keyed by the masked feature index:
+``keys[slot]`` (-1 = empty), ``tab[slot] = [w_bar, scratch, Z[0, j], ..., Z[m-1, j]]``. The buffer
+holds its rows' entries as (slot, key, value) in ``buf_*`` with row offsets ``boff``.
+"""
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from ..kernels._jit import INNER, KERNEL
+from ._loss_kernels import loss_deriv, loss_value, target
+
+__all__ = ["FdState", "FdHyper", "fd_run", "rehash", "table_lookup_rows", "remap_buffer"]
+
+EMPTY = -1
+C_U = 0  # w_bar
+C_S = 1  # scratch: the example's value of each feature (duplicates summed)
+C_Z = 2  # first column of Z^T
+HASH_MULT = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing
+RESID_TOL = 1e-11  # buffer residual directions below this share of ||G||_F^2 count as dependent
+DRIFT_TOL = 1e-9  # re-orthonormalise V when max |F K F^T - I| (active rows) exceeds this
+
+# ints fields
+I_T, I_OCC, I_TAU, I_NA, I_NBUF, I_REBASE, I_EIG = 0, 1, 2, 3, 4, 5, 6
+
+
+class FdState(NamedTuple):
+    """FD-SON's state (SON Alg. 1 + App. F): the per-feature table, the sketch's small matrices
+    and the buffer."""
+
+    keys: np.ndarray  # int64 (cap,): masked feature per slot, -1 = empty
+    tab: np.ndarray  # float64 (cap, 2 + m): [w_bar, scratch, Z^T row]
+    shift: int  # 64 - log2(cap)
+    ints: np.ndarray  # int64 (7,): t, occupied, tau (buffer rows), na (active sketch rows), buffer nnz, re-bases, eigen steps
+    F: np.ndarray  # (m, m): V = F Z
+    K: np.ndarray  # (m, m): Z Z^T
+    D: np.ndarray  # (m,): the sketch's singular values (0 on inactive rows and on row m)
+    b: np.ndarray  # (m,): w = w_bar + Z^T b + G^T c
+    c: np.ndarray  # (m,)
+    H: np.ndarray  # (2m, 2m): (alpha I + S S^T)^-1
+    ZG: np.ndarray  # (m, m): Z G^T
+    GG: np.ndarray  # (m, m): G G^T
+    boff: np.ndarray  # int64 (m + 1,): buffer row offsets into buf_*
+    bslot: np.ndarray  # int64 (bcap,): table slot of each buffer entry
+    bkey: np.ndarray  # int64 (bcap,): its feature
+    bval: np.ndarray  # float64 (bcap,): its value in g^
+
+
+class FdHyper(NamedTuple):
+    mask: int
+    loss_code: int
+    alpha: float
+    sigma_eta: float  # to-sketch scale: g^ = sqrt(sigma_eta h) l'(p) x
+    proj_c: float  # |w^T x| <= C (0 = off)
+    max_cond: float  # re-base when cond(F) exceeds this
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _find(keys, key, shift, capmask):
+    """Slot of ``key`` (>= 0), or ``-1 - slot`` of the empty slot where it would go."""
+    h = np.int64((np.uint64(key) * HASH_MULT) >> np.uint64(shift))
+    while True:
+        k = keys[h]
+        if k == key:
+            return h
+        if k == EMPTY:
+            return -1 - h
+        h = (h + 1) & capmask
+
+
+@njit(**KERNEL)
+def rehash(keys, tab, new_keys, new_tab, new_shift):
+    """Move every occupied slot of ``(keys, tab)`` into the larger empty table ``(new_keys, new_tab)``."""
+    capmask = new_keys.shape[0] - 1
+    ncol = tab.shape[1]
+    for s in range(keys.shape[0]):
+        key = keys[s]
+        if key == EMPTY:
+            continue
+        h = -1 - _find(new_keys, key, new_shift, capmask)
+        new_keys[h] = key
+        for c in range(ncol):
+            new_tab[h, c] = tab[s, c]
+
+
+@njit(**KERNEL)
+def remap_buffer(keys, shift, bkey, bslot, nbuf):
+    """The buffer entries' slots after the table was rebuilt (their features are all stored)."""
+    capmask = keys.shape[0] - 1
+    for e in range(nbuf):
+        bslot[e] = _find(keys, bkey[e], shift, capmask)
+
+
+@njit(**KERNEL)
+def table_lookup_rows(keys, tab, query, shift, out):
+    """``out[i] = tab[slot(query[i])]`` (zeros for absent keys)."""
+    capmask = keys.shape[0] - 1
+    for i in range(query.shape[0]):
+        r = _find(keys, query[i], shift, capmask)
+        if r >= 0:
+            for c in range(tab.shape[1]):
+                out[i, c] = tab[r, c]
+
+
+@njit(**INNER)
+def _mm(A, B):
+    """``A @ B`` with plain loops (any sizes, including empty ones)."""
+    n, k = A.shape
+    p = B.shape[1]
+    out = np.zeros((n, p))
+    for i in range(n):
+        for t in range(k):
+            a = A[i, t]
+            if a != 0.0:
+                for j in range(p):
+                    out[i, j] += a * B[t, j]
+    return out
+
+
+@njit(**INNER)
+def _sherman_morrison(H, q, e_idx, hq, eh):
+    """Alg. 6 lines 2-3: ``H <- (H^-1 + q e^T + e q^T)^-1`` by two rank-one steps, ``e`` the unit
+    vector ``e_idx`` (q = S g^ - (g^T g^ / 2) e, S after inserting g^: NOTES_FD item 1)."""
+    n = H.shape[0]
+    # H - (H q)(e^T H) / (1 + e^T H q)
+    for i in range(n):
+        acc = 0.0
+        for j in range(n):
+            acc += H[i, j] * q[j]
+        hq[i] = acc
+    for j in range(n):
+        eh[j] = H[e_idx, j]
+    den = 1.0 + hq[e_idx]
+    for i in range(n):
+        f = hq[i] / den
+        for j in range(n):
+            H[i, j] -= f * eh[j]
+    # H - (H e)(q^T H) / (1 + q^T H e)
+    for j in range(n):
+        acc = 0.0
+        for i in range(n):
+            acc += q[i] * H[i, j]
+        eh[j] = acc  # q^T H
+    for i in range(n):
+        hq[i] = H[i, e_idx]  # H e
+    den = 1.0 + eh[e_idx]
+    for i in range(n):
+        f = hq[i] / den
+        for j in range(n):
+            H[i, j] -= f * eh[j]
+
+
+@njit(**INNER)
+def _sx(F, D, z, gx, tau, m, sx):
+    """``S x = [D F Z x; G x]`` from ``z = Z x`` and ``gx = G x`` (buffer rows < tau)."""
+    for r in range(m):
+        acc = 0.0
+        for q in range(m):
+            acc += F[r, q] * z[q]
+        sx[r] = D[r] * acc
+    for r in range(m):
+        sx[m + r] = gx[r] if r < tau else 0.0
+
+
+@njit(**INNER)
+def _apply_ainv(H, sx, m, coef, F, D, b, c, h, tmp):
+    """The part of ``u -= coef A^-1 x = coef (x - S^T H S x) / alpha`` outside ``w_bar`` (the caller
+    does ``w_bar -= coef x / alpha``): ``b += coef/alpha F^T D (H Sx)_top``, ``c += coef/alpha (H Sx)_bot``.
+    ``coef`` already includes the 1/alpha."""
+    n = 2 * m
+    for i in range(n):
+        acc = 0.0
+        for j in range(n):
+            acc += H[i, j] * sx[j]
+        h[i] = acc
+    for r in range(m):
+        tmp[r] = coef * D[r] * h[r]
+    for q in range(m):
+        acc = 0.0
+        for r in range(m):
+            acc += F[r, q] * tmp[r]
+        b[q] += acc
+    for r in range(m):
+        c[r] += coef * h[m + r]
+
+
+@njit(**INNER)
+def _recompute_k(keys, tab, K, m):
+    """``K = Z Z^T`` exactly from the table (slots in table order)."""
+    for i in range(m):
+        for j in range(m):
+            K[i, j] = 0.0
+    for s in range(keys.shape[0]):
+        if keys[s] == EMPTY:
+            continue
+        for i in range(m):
+            zi = tab[s, C_Z + i]
+            if zi != 0.0:
+                for j in range(m):
+                    K[i, j] += zi * tab[s, C_Z + j]
+
+
+@njit(**INNER)
+def _fold_b(keys, tab, b, m):
+    """``w_bar += Z^T b``, ``b = 0`` (every stored feature)."""
+    for s in range(keys.shape[0]):
+        if keys[s] == EMPTY:
+            continue
+        acc = 0.0
+        for r in range(m):
+            acc += tab[s, C_Z + r] * b[r]
+        tab[s, C_U] += acc
+    for r in range(m):
+        b[r] = 0.0
+
+
+@njit(**INNER)
+def _orthonormalise_active(F, K, na):
+    """Drift guard: if ``F K F^T`` on the active rows is not I (to DRIFT_TOL), replace those rows
+    of F by ``L^-1 F`` (``L L^T = F K F^T``): Gram-Schmidt of V's active rows, O(m^3). Returns
+    whether it was needed."""
+    m = F.shape[0]
+    if na == 0:
+        return False
+    Fa = np.ascontiguousarray(F[:na])
+    P = _mm(_mm(Fa, K), Fa.T)
+    dev = 0.0
+    for i in range(na):
+        for j in range(na):
+            v = abs(P[i, j] - (1.0 if i == j else 0.0))
+            if v > dev:
+                dev = v
+    if not dev > DRIFT_TOL:
+        return False
+    L = np.linalg.cholesky(0.5 * (P + P.T))
+    Fn = np.linalg.solve(L, Fa)
+    for i in range(na):
+        for j in range(m):
+            F[i, j] = Fn[i, j]
+    return True
+
+
+@njit(**INNER)
+def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, alpha, max_cond, delta_out):
+    """The buffer is full: App. F Alg. 9 lines 6-13 / Alg. 10 / Alg. 11, in 2m x 2m algebra.
+
+    With ``V_a`` the active rows of ``V = F Z`` (orthonormal), ``C = G V_a^T`` and the buffer's
+    residual ``E = G - C V_a`` (Gram ``G G^T - C C^T``), the residual's orthonormal basis is
+    ``P = Q2 G + Q1 Z`` (``Q2 = Gamma^-1/2 W^T`` from the eigen-decomposition of E's Gram matrix,
+    dependent directions dropped; ``Q1 = -Q2 C F_a``), so ``S = Mt [V_a; P]`` with
+    ``Mt = [[D_a, 0], [C, W Gamma^1/2]]``. The top m eigen-pairs ``U, Sigma`` of ``Mt^T Mt`` give the new
+    ``V = U^T [V_a; P] = N1 Z + N2 G`` with ``N1 = U1^T F_a + U2^T Q1``, ``N2 = U2^T Q2``
+    (NOTES_FD item 3) and ``D_ii = sqrt(Sigma_ii - Sigma_mm)``.
+
+    When ``F_new = N1`` (completed to m rows) is well conditioned: ``Delta = N1^-1 N2``,
+    ``Z += Delta G`` on the buffer's features, ``K`` updated in m x m algebra, and ``w_bar`` corrected
+    with the buffer before it is cleared (``Z^T b`` moved by ``G^T Delta^T b``, and ``G^T c``
+    folded: NOTES_FD item 2). Otherwise (the first epoch, where Z is empty and N1 = 0; a
+    rank-deficient stream; cond(N1) > max_cond) it re-bases: ``w_bar += Z^T b``, ``Z = [N1; .] Z +
+    [N2; 0] G`` over every stored feature, ``F = I``, ``K`` recomputed (NOTES_FD item 5).
+
+    Returns True for the Delta path (``delta_out`` holds Delta), False after a re-base.
+    """
+    m = F.shape[0]
+    na = ints[I_NA]
+    Fa = np.ascontiguousarray(F[:na])
+    # C = G V_a^T (m x na): C[k, i] = sum_j ZG[j, k] F[i, j]
+    C = _mm(ZG.T, Fa.T)
+    EE = GG - _mm(C, C.T)
+    EE = 0.5 * (EE + EE.T)
+    gam, W = np.linalg.eigh(EE)
+    trg = 0.0
+    for k in range(m):
+        trg += GG[k, k]
+    r = 0
+    for k in range(m):
+        if gam[k] > RESID_TOL * trg:
+            r += 1
+    Wk = np.empty((m, r))
+    gk = np.empty(r)
+    j = 0
+    for k in range(m - r, m):  # ascending: the kept ones are the last r
+        gk[j] = gam[k]
+        for i in range(m):
+            Wk[i, j] = W[i, k]
+        j += 1
+    Q2 = np.empty((r, m))
+    for j in range(r):
+        for i in range(m):
+            Q2[j, i] = Wk[i, j] / math.sqrt(gk[j])
+    Q1 = -_mm(_mm(Q2, C), Fa)  # r x m
+    nb = na + r
+    Mt = np.zeros((na + m, nb))
+    for i in range(na):
+        Mt[i, i] = D[i]
+    for k in range(m):
+        for i in range(na):
+            Mt[na + k, i] = C[k, i]
+        for j in range(r):
+            Mt[na + k, na + j] = Wk[k, j] * math.sqrt(gk[j])
+    MM = _mm(Mt.T, Mt)
+    MM = 0.5 * (MM + MM.T)
+    sig = np.zeros(nb)
+    U = np.zeros((nb, nb))
+    if nb > 0:
+        sig, U = np.linalg.eigh(MM)  # ascending
+    kk = min(m, nb)
+    smm = max(sig[nb - m], 0.0) if nb >= m else 0.0
+    # the new rows in the basis' coordinates: the top m - 1 eigenvectors (D > 0), then rows whose D is
+    # 0 (the m-th, zeroed by the shrink): any unit vectors orthogonal to those leave S unchanged, and
+    # the m-th eigenvector itself would make N1 singular (with a buffer residual of rank m, V_m minus
+    # its buffer part is a null vector of S, orthogonal to all eigenvectors kept: some combination of
+    # them is then pure buffer). Take them as close as possible to range(J), J = [I; -Q2 C] the
+    # coordinates of the directions orthogonal to G that Z alone represents.
+    mp = min(m - 1, nb)
+    Usel = np.zeros((nb, kk))
+    for t in range(mp):
+        col = nb - 1 - t  # descending
+        D[t] = math.sqrt(max(max(sig[col], 0.0) - smm, 0.0))
+        for i in range(nb):
+            Usel[i, t] = U[i, col]
+    if kk > mp:
+        nr = nb - mp
+        B = np.empty((nb, nr))
+        for j in range(nr):
+            for i in range(nb):
+                B[i, j] = U[i, nr - 1 - j]
+        pick = np.zeros((nr, kk - mp))
+        if na > 0:
+            J = np.zeros((nb, na))
+            for i in range(na):
+                J[i, i] = 1.0
+            QC = _mm(Q2, C)
+            for j in range(r):
+                for i in range(na):
+                    J[na + j, i] = -QC[j, i]
+            Jo = np.linalg.qr(J)[0]
+            Vt = np.linalg.svd(_mm(np.ascontiguousarray(Jo.T), B))[2]
+            for t in range(kk - mp):
+                for j in range(nr):
+                    pick[j, t] = Vt[t, j]
+        else:
+            for t in range(kk - mp):
+                pick[t, t] = 1.0
+        Ub = _mm(B, pick)
+        for t in range(mp, kk):
+            D[t] = 0.0
+            for i in range(nb):
+                Usel[i, t] = Ub[i, t - mp]
+    N1 = np.zeros((m, m))
+    N2 = np.zeros((m, m))
+    for t in range(kk):
+        for q in range(m):
+            acc1 = 0.0
+            for i in range(na):
+                acc1 += Usel[i, t] * Fa[i, q]
+            acc2 = 0.0
+            acc3 = 0.0
+            for j in range(r):
+                acc2 += Usel[na + j, t] * Q1[j, q]
+                acc3 += Usel[na + j, t] * Q2[j, q]
+            N1[t, q] = acc1 + acc2
+            N2[t, q] = acc3
+    for t in range(kk, m):
+        D[t] = 0.0
+    if kk < m:  # inactive rows: complete N1 by the orthonormal complement of its row space
+        N1k = np.ascontiguousarray(N1[:kk])
+        lam, E = np.linalg.eigh(_mm(N1k.T, N1k))
+        for t in range(kk, m):
+            for q in range(m):
+                N1[t, q] = E[q, t - kk]
+    ints[I_NA] = kk
+    ints[I_EIG] += 1
+    sv = np.linalg.svd(N1)[1]
+    cond = sv[0] / sv[m - 1] if sv[m - 1] > 0.0 else math.inf
+    ok = cond <= max_cond
+    nbuf = ints[I_NBUF]
+    tau = ints[I_TAU]
+    if ok:
+        Delta = np.linalg.solve(N1, N2)
+        # w_bar += G^T (c - Delta^T b) on the buffer's entries (before the buffer is cleared)
+        dtb = np.zeros(m)
+        for q in range(m):
+            for rr in range(m):
+                dtb[q] += Delta[rr, q] * b[rr]
+        for q in range(tau):
+            f = c[q] - dtb[q]
+            for e in range(boff[q], boff[q + 1]):
+                sl = bslot[e]
+                v = bval[e]
+                tab[sl, C_U] += f * v
+                for rr in range(m):
+                    tab[sl, C_Z + rr] += Delta[rr, q] * v
+        KN = K + _mm(Delta, ZG.T) + _mm(ZG, Delta.T) + _mm(_mm(Delta, GG), Delta.T)
+        for i in range(m):
+            for j in range(m):
+                K[i, j] = 0.5 * (KN[i, j] + KN[j, i])
+                F[i, j] = N1[i, j]
+                delta_out[i, j] = Delta[i, j]
+    else:
+        _fold_b(keys, tab, b, m)
+        for q in range(tau):  # w_bar += G^T c
+            for e in range(boff[q], boff[q + 1]):
+                tab[bslot[e], C_U] += c[q] * bval[e]
+        zt = np.empty(m)
+        for s in range(keys.shape[0]):  # Z <- N1 Z
+            if keys[s] == EMPTY:
+                continue
+            for q in range(m):
+                zt[q] = tab[s, C_Z + q]
+            for t in range(m):
+                acc = 0.0
+                for q in range(m):
+                    acc += N1[t, q] * zt[q]
+                tab[s, C_Z + t] = acc
+        for q in range(tau):  # Z += N2 G
+            for e in range(boff[q], boff[q + 1]):
+                sl = bslot[e]
+                v = bval[e]
+                for t in range(m):
+                    tab[sl, C_Z + t] += N2[t, q] * v
+        _recompute_k(keys, tab, K, m)
+        for i in range(m):
+            for j in range(m):
+                F[i, j] = 1.0 if i == j else 0.0
+        ints[I_REBASE] += 1
+    _orthonormalise_active(F, K, kk)
+    # clear the buffer, H = diag
+    for q in range(m):
+        c[q] = 0.0
+        for j in range(m):
+            ZG[q, j] = 0.0
+            GG[q, j] = 0.0
+    for q in range(m + 1):
+        boff[q] = 0
+    ints[I_TAU] = 0
+    ints[I_NBUF] = 0
+    for i in range(2 * m):
+        for j in range(2 * m):
+            H[i, j] = 0.0
+    for i in range(m):
+        H[i, i] = 1.0 / (alpha + D[i] * D[i])
+        H[m + i, m + i] = 1.0 / alpha
+    return ok
+
+
+@njit(**KERNEL)
+def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper, slot_buf, pred_out, loss_out):
+    """Sparse FD-SON (SON Alg. 1 with App. F's epoch sketch) over examples ``start..n-1``: predict
+    (projected, Alg. 1 line 4-5), record, then, if ``learn``, the label is not NaN and the weight
+    is > 0, insert g^ into the sketch (Alg. 6; the eigen step when the buffer is full) and step
+    ``u = w - A^-1 g`` with the new sketch (line 8).
+
+    Returns ``(next, learned)``; ``next < n``: the table or the buffer must grow before example
+    ``next`` (the caller grows them and calls again from ``next``).
+    """
+    (keys, tab, shift, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bkey, bval) = state
+    mask, loss_code, alpha, sigma_eta, proj_c, max_cond = hyper
+    n = labels.shape[0]
+    m = D.shape[0]
+    cap = keys.shape[0]
+    capmask = cap - 1
+    bcap = bval.shape[0]
+    z = np.zeros(m)
+    gx = np.zeros(m)
+    sx = np.zeros(2 * m)
+    qv = np.zeros(2 * m)
+    h = np.zeros(2 * m)
+    hq = np.zeros(2 * m)
+    eh = np.zeros(2 * m)
+    tmp = np.zeros(m)
+    fz = np.zeros(m)
+    delta = np.zeros((m, m))
+    learned = 0
+    for i in range(start, n):
+        a = offsets[i]
+        s = offsets[i + 1] - a
+        lab = labels[i]
+        imp = weights[i]
+        do_learn = learn and (not math.isnan(lab)) and imp > 0.0
+        if do_learn and (ints[I_OCC] + s > (cap >> 1) or ints[I_NBUF] + s > bcap):
+            return i, learned
+        for k in range(s):
+            key = np.int64(indices[a + k]) & mask
+            r = _find(keys, key, shift, capmask)
+            if r < 0:
+                if do_learn:
+                    r = -1 - r
+                    keys[r] = key
+                    ints[I_OCC] += 1
+                else:
+                    r = -1
+            slot_buf[k] = r
+        # scatter x (duplicates summed), w_bar.x, z = Z x, ||x||^2
+        for k in range(s):
+            if slot_buf[k] >= 0:
+                tab[slot_buf[k], C_S] = 0.0
+        wx = 0.0
+        xx = 0.0
+        for r in range(m):
+            z[r] = 0.0
+        for k in range(s):
+            sl = slot_buf[k]
+            v = values[a + k]
+            if sl >= 0:
+                tab[sl, C_S] += v
+                wx += tab[sl, C_U] * v
+                for r in range(m):
+                    z[r] += tab[sl, C_Z + r] * v
+            else:
+                xx += v * v  # unseen (predict only): repeated unseen indices are rare, counted apart
+        for k in range(s):
+            sl = slot_buf[k]
+            if sl >= 0:
+                xx += values[a + k] * tab[sl, C_S]
+        tau = ints[I_TAU]
+        for q in range(m):
+            acc = 0.0
+            if q < tau:
+                for e in range(boff[q], boff[q + 1]):
+                    acc += bval[e] * tab[bslot[e], C_S]
+            gx[q] = acc
+        for k in range(s):
+            if slot_buf[k] >= 0:
+                tab[slot_buf[k], C_S] = 0.0
+        p0 = wx
+        for r in range(m):
+            p0 += b[r] * z[r] + c[r] * gx[r]
+        # Alg. 1 line 4 (SON Lemma 1): w = u - tau A^-1 x / (x^T A^-1 x), |w^T x| = C
+        ptau = 0.0
+        if proj_c > 0.0:
+            if p0 > proj_c:
+                ptau = p0 - proj_c
+            elif p0 < -proj_c:
+                ptau = p0 + proj_c
+        p = p0 - ptau
+        pred_out[i] = p
+        if math.isnan(lab):
+            loss_out[i] = math.nan
+            continue
+        y = target(loss_code, lab)
+        loss_out[i] = loss_value(loss_code, p, y)
+        if not do_learn:
+            continue
+        learned += 1
+        if ptau != 0.0:
+            _sx(F, D, z, gx, tau, m, sx)
+            sh = 0.0
+            for r in range(2 * m):
+                acc = 0.0
+                for j in range(2 * m):
+                    acc += H[r, j] * sx[j]
+                sh += sx[r] * acc
+            qn = (xx - sh) / alpha
+            if qn > 0.0:
+                gam = ptau / qn / alpha
+                for k in range(s):
+                    tab[slot_buf[k], C_U] -= gam * values[a + k]
+                _apply_ainv(H, sx, m, gam, F, D, b, c, h, tmp)
+        # Alg. 1 line 6-7: g = h l'(p) x, g^ = sqrt(sigma_eta h) l'(p) x into the buffer
+        dl = loss_deriv(loss_code, p, y)
+        gl = imp * dl
+        gs = dl * math.sqrt(sigma_eta * imp)
+        ints[I_T] += 1
+        e0 = ints[I_NBUF]
+        for k in range(s):
+            bslot[e0 + k] = slot_buf[k]
+            bkey[e0 + k] = keys[slot_buf[k]]
+            bval[e0 + k] = gs * values[a + k]
+        ints[I_NBUF] = e0 + s
+        boff[tau + 1] = e0 + s
+        for q in range(m):
+            ZG[q, tau] = gs * z[q]
+        for q in range(tau):
+            GG[q, tau] = gs * gx[q]
+            GG[tau, q] = gs * gx[q]
+        GG[tau, tau] = gs * gs * xx
+        gx[tau] = gs * xx
+        ints[I_TAU] = tau + 1
+        coef = gl / alpha
+        if tau + 1 < m:
+            # Alg. 6 lines 2-3 with q = S g^ - (g^T g^ / 2) e_(m + tau)
+            _sx(F, D, z, gx, tau + 1, m, sx)
+            for r in range(2 * m):
+                qv[r] = gs * sx[r]
+            qv[m + tau] -= 0.5 * gs * gs * xx
+            _sherman_morrison(H, qv, m + tau, hq, eh)
+        else:
+            moved = _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, alpha,
+                                max_cond, delta)
+            if moved:  # Z x after Z += Delta G: z + Delta (G x)
+                for r in range(m):
+                    acc = 0.0
+                    for q in range(m):
+                        acc += delta[r, q] * gx[q]
+                    fz[r] = acc
+                for r in range(m):
+                    z[r] += fz[r]
+            else:
+                for r in range(m):
+                    z[r] = 0.0
+                for k in range(s):
+                    sl = slot_buf[k]
+                    for r in range(m):
+                        z[r] += tab[sl, C_Z + r] * values[a + k]
+            for r in range(m):
+                gx[r] = 0.0
+            _sx(F, D, z, gx, 0, m, sx)
+        # Alg. 1 line 8: u = w - A^-1 g, A^-1 g = (g - S^T H S g) / alpha
+        if coef != 0.0:
+            for k in range(s):
+                tab[slot_buf[k], C_U] -= coef * values[a + k]
+            _apply_ainv(H, sx, m, coef, F, D, b, c, h, tmp)
+    return n, learned

@@ -1,0 +1,272 @@
+"""Sparse FD-SON: sketched online Newton with the Frequent Directions sketch (``--algo fd-son``).
+
+Luo, Agarwal, Cesa-Bianchi & Langford (2016), *Efficient Second Order Online Learning by
+Sketching* (SON): Alg. 1 (SON) with Alg. 2's Frequent Directions sketch in App. F's epoch form
+(Alg. 6: a 2m-row sketch ``[D V; G]`` whose buffer G of m to-sketch vectors is folded in by one
+eigen step every m examples), made sparse as App. F's Alg. 8-11 (``V = F Z``, ``K = Z Z^T``,
+``w = w_bar + Z^T b``), with the corrections of ``NOTES_FD.md``: the 1/2 in Alg. 9's
+Sherman-Morrison vector, the w_bar correction read from the buffer before it is cleared,
+``N1 = U1 F + U2 Q1``, the first epoch handled explicitly (a re-base), K of the basis.
+
+An m-row FD sketch keeps m - 1 directions (the m-th is zeroed by every shrink): FD-SON equals full
+online Newton at m = d + 1.
+
+Per learned example O(m s + m^2) (s features): ``S x`` from ``D F (Z x)`` and ``G x``, two
+Sherman-Morrison steps on ``H = (alpha I + S S^T)^-1`` (2m x 2m), the Newton step
+``u = w - A^-1 g`` with ``A^-1 = (I - S^T H S) / alpha`` into ``w_bar`` (on x's features), ``b`` and the
+buffer's coefficients ``c``. Every m-th example the eigen step, O(m^3 + m^2 s): see
+:func:`streamlearn.algos._fd_son_kernels._eigen_step`. Nothing is O(2^b): per-feature state
+(w_bar and Z's column) lives in a hash table of the features seen.
+
+Options (``--name``): ``sketch_size`` m (>= 1), ``alpha`` (A = alpha I + S^T S), ``sigma_eta`` (the
+to-sketch scale: ``g^ = sqrt(sigma_eta h) l'(p) x``, held constant), ``projection_c`` (Alg. 1 line
+4, SON Lemma 1: |w^T x| <= C; 0 = off), ``max_cond`` (re-base when the new F's condition number
+exceeds it). This first version is the paper's algorithm as the dense reference
+``tests/naive_fd_son.py`` (``sketch="fd-epoch"``) runs it: no diagonal pre-scaling, no label-range
+clip for squared loss, the plain step ``u = w - A^-1 g`` (importance weight h: ``g = h l' x``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..kernels import kernel_array, lazy
+from .base import Learner, Param, adopt, require
+
+__all__ = ["FDSON"]
+
+MIN_CAP = 1 << 10
+N_COLS_EXTRA = 2  # w_bar, scratch
+_SMALL_STATE = ("ints", "F", "K", "D", "b", "c", "H", "ZG", "GG", "boff")
+
+_kernels = lazy("streamlearn.algos._fd_son_kernels")
+
+
+class FDSON(Learner):
+    """Sparse FD-SON (SON Alg. 1 + App. F's epoch Frequent Directions sketch)."""
+
+    name = "fd-son"
+    compiled_kernels = ((_kernels, "fd_run"),)
+    PARAMS = (
+        Param("sketch_size", int, 10,
+              "Sketch size m (FD-SON: m rows, m - 1 directions kept).", short="-m", structural=True),
+        Param("alpha", float, 1.0, "Regulariser alpha: A_t = alpha I + S^T S."),
+        Param("sigma_eta", float, None, "To-sketch scale sigma+eta: g^ = sqrt(sigma+eta) g (FD-SON: default 1)."),
+        Param("projection_c", float, 0.0, "Projection constant C of SON Alg. 1 (|w^T x| <= C); 0 = no projection."),
+        Param("max_cond", float, 1e4, "Re-base the sketch's representation when cond(F) exceeds this."),
+    )
+
+    def __init__(self, **hyper):
+        super().__init__(**hyper)
+        m = int(self.hyper["sketch_size"])
+        if m < 1:
+            raise ValueError(f"--algo {self.name}: --sketch_size must be >= 1, got {m}")
+        self.m = m
+        self.ncol = m + N_COLS_EXTRA
+        self._alloc_table(MIN_CAP)
+        self.ints = np.zeros(7, np.int64)
+        self.F = np.eye(m)
+        self.K = np.zeros((m, m))
+        self.D = np.zeros(m)
+        self.b = np.zeros(m)
+        self.c = np.zeros(m)
+        self.ZG = np.zeros((m, m))
+        self.GG = np.zeros((m, m))
+        self.boff = np.zeros(m + 1, np.int64)
+        self.bslot = np.zeros(0, np.int64)
+        self.bkey = np.zeros(0, np.int64)
+        self.bval = np.zeros(0)
+        self._apply_hyper()
+        self.H = np.eye(2 * m) / self.alpha
+
+    def _apply_hyper(self):
+        h = self.hyper
+        self.alpha = float(h["alpha"])
+        se = h["sigma_eta"]
+        self.sigma_eta = float(se if se is not None else 1.0)
+        self.proj_c = float(h["projection_c"])
+        self.max_cond = float(h["max_cond"])
+        if not self.alpha > 0:
+            raise ValueError(f"--alpha must be > 0, got {self.alpha}")
+        if not self.sigma_eta >= 0:
+            raise ValueError(f"--sigma_eta must be >= 0, got {self.sigma_eta}")
+        if not self.proj_c >= 0:
+            raise ValueError(f"--projection_c must be >= 0, got {self.proj_c}")
+        if not self.max_cond >= 1:
+            raise ValueError(f"--max_cond must be >= 1, got {self.max_cond}")
+        if getattr(self, "H", None) is not None:  # alpha may have changed (continuing a saved model)
+            self.H = np.linalg.inv(self.alpha * np.eye(2 * self.m) + self._sst())
+
+    def _sst(self):
+        """``S S^T`` (2m x 2m) from the small matrices: ``[[D F K F^T D, D F Z G^T], [., G G^T]]``."""
+        m = self.m
+        DF = self.D[:, None] * self.F
+        out = np.zeros((2 * m, 2 * m))
+        out[:m, :m] = DF @ self.K @ DF.T
+        out[:m, m:] = DF @ self.ZG
+        out[m:, :m] = out[:m, m:].T
+        out[m:, m:] = self.GG
+        return out
+
+    # -- hash table and buffer ----------------------------------------------------------
+    def _alloc_table(self, cap):
+        self.keys = np.full(cap, -1, np.int64)
+        self.tab = np.zeros((cap, self.ncol))
+        self.shift = 64 - (cap.bit_length() - 1)
+
+    def _grow(self, needed):
+        cap = self.keys.shape[0]
+        while needed > (cap >> 1):
+            cap <<= 1
+        if cap == self.keys.shape[0]:
+            return
+        old_keys, old_tab = self.keys, self.tab
+        self._alloc_table(cap)
+        _kernels.rehash(old_keys, old_tab, self.keys, self.tab, self.shift)
+        _kernels.remap_buffer(self.keys, self.shift, self.bkey, self.bslot, int(self.ints[4]))
+
+    def _grow_buffer(self, needed):
+        cap = self.bval.shape[0]
+        if needed <= cap:
+            return
+        cap = max(needed, 2 * cap, 64)
+        nb = int(self.ints[4])
+        for f, dt in (("bslot", np.int64), ("bkey", np.int64), ("bval", np.float64)):
+            new = np.zeros(cap, dt)
+            new[:nb] = getattr(self, f)[:nb]
+            setattr(self, f, new)
+
+    # -- learning -----------------------------------------------------------------------
+    def _run(self, batch, learn):
+        n = batch.n
+        pred = np.empty(n)
+        loss = np.empty(n)
+        if n == 0:
+            return pred, loss
+        offsets = kernel_array(batch.offsets, np.int64)
+        indices, values = kernel_array(batch.indices, np.uint32), kernel_array(batch.values, np.float64)
+        labels, weights = kernel_array(batch.labels, np.float64), kernel_array(batch.weights, np.float64)
+        maxs = max(int(np.max(offsets[1:] - offsets[:-1])), 1)
+        slot_buf = np.empty(maxs, np.int64)
+        hyper = _kernels.FdHyper(self.mask, self.loss.code, self.alpha, self.sigma_eta, self.proj_c, self.max_cond)
+        fields = _kernels.FdState._fields
+        start = 0
+        while True:
+            state = _kernels.FdState(*(getattr(self, f) for f in fields))
+            nxt, learned = _kernels.fd_run(offsets, indices, values, labels, weights, start, bool(learn), state,
+                                           hyper, slot_buf, pred, loss)
+            self.examples_learned += int(learned)
+            if nxt >= n:
+                break
+            s = int(offsets[nxt + 1] - offsets[nxt])
+            self._grow(int(self.ints[1]) + s)
+            self._grow_buffer(int(self.ints[4]) + s)
+            start = nxt
+        return pred, loss
+
+    # -- introspection (tests, benchmarks) ----------------------------------------------------
+    def _rows(self, keys):
+        keys = np.asarray(keys, np.int64)
+        out = np.zeros((len(keys), self.tab.shape[1]))
+        _kernels.table_lookup_rows(self.keys, self.tab, keys, self.shift, out)
+        return out
+
+    def weights_dense(self, keys):
+        """Effective weights ``w = w_bar + Z^T b + G^T c`` at the given masked keys."""
+        keys = np.asarray(keys, np.int64)
+        rows = self._rows(keys)
+        w = rows[:, 0] + rows[:, N_COLS_EXTRA:] @ self.b
+        return w + self.buffer_dense(keys).T @ self.c
+
+    def buffer_dense(self, keys):
+        """The buffer G restricted to the given masked keys (m x len(keys); rows >= tau are 0)."""
+        keys = np.asarray(keys, np.int64)
+        pos = {int(k): i for i, k in enumerate(keys)}
+        G = np.zeros((self.m, len(keys)))
+        for q in range(int(self.ints[2])):
+            for e in range(int(self.boff[q]), int(self.boff[q + 1])):
+                j = pos.get(int(self.bkey[e]))
+                if j is not None:
+                    G[q, j] += self.bval[e]
+        return G
+
+    def sketch_dense(self, keys):
+        """The sketch ``S = [D F Z; G]`` (2m x len(keys)) restricted to the given masked keys."""
+        rows = self._rows(keys)
+        top = self.D[:, None] * (self.F @ rows[:, N_COLS_EXTRA:].T)
+        return np.vstack([top, self.buffer_dense(keys)])
+
+    @property
+    def n_rebase(self) -> int:
+        return int(self.ints[5])
+
+    @property
+    def n_eigen(self) -> int:
+        return int(self.ints[6])
+
+    def extra_summary(self) -> dict:
+        return {"eigen_steps": self.n_eigen, "rebases": self.n_rebase}
+
+    # -- state ----------------------------------------------------------------------------
+    def _arrays(self):
+        occ = np.flatnonzero(self.keys >= 0)
+        order = occ[np.argsort(self.keys[occ], kind="stable")]
+        nb = int(self.ints[4])
+        return {"keys": self.keys[order], "rows": self.tab[order], "bkey": self.bkey[:nb].copy(),
+                "bval": self.bval[:nb].copy(), **{f: getattr(self, f) for f in _SMALL_STATE}}
+
+    @classmethod
+    def _m(cls, hyper) -> int:
+        m = hyper.get("sketch_size")
+        m = 10 if m is None else int(m)
+        require(1 <= m <= 1 << 16, f"sketch_size {m} is out of range 1..65536")
+        return m
+
+    @classmethod
+    def saved_shapes(cls, hyper):
+        m = cls._m(hyper)
+        sq = ((m, m), np.float64)
+        return {"ints": ((7,), np.int64), "F": sq, "K": sq, "D": ((m,), np.float64), "b": ((m,), np.float64),
+                "c": ((m,), np.float64), "H": ((2 * m, 2 * m), np.float64), "ZG": sq, "GG": sq,
+                "boff": ((m + 1,), np.int64)}
+
+    @classmethod
+    def build_bytes(cls, hyper):
+        m = cls._m(hyper)
+        return 8 * (7 * m * m + 8 * m)
+
+    def _load_arrays(self, arrays):
+        """Load the saved state, checking what the kernels index with: the counters, the keys
+        (distinct, ascending, within the mask), the rows (one per key), the buffer (offsets
+        ascending within its entries, at most m rows, entries among the stored keys)."""
+        m = self.m
+        for k, (shape, dt) in self.saved_shapes(self.hyper).items():
+            require(k in arrays, f"array {k} is missing")
+            setattr(self, k, adopt(k, arrays[k], shape, dt))
+        for k in ("keys", "rows", "bkey", "bval"):
+            require(k in arrays, f"array {k} is missing")
+        keys, rows, bkey, bval = arrays["keys"], arrays["rows"], arrays["bkey"], arrays["bval"]
+        require(np.dtype(keys.dtype) == np.int64 and np.dtype(rows.dtype) == np.float64
+                and len(keys.shape) == 1 and tuple(rows.shape) == (keys.shape[0], self.ncol),
+                f"arrays keys/rows do not fit this model ({self.ncol} columns)")
+        require(np.dtype(bkey.dtype) == np.int64 and np.dtype(bval.dtype) == np.float64
+                and len(bkey.shape) == 1 and tuple(bval.shape) == tuple(bkey.shape),
+                "arrays bkey/bval do not fit this model")
+        keys, rows = adopt("keys", keys), adopt("rows", rows)
+        require(not len(keys) or (keys[0] >= 0 and keys[-1] <= self.mask and (np.diff(keys) > 0).all()),
+                f"array keys: not distinct ascending features within 0..{self.mask}")
+        t, nocc, tau, na, nbuf, nreb, neig = (int(x) for x in self.ints)
+        require(t >= 0 and nocc == len(keys) and 0 <= tau < m and 0 <= na <= m and nbuf == len(bkey)
+                and nreb >= 0 and neig >= 0, f"array ints: counters {list(self.ints)} out of range")
+        bo = self.boff
+        require(bo[0] == 0 and (np.diff(bo[:tau + 1]) >= 0).all() and bo[tau] == nbuf,
+                "array boff: not the buffer rows' offsets")
+        require(np.isin(bkey, keys).all(), "array bkey: a buffer entry on a feature that is not stored")
+        cap = MIN_CAP
+        while len(keys) > (cap >> 1):
+            cap <<= 1
+        self._alloc_table(cap)
+        _kernels.rehash(np.array(keys, np.int64), rows, self.keys, self.tab, self.shift)
+        self.bkey = np.array(bkey, np.int64)
+        self.bval = np.array(bval, np.float64)
+        self.bslot = np.zeros(nbuf, np.int64)
+        _kernels.remap_buffer(self.keys, self.shift, self.bkey, self.bslot, nbuf)
