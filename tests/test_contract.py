@@ -10,6 +10,7 @@ from streamlearn.batch import Batch, concat_batches
 SMALL = {
     "adagrad": {},
     "oja-son": {"sketch_size": 3},
+    "fd-son": {"sketch_size": 3},
     "bear": {"sketch_width": 200, "top_k": 20, "minibatch": 4},
     "mission": {"sketch_width": 200, "top_k": 20},
 }

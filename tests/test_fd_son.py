@@ -1,0 +1,122 @@
+"""Sparse FD-SON (``--algo fd-son``) against the dense reference ``tests/naive_fd_son.py``
+(``NaiveFDSON(sketch="fd-epoch")``: SON Alg. 1 with App. F's epoch sketch, Alg. 6): the same
+predictions to 1e-6 relative, the same weights and sketch (S^T S) after every round, H the inverse of
+alpha I + S S^T at every round of an epoch, exactness at m = d + 1, and the saved state."""
+import numpy as np
+import pytest
+
+from naive_fd_son import NaiveFDSON, son_synthetic
+from streamlearn.algos import make_learner
+from streamlearn.batch import Batch
+
+
+def _learner(m, alpha, c, C=0.0, loss="logistic", **extra):
+    return make_learner("fd-son", {"sketch_size": m, "alpha": alpha, "sigma_eta": c, "projection_c": C,
+                                   "loss_function": loss, "bit_precision": 18, **extra})
+
+
+def _batch(X, y):
+    return Batch.from_dense(X, y, hashes=np.arange(X.shape[1], dtype=np.uint32))
+
+
+def _rel(a, b):
+    return np.abs(a - b) / np.maximum(1.0, np.maximum(np.abs(a), np.abs(b)))
+
+
+def _synthetic(T, d, seed=1, kappa=50.0):
+    X, y = son_synthetic(T=T, d=d, kappa=kappa, seed=seed, top=min(10, d // 2))
+    return X / 4, y  # |p| stays moderate for the unprojected logistic / hinge runs
+
+
+# (loss, alpha, to-sketch scale c, projection C). Not squared loss with projection: the reference
+# itself is chaotic there (a 1e-15 relative change of X moves its predictions by 1e-4 within 400
+# rounds with the epoch sketch, not with full ONS), so no implementation can match it to 1e-6.
+SETTINGS = [("logistic", 1.0, 0.5, 0.0), ("logistic", 1.0, 0.5, 1.0), ("hinge", 10.0, 1.0, 0.0)]
+
+
+@pytest.mark.parametrize("loss,alpha,c,C", SETTINGS)
+def test_predictions_equal_the_dense_reference(loss, alpha, c, C):
+    d, m, T = 20, 5, 2000
+    X, y = _synthetic(T, d)
+    ref = NaiveFDSON(d, m, alpha, sketch="fd-epoch", c=c, C=C, loss=loss).run(X, y)
+    L = _learner(m, alpha, c, C, loss)
+    p, _ = L.learn_batch(_batch(X, y))
+    assert _rel(p, ref).max() <= 1e-6
+    assert L.n_eigen == T // m
+    assert np.mean(np.sign(p[-500:]) != y[-500:]) < 0.3  # it learned
+
+
+def test_long_run_equals_the_dense_reference():
+    """5,000 examples of the SON synthetic design, in uneven batches. (At kappa = 200 the reference
+    is chaotic: X (1 + 1e-15) moves its predictions by 2e-3 relative within 5,000 rounds, so no
+    implementation matches it to 1e-6 there; at kappa = 50 the same perturbation stays below 1e-12.)"""
+    d, m, T = 24, 7, 5000
+    X, y = _synthetic(T, d, seed=3, kappa=50.0)
+    ref = NaiveFDSON(d, m, 1.0, sketch="fd-epoch", c=0.5, loss="logistic").run(X, y)
+    L = _learner(m, 1.0, 0.5)
+    ps = []
+    for a, b in [(0, 1), (1, 700), (700, 701), (701, 3333), (3333, T)]:
+        ps.append(L.learn_batch(_batch(X[a:b], y[a:b]))[0])
+    p = np.concatenate(ps)
+    assert _rel(p, ref).max() <= 1e-6
+    assert L.n_rebase >= 1  # the first epoch at least
+
+
+@pytest.mark.parametrize("loss", ["logistic", "hinge"])
+def test_m_d_plus_1_is_online_newton(loss):
+    """m = d + 1 keeps every direction: full ONS (SON Eq. 2) to 1e-8; m = d leaves it at round d + 1."""
+    d, T = 8, 80
+    X, y = _synthetic(T, d, seed=5)
+    full = NaiveFDSON(d, 0, 0.7, sketch="full", c=0.5, loss=loss).run(X, y)
+    p, _ = _learner(d + 1, 0.7, 0.5, loss=loss).learn_batch(_batch(X, y))
+    assert _rel(p, full).max() <= 1e-8
+    q, _ = _learner(d, 0.7, 0.5, loss=loss).learn_batch(_batch(X, y))
+    assert _rel(q, NaiveFDSON(d, d, 0.7, sketch="fd-epoch", c=0.5, loss=loss).run(X, y)).max() <= 1e-8
+    same = _rel(q, full) <= 1e-8
+    assert same[:d].all()
+    if loss == "logistic":  # every gradient non-zero: the first shrink (after d of them) loses a direction
+        assert not same[d]
+
+
+def test_state_after_every_round_equals_the_reference():
+    """One example at a time: the weights w = w_bar + Z^T b + G^T c equal the reference's u, the
+    sketch's S^T S equals the reference's (S itself is defined up to a rotation), and the maintained
+    H equals inv(alpha I + S S^T) of the learner's own S (Sherman-Morrison with the 1/2)."""
+    d, m, alpha = 12, 4, 0.8
+    X, y = _synthetic(5 * m + 3, d, seed=7)
+    keys = np.arange(d, dtype=np.int64)
+    ref = NaiveFDSON(d, m, alpha, sketch="fd-epoch", c=0.5, loss="logistic")
+    L = _learner(m, alpha, 0.5)
+    for t in range(len(y)):
+        ref.step(X[t], y[t])
+        L.learn_batch(_batch(X[t:t + 1], y[t:t + 1]))
+        np.testing.assert_allclose(L.weights_dense(keys), ref.u, rtol=0, atol=1e-10 * max(1, np.abs(ref.u).max()))
+        S = L.sketch_dense(keys)
+        np.testing.assert_allclose(S.T @ S, ref.sk.psd(), rtol=0, atol=1e-10 * max(1, np.abs(ref.sk.psd()).max()))
+        direct = np.linalg.inv(alpha * np.eye(2 * m) + S @ S.T)
+        np.testing.assert_allclose(L.H, direct, rtol=0, atol=1e-10 * np.abs(direct).max())
+
+
+def test_save_restore_mid_epoch_is_exact():
+    """Saved in the middle of an epoch (buffer half full) and after the table grew: the restored
+    learner continues bit for bit."""
+    from streamlearn.algos import learner_from_state
+
+    rng = np.random.default_rng(2)
+    n, d = 900, 3000
+    X = rng.standard_normal((n, d)) * (rng.random((n, d)) < 0.01)
+    y = np.where(X @ rng.standard_normal(d) > 0, 1.0, -1.0)
+    b = Batch.from_dense(X, y, hashes=rng.integers(0, 2**32, d, dtype=np.uint64).astype(np.uint32))
+    L = _learner(6, 1.0, 0.5)
+    L.learn_batch(b.slice(0, 603))
+    assert L.ints[2] == 603 % 6 and L.keys.shape[0] > 1024  # mid-epoch, grown table
+    R = learner_from_state("fd-son", *L.state_dict())
+    p1, l1 = L.learn_batch(b.slice(603, n))
+    p2, l2 = R.learn_batch(b.slice(603, n))
+    np.testing.assert_array_equal(p1, p2)
+    np.testing.assert_array_equal(l1, l2)
+
+
+def test_sketch_size_must_be_positive():
+    with pytest.raises(ValueError, match="sketch_size"):
+        _learner(0, 1.0, 0.5)
