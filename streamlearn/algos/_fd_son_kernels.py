@@ -131,6 +131,127 @@ def _mm(A, B):
     return out
 
 
+# -- small dense linear algebra (2m x 2m at most). Not np.linalg: numba's needs scipy's LAPACK at
+# run time, which the CLI does not load (streamlearn.cli._hide_scipy), and compiles slowly.
+
+@njit(**INNER)
+def _eigh(A):
+    """Eigen-decomposition of the symmetric ``A`` by cyclic Jacobi rotations (Golub & Van Loan
+    Alg. 8.5.3): ``(w ascending, V)`` with ``A = V diag(w) V^T``, V orthogonal."""
+    n = A.shape[0]
+    a = np.empty((n, n))
+    V = np.zeros((n, n))
+    tot = 0.0
+    for i in range(n):
+        V[i, i] = 1.0
+        for j in range(n):
+            a[i, j] = 0.5 * (A[i, j] + A[j, i])
+            tot += a[i, j] * a[i, j]
+    for sweep in range(60):
+        off = 0.0
+        for p in range(n):
+            for q in range(p + 1, n):
+                off += a[p, q] * a[p, q]
+        if not off > 1e-32 * tot:
+            break
+        for p in range(n - 1):
+            for q in range(p + 1, n):
+                apq = a[p, q]
+                if apq == 0.0:
+                    continue
+                theta = (a[q, q] - a[p, p]) / (2.0 * apq)
+                if abs(theta) > 1e150:
+                    t = 0.5 / theta
+                else:
+                    t = 1.0 / (abs(theta) + math.sqrt(theta * theta + 1.0))
+                    if theta < 0.0:
+                        t = -t
+                c = 1.0 / math.sqrt(t * t + 1.0)
+                s = t * c
+                for k in range(n):
+                    akp = a[k, p]
+                    akq = a[k, q]
+                    a[k, p] = c * akp - s * akq
+                    a[k, q] = s * akp + c * akq
+                for k in range(n):
+                    apk = a[p, k]
+                    aqk = a[q, k]
+                    a[p, k] = c * apk - s * aqk
+                    a[q, k] = s * apk + c * aqk
+                a[p, q] = 0.0
+                a[q, p] = 0.0
+                for k in range(n):
+                    vkp = V[k, p]
+                    vkq = V[k, q]
+                    V[k, p] = c * vkp - s * vkq
+                    V[k, q] = s * vkp + c * vkq
+    w = np.empty(n)
+    for i in range(n):
+        w[i] = a[i, i]
+    # insertion sort, ascending, columns of V along
+    for i in range(1, n):
+        j = i
+        while j > 0 and w[j - 1] > w[j]:
+            w[j - 1], w[j] = w[j], w[j - 1]
+            for k in range(n):
+                V[k, j - 1], V[k, j] = V[k, j], V[k, j - 1]
+            j -= 1
+    return w, V
+
+
+@njit(**INNER)
+def _solve(A, B):
+    """``A^-1 B`` by Gaussian elimination with partial pivoting (A square, assumed non-singular)."""
+    n = A.shape[0]
+    p = B.shape[1]
+    a = A.copy()
+    x = B.copy()
+    for k in range(n):
+        piv = k
+        for i in range(k + 1, n):
+            if abs(a[i, k]) > abs(a[piv, k]):
+                piv = i
+        if piv != k:
+            for j in range(n):
+                a[k, j], a[piv, j] = a[piv, j], a[k, j]
+            for j in range(p):
+                x[k, j], x[piv, j] = x[piv, j], x[k, j]
+        for i in range(k + 1, n):
+            f = a[i, k] / a[k, k]
+            if f != 0.0:
+                for j in range(k, n):
+                    a[i, j] -= f * a[k, j]
+                for j in range(p):
+                    x[i, j] -= f * x[k, j]
+    for k in range(n - 1, -1, -1):
+        for j in range(p):
+            acc = x[k, j]
+            for i in range(k + 1, n):
+                acc -= a[k, i] * x[i, j]
+            x[k, j] = acc / a[k, k]
+    return x
+
+
+@njit(**INNER)
+def _cholesky(P):
+    """Lower-triangular ``L`` with ``L L^T = P``, or an empty array if P is not positive definite."""
+    n = P.shape[0]
+    L = np.zeros((n, n))
+    for j in range(n):
+        acc = P[j, j]
+        for k in range(j):
+            acc -= L[j, k] * L[j, k]
+        if not acc > 0.0:
+            return np.zeros((0, 0))
+        L[j, j] = math.sqrt(acc)
+        for i in range(j + 1, n):
+            acc = P[i, j]
+            for k in range(j):
+                acc -= L[i, k] * L[j, k]
+            L[i, j] = acc / L[j, j]
+    return L
+
+
 @njit(**INNER)
 def _sherman_morrison(H, q, e_idx, hq, eh):
     """Alg. 6 lines 2-3: ``H <- (H^-1 + q e^T + e q^T)^-1`` by two rank-one steps, ``e`` the unit
@@ -246,8 +367,10 @@ def _orthonormalise_active(F, K, na):
                 dev = v
     if not dev > DRIFT_TOL:
         return False
-    L = np.linalg.cholesky(0.5 * (P + P.T))
-    Fn = np.linalg.solve(L, Fa)
+    L = _cholesky(0.5 * (P + P.T))
+    if L.shape[0] == 0:
+        return False
+    Fn = _solve(L, Fa)
     for i in range(na):
         for j in range(m):
             F[i, j] = Fn[i, j]
@@ -282,7 +405,7 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, al
     C = _mm(ZG.T, Fa.T)
     EE = GG - _mm(C, C.T)
     EE = 0.5 * (EE + EE.T)
-    gam, W = np.linalg.eigh(EE)
+    gam, W = _eigh(EE)
     trg = 0.0
     for k in range(m):
         trg += GG[k, k]
@@ -317,7 +440,7 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, al
     sig = np.zeros(nb)
     U = np.zeros((nb, nb))
     if nb > 0:
-        sig, U = np.linalg.eigh(MM)  # ascending
+        sig, U = _eigh(MM)  # ascending
     kk = min(m, nb)
     smm = max(sig[nb - m], 0.0) if nb >= m else 0.0
     # the new rows in the basis' coordinates: the top m - 1 eigenvectors (D > 0), then rows whose D is
@@ -348,11 +471,19 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, al
             for j in range(r):
                 for i in range(na):
                     J[na + j, i] = -QC[j, i]
-            Jo = np.linalg.qr(J)[0]
-            Vt = np.linalg.svd(_mm(np.ascontiguousarray(Jo.T), B))[2]
+            # orthonormal basis of range(J): J (J^T J)^-1/2
+            lj, Wj = _eigh(_mm(J.T, J))
+            for i in range(na):
+                f = 1.0 / math.sqrt(lj[i])
+                for k in range(na):
+                    Wj[k, i] *= f
+            Jo = _mm(J, Wj)
+            # the top right singular vectors of Jo^T B: top eigenvectors of B^T Jo Jo^T B
+            JB = _mm(Jo.T, B)
+            lb, Wb = _eigh(_mm(JB.T, JB))
             for t in range(kk - mp):
                 for j in range(nr):
-                    pick[j, t] = Vt[t, j]
+                    pick[j, t] = Wb[j, nr - 1 - t]
         else:
             for t in range(kk - mp):
                 pick[t, t] = 1.0
@@ -379,19 +510,19 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, al
         D[t] = 0.0
     if kk < m:  # inactive rows: complete N1 by the orthonormal complement of its row space
         N1k = np.ascontiguousarray(N1[:kk])
-        lam, E = np.linalg.eigh(_mm(N1k.T, N1k))
+        lam, E = _eigh(_mm(N1k.T, N1k))
         for t in range(kk, m):
             for q in range(m):
                 N1[t, q] = E[q, t - kk]
     ints[I_NA] = kk
     ints[I_EIG] += 1
-    sv = np.linalg.svd(N1)[1]
-    cond = sv[0] / sv[m - 1] if sv[m - 1] > 0.0 else math.inf
+    ev = _eigh(_mm(N1.T, N1))[0]  # squared singular values, ascending
+    cond = math.sqrt(ev[m - 1] / ev[0]) if ev[0] > 0.0 else math.inf
     ok = cond <= max_cond
     nbuf = ints[I_NBUF]
     tau = ints[I_TAU]
     if ok:
-        Delta = np.linalg.solve(N1, N2)
+        Delta = _solve(N1, N2)
         # w_bar += G^T (c - Delta^T b) on the buffer's entries (before the buffer is cleared)
         dtb = np.zeros(m)
         for q in range(m):
