@@ -120,3 +120,40 @@ def test_save_restore_mid_epoch_is_exact():
 def test_sketch_size_must_be_positive():
     with pytest.raises(ValueError, match="sketch_size"):
         _learner(0, 1.0, 0.5)
+
+
+# -- RFD-SON (Luo et al. 2019 Alg. 3 in the epoch sketch) ------------------------------------------
+
+def _rfd(m, alpha0, c, loss="logistic", **extra):
+    return make_learner("rfd-son", {"sketch_size": m, "alpha0": alpha0, "sigma_eta": c, "loss_function": loss,
+                                    "bit_precision": 18, **extra})
+
+
+@pytest.mark.parametrize("loss,alpha0", [("logistic", 0.5), ("hinge", 0.0), ("squared", 0.0)])
+def test_rfd_predictions_equal_the_dense_reference(loss, alpha0):
+    d, m, T = 20, 5, 1500
+    X, y = _synthetic(T, d, seed=4)
+    if loss == "squared":
+        X, y = X[:300], X[:300] @ np.linspace(-1, 1, d) / 4
+    ref_model = NaiveFDSON(d, m, alpha0, sketch="rfd-epoch", c=0.5, loss=loss)
+    ref = ref_model.run(X, y)
+    L = _rfd(m, alpha0, 0.5, loss)
+    p, _ = L.learn_batch(_batch(X, y))
+    assert _rel(p, ref).max() <= 1e-6
+    assert L.flt[0] == pytest.approx(ref_model.sk.alpha, rel=1e-9)
+    assert L.flt[0] == pytest.approx(alpha0 + L.flt[1] / 2, rel=1e-12) and L.flt[1] > 0
+
+
+def test_rfd_alpha0_zero_m_d_plus_1_is_pseudo_inverse_online_newton():
+    d, T = 8, 60
+    X, y = _synthetic(T, d, seed=6)
+    full = NaiveFDSON(d, 0, 0.0, sketch="full", c=0.5, loss="hinge").run(X, y)
+    L = _rfd(d + 1, 0.0, 0.5, "hinge")
+    p, _ = L.learn_batch(_batch(X, y))
+    assert L.flt[0] == 0.0
+    assert _rel(p, full).max() <= 1e-8
+
+
+def test_rfd_refuses_logistic_with_alpha0_zero():
+    with pytest.raises(ValueError, match="alpha0"):
+        _rfd(5, 0.0, 0.5, "logistic")

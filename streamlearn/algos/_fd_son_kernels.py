@@ -32,7 +32,8 @@ C_S = 1  # scratch: the example's value of each feature (duplicates summed)
 C_Z = 2  # first column of Z^T
 HASH_MULT = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing
 RESID_TOL = 1e-11  # buffer residual directions below this share of ||G||_F^2 count as dependent
-DRIFT_TOL = 1e-9  # re-orthonormalise V when max |F K F^T - I| (active rows) exceeds this
+DRIFT_TOL = 1e-9
+RANK_TOL = 1e-9  # alpha = 0: eigenvalues of S S^T <= RANK_TOL * the largest count as zero (as the reference)  # re-orthonormalise V when max |F K F^T - I| (active rows) exceeds this
 
 # ints fields
 I_T, I_OCC, I_TAU, I_NA, I_NBUF, I_REBASE, I_EIG = 0, 1, 2, 3, 4, 5, 6
@@ -54,6 +55,7 @@ class FdState(NamedTuple):
     H: np.ndarray  # (2m, 2m): (alpha I + S S^T)^-1
     ZG: np.ndarray  # (m, m): Z G^T
     GG: np.ndarray  # (m, m): G G^T
+    flt: np.ndarray  # float64 (2,): alpha now (RFD: alpha0 + half the shrinks), sum of the shrinks Sigma_mm
     boff: np.ndarray  # int64 (m + 1,): buffer row offsets into buf_*
     bslot: np.ndarray  # int64 (bcap,): table slot of each buffer entry
     bkey: np.ndarray  # int64 (bcap,): its feature
@@ -63,7 +65,7 @@ class FdState(NamedTuple):
 class FdHyper(NamedTuple):
     mask: int
     loss_code: int
-    alpha: float
+    robust: bool  # RFD (Luo et al. 2019 Alg. 3): alpha grows by half of every shrink
     sigma_eta: float  # to-sketch scale: g^ = sqrt(sigma_eta h) l'(p) x
     proj_c: float  # |w^T x| <= C (0 = off)
     max_cond: float  # re-base when cond(F) exceeds this
@@ -320,6 +322,48 @@ def _apply_ainv(H, sx, m, coef, F, D, b, c, h, tmp):
 
 
 @njit(**INNER)
+def _pinv_step(F, D, ZG, GG, tau, sx, gl, b, c, h):
+    """``u -= A^+ g`` for ``A = S^T S`` (alpha = 0): ``A^+ g = S^T (S S^T)^+2 S g`` with ``S g = gl Sx``;
+    ``S S^T`` from the small matrices (top block D^2: V orthonormal), O(m^3)."""
+    m = D.shape[0]
+    n = 2 * m
+    SS = np.zeros((n, n))
+    for r in range(m):
+        SS[r, r] = D[r] * D[r]
+        for q in range(tau):
+            acc = 0.0
+            for j in range(m):
+                acc += F[r, j] * ZG[j, q]
+            SS[r, m + q] = D[r] * acc
+            SS[m + q, r] = D[r] * acc
+    for q in range(tau):
+        for j in range(tau):
+            SS[m + q, m + j] = GG[q, j]
+    lam, U = _eigh(SS)
+    top = max(lam[n - 1], 0.0)
+    for i in range(n):
+        h[i] = 0.0
+    if not top > 0.0:
+        return
+    for k in range(n):
+        if lam[k] > RANK_TOL * top:
+            proj = 0.0
+            for i in range(n):
+                proj += U[i, k] * sx[i]
+            f = gl * proj / (lam[k] * lam[k])
+            for i in range(n):
+                h[i] += f * U[i, k]
+    # u -= S^T h: b -= F^T D h_top, c -= h_bot
+    for q in range(m):
+        acc = 0.0
+        for r in range(m):
+            acc += F[r, q] * D[r] * h[r]
+        b[q] -= acc
+    for r in range(m):
+        c[r] -= h[m + r]
+
+
+@njit(**INNER)
 def _recompute_k(keys, tab, K, m):
     """``K = Z Z^T`` exactly from the table (slots in table order)."""
     for i in range(m):
@@ -378,7 +422,7 @@ def _orthonormalise_active(F, K, na):
 
 
 @njit(**INNER)
-def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, alpha, max_cond, delta_out):
+def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, flt, robust, max_cond, delta_out):
     """The buffer is full: App. F Alg. 9 lines 6-13 / Alg. 10 / Alg. 11, in 2m x 2m algebra.
 
     With ``V_a`` the active rows of ``V = F Z`` (orthonormal), ``C = G V_a^T`` and the buffer's
@@ -449,6 +493,10 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, al
     # its buffer part is a null vector of S, orthogonal to all eigenvectors kept: some combination of
     # them is then pure buffer). Take them as close as possible to range(J), J = [I; -Q2 C] the
     # coordinates of the directions orthogonal to G that Z alone represents.
+    flt[1] += smm
+    if robust:  # RFD Alg. 3 lines 6-9 (Luo et al. 2019): alpha_t = alpha_(t-1) + Sigma_mm / 2
+        flt[0] += 0.5 * smm
+    alpha = flt[0]
     mp = min(m - 1, nb)
     Usel = np.zeros((nb, kk))
     for t in range(mp):
@@ -583,9 +631,10 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, al
     for i in range(2 * m):
         for j in range(2 * m):
             H[i, j] = 0.0
-    for i in range(m):
-        H[i, i] = 1.0 / (alpha + D[i] * D[i])
-        H[m + i, m + i] = 1.0 / alpha
+    if alpha > 0.0:  # (alpha = 0: the pseudo-inverse is computed each example, H unused)
+        for i in range(m):
+            H[i, i] = 1.0 / (alpha + D[i] * D[i])
+            H[m + i, m + i] = 1.0 / alpha
     return ok
 
 
@@ -599,8 +648,8 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
     Returns ``(next, learned)``; ``next < n``: the table or the buffer must grow before example
     ``next`` (the caller grows them and calls again from ``next``).
     """
-    (keys, tab, shift, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bkey, bval) = state
-    mask, loss_code, alpha, sigma_eta, proj_c, max_cond = hyper
+    (keys, tab, shift, ints, F, K, D, b, c, H, ZG, GG, flt, boff, bslot, bkey, bval) = state
+    mask, loss_code, robust, sigma_eta, proj_c, max_cond = hyper
     n = labels.shape[0]
     m = D.shape[0]
     cap = keys.shape[0]
@@ -688,7 +737,8 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
         if not do_learn:
             continue
         learned += 1
-        if ptau != 0.0:
+        alpha = flt[0]
+        if ptau != 0.0 and alpha > 0.0:  # (alpha = 0 with projection: refused by the learner)
             _sx(F, D, z, gx, tau, m, sx)
             sh = 0.0
             for r in range(2 * m):
@@ -722,16 +772,15 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
         GG[tau, tau] = gs * gs * xx
         gx[tau] = gs * xx
         ints[I_TAU] = tau + 1
-        coef = gl / alpha
-        if tau + 1 < m:
+        if tau + 1 < m and alpha > 0.0:
             # Alg. 6 lines 2-3 with q = S g^ - (g^T g^ / 2) e_(m + tau)
             _sx(F, D, z, gx, tau + 1, m, sx)
             for r in range(2 * m):
                 qv[r] = gs * sx[r]
             qv[m + tau] -= 0.5 * gs * gs * xx
             _sherman_morrison(H, qv, m + tau, hq, eh)
-        else:
-            moved = _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, alpha,
+        elif tau + 1 == m:
+            moved = _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, flt, robust,
                                 max_cond, delta)
             if moved:  # Z x after Z += Delta G: z + Delta (G x)
                 for r in range(m):
@@ -751,6 +800,14 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
             for r in range(m):
                 gx[r] = 0.0
             _sx(F, D, z, gx, 0, m, sx)
+        else:
+            _sx(F, D, z, gx, tau + 1, m, sx)
+        alpha = flt[0]
+        coef = gl / alpha if alpha > 0.0 else 0.0
+        if gl != 0.0 and alpha == 0.0:
+            # RFD with alpha = 0 (NOTES_FD item 7): u = w - A^+ g, A = S^T S, A^+ = S^T (S S^T)^+2 S,
+            # eigenvalues of S S^T <= RANK_TOL of the largest counted as zero
+            _pinv_step(F, D, ZG, GG, ints[I_TAU], sx, gl, b, c, h)
         # Alg. 1 line 8: u = w - A^-1 g, A^-1 g = (g - S^T H S g) / alpha
         if coef != 0.0:
             for k in range(s):

@@ -36,7 +36,7 @@ __all__ = ["FDSON"]
 
 MIN_CAP = 1 << 10
 N_COLS_EXTRA = 2  # w_bar, scratch
-_SMALL_STATE = ("ints", "F", "K", "D", "b", "c", "H", "ZG", "GG", "boff")
+_SMALL_STATE = ("ints", "F", "K", "D", "b", "c", "H", "ZG", "GG", "flt", "boff")
 
 _kernels = lazy("streamlearn.algos._fd_son_kernels")
 
@@ -72,20 +72,32 @@ class FDSON(Learner):
         self.ZG = np.zeros((m, m))
         self.GG = np.zeros((m, m))
         self.boff = np.zeros(m + 1, np.int64)
+        self.flt = np.zeros(2)  # alpha now, sum of the shrinks
         self.bslot = np.zeros(0, np.int64)
         self.bkey = np.zeros(0, np.int64)
         self.bval = np.zeros(0)
+        self.H = np.zeros((2 * m, 2 * m))
         self._apply_hyper()
-        self.H = np.eye(2 * m) / self.alpha
+
+    robust = False
+    _alpha_param = "alpha"
 
     def _apply_hyper(self):
         h = self.hyper
-        self.alpha = float(h["alpha"])
+        # alpha now (the kernel's flt[0]): FD-SON's --alpha; RFD-SON's grows from --alpha0 by half of
+        # every shrink, and a new --alpha0 (continuing a saved model) shifts it by the difference
+        a = float(h[self._alpha_param])
+        old = getattr(self, "_alpha_set", None)
+        if not self.robust or old is None:
+            self.alpha = a
+        else:
+            self.alpha = float(self.flt[0]) if a == old else float(self.flt[0]) + (a - old)
+        self._alpha_set = a
         se = h["sigma_eta"]
         self.sigma_eta = float(se if se is not None else 1.0)
         self.proj_c = float(h["projection_c"])
         self.max_cond = float(h["max_cond"])
-        if not self.alpha > 0:
+        if not self.alpha > 0 and not self.robust:
             raise ValueError(f"--alpha must be > 0, got {self.alpha}")
         if not self.sigma_eta >= 0:
             raise ValueError(f"--sigma_eta must be >= 0, got {self.sigma_eta}")
@@ -93,8 +105,10 @@ class FDSON(Learner):
             raise ValueError(f"--projection_c must be >= 0, got {self.proj_c}")
         if not self.max_cond >= 1:
             raise ValueError(f"--max_cond must be >= 1, got {self.max_cond}")
-        if getattr(self, "H", None) is not None:  # alpha may have changed (continuing a saved model)
-            self.H = np.linalg.inv(self.alpha * np.eye(2 * self.m) + self._sst())
+        if self.alpha != self.flt[0] or not self.examples_learned:
+            self.flt[0] = self.alpha
+            if self.alpha > 0:  # alpha changed (continuing a saved model): H for the new alpha
+                self.H = np.linalg.inv(self.alpha * np.eye(2 * self.m) + self._sst())
 
     def _sst(self):
         """``S S^T`` (2m x 2m) from the small matrices: ``[[D F K F^T D, D F Z G^T], [., G G^T]]``."""
@@ -147,7 +161,7 @@ class FDSON(Learner):
         labels, weights = kernel_array(batch.labels, np.float64), kernel_array(batch.weights, np.float64)
         maxs = max(int(np.max(offsets[1:] - offsets[:-1])), 1)
         slot_buf = np.empty(maxs, np.int64)
-        hyper = _kernels.FdHyper(self.mask, self.loss.code, self.alpha, self.sigma_eta, self.proj_c, self.max_cond)
+        hyper = _kernels.FdHyper(self.mask, self.loss.code, self.robust, self.sigma_eta, self.proj_c, self.max_cond)
         fields = _kernels.FdState._fields
         start = 0
         while True:
@@ -226,7 +240,7 @@ class FDSON(Learner):
         m = cls._m(hyper)
         sq = ((m, m), np.float64)
         return {"ints": ((7,), np.int64), "F": sq, "K": sq, "D": ((m,), np.float64), "b": ((m,), np.float64),
-                "c": ((m,), np.float64), "H": ((2 * m, 2 * m), np.float64), "ZG": sq, "GG": sq,
+                "c": ((m,), np.float64), "H": ((2 * m, 2 * m), np.float64), "ZG": sq, "GG": sq, "flt": ((2,), np.float64),
                 "boff": ((m + 1,), np.int64)}
 
     @classmethod
@@ -261,6 +275,8 @@ class FDSON(Learner):
         require(bo[0] == 0 and (np.diff(bo[:tau + 1]) >= 0).all() and bo[tau] == nbuf,
                 "array boff: not the buffer rows' offsets")
         require(np.isin(bkey, keys).all(), "array bkey: a buffer entry on a feature that is not stored")
+        require(self.flt[1] >= 0 and self.flt[0] >= 0 and (self.robust or self.flt[0] == self.alpha),
+                "array flt: not this model's alpha")
         cap = MIN_CAP
         while len(keys) > (cap >> 1):
             cap <<= 1
@@ -270,3 +286,28 @@ class FDSON(Learner):
         self.bval = np.array(bval, np.float64)
         self.bslot = np.zeros(nbuf, np.int64)
         _kernels.remap_buffer(self.keys, self.shift, self.bkey, self.bslot, nbuf)
+
+
+class RFDSON(FDSON):
+    """Sparse RFD-SON: FD-SON whose regulariser grows by half of every shrink (Robust Frequent
+    Directions, Luo, Chen, Zhang, Li & Zhang 2019, Alg. 3 lines 6-9: alpha_t = alpha_(t-1) +
+    Sigma_mm / 2), from ``--alpha0`` (default 0: until the first shrink the step uses the
+    pseudo-inverse of S^T S, SON App. D, with the rank threshold of NOTES_FD item 7)."""
+
+    name = "rfd-son"
+    robust = True
+    _alpha_param = "alpha0"
+    PARAMS = tuple(Param("alpha0", float, 0.0, "RFD-SON: initial regulariser alpha_0 (alpha_t = alpha_0 + half of "
+                         "the sketch's shrinks; 0 = pseudo-inverse until the first shrink).")
+                   if p.name == "alpha" else p for p in FDSON.PARAMS)
+
+    def _apply_hyper(self):
+        a0 = float(self.hyper["alpha0"])
+        if not a0 >= 0:
+            raise ValueError(f"--alpha0 must be >= 0, got {a0}")
+        if a0 == 0 and self.hyper["loss_function"] == "logistic" and not float(self.hyper["projection_c"]) > 0:
+            raise ValueError("--algo rfd-son: logistic loss with --alpha0 0 and no projection diverges (the "
+                             "pseudo-inverse Newton step); give --alpha0 > 0")
+        if a0 == 0 and float(self.hyper["projection_c"]) > 0:
+            raise ValueError("--algo rfd-son: --projection_c with --alpha0 0 is not implemented yet; give --alpha0 > 0")
+        super()._apply_hyper()
