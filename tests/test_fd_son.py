@@ -129,7 +129,11 @@ def _rfd(m, alpha0, c, loss="logistic", **extra):
                                     "bit_precision": 18, **extra})
 
 
-@pytest.mark.parametrize("loss,alpha0", [("logistic", 0.5), ("hinge", 0.0), ("squared", 0.0)])
+# Not hinge with alpha0 = 0 here: when a buffer holds zero gradients (margin met) its m-th eigenvalue
+# is rounding noise (~1e-32) and the reference adds half of it to alpha, then inverts alpha I + S^T S
+# with alpha ~ 1e-32 (its own predictions move by 2.0 under X (1 + 1e-15)); the learner counts a
+# rank-deficient buffer's Sigma_mm as 0 and keeps the pseudo-inverse.
+@pytest.mark.parametrize("loss,alpha0", [("logistic", 0.5), ("hinge", 0.3), ("squared", 0.0)])
 def test_rfd_predictions_equal_the_dense_reference(loss, alpha0):
     d, m, T = 20, 5, 1500
     X, y = _synthetic(T, d, seed=4)
