@@ -161,3 +161,19 @@ def test_rfd_alpha0_zero_m_d_plus_1_is_pseudo_inverse_online_newton():
 def test_rfd_refuses_logistic_with_alpha0_zero():
     with pytest.raises(ValueError, match="alpha0"):
         _rfd(5, 0.0, 0.5, "logistic")
+
+
+def test_table_growth_mid_epoch_changes_nothing():
+    """The hash table doubles while the buffer holds entries (their slots are remapped): the same
+    predictions as a learner whose table was large from the start (up to the summation order)."""
+    rng = np.random.default_rng(9)
+    n, d = 400, 4000
+    X = rng.standard_normal((n, d)) * (rng.random((n, d)) < 0.01)
+    y = np.where(X @ rng.standard_normal(d) > 0, 1.0, -1.0)
+    b = Batch.from_dense(X, y, hashes=np.arange(d, dtype=np.uint32))
+    grown, big = _learner(5, 1.0, 0.5), _learner(5, 1.0, 0.5)
+    big._grow(1 << 14)
+    p1, _ = grown.learn_batch(b)
+    p2, _ = big.learn_batch(b)
+    assert grown.keys.shape[0] > 1024 and big.keys.shape[0] == 1 << 15
+    np.testing.assert_allclose(p1, p2, rtol=1e-9, atol=1e-9)
