@@ -159,8 +159,12 @@ def test_rfd_alpha0_zero_m_d_plus_1_is_pseudo_inverse_online_newton():
 
 
 def test_rfd_refuses_logistic_with_alpha0_zero():
+    """Logistic loss with alpha0 = 0 and no projection diverges: refused when given, and the default
+    alpha0 is then 1e-3 (0 for the other losses)."""
     with pytest.raises(ValueError, match="alpha0"):
         _rfd(5, 0.0, 0.5, "logistic")
+    assert make_learner("rfd-son", {"loss_function": "logistic"}).flt[0] == 1e-3
+    assert make_learner("rfd-son", {"loss_function": "hinge"}).flt[0] == 0.0
 
 
 def test_table_growth_mid_epoch_changes_nothing():

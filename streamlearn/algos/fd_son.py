@@ -39,6 +39,8 @@ N_COLS_EXTRA = 2  # w_bar, scratch
 _SMALL_STATE = ("ints", "F", "K", "D", "b", "c", "H", "ZG", "GG", "flt", "boff")
 
 _kernels = lazy("streamlearn.algos._fd_son_kernels")
+#: RFD-SON's default alpha_0 for logistic loss without projection (alpha_0 = 0 diverges there)
+LOGISTIC_ALPHA0 = 1e-3
 
 
 class FDSON(Learner):
@@ -80,13 +82,15 @@ class FDSON(Learner):
         self._apply_hyper()
 
     robust = False
-    _alpha_param = "alpha"
+
+    def _alpha_given(self) -> float:
+        return float(self.hyper["alpha"])
 
     def _apply_hyper(self):
         h = self.hyper
         # alpha now (the kernel's flt[0]): FD-SON's --alpha; RFD-SON's grows from --alpha0 by half of
         # every shrink, and a new --alpha0 (continuing a saved model) shifts it by the difference
-        a = float(h[self._alpha_param])
+        a = self._alpha_given()
         old = getattr(self, "_alpha_set", None)
         if not self.robust or old is None:
             self.alpha = a
@@ -296,16 +300,25 @@ class RFDSON(FDSON):
 
     name = "rfd-son"
     robust = True
-    _alpha_param = "alpha0"
-    PARAMS = tuple(Param("alpha0", float, 0.0, "RFD-SON: initial regulariser alpha_0 (alpha_t = alpha_0 + half of "
-                         "the sketch's shrinks; 0 = pseudo-inverse until the first shrink).")
+    PARAMS = tuple(Param("alpha0", float, None, "RFD-SON: initial regulariser alpha_0 (alpha_t = alpha_0 + half of "
+                         "the sketch's shrinks; 0 = pseudo-inverse until the first shrink). Default 0, or "
+                         f"{LOGISTIC_ALPHA0:g} for logistic loss without projection, where 0 diverges.")
                    if p.name == "alpha" else p for p in FDSON.PARAMS)
 
+    def _alpha_given(self) -> float:
+        a0 = self.hyper["alpha0"]
+        if a0 is None:
+            return LOGISTIC_ALPHA0 if self._diverges_at_zero() else 0.0
+        return float(a0)
+
+    def _diverges_at_zero(self) -> bool:
+        return self.hyper["loss_function"] == "logistic" and not float(self.hyper["projection_c"]) > 0
+
     def _apply_hyper(self):
-        a0 = float(self.hyper["alpha0"])
+        a0 = self._alpha_given()
         if not a0 >= 0:
             raise ValueError(f"--alpha0 must be >= 0, got {a0}")
-        if a0 == 0 and self.hyper["loss_function"] == "logistic" and not float(self.hyper["projection_c"]) > 0:
+        if a0 == 0 and self._diverges_at_zero():
             raise ValueError("--algo rfd-son: logistic loss with --alpha0 0 and no projection diverges (the "
                              "pseudo-inverse Newton step); give --alpha0 > 0")
         if a0 == 0 and float(self.hyper["projection_c"]) > 0:
