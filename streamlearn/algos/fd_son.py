@@ -1,4 +1,5 @@
-"""Sparse FD-SON: sketched online Newton with the Frequent Directions sketch (``--algo fd-son``).
+"""Sparse FD-SON and RFD-SON: sketched online Newton with the (Robust) Frequent Directions sketch
+(``--algo fd-son``, ``--algo rfd-son``).
 
 Luo, Agarwal, Cesa-Bianchi & Langford (2016), *Efficient Second Order Online Learning by
 Sketching* (SON): Alg. 1 (SON) with Alg. 2's Frequent Directions sketch in App. F's epoch form
@@ -24,6 +25,11 @@ to-sketch scale: ``g^ = sqrt(sigma_eta h) l'(p) x``, held constant), ``projectio
 exceeds it). This first version is the paper's algorithm as the dense reference
 ``tests/naive_fd_son.py`` (``sketch="fd-epoch"``) runs it: no diagonal pre-scaling, no label-range
 clip for squared loss, the plain step ``u = w - A^-1 g`` (importance weight h: ``g = h l' x``).
+
+RFD-SON (:class:`RFDSON`, Luo et al. 2019, Alg. 3 in the epoch sketch): the same learner whose alpha
+grows by half of every shrink from ``--alpha0``; while alpha = 0 the step is the pseudo-inverse one
+(``A^+ = S^T (S S^T)^+2 S``, eigenvalues <= 1e-9 of the largest count as zero), O(m^3) per example.
+A buffer of rank < m shrinks by 0 (the dense reference adds its rounding noise, ~1e-32, to alpha).
 """
 from __future__ import annotations
 
