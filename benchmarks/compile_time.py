@@ -10,12 +10,17 @@ seconds of the process (user + system) are steadier, so both are printed.
 commit before a change) interleaved with this one, run by run, so both are measured in the same
 minutes, and prints the ratios. A checkout without its own C library uses this one's.
 
+``--ir`` also counts, for each learner's cold run, the numba libraries compiled and the LLVM IR
+lines they lower to and link (summed over libraries: a helper's code is linked and optimised
+again inside each caller); these counts do not depend on the machine's load, so they show a
+change's effect on a busy machine where the timings do not.
+
 ``--speed FILE`` (with ``--against``) also times warm runs (kernels cached) of each learner on
 FILE for both checkouts, best of ``--speed_repeat``: a change that cuts compile time must not
 slow the kernels.
 
 Run: python benchmarks/compile_time.py [--lines 1000] [--repeat 2] [--algo bear ...]
-                                       [--against /path/to/other/checkout] [--warmup]
+                                       [--against /path/to/other/checkout] [--warmup] [--ir]
                                        [--speed FILE [--speed_repeat 3]]
 (needs nothing from ../shared: the data are the first --lines lines of sample_data/a9a_train_3k).
 """
@@ -75,6 +80,41 @@ def measure(checkout: Path, algo: str, data: Path):
     return cold + warm
 
 
+#: run in the child of an --ir run: counts the libraries numba finalizes and their IR lines
+_IR_PROBE = """
+import sys
+from numba.core import codegen as cg
+n = [0, 0, 0]
+add, fin = cg.CPUCodeLibrary.add_ir_module, cg.CPUCodeLibrary.finalize
+def add_ir_module(self, m):
+    n[1] += str(m).count("\\n")
+    return add(self, m)
+def finalize(self):
+    fin(self)
+    n[0] += 1
+    n[2] += str(self._final_module).count("\\n")
+cg.CPUCodeLibrary.add_ir_module, cg.CPUCodeLibrary.finalize = add_ir_module, finalize
+from streamlearn.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as e:
+    if e.code:
+        raise
+print("IR", *n, file=sys.stderr)
+"""
+
+
+def measure_ir(checkout: Path, algo: str, data: Path):
+    """(libraries compiled, lowered IR lines, optimised IR lines) of a cold run of ``algo``."""
+    with tempfile.TemporaryDirectory(prefix="sl-numba-cache-") as cache:
+        cmd = [sys.executable, "-c", _IR_PROBE, "train", "--algo", algo, str(data), "--quiet"]
+        p = subprocess.run(cmd, env=env_for(checkout, cache), cwd=checkout, capture_output=True, text=True)
+    line = [x for x in p.stderr.splitlines() if x.startswith("IR ")]
+    if p.returncode != 0 or not line:
+        raise RuntimeError(f"IR count of {algo} in {checkout} failed:\n{p.stderr[-2000:]}")
+    return tuple(int(x) for x in line[-1].split()[1:])
+
+
 def measure_warmup(checkout: Path):
     with tempfile.TemporaryDirectory(prefix="sl-numba-cache-") as cache:
         return timed([sys.executable, "-m", "streamlearn", "warmup"], env_for(checkout, cache), checkout)
@@ -87,6 +127,7 @@ def main():
     ap.add_argument("--algo", action="append", choices=ALGOS, help="learner (may repeat; default all)")
     ap.add_argument("--against", type=Path, help="another checkout to compare with, run by run")
     ap.add_argument("--warmup", action="store_true", help="also time `streamlearn warmup` (all learners)")
+    ap.add_argument("--ir", action="store_true", help="also count compiled libraries and IR lines (load-independent)")
     ap.add_argument("--speed", type=Path, help="also time warm runs on this file (kernel speed)")
     ap.add_argument("--speed_repeat", type=int, default=3)
     a = ap.parse_args()
@@ -125,8 +166,31 @@ def main():
         print(line)
     print(f"(cold: a first run that compiles the learner's kernels; warm: the same run with them cached; "
           f"ratio = this / {a.against})" if a.against else "")
+    if a.ir:
+        with tempfile.TemporaryDirectory(prefix="sl-compile-ir-") as d:
+            data = Path(d) / "a9a.libsvm"
+            with gzip.open(ROOT / "sample_data" / "a9a_train_3k.libsvm.gz", "rt") as f, open(data, "w") as out:
+                out.writelines(line for i, line in zip(range(a.lines), f))
+            ir_table(algos, checkouts, data)
     if a.speed:
         speed(a.speed, algos, checkouts, a.speed_repeat)
+
+
+def ir_table(algos, checkouts, data):
+    """Compile work of each learner's cold run, counted (not timed)."""
+    print("\ncompile work of a cold run (counts, independent of load): numba libraries compiled, LLVM IR "
+          "lines lowered, IR lines linked and optimised (summed over libraries)")
+    hdr = f"{'learner':<14} {'libraries':>9} {'lowered':>9} {'optimised':>9}"
+    if len(checkouts) > 1:
+        hdr += f" | {'before lib':>10} {'lowered':>9} {'optimised':>9} | {'lowered ratio':>13} {'optimised ratio':>15}"
+    print(hdr)
+    for algo in algos:
+        res = [measure_ir(path, algo, data) for _, path in checkouts]
+        line = f"{algo:<14} {res[0][0]:>9} {res[0][1]:>9} {res[0][2]:>9}"
+        if len(res) > 1:
+            o = res[1]
+            line += f" | {o[0]:>10} {o[1]:>9} {o[2]:>9} | {res[0][1] / o[1]:>12.2f}x {res[0][2] / o[2]:>14.2f}x"
+        print(line)
 
 
 def speed(data: Path, algos, checkouts, repeat):

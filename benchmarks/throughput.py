@@ -13,9 +13,9 @@ process-level loop (``--reps`` rounds, each case once per round):
 * streamlearn ``--algo oja-son --sketch_size 10`` (if registered) on VW text and Parquet;
 * interactions: the same examples with their features split over namespaces ``a`` and ``b``
   (``gs.q.vw``), VW and streamlearn (both their default learner) with ``-q ab``, ``-q ::`` and
-  ``--cubic aab``; with ``--baseline DIR`` (another checkout, e.g. the main branch) also that
-  checkout's ``-q ab`` run: the before/after of a change to the interaction kernels, in the
-  same rounds.
+  ``--cubic aab``; with ``--baseline DIR`` (another checkout, e.g. the main branch) every
+  streamlearn case also runs on that checkout, in the same rounds, and a before/after table
+  follows (the change's cost on every input path, interleaved with it).
 
 For each case: examples/s and MB/s over the process wall time, the in-run rate (VW: the
 time ``vw_run`` reports around its Workspace; streamlearn: ``seconds`` of ``--metrics``, both
@@ -141,15 +141,15 @@ def cases(wd: Path, bits: int, algos, baseline=None):
         c.append((f"sl adagrad {tag}", "q.vw",
                   SL + ["train", f["q.vw"], "-b", str(bits), "--quiet", "--metrics", "METRICS"]
                   + flags, f"VW {tag}"))
-        if baseline and flags == ["-q", "ab"]:
-            c.append((f"baseline sl {tag}", "q.vw",
-                      ["env", f"PYTHONPATH={baseline}", PY, "-m", "streamlearn", "train", f["q.vw"], "-b", str(bits),
-                       "--quiet", "--metrics", "METRICS"] + flags, f"VW {tag}"))
     if "oja-son" in algos:
         for kind in ("vw", "parquet"):
             c.append((f"sl oja-son m=10 {kind}", kind,
                       SL + ["train", f[kind], "-b", str(bits), "--algo", "oja-son", "--sketch_size", "10",
                             "--quiet", "--metrics", "METRICS"], "VW --OjaNewton m=10"))
+    if baseline:  # every streamlearn case on the other checkout too, in the same rounds
+        for name, kind, cmd, base in list(c):
+            if name.startswith("sl "):
+                c.append(("base " + name[3:], kind, ["env", f"PYTHONPATH={baseline}"] + cmd, base))
     return c
 
 
@@ -176,7 +176,8 @@ def main(argv=None):
     ap.add_argument("--no_stream", action="store_true", help="skip the big stdin RSS check")
     ap.add_argument("--only", default=None, help="regex: run only the matching cases")
     ap.add_argument("--baseline", default=None,
-                    help="another checkout (e.g. /work/main): also time its -q ab run (before/after)")
+                    help="another checkout (e.g. /work/main): every streamlearn case also runs on it "
+                         "(same rounds; a before/after table follows)")
     ap.add_argument("--no_compile", action="store_true",
                     help="do not byte-compile the checkout first (see the note printed)")
     a = ap.parse_args(argv)
@@ -243,6 +244,15 @@ def main(argv=None):
         print(f"{name:34s} {w:7.2f} {a.n / w:9.0f} {sizes[kind] / 1e6 / w:7.1f} {rss:7.0f} {ratio:>6s} "
               f"{a.n / i:11.0f} {ratio_in:>6s} {statistics.median(d['cpu']):6.2f} {s:5.2f} {marg:9.0f} "
               f"{ratio_m:>6s}")
+
+    if a.baseline:
+        print(f"\nbefore/after: {a.baseline} (base) vs {ROOT} (this), medians of the same rounds")
+        print(f"{'case':34s} {'base s':>7s} {'this s':>7s} {'base/this':>9s} {'in-run base/this':>16s}")
+        for name, *_ in cs:
+            other = "base " + name[3:]
+            if name.startswith("sl ") and name in med and other in med:
+                (wb, ib, _), (wt, it, _) = med[other], med[name]
+                print(f"{name:34s} {wb:7.2f} {wt:7.2f} {wb / wt:9.3f} {ib / it:16.3f}")
 
     # start-up
     small = wd / "k1.vw"

@@ -21,9 +21,10 @@ import numpy as np
 from . import __version__
 from .algos import COMMON_PARAMS, LEARNERS, MULTICLASS_LOSSES, SOFTMAX_LEARNERS, get_learner_class
 from .convert import ConvertConfig, convert
-from .errors import ConfigError, InputError, ModelFileError
+from .errors import ConfigError, InputError, ModelFileError, OutputError
 from .evaluate import InterruptGuard, ProgressSchedule, run_stream
-from .outputs import PredictionSink, write_metrics
+from .io.source import MAX_EXAMPLE_FEATURES, MAX_LINE_BYTES
+from .outputs import OutputPlan, PredictionSink, metrics_text
 from .report import settings_lines, summary_lines, table_header, table_row
 
 __all__ = ["RunConfig", "train", "predict", "select", "convert", "warmup", "ConvertConfig", "load_model",
@@ -74,6 +75,10 @@ class RunConfig:
     audit: bool = False  # audit lines on stdout
     invert_hash: str | None = None  # readable model with feature names
     readable_model: str | None = None
+    # bounds on one line's memory (streamlearn.io.ReaderConfig): a longer line is an input error,
+    # an example with more features (interactions included) a malformed line
+    max_line_bytes: int = MAX_LINE_BYTES
+    max_example_features: int = MAX_EXAMPLE_FEATURES
 
 
 #: skipped-line warnings shown per kind of reason; the rest are counted (summary: skipped lines)
@@ -103,17 +108,32 @@ def make_learner(algo: str, hyper: dict):
 _SIZE_OPTIONS = ("bit_precision", "oaa", "sketch_bytes", "sketch_width", "sketch_rows", "sketch_size", "top_k")
 
 
-def save_model(path: str, learner, reader: dict) -> int:
-    """Write ``learner`` (and the reader's hashing settings) to ``path``; returns bytes."""
+def _encoded_model(path: str, learner, reader: dict):
+    """The model file of ``learner`` (:class:`~streamlearn.io.model_file.EncodedModel`);
+    a NaN/inf state is a :class:`~streamlearn.errors.NumericError` naming ``path``."""
     from .errors import NumericError
-    from .io.model_file import all_finite, write_model
+    from .io.model_file import all_finite, encode_model
 
     meta, arrays = learner.state_dict()
     bad = [k for k, a in arrays.items() if np.dtype(a.dtype).kind == "f" and not all_finite(a)]
     if bad:
         raise NumericError(f"{path}: not written: the {learner.name} model's {', '.join(bad)} hold NaN or inf "
                            "(its state degenerated); an existing file is unchanged")
-    return write_model(path, learner.name, meta, arrays, reader)
+    return encode_model(learner.name, meta, arrays, reader)
+
+
+def save_model(path: str, learner, reader: dict) -> int:
+    """Write ``learner`` (and the reader's hashing settings) to ``path`` (atomically; ``-``:
+    standard output); returns bytes."""
+    from .io.model_file import atomic_writer, model_write_error
+
+    model = _encoded_model(path, learner, reader)
+    try:
+        with atomic_writer(path) as f:
+            model.write_to(f)
+    except OSError as e:
+        raise model_write_error(path, e) from None
+    return model.size
 
 
 def load_model(path: str):
@@ -188,6 +208,55 @@ def _reader_settings(cfg: RunConfig) -> dict:
     return out
 
 
+def _output_plan(cfg: RunConfig, learn: bool) -> OutputPlan:
+    """Every output of the run, checked before anything is read or written (:class:`OutputPlan`):
+    none may be the same file as an input (``-f`` may be the ``-i`` model: it is read whole
+    first) or as another output, and each must be creatable."""
+    outs = [("-f", cfg.final_model if learn else None, "model file"),
+            ("-p", cfg.predictions, "predictions"), ("-r", cfg.raw_predictions, "raw predictions"),
+            ("--readable_model", cfg.readable_model, "readable model"),
+            ("--invert_hash", cfg.invert_hash, "readable model"),
+            ("--select_out", cfg.select_out, "selected features"), ("--metrics", cfg.metrics, "metrics")]
+    inputs = [(None, p) for p in cfg.data] + [("-i", cfg.initial_model)]
+    return OutputPlan(outs, inputs, may_share={("-f", "-i")}, stdout_users=["--audit"] if cfg.audit else [])
+
+
+def _rereadable(path: str):
+    """None when ``path`` can be read again from its start (a file, a directory of Parquet
+    files), else what it is (standard input, a FIFO, a device, a socket)."""
+    import stat
+
+    if path == "-":
+        return "standard input"
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None  # reported by _check_inputs
+    if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+        return None
+    kind = ("a pipe (FIFO)" if stat.S_ISFIFO(st.st_mode) else "a terminal or device" if stat.S_ISCHR(st.st_mode)
+            else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+    return kind
+
+
+def _check_passes(cfg: RunConfig) -> None:
+    """``--passes N`` reads every input N times: one that can be read only once (stdin, a FIFO,
+    ``/dev/stdin`` on a pipe) is a usage error before anything is read. VW refuses more than one
+    pass without its cache file (``-c``), and streamlearn has none (``convert`` to Parquet is
+    its cache): copying an unbounded stream to disk unasked is not done either."""
+    if cfg.passes < 1:
+        raise ConfigError("--passes must be >= 1")
+    if cfg.passes == 1:
+        return
+    for p in cfg.data:
+        what = _rereadable(p)
+        if what is not None:
+            name = "-" if p == "-" else p
+            raise ConfigError(f"--passes {cfg.passes} reads the input {cfg.passes} times, and {name} is {what}, "
+                              "which can be read only once: save it to a file first (or 'streamlearn convert "
+                              "- -o data.parquet', which is also faster to read) and train on that")
+
+
 def _check_inputs(paths):
     for p in paths:
         if p == "-":
@@ -202,18 +271,31 @@ def _check_inputs(paths):
             raise InputError(f"{p}: permission denied")
 
 
+def _default_parse_threads(cfg: RunConfig) -> int:
+    """Text parsing threads when not set: the CPUs, at most 4; one when every input is a
+    regular file of at most a quarter chunk (gzip: a few chunks of text), as a pool would have
+    little to share and costs its start-up (threads, ``concurrent.futures``: ~30 ms)."""
+    try:
+        small = all(p != "-" and os.path.isfile(p) and os.stat(p).st_size <= cfg.chunk_bytes // 4
+                    for p in cfg.data)
+    except OSError:
+        small = False
+    return 1 if small and cfg.data else min(4, os.cpu_count() or 1)
+
+
 def _reader_config(cfg: RunConfig, reader: dict, keep_names: bool):
     """The run's :class:`~streamlearn.io.ReaderConfig` (built before any output is opened:
     it validates ``-q``, a :class:`ConfigError` then leaves nothing behind)."""
     from .io import ReaderConfig
 
-    workers = cfg.parse_threads if cfg.parse_threads is not None else min(4, os.cpu_count() or 1)
+    workers = cfg.parse_threads if cfg.parse_threads is not None else _default_parse_threads(cfg)
     return ReaderConfig(fmt=cfg.fmt, quadratic=tuple(reader.get("quadratic", ())),
                         **{k: tuple(reader.get(k, ())) for k in _NS_SETTINGS},
                         leave_duplicate_interactions=bool(reader.get("leave_duplicate_interactions")),
                         constant=bool(reader.get("constant", True)), keep_names=keep_names,
                         chunk_bytes=cfg.chunk_bytes, strict=cfg.strict, parse_threads=max(1, workers),
-                        label_column=cfg.label_column)
+                        label_column=cfg.label_column, max_line_bytes=cfg.max_line_bytes,
+                        max_example_features=cfg.max_example_features)
 
 
 def _batches(cfg: RunConfig, rc, unit_norm: bool):
@@ -249,11 +331,9 @@ def _batches(cfg: RunConfig, rc, unit_norm: bool):
 
 def _run(cfg: RunConfig, learn: bool, log=None):
     log = log or (lambda line: None)
-    if cfg.passes < 1:
-        raise ConfigError("--passes must be >= 1")
-    if cfg.passes > 1 and "-" in cfg.data:
-        raise ConfigError("--passes > 1 needs file inputs (standard input can be read only once)")
+    _check_passes(cfg)
     _check_inputs(cfg.data)
+    plan = _output_plan(cfg, learn)
 
     if cfg.initial_model:
         learner, reader, _ = load_model(cfg.initial_model)
@@ -301,26 +381,22 @@ def _run(cfg: RunConfig, learn: bool, log=None):
         raise ConfigError(f"{'--binary' if binary else '-r/--raw_predictions'} is for scalar predictions; "
                           f"this --algo {learner.name} model predicts classes")
     inspect = _inspection(cfg, learner, rc)
+    try:  # -P is checked under --quiet too, and before any output is opened
+        schedule = ProgressSchedule(cfg.progress)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if cfg.quiet:
+        schedule = None
 
+    # the sinks open their files at the first prediction (a run that fails before leaves none)
     sink = raw_sink = on_predictions = None
     if cfg.predictions is not None:
         sink = PredictionSink(cfg.predictions, "identity" if binary else cfg.link, learner.multiclass)
-        sink.open()
         on_predictions = ((lambda batch, pred: sink(batch, pred, learner.last_probabilities))
                           if cfg.probabilities else sink)
     if cfg.raw_predictions is not None:
-        raw_sink = PredictionSink(cfg.raw_predictions, "identity", False)
-        try:
-            raw_sink.open()
-        except BaseException:
-            if sink is not None:
-                sink.close(failed=True)
-            raise
+        raw_sink = PredictionSink(cfg.raw_predictions, "identity", False, what="raw predictions")
 
-    try:
-        schedule = None if cfg.quiet else ProgressSchedule(cfg.progress)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
     header_done = [False]
 
     def emit_row(*row):
@@ -358,37 +434,34 @@ def _run(cfg: RunConfig, learn: bool, log=None):
                                 binary=binary, on_raw=raw_sink, log_loss=_reports_log_loss(learner, cfg))
             except KeyboardInterrupt:
                 if cfg.save_on_interrupt and cfg.final_model and learn and not cfg.test_only:
-                    # the guard raised between batches: the state is that of whole batches
+                    # the guard raised between slices of a batch: the state is that of whole examples
                     learner.finish()
-                    size = save_model(cfg.final_model, learner, reader)
-                    log(f"interrupted: saved the model learned so far to {cfg.final_model} ({size} bytes)")
+                    model = _encoded_model(cfg.final_model, learner, reader)
+                    plan.stage("-f", model.write_to)
+                    plan.commit()
+                    log(f"interrupted: saved the model learned so far to {cfg.final_model} ({model.size} bytes)")
                 raise
         failed = False
     finally:
-        for sk in (sink, raw_sink):
-            if sk is not None:
-                sk.close(failed=failed)
+        # a closed reader of the predictions (| head) ends only the printing: the sinks never
+        # raise for it, so the model and metrics below are still written
+        try:
+            for sk in (sink, raw_sink):
+                if sk is not None:
+                    sk.close(failed=failed)
+        finally:
+            if failed:
+                plan.discard()
     summary = ev.summary(learner.loss)
     summary["algo"] = learner.name
     summary["learner"] = learner.extra_summary()
     summary["model_bytes"] = None
-    if cfg.final_model:
-        summary["model_bytes"] = save_model(cfg.final_model, learner, reader)
-    summary["model_array_bytes"] = learner.model_arrays_bytes
-    if cfg.readable_model or cfg.invert_hash:
-        from .audit import write_readable_model
-        for path, names in ((cfg.readable_model, None), (cfg.invert_hash, inspect.get("names"))):
-            if path:
-                try:
-                    write_readable_model(path, learner, reader, __version__,
-                                         names.names if names is not None else None)
-                except OSError as e:
-                    raise InputError(f"{path}: cannot write: {e.strerror or e}") from None
-    if cfg.select_out:
-        from .select import write_selection
-        write_selection(learner, cfg.select_out)
-    if cfg.metrics:
-        write_metrics(summary, cfg.metrics)
+    try:
+        _stage_outputs(plan, cfg, learner, reader, summary, inspect)
+        plan.commit()
+    except BaseException:
+        plan.discard()
+        raise
     if not cfg.quiet:
         hidden = sum(max(0, n - WARNINGS_PER_REASON) for n in warned.values())
         if hidden:
@@ -397,6 +470,29 @@ def _run(cfg: RunConfig, learn: bool, log=None):
         for line in summary_lines(summary):
             log(line)
     return summary
+
+
+def _stage_outputs(plan: OutputPlan, cfg: RunConfig, learner, reader: dict, summary: dict, inspect: dict):
+    """Write the end-of-run outputs to their temporaries (the model, the readable models, the
+    selection, then the metrics, which give the model's size); :meth:`OutputPlan.commit` then
+    renames them together, so a failure in any leaves every existing file unchanged."""
+    if cfg.final_model and "-f" in plan:
+        model = _encoded_model(cfg.final_model, learner, reader)
+        summary["model_bytes"] = model.size
+        plan.stage("-f", model.write_to)
+    summary["model_array_bytes"] = learner.model_arrays_bytes
+    if cfg.readable_model or cfg.invert_hash:
+        from .audit import write_readable_model
+        for option, path, names in (("--readable_model", cfg.readable_model, None),
+                                    ("--invert_hash", cfg.invert_hash, inspect.get("names"))):
+            if path:
+                plan.stage(option, lambda f, names=names: write_readable_model(
+                    f, learner, reader, __version__, names.names if names is not None else None))
+    if cfg.select_out:
+        from .select import write_selection
+        plan.stage("--select_out", lambda f: write_selection(learner, f))
+    if cfg.metrics:
+        plan.stage("--metrics", lambda f: f.write(metrics_text(summary).encode()))
 
 
 def _inspection(cfg: RunConfig, learner, rc) -> dict:
@@ -453,11 +549,20 @@ def select(model: str, top_k: int | None = None, fmt: str = "tsv", out: str = "-
     (``-``: stdout) as TSV or JSON (:mod:`streamlearn.select`); returns the number of rows."""
     from .select import write_selection
 
+    plan = OutputPlan([("--output", out, "selected features")], [("-i", model)])
     learner, _, _ = load_model(model)
     try:
-        return write_selection(learner, out, top_k=top_k, fmt=fmt)
+        if out == "-":
+            return write_selection(learner, out, top_k=top_k, fmt=fmt)
+        n = plan.stage("--output", lambda f: write_selection(learner, f, top_k=top_k, fmt=fmt))
+        plan.commit()
+        return n
+    except UnicodeError as e:  # a ValueError, but never a usage error
+        raise OutputError(f"{out}: cannot write the selected features: {e}") from None
     except ValueError as e:
         raise ConfigError(str(e)) from None
+    finally:
+        plan.discard()
 
 
 def warmup(algos=None, log=None) -> dict:

@@ -172,10 +172,11 @@ class HashNames:
         np.bitwise_or.at(self.seen, byte[new], bit[new])
 
 
-def write_readable_model(path: str, learner, reader: dict, version: str, names: dict | None = None) -> None:
-    """VW's text model: its header lines (``Version``, ``Id``, ``Min label``, ``Max label``,
-    ``bits``, ``lda``, ``ngram``, ``skip``, ``options``), then ``[name:]index:w G [N]`` for each
-    index whose weight is not zero, by index (``names``: ``--invert_hash``)."""
+def write_readable_model(path, learner, reader: dict, version: str, names: dict | None = None) -> None:
+    """VW's text model, to ``path`` (a file name or a binary file): its header lines
+    (``Version``, ``Id``, ``Min label``, ``Max label``, ``bits``, ``lda``, ``ngram``, ``skip``,
+    ``options``), then ``[name:]index:w G [N]`` for each index whose weight is not zero, by
+    index (``names``: ``--invert_hash``)."""
     idx, cols = learner.readable_weights()
     lo, hi = learner.label_range()
     opts = []
@@ -188,8 +189,11 @@ def write_readable_model(path: str, learner, reader: dict, version: str, names: 
         opts.append("--noconstant")
     lines = [f"Version streamlearn {version}", "Id ", f"Min label:{_num(lo)}", f"Max label:{_num(hi)}",
              f"bits:{learner.bits}", "lda:0", "0 ngram:", "0 skip:", "options: " + " ".join(opts)]
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-        for j, h in enumerate(idx.tolist()):
-            lead = f"{names[h]}:" if names and h in names else ""
-            f.write(f"{lead}{h}:" + " ".join(_num(c[j]) for c in cols) + "\n")
+    if not hasattr(path, "write"):
+        with open(path, "wb") as f:
+            return write_readable_model(f, learner, reader, version, names)
+    f = path  # a binary file (the run's output plan stages it)
+    f.write(("\n".join(lines) + "\n").encode("utf-8"))
+    for j, h in enumerate(idx.tolist()):
+        lead = f"{names[h]}:" if names and h in names else ""
+        f.write((f"{lead}{h}:" + " ".join(_num(c[j]) for c in cols) + "\n").encode("utf-8", "surrogateescape"))

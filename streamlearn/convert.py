@@ -20,17 +20,18 @@ column          type                    content
 The text is read with ``keep_names=True``, no constant and no interactions, so the reader adds
 the constant and ``-q`` pairs at train time exactly as the text reader does (same features
 in the same order, hence the same progressive loss). Output is written to a temporary file in
-the destination directory and renamed when complete.
+the destination directory and renamed when complete; ``-`` writes it to standard output, and a
+FIFO or device is written in place.
 """
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .errors import ConfigError, InputError
+from .io.source import MAX_EXAMPLE_FEATURES, MAX_LINE_BYTES
 
 __all__ = ["ConvertConfig", "convert", "batch_to_arrow", "SPARSE_SCHEMA"]
 
@@ -50,6 +51,8 @@ class ConvertConfig:
     strict: bool = False
     quiet: bool = False
     chunk_bytes: int = 1 << 22
+    max_line_bytes: int = MAX_LINE_BYTES  # a longer text line is an input error
+    max_example_features: int = MAX_EXAMPLE_FEATURES  # a line with more features is malformed
 
 
 def _list_type(t):
@@ -168,20 +171,22 @@ def convert(cfg: ConvertConfig, log=None) -> dict:
     for p in cfg.inputs:
         if p != "-" and not os.path.isfile(p):
             raise InputError(f"{p}: no such file" if not os.path.exists(p) else f"{p}: not a regular file")
-    out = os.path.abspath(cfg.output)
-    d = os.path.dirname(out) or "."
-    if not os.path.isdir(d):
-        raise InputError(f"{cfg.output}: directory {d} does not exist")
+    from .io.writing import OutputPlan
+
+    # -o is checked before reading (not an input, creatable; '-': standard output, not a
+    # terminal), written to a locked temporary beside it and renamed (a FIFO: written in place)
+    plan = OutputPlan([("-o", cfg.output, "Parquet file")], [(None, p) for p in cfg.inputs])
     rc = ReaderConfig(fmt=cfg.fmt, quadratic=(), constant=False, keep_names=bool(cfg.names),
-                      chunk_bytes=cfg.chunk_bytes, strict=cfg.strict)
+                      chunk_bytes=cfg.chunk_bytes, strict=cfg.strict, max_line_bytes=cfg.max_line_bytes,
+                      max_example_features=cfg.max_example_features)
     schema = _schema(cfg.names)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(out) + ".", suffix=".tmp", dir=d)
-    os.close(fd)
     examples = skipped = groups = 0
     pending, pending_rows = [], 0
-    ok = False
-    try:
-        with pq.ParquetWriter(tmp, schema, compression=cfg.compression,
+    written = [None]
+
+    def write(sink):
+        nonlocal examples, skipped, pending_rows
+        with pq.ParquetWriter(sink, schema, compression=cfg.compression,
                               write_statistics=["label", "weight"]) as w:
             def flush(final):
                 # full row groups of exactly row_group_size rows; the rest waits (or, at the
@@ -212,25 +217,28 @@ def convert(cfg: ConvertConfig, log=None) -> dict:
                 if pending_rows >= cfg.row_group_size:
                     flush(False)
             flush(True)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, out)
-        ok = True
+        try:
+            sink.flush()
+            written[0] = os.fstat(sink.fileno()).st_size if _is_regular(sink) else None
+        except (OSError, ValueError):
+            pass
+
+    try:
+        plan.stage("-o", write)
+        plan.commit()
     finally:
-        if not ok:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-    size = os.path.getsize(out)
+        plan.discard()
+    size = written[0]
     summary = {"examples": examples, "skipped_lines": skipped, "row_groups": groups,
                "bytes": size, "output": cfg.output}
     if not cfg.quiet:
-        log(f"wrote {cfg.output}: {examples} examples, {groups} row groups, {size} bytes"
+        log(f"wrote {'standard output' if cfg.output == '-' else cfg.output}: {examples} examples, "
+            f"{groups} row groups" + (f", {size} bytes" if size is not None else "")
             + (f" ({skipped} malformed lines skipped)" if skipped else ""))
     return summary
 
 
-def _umask():
-    m = os.umask(0)
-    os.umask(m)
-    return m
+def _is_regular(f) -> bool:
+    import stat
+
+    return stat.S_ISREG(os.fstat(f.fileno()).st_mode)

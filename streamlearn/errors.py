@@ -1,5 +1,7 @@
-"""Library exceptions. The CLI maps them to exit codes (all of these: exit 1, one line)."""
-__all__ = ["StreamlearnError", "InputError", "ModelFileError", "ConfigError", "NumericError"]
+"""Library exceptions. The CLI maps them to exit codes (``cli/common.py``): a
+:class:`ConfigError` is a usage error (exit 2, click's usage message), every other one exit 1
+with one line ``streamlearn: error: ...``."""
+__all__ = ["StreamlearnError", "InputError", "ModelFileError", "ConfigError", "NumericError", "OutputError"]
 
 
 class StreamlearnError(Exception):
@@ -20,3 +22,8 @@ class ConfigError(StreamlearnError):
 
 class NumericError(StreamlearnError):
     """The learner's state became NaN or inf: the run stops and no model is written."""
+
+
+class OutputError(StreamlearnError):
+    """An output (predictions, metrics, a selection, a readable model) that cannot be written;
+    the message names the path the user gave, never a temporary file."""

@@ -7,6 +7,7 @@ doubling (or fixed) intervals, predictions for the sink, and the final summary.
 from __future__ import annotations
 
 import math
+import os
 import signal
 import threading
 import time
@@ -16,7 +17,8 @@ import numpy as np
 
 from .algos.losses import best_constant
 
-__all__ = ["ProgressSchedule", "Evaluation", "run_stream", "binary_outputs"]
+__all__ = ["ProgressSchedule", "Evaluation", "run_stream", "binary_outputs", "InterruptGuard", "Interrupted",
+           "SliceTimer", "raise_interrupted", "GUARDED_SIGNALS"]
 
 
 @dataclass
@@ -35,6 +37,8 @@ class ProgressSchedule:
         except ValueError:
             raise ValueError(f"-P/--progress must be a number (2.0: rows at 1, 2, 4, ...; 100: every "
                              f"100 examples), got {s!r}") from None
+        if not math.isfinite(self.step):
+            raise ValueError(f"-P/--progress must be a finite number, got {s}")
         if self.step <= (1.0 if self.multiplicative else 0.0):
             raise ValueError(f"-P/--progress must be > {'1.0' if self.multiplicative else '0'}, got {s}")
         self.next_at = 1.0 if self.multiplicative else self.step
@@ -132,8 +136,11 @@ class Evaluation:
         self.labeled += int(labeled.sum())
         self.weighted_examples += float(batch.weights.sum())
         self.weighted_labeled += float(w.sum())
-        self.weighted_label_sum += float((w * target).sum())
-        self.weighted_label_sq_sum += float((w * target * target).sum())
+        # labels past ~1e154 (finite, so not malformed) square past the double range: the sum
+        # of squares is then inf, truly (and so is the best constant's loss, left out below)
+        with np.errstate(over="ignore", invalid="ignore"):
+            self.weighted_label_sum += float((w * target).sum())
+            self.weighted_label_sq_sum += float((w * target * target).sum())
         self.weighted_pos += float(w[target > 0].sum())
         self.loss_sum += float(wl.sum())
         self.err_sum += float(err.sum())
@@ -166,9 +173,10 @@ class Evaluation:
                     errs = self.err_sum_half  # {0,1} labels
                 s["error_rate"] = errs / self.weighted_labeled
             if not self.multiclass:
-                c, cl = best_constant(loss, self.weighted_labeled, self.weighted_label_sum,
-                                      self.weighted_pos, self.weighted_label_sq_sum)
-                if c is not None:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    c, cl = best_constant(loss, self.weighted_labeled, self.weighted_label_sum,
+                                          self.weighted_pos, self.weighted_label_sq_sum)
+                if c is not None and math.isfinite(c) and math.isfinite(cl):  # else: beyond doubles
                     s["best_constant"], s["best_constant_loss"] = float(c), float(cl)
         return s
 
@@ -182,32 +190,105 @@ def _degenerated(learner, batch, pred):
 
 
 class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM arrived; ``signum`` says which. Raised between batches, so the
-    learner's state is that of a whole number of batches."""
+    """SIGINT, SIGTERM or SIGHUP arrived; ``signum`` says which. Raised between slices of a
+    batch, so the learner's state is that of a whole number of examples."""
 
     def __init__(self, signum):
         super().__init__(signum)
         self.signum = signum
 
 
+#: the signals the guard answers: SIGINT (Ctrl-C), SIGTERM (kill), SIGHUP (a closed terminal or
+#: ssh session: as SIGTERM)
+GUARDED_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+def _default_handler(sig):
+    return signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL
+
+
+def raise_interrupted(signum, frame):
+    """A signal handler raising :class:`Interrupted`: what a program that owns its process (the
+    CLI) installs for SIGINT/SIGTERM/SIGHUP around a run, so that a signal before or after the
+    guarded loop (loading a model, compiling, writing the outputs) is a clean exit 128 + signal
+    too. :class:`InterruptGuard` takes it for a default handler."""
+    raise Interrupted(signum)
+
+
+def _replaceable(sig) -> bool:
+    h = signal.getsignal(sig)
+    return h is _default_handler(sig) or h is raise_interrupted
+
+
 class InterruptGuard:
-    """Defers SIGINT/SIGTERM while a batch is being learned and recorded (``busy``), so an
-    interrupt never leaves the learner half-updated; outside that window (waiting for input)
-    the signal raises at once. Installed only on the main thread and only over the default
-    handlers (an embedding program's own handlers are left alone)."""
+    """Defers SIGINT/SIGTERM/SIGHUP while a slice of a batch is being learned and recorded
+    (``busy``), so an interrupt never leaves the learner half-updated; outside that window
+    (waiting for input) the signal raises at once. :func:`run_stream` bounds the work between
+    two checks (:class:`SliceTimer`), so a slow learner answers within about
+    :data:`SLICE_SECONDS`. A second signal while the first waits ends the process at once
+    (exit 128 + signal; a kernel can run for seconds before Python sees the first): a watcher
+    thread reads the signal numbers CPython writes to its wakeup fd the moment they arrive,
+    whatever the main thread is doing. Installed only on the main thread and only over the
+    default handlers or :func:`raise_interrupted` (an embedding program's own handlers, and its
+    wakeup fd, are left alone)."""
 
     def __init__(self):
         self.busy = False
         self.pending = None
         self._old = {}
+        self._wakeup = None
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
-            for sig, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
-                if signal.getsignal(sig) is default:
-                    self._old[sig] = default
+            for sig in GUARDED_SIGNALS:
+                if _replaceable(sig):
+                    self._old[sig] = signal.getsignal(sig)
                     signal.signal(sig, self._handler)
+            if self._old:
+                self._start_watcher()
         return self
+
+    def _start_watcher(self):
+        try:
+            r, w = os.pipe()
+        except OSError:
+            return
+        os.set_blocking(w, False)
+        try:
+            old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        except (ValueError, OSError):
+            os.close(r)
+            os.close(w)
+            return
+        if old != -1:  # someone else's (an event loop): give it back, no watcher
+            signal.set_wakeup_fd(old)
+            os.close(r)
+            os.close(w)
+            return
+        guarded = {int(s) for s in self._old}
+
+        def watch():
+            seen = 0
+            while True:
+                try:
+                    data = os.read(r, 64)
+                except OSError:
+                    data = b""
+                if not data:
+                    break
+                for b in data:
+                    if b in guarded:
+                        seen += 1
+                        if seen >= 2:
+                            try:
+                                os.write(2, b"streamlearn: interrupted again: stopped at once\n")
+                            finally:
+                                os._exit(128 + b)
+            os.close(r)
+
+        t = threading.Thread(target=watch, name="streamlearn-signals", daemon=True)
+        t.start()
+        self._wakeup = w
 
     def _handler(self, signum, frame):
         if self.busy:
@@ -225,7 +306,42 @@ class InterruptGuard:
         for sig, old in self._old.items():
             signal.signal(sig, old)
         self._old.clear()
+        if self._wakeup is not None:
+            signal.set_wakeup_fd(-1)
+            os.close(self._wakeup)  # the watcher reads end of file and stops
+            self._wakeup = None
         return False
+
+
+#: the work between two interrupt checks, in seconds (about): a batch of a slow learner is
+#: learned in slices of this much work
+SLICE_SECONDS = 0.25
+
+
+class SliceTimer:
+    """How many examples of a batch to learn before the next interrupt check, so that a slice
+    costs about :data:`SLICE_SECONDS` whatever the learner: examples x the cost per example
+    measured on the latest slice (the first slice of a run is one example). A fast learner gets
+    whole batches (one kernel call); Oja-SON with a large sketch a few examples per slice. Results do not depend on it: every learner
+    predicts then learns example by example, whatever the batch (``tests/test_contract.py``)."""
+
+    def __init__(self, seconds=SLICE_SECONDS):
+        self.seconds = seconds
+        self.per_example = None  # seconds per example, of the latest slice
+        self.clock = time.perf_counter
+
+    def size(self, n: int) -> int:
+        """Examples to learn next, of ``n`` left in the batch."""
+        if self.per_example is None:
+            return min(n, 1)
+        if self.per_example <= 0:
+            return n
+        return int(min(n, max(1, self.seconds / self.per_example)))
+
+    def record(self, n: int, seconds: float) -> None:
+        if n <= 0:
+            return
+        self.per_example = seconds / n  # the latest slice: a first call's compile time is forgotten at once
 
 
 def _split_bad_labels(learner, batch, strict):
@@ -325,6 +441,7 @@ def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on
         log_loss = bool(learner.multiclass and learner.native_multiclass)
     ev = evaluation or Evaluation(learner.loss_name, learner.loss.classification, learner.multiclass, log_loss)
     head = _BadHead()
+    timer = SliceTimer()
 
     def skipped(errs, fmt, labels):
         ev.skipped_lines += len(errs)
@@ -340,18 +457,38 @@ def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on
             skipped(errs, batch.extra.get("format"), labels=False)
         if batch.n:
             parts, errs, fatal = _split_bad_labels(learner, batch, strict)
-            for part in parts:
-                pred, loss = learner.learn_batch(part) if learn else learner.predict_batch(part)
-                if np.isnan(pred).any():
-                    _degenerated(learner, part, pred)
-                if on_raw is not None:
-                    raw = getattr(learner, "last_raw", None)
-                    on_raw(part, pred if raw is None else raw)
-                if binary:
-                    pred, loss = binary_outputs(part, pred, loss)
-                ev.add(part, pred, loss, schedule, emit_row, getattr(learner, "last_probabilities", None))
-                if on_predictions is not None:
-                    on_predictions(part, pred)
+            for whole in parts:
+                if whole.n == 0:
+                    continue
+                # slices of bounded work, an interrupt check after each; the sums and progress
+                # rows are taken over the whole part, so the figures never depend on the slicing
+                a, preds, losses, probs = 0, [], [], []
+                while a < whole.n:
+                    k = timer.size(whole.n - a)
+                    part = whole if k == whole.n else whole.slice(a, a + k)
+                    a += k
+                    t0 = timer.clock()
+                    pred, loss = learner.learn_batch(part) if learn else learner.predict_batch(part)
+                    timer.record(k, timer.clock() - t0)
+                    if np.isnan(pred).any():
+                        _degenerated(learner, part, pred)
+                    if on_raw is not None:
+                        raw = getattr(learner, "last_raw", None)
+                        on_raw(part, pred if raw is None else raw)
+                    if binary:
+                        pred, loss = binary_outputs(part, pred, loss)
+                    if on_predictions is not None:
+                        on_predictions(part, pred)
+                    preds.append(pred)
+                    losses.append(loss)
+                    probs.append(getattr(learner, "last_probabilities", None))
+                    if a < whole.n:
+                        guard.check()
+                        guard.busy = True
+                if len(preds) > 1:
+                    pred, loss = np.concatenate(preds), np.concatenate(losses)
+                    probs = [None if probs[0] is None else np.concatenate(probs)]
+                ev.add(whole, pred, loss, schedule, emit_row, probs[0])
             if fatal is not None:
                 raise fatal
             if errs:

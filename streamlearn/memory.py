@@ -13,7 +13,8 @@ import os
 
 import numpy as np
 
-__all__ = ["lazy_zeros", "lazy_copy", "PageSet", "SparseTable", "bound_malloc", "trim_heap", "bounded"]
+__all__ = ["lazy_zeros", "lazy_copy", "PageSet", "SparseTable", "bound_malloc", "trim_heap", "bounded",
+           "physical_memory"]
 
 _BLOCK = 1 << 20
 
@@ -27,6 +28,18 @@ def _hugepage_switch():
         except ImportError:
             return None
     return _set_madvise_hugepage
+
+
+def physical_memory() -> int | None:
+    """This machine's physical memory in bytes (``sysconf``), or None where unknown. What a
+    table that must be able to fill is checked against: a lazily allocated array larger than
+    this could never hold its data (and under ``vm.overcommit_memory=1`` its allocation would
+    not fail either)."""
+    try:
+        n = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
+    return n if n > 0 else None
 
 
 def lazy_zeros(shape, dtype) -> np.ndarray:

@@ -54,9 +54,10 @@ def select_rows(learner, top_k: int | None = None, refresh: bool = True) -> list
     return rows
 
 
-def format_rows(rows: list[SelectedFeature], fmt: str = "tsv") -> str:
+def format_rows(rows: list[SelectedFeature], fmt: str = "tsv", ascii_json: bool = False) -> str:
     """TSV (header ``name hash weight [class]``, weights with ``repr`` precision) or JSON (a
-    list of objects)."""
+    list of objects; ``ascii_json``: non-ASCII characters as ``\\uXXXX`` escapes, still the
+    same JSON)."""
     multi = any(r.cls is not None for r in rows)
     if fmt == "json":
         out = []
@@ -67,7 +68,7 @@ def format_rows(rows: list[SelectedFeature], fmt: str = "tsv") -> str:
             else:
                 d.pop("cls")
             out.append(d)
-        return json.dumps(out, indent=1, ensure_ascii=False) + "\n"
+        return json.dumps(out, indent=1, ensure_ascii=ascii_json) + "\n"
     if fmt != "tsv":
         raise ValueError(f"unknown format {fmt!r}; choose tsv or json")
     lines = ["name\thash\tweight" + ("\tclass" if multi else "")]
@@ -77,13 +78,41 @@ def format_rows(rows: list[SelectedFeature], fmt: str = "tsv") -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_selection(learner, path: str, top_k: int | None = None, fmt: str = "tsv") -> int:
-    """Write the selection of ``learner`` to ``path`` (``-``: stdout); returns the row count."""
+def _stdout_is_utf8() -> bool:
+    import codecs
+
+    try:
+        return codecs.lookup(getattr(sys.stdout, "encoding", None) or "utf-8").name == "utf-8"
+    except LookupError:
+        return False
+
+
+def write_selection(learner, path, top_k: int | None = None, fmt: str = "tsv") -> int:
+    """Write the selection of ``learner`` to ``path`` (a file name, ``-`` for stdout, or a
+    binary file); returns the row count. Files are UTF-8 (written atomically:
+    :class:`~streamlearn.io.model_file.atomic_writer`); on a standard output whose encoding is
+    not UTF-8 (``LANG=C``, ``PYTHONIOENCODING=ascii``) the names keep every character, JSON as
+    ``\\uXXXX`` escapes and TSV as backslash escapes (``caf\\xe9``)."""
     rows = select_rows(learner, top_k)
-    text = format_rows(rows, fmt)
     if path == "-":
-        sys.stdout.write(text)
+        utf8 = _stdout_is_utf8()
+        text = format_rows(rows, fmt, ascii_json=not utf8)
+        enc = getattr(sys.stdout, "encoding", None) or "utf-8"
+        data = text.encode(enc, "backslashreplace")
+        sys.stdout.flush()
+        buf = getattr(sys.stdout, "buffer", None)
+        if buf is None:
+            sys.stdout.write(data.decode(enc))
+        else:
+            buf.write(data)
+            buf.flush()
+        return len(rows)
+    data = format_rows(rows, fmt).encode("utf-8", "surrogateescape")
+    if hasattr(path, "write"):
+        path.write(data)
     else:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+        from .io.model_file import atomic_writer
+
+        with atomic_writer(path) as f:
+            f.write(data)
     return len(rows)

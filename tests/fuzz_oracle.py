@@ -17,7 +17,10 @@ What counts as malformed (text), checked left to right, the first problem wins:
   reason); the same for a namespace weight ``|ns:w`` and a feature value ``name:v``
   (``a:``, ``a:x``, ``a:1:2`` are malformed);
 * a feature value times its namespace weight that overflows; a ``-q`` product that overflows;
-* LIBSVM: a token without ``:``; ``x:v`` whose ``x`` is not all digits (``qid:...`` excepted).
+* a negative importance weight (VW refuses them too);
+* LIBSVM: a token without ``:``; ``x:v`` whose ``x`` is not all digits (``qid:...`` excepted),
+  or whose ``x`` is beyond 2**63 - 1 (LIBSVM's reader refuses it too; below, the hash is
+  ``x mod 2**32``).
 
 Numbers are compared exactly when they have at most 18 significant digits and are normal
 doubles (the parser is correctly rounded there); longer mantissas may be 1 ulp off (as
@@ -52,6 +55,7 @@ TEXT_ERRORS = (
     "ERR_NS_WEIGHT", "ERR_NO_COLON", "ERR_INDEX", "ERR_LABEL_NONFINITE",
     "ERR_IMPORTANCE_NONFINITE", "ERR_BASE_NONFINITE", "ERR_VALUE_NONFINITE",
     "ERR_NS_WEIGHT_NONFINITE", "ERR_VALUE_OVERFLOW", "ERR_QUADRATIC_OVERFLOW",
+    "ERR_IMPORTANCE_NEGATIVE", "ERR_INDEX_RANGE", "ERR_TOO_MANY_FEATURES",
 )
 
 
@@ -213,7 +217,11 @@ def vw_line(raw: bytes, lineno: int, pairs=(), constant=True) -> Line | None:
             raise _Bad("ERR_LABEL_TOKENS")
         codes = [("ERR_LABEL", "ERR_LABEL_NONFINITE"), ("ERR_IMPORTANCE", "ERR_IMPORTANCE_NONFINITE"),
                  ("ERR_BASE", "ERR_BASE_NONFINITE")]
-        vals = [_num(t, *codes[k], res) for k, t in enumerate(toks)]
+        vals = []
+        for k, t in enumerate(toks):
+            vals.append(_num(t, *codes[k], res))
+            if k == 1 and vals[1] < 0:  # VW: importance weights must be non-negative
+                raise _Bad("ERR_IMPORTANCE_NEGATIVE")
         if vals:
             res.label = vals[0]
         if len(vals) > 1:
@@ -256,6 +264,8 @@ def libsvm_line(raw: bytes, lineno: int, pairs=(), constant=True) -> Line | None
         for tok in toks[1:]:
             m = _LIBSVM_FEATURE.fullmatch(tok)
             if m:
+                if int(m[1]) >= 2**63:  # LIBSVM's reader (strtol) refuses it: ERANGE
+                    raise _Bad("ERR_INDEX_RANGE")
                 v = _num(m[2], "ERR_FEATURE_VALUE", "ERR_VALUE_NONFINITE", res)
                 if v != 0.0:
                     feats.append(Feature(int(m[1]) & M32, v, 32, m[1], None))
@@ -427,6 +437,9 @@ def oracle_parquet(table, pairs=(), constant=True, keep_names=False, label_colum
                 res.weight = float(w)
                 if not math.isfinite(res.weight):
                     reasons.append("importance weight (column 'weight') is NaN or infinite")
+                elif res.weight < 0:
+                    reasons.append("negative importance weight (column 'weight'; use 0 to hold an "
+                                   "example out of training, as VW says)")
         if plan["tag"] and cols["tag"][i] is not None:
             res.tag = cols["tag"][i].encode("utf-8")
         feats = []

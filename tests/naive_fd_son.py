@@ -102,6 +102,8 @@ class FDSketch:
         V = np.zeros((self.m, self.d))
         V[:k] = Vt[:k]
         smm = lam[self.m - 1]
+        if smm <= RANK_TOL * lam[0]:  # rounding in a rank-deficient sketch: nothing to shrink
+            smm = 0.0
         self.shrunk += smm
         if self.robust:
             self.alpha += smm / 2.0
@@ -199,6 +201,7 @@ def son_synthetic(T=5000, d=100, kappa=200.0, seed=0, top=10):
     kappa; that holds with theta = V diag(lambda)^{-1/2} theta_z for a Gaussian theta_z, so that
     theta^T x = theta_z^T z: files differing in kappa differ only in conditioning, and a truly
     invariant learner behaves the same on all of them."""
+    assert 0 < top < d, "top must be below d"
     rng = np.random.default_rng(seed)
     Z = rng.standard_normal((T, d))
     V, _ = np.linalg.qr(rng.standard_normal((d, d)))

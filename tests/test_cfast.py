@@ -73,14 +73,15 @@ def _inter(pairs=(), namespaces=range(256), **kw):
     return terms, toff, it.nsflags
 
 
-def both_parse(data: bytes, fmt: str, pairs=(), constant=True, keep_names=False, **kw):
+def both_parse(data: bytes, fmt: str, pairs=(), constant=True, keep_names=False, max_feats=1 << 22, **kw):
     from streamlearn.io.interactions import chunk_namespaces
     code = 1 if fmt == "libsvm" else 0
     buf = np.frombuffer(bytearray(data), np.uint8)  # writable, as the reader's chunks (one compiled kernel)
     terms, toff, flags = _inter(pairs, chunk_namespaces(buf, fmt), **kw)
-    a = _tk().parse_chunk(buf, code, terms, toff, flags, constant, keep_names)
-    b = _cfast.parse_chunk(buf, code, terms, toff, flags, constant, keep_names)
-    same_results(a, b, f"{fmt} {len(data)} bytes q={pairs} {kw} const={constant} names={keep_names}")
+    a = _tk().parse_chunk(buf, code, terms, toff, flags, constant, keep_names, max_feats)
+    b = _cfast.parse_chunk(buf, code, terms, toff, flags, constant, keep_names, max_feats)
+    same_results(a, b, f"{fmt} {len(data)} bytes q={pairs} {kw} const={constant} names={keep_names} "
+                       f"max={max_feats}")
     return a
 
 
@@ -118,7 +119,7 @@ def test_error_codes_match_the_c_enum():
     src = (ROOT / "streamlearn" / "kernels" / "_c" / "cfast.c").read_text()
     enum = dict((k, int(v)) for k, v in re.findall(r"\b(ERR_[A-Z_]+) = (\d+),", src))
     py = {k: v for k, v in vars(_text_codes).items() if k.startswith("ERR_")}
-    assert enum == py and len(py) == 15
+    assert enum == py and len(py) == 18
     assert set(_text_codes.ERROR_REASONS) == set(py.values())
     assert (_text_codes.FMT_VW, _text_codes.FMT_LIBSVM) == (0, 1)
     assert "#define FMT_VW 0" in src and "#define FMT_LIBSVM 1" in src
@@ -243,18 +244,20 @@ _INTER_KW = [dict(cubic=("aab",)), dict(interactions=("abca", ":a")), dict(pairs
 @fuzz(60)
 @given(lines=st.lists(st.text(alphabet="ab c|:1.-x\t'", max_size=30), max_size=12),
        fmt=st.sampled_from(["vw", "libsvm"]), kw=st.sampled_from(_INTER_KW),
-       names=st.booleans())
-def test_parser_matches_numba_with_interactions_and_namespace_flags(lines, fmt, kw, names):
-    """Interactions of any order, wildcards, --ignore / --keep / --ignore_linear: C == numba."""
+       names=st.booleans(), cap=st.sampled_from([1 << 22, 0, 1, 2, 3, 5, 9, 20]))
+def test_parser_matches_numba_with_interactions_and_namespace_flags(lines, fmt, kw, names, cap):
+    """Interactions of any order, wildcards, --ignore / --keep / --ignore_linear, and the cap
+    on features per example (--max_example_features): C == numba."""
     kw = dict(kw)
-    both_parse("\n".join(lines).encode(), fmt, kw.pop("pairs", ()), True, names, **kw)
+    both_parse("\n".join(lines).encode(), fmt, kw.pop("pairs", ()), True, names, max_feats=cap, **kw)
 
 
 @fuzz(100)
 @given(lines=st.lists(st.text(" \t|:ab'.-+e19xnaif\r", max_size=30), max_size=12),
-       fmt=st.sampled_from(["vw", "libsvm"]), pairs=st.sampled_from([(), ("ab",), ("aa", "ba")]))
-def test_parser_matches_numba_on_the_grammar_alphabet(lines, fmt, pairs):
-    both_parse("\n".join(lines).encode(), fmt, pairs, True, True)
+       fmt=st.sampled_from(["vw", "libsvm"]), pairs=st.sampled_from([(), ("ab",), ("aa", "ba")]),
+       cap=st.sampled_from([1 << 22, 1, 4]))
+def test_parser_matches_numba_on_the_grammar_alphabet(lines, fmt, pairs, cap):
+    both_parse("\n".join(lines).encode(), fmt, pairs, True, True, max_feats=cap)
 
 
 def test_parser_matches_numba_on_growth_and_overflow():
@@ -609,13 +612,16 @@ def test_assemble_rows_matches_numba(seed):
         extra = dict(extra)
         pairs = pairs + tuple(extra.pop("pairs", ()))
         terms, toff, flags = _inter(pairs, np.unique(letters), **extra)
+        # the feature cap: generous, or small enough to cut some rows (and the edges 0, 1)
+        cap = (1 << 22, int(r.integers(0, 12)), 0, 1)[case % 4]
         for add_constant in (True, False):
             for want_src in (True, False):
                 out = _both_assemble((starts, ends, idx, val, letters, terms, toff, flags, add_constant,
-                                      want_src),
-                                     f"seed {seed} case {case} k={k} n={n} q={pairs} c={add_constant} s={want_src}")
+                                      want_src, cap),
+                                     f"seed {seed} case {case} k={k} n={n} q={pairs} c={add_constant} "
+                                     f"s={want_src} max={cap}")
                 statuses.update(out[4].tolist())
-    assert {0, 1, 2} <= statuses or seed  # the first seed reaches every status
+    assert {0, 1, 2, 3} <= statuses or seed  # the first seed reaches every status
 
 
 def test_assemble_rows_matches_numba_on_growth_and_edges():
@@ -640,27 +646,28 @@ def test_assemble_rows_matches_numba_on_growth_and_edges():
         terms, toff, flags = _inter(pairs, **kw)
         for c in (True, False):
             for s in (True, False):
-                _both_assemble((starts, ends, idx, val, letters, terms, toff, flags, c, s),
-                               f"growth {pairs} {kw} {c} {s}")
+                for cap in (1 << 22, 100, 41):
+                    _both_assemble((starts, ends, idx, val, letters, terms, toff, flags, c, s, cap),
+                                   f"growth {pairs} {kw} {c} {s} {cap}")
     eu32, ef, eu8 = np.zeros(0, np.uint32), np.zeros(0), np.zeros(0, np.uint8)
     terms, toff, flags = _inter(("ab",))
     t0, o0, f0 = _inter(())
     for k, n in [(0, 0), (0, 5), (2, 0), (1, 3)]:
         z = np.zeros((k, n), np.int64)
         for c in (True, False):
-            _both_assemble((z, z.copy(), eu32, ef, eu8, terms, toff, flags, c, True), f"empty {k} {n} {c}")
-            _both_assemble((z, z.copy(), eu32, ef, eu8, t0, o0, f0, c, False), f"empty {k} {n} {c} no q")
+            _both_assemble((z, z.copy(), eu32, ef, eu8, terms, toff, flags, c, True, 1 << 22), f"empty {k} {n} {c}")
+            _both_assemble((z, z.copy(), eu32, ef, eu8, t0, o0, f0, c, False, 0), f"empty {k} {n} {c} no q")
 
 
 def test_parquet_args_ok_rejects_what_numba_would_compute_differently():
     r = np.random.default_rng(5)
     starts, ends, idx, val, letters = _random_parts(r, 2, 6)
     terms, toff, flags = _inter(("ab",))
-    good = [starts, ends, idx, val, letters, terms, toff, flags, True, False]
+    good = [starts, ends, idx, val, letters, terms, toff, flags, True, False, 1 << 22]
     assert _cfast.assemble_rows_args_ok(*good)
     bad = {0: starts.astype(np.int32), 1: np.asfortranarray(ends), 2: idx.astype(np.int64),
            3: val.astype(np.float32), 4: letters.astype(np.int64), 5: terms[:1], 6: toff[:1],
-           7: flags[:10], 8: 1}
+           7: flags[:10], 8: 1, 10: -1}
     for i, x in bad.items():
         args = list(good)
         args[i] = x

@@ -399,3 +399,24 @@ def test_lazy_tables_keep_untouched_pages_out_of_memory():
     assert np.array_equal(a.view(np.uint32), b.view(np.uint32))  # bit for bit, -0.0 included
     grown = (proc.memory_info().rss - base) / 2**20
     assert grown < 200, grown
+
+
+def test_state_that_becomes_nan_during_a_run_stops_at_its_file_and_line(tmp_path):
+    """The run-time guard (evaluate.run_stream): the first example whose prediction is NaN stops
+    the run with a NumericError naming FILE:LINE. The NaN is planted, in process, in the weight of
+    a feature that first appears on line 3 (a loaded model with NaN is refused before this)."""
+    from streamlearn.api import make_learner
+    from streamlearn.evaluate import run_stream
+    from streamlearn.io import ReaderConfig, read_batches
+
+    data = tmp_path / "d.vw"
+    data.write_text("1 |a x\n-1 |a y\n1 |a boom\n-1 |a x\n")
+    batches = list(read_batches([str(data)], ReaderConfig()))
+    b = batches[0]
+    seen = set(b.indices[b.offsets[0]:b.offsets[2]].tolist())
+    boom = [i for i in b.indices[b.offsets[2]:b.offsets[3]].tolist() if i not in seen]
+    assert len(boom) == 1
+    learner = make_learner("adagrad", {"bit_precision": 18})
+    learner.w[boom[0] & ((1 << 18) - 1)] = np.nan
+    with pytest.raises(NumericError, match=rf"{data.name}:3: the adagrad learner's state became NaN"):
+        run_stream(learner, iter(batches))

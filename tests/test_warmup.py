@@ -6,14 +6,13 @@ learner is checked in a fresh ``NUMBA_CACHE_DIR`` (cold), in subprocesses.
 Also: the learners hand their kernels one array type whatever the reader gave
 (``kernels.kernel_array``), so that a kernel compiled on text serves Parquet too."""
 import json
-import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from conftest import A9A_TEST, NEWS_TEST, ROOT, cli_env
+from conftest import A9A_TEST, NEWS_TEST, cli_env
 
 #: runs in a subprocess: is_cached of the learner's kernels, then (with "runs") the CLI runs of
 #: sys.argv[3:] (JSON lists of arguments) in this process, recording every numba compile

@@ -45,6 +45,9 @@ def make_learner(name: str, hyper: dict) -> Learner:
     usage error): the class itself, its one-against-all reduction (``--oaa K``), or its softmax
     learner (``--oaa K --loss_function multiclass_logistic``)."""
     cls = get_learner_class(name)
+    for p in COMMON_PARAMS:  # before a reduction builds K learners from them
+        if hyper.get(p.name) is not None:
+            p.check(hyper[p.name])
     K = hyper.get("oaa")
     loss = hyper.get("loss_function")
     if loss in MULTICLASS_LOSSES:

@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
-from ._sketch_kernels import (DRIVER_HYPER, _active_gradient, _eff_weights, _hll_add, _mb_gradient, _mb_predict,
+from ._sketch_kernels import (DRIVER_HYPER, _build_active, _eff_weights, _hll_add, _mb_gradient, _mb_predict,
                               _offer_active, _sketch_add, implements_update, minibatch_run)
 
 __all__ = ["Ring", "BearHyper", "two_loop", "bear_update", "bear_run", "ring_push"]
@@ -73,84 +73,97 @@ def _find_or_add(tbl, tkeys, nU, key):
 
 @njit(**INNER)
 def _two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr,
-             head, count):
-    """oLBFGS descent direction (BEAR Alg. 1) for the gradient ``g`` on coordinates ``ckeys``.
+              head, count, z):
+    """oLBFGS descent direction (BEAR Alg. 1) for the gradient ``g`` on coordinates ``ckeys``,
+    written to ``z`` (same length).
 
     Works on the union U of ``ckeys`` and the supports of the stored pairs (sparse dot
     products through a local index map), so the recursion equals the dense one exactly;
-    returns ``z`` restricted to ``ckeys`` (the active set, Alg. 2 line 6). Pairs are used
-    newest to oldest in the first loop and oldest to newest in the second; the initial scaling
-    is ``s.r / r.r`` of the newest pair. With no pairs, ``z = g``.
+    ``z`` is the direction restricted to ``ckeys`` (the active set, Alg. 2 line 6). Pairs are
+    used newest to oldest in the first loop and oldest to newest in the second; the initial
+    scaling is ``s.r / r.r`` of the newest pair. With no pairs, ``z = g``.
     """
+    # Scratch is 1-D int64 / float64 only, filled by loops and slots wrapped by hand: every
+    # other allocation kind or a ``%`` compiles code of its own (first-run compile time).
     D = ckeys.shape[0]
-    z_out = np.empty(D, np.float64)
     if count == 0:
         for d in range(D):
-            z_out[d] = g[d]
-        return z_out
+            z[d] = g[d]
+        return
     tau = rs_keys.shape[0]
+    cap = rs_keys.shape[1]
     tot = D
     for j in range(count):
-        slot = (head - 1 - j) % tau
+        slot = head - 1 - j
+        if slot < 0:
+            slot += tau
         tot += rs_len[slot] + rr_len[slot]
     T = 8
     while T < 2 * tot:
         T *= 2
-    tbl = np.full(T, -1, np.int64)
+    tbl = np.empty(T, np.int64)
+    for t in range(T):
+        tbl[t] = -1
     tkeys = np.empty(tot, np.int64)
-    nU = np.zeros(1, np.int64)
+    nU = np.empty(1, np.int64)
+    nU[0] = 0
     for d in range(D):
         _find_or_add(tbl, tkeys, nU, ckeys[d])
-    cap = rs_keys.shape[1]
-    posS = np.empty((count, cap), np.int64)
-    posR = np.empty((count, cap), np.int64)
+    pos = np.empty(2 * count * cap, np.int64)  # pair j: s entries at 2j cap, r entries at (2j+1) cap
     for j in range(count):
-        slot = (head - 1 - j) % tau
+        slot = head - 1 - j
+        if slot < 0:
+            slot += tau
         for e in range(rs_len[slot]):
-            posS[j, e] = _find_or_add(tbl, tkeys, nU, rs_keys[slot, e])
+            pos[2 * j * cap + e] = _find_or_add(tbl, tkeys, nU, rs_keys[slot, e])
         for e in range(rr_len[slot]):
-            posR[j, e] = _find_or_add(tbl, tkeys, nU, rr_keys[slot, e])
-    q = np.zeros(nU[0], np.float64)
-    for d in range(D):
-        q[d] = g[d]
+            pos[(2 * j + 1) * cap + e] = _find_or_add(tbl, tkeys, nU, rr_keys[slot, e])
+    q = np.empty(nU[0], np.float64)
+    for u in range(nU[0]):
+        q[u] = g[u] if u < D else 0.0
     alpha = np.empty(count, np.float64)
     # first loop: newest (j = 0) to oldest
     for j in range(count):
-        slot = (head - 1 - j) % tau
+        slot = head - 1 - j
+        if slot < 0:
+            slot += tau
         rho = 1.0 / ring_sr[slot]
         dot = 0.0
         for e in range(rs_len[slot]):
-            dot += rs_vals[slot, e] * q[posS[j, e]]
+            dot += rs_vals[slot, e] * q[pos[2 * j * cap + e]]
         alpha[j] = rho * dot
         for e in range(rr_len[slot]):
-            q[posR[j, e]] -= alpha[j] * rr_vals[slot, e]
-    newest = (head - 1) % tau
+            q[pos[(2 * j + 1) * cap + e]] -= alpha[j] * rr_vals[slot, e]
+    newest = head - 1
+    if newest < 0:
+        newest += tau
     gamma = ring_sr[newest] / ring_rr[newest]
     for u in range(nU[0]):
         q[u] *= gamma
     # second loop: oldest to newest (q now holds z)
     for j in range(count - 1, -1, -1):
-        slot = (head - 1 - j) % tau
+        slot = head - 1 - j
+        if slot < 0:
+            slot += tau
         rho = 1.0 / ring_sr[slot]
         dot = 0.0
         for e in range(rr_len[slot]):
-            dot += rr_vals[slot, e] * q[posR[j, e]]
+            dot += rr_vals[slot, e] * q[pos[(2 * j + 1) * cap + e]]
         bj = rho * dot
         for e in range(rs_len[slot]):
-            q[posS[j, e]] += rs_vals[slot, e] * (alpha[j] - bj)
+            q[pos[2 * j * cap + e]] += rs_vals[slot, e] * (alpha[j] - bj)
     for d in range(D):
-        z_out[d] = q[d]
-    return z_out
+        z[d] = q[d]
 
 
 @njit(**INNER)
 def _ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
-              ring_sr, ring_rr, counters, eps):
+               ring_sr, ring_rr, counters, eps):
     """Curvature guard, then store the pair ``(s, r)`` (dense over ``ckeys``) on its own
     supports at the ring's head, overwriting the oldest pair. The guard is relative:
     the pair is kept only if ``s.r > eps * |s| |r|`` (and finite). ``counters[1]`` = head,
     ``counters[2]`` = count, ``counters[3]`` = pairs rejected. Returns the ring arrays
-    (reallocated with a larger capacity if a support does not fit)."""
+    (reallocated with a larger capacity, zero-filled, if a support does not fit)."""
     D = ckeys.shape[0]
     sr = 0.0
     ss = 0.0
@@ -171,19 +184,25 @@ def _ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
         return rs_keys, rs_vals, rr_keys, rr_vals
     tau = rs_keys.shape[0]
     cap = rs_keys.shape[1]
-    need = max(ns, nr)
+    need = ns if ns > nr else nr
     if need > cap:
-        newcap = max(need, 2 * cap)
-        a = np.zeros((tau, newcap), np.int64)
-        b = np.zeros((tau, newcap), np.float64)
-        c = np.zeros((tau, newcap), np.int64)
-        e = np.zeros((tau, newcap), np.float64)
+        newcap = need if need > 2 * cap else 2 * cap
+        a = np.empty((tau, newcap), np.int64)
+        b = np.empty((tau, newcap), np.float64)
+        c = np.empty((tau, newcap), np.int64)
+        e = np.empty((tau, newcap), np.float64)
         for i in range(tau):  # loops: a slice assignment compiles numba's shape-error formatting (seconds)
-            for j in range(cap):
-                a[i, j] = rs_keys[i, j]
-                b[i, j] = rs_vals[i, j]
-                c[i, j] = rr_keys[i, j]
-                e[i, j] = rr_vals[i, j]
+            for j in range(newcap):
+                if j < cap:
+                    a[i, j] = rs_keys[i, j]
+                    b[i, j] = rs_vals[i, j]
+                    c[i, j] = rr_keys[i, j]
+                    e[i, j] = rr_vals[i, j]
+                else:
+                    a[i, j] = 0
+                    b[i, j] = 0.0
+                    c[i, j] = 0
+                    e[i, j] = 0.0
         rs_keys, rs_vals, rr_keys, rr_vals = a, b, c, e
     slot = counters[1]
     j = 0
@@ -202,7 +221,8 @@ def _ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
     rr_len[slot] = j
     ring_sr[slot] = sr
     ring_rr[slot] = rr
-    counters[1] = (slot + 1) % tau
+    slot += 1
+    counters[1] = slot if slot < tau else 0
     if counters[2] < tau:
         counters[2] += 1
     return rs_keys, rs_vals, rr_keys, rr_vals
@@ -223,60 +243,69 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     into ``s``; otherwise the set after it), which makes ``(s, r)`` an exact secant pair.
     With ``hyper.mask_r`` (experimental, not Alg. 2) ``r`` is zeroed off that top-k set.
     """
-    st = state
-    ring = extra
+    # One flat function over 1-D / (K, nA) scratch (no tuple of arrays returned by a helper, no
+    # other allocation kinds): each extra helper level or array type is compiled (and
+    # re-optimised inside every caller) on a learner's first run.
     code = hyper.code
-    sketch = st.sketch
+    sketch = state.sketch
     K = sketch.shape[0]
-    akeys, aocc, loc, abk, asg, beta0, inheap, P, G0, tmp = _active_gradient(
-        offsets, values, labels, weights, indices, mb, nmb, st, code)
+    R = sketch.shape[1]
+    # lines 2-4: active set, its effective weights, the minibatch's scores and mean gradient
+    akeys, aocc, loc, abk, asg = _build_active(offsets, indices, mb, nmb, state.seeds, sketch.shape[2])
     nA = akeys.shape[0]
     D = K * nA
+    tmp = np.empty(R, np.float64)
+    beta0 = np.empty((K, nA), np.float64)
+    inheap = np.empty((K, nA), np.bool_)
+    _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta0, inheap, tmp)
+    P = np.empty((nmb, K), np.float64)
+    _mb_predict(offsets, values, mb, nmb, loc, beta0, P)
+    G0 = np.empty((K, nA), np.float64)
+    _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, state.lrange)
+    # line 5: the direction on the coordinates (c, h), flattened class-major
     ckeys = np.empty(D, np.int64)
+    g = np.empty(D, np.float64)
     for c in range(K):
         for a in range(nA):
             ckeys[c * nA + a] = (np.int64(c) << 32) | np.int64(akeys[a])
-    z = _two_loop(G0.ravel(), ckeys, ring.rs_keys, ring.rs_vals, ring.rs_len, ring.rr_keys, ring.rr_vals,
-                 ring.rr_len, ring.ring_sr, ring.ring_rr, st.counters[1], st.counters[2])
+            g[c * nA + a] = G0[c, a]
+    z = np.empty(D, np.float64)
+    _two_loop(g, ckeys, extra.rs_keys, extra.rs_vals, extra.rs_len, extra.rr_keys, extra.rr_vals,
+              extra.rr_len, extra.ring_sr, extra.ring_rr, state.counters[1], state.counters[2], z)
+    # line 6
     for a in range(nA):
-        _hll_add(st.hll, akeys[a])
+        _hll_add(state.hll, akeys[a])
         for c in range(K):
             d = z[c * nA + a]
             if d != 0.0:
                 _sketch_add(sketch[c], abk[a], asg[a], -eta * d)
+    # lines 7, 10 (and the weights after the step for line 8)
     beta1 = np.empty((K, nA), np.float64)
-    keep = inheap
-    if not hyper.same_set:
-        keep = np.empty((K, nA), np.bool_)
-        for c in range(K):
-            for a in range(nA):
-                keep[c, a] = True
-    _offer_active(st, akeys, aocc, abk, asg, spans, tmp, beta1, keep)
-    if not hyper.same_set:
-        _eff_weights(sketch, st.htbl, st.hkeys, akeys, abk, asg, beta1, inheap, tmp)
+    _offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta1, inheap)  # the set before the update
+    if not hyper.same_set:  # the set after it
+        _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta1, inheap, tmp)
     _mb_predict(offsets, values, mb, nmb, loc, beta1, P)
-    G1 = np.empty((K, nA), np.float64)
-    _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G1, st.lrange)
-    # s = beta1 - beta0, r = G1 - G0, flattened class-major as ckeys (loops: array expressions
-    # compile a ufunc kernel each)
+    _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, state.lrange)  # G0 <- G1
+    # lines 8-9: s = beta1 - beta0, r = G1 - G (g holds G), flattened as ckeys (loops: array
+    # expressions compile a ufunc kernel each)
     s = np.empty(D, np.float64)
-    r = np.empty(D, np.float64)
     for c in range(K):
         for a in range(nA):
             s[c * nA + a] = beta1[c, a] - beta0[c, a]
-            r[c * nA + a] = G1[c, a] - G0[c, a]
+            r = G0[c, a] - g[c * nA + a]
             if hyper.mask_r and not inheap[c, a]:
-                r[c * nA + a] = 0.0
+                r = 0.0
+            g[c * nA + a] = r
     if hyper.damping > 0.0:  # r + delta s: curvature at least delta (oLBFGS regularisation)
         for d in range(D):
-            r[d] += hyper.damping * s[d]
+            g[d] += hyper.damping * s[d]
     rs_keys, rs_vals, rr_keys, rr_vals = _ring_push(
-        ckeys, s, r, ring.rs_keys, ring.rs_vals, ring.rs_len, ring.rr_keys, ring.rr_vals, ring.rr_len,
-        ring.ring_sr, ring.ring_rr, st.counters, hyper.eps)
-    return Ring(rs_keys, rs_vals, ring.rs_len, rr_keys, rr_vals, ring.rr_len, ring.ring_sr, ring.ring_rr)
+        ckeys, s, g, extra.rs_keys, extra.rs_vals, extra.rs_len, extra.rr_keys, extra.rr_vals, extra.rr_len,
+        extra.ring_sr, extra.ring_rr, state.counters, hyper.eps)
+    return Ring(rs_keys, rs_vals, extra.rs_len, rr_keys, rr_vals, extra.rr_len, extra.ring_sr, extra.ring_rr)
 
 
-@njit(cache=True, nogil=True)
+@njit(**KERNEL)
 def bear_run(offsets, indices, values, labels, weights, spans, state, ring, hyper,
              learn, flush, skip, pred_out, loss_out, pending_out):
     """BEAR over a batch: :func:`~streamlearn.algos._sketch_kernels.minibatch_run` with
@@ -288,8 +317,10 @@ def bear_run(offsets, indices, values, labels, weights, spans, state, ring, hype
 
 @njit(**KERNEL)
 def two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr, head, count):
-    """:func:`_two_loop` callable from Python (tests, benchmarks)."""
-    return _two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr, head, count)
+    """:func:`_two_loop` callable from Python (tests, benchmarks): returns the direction."""
+    z = np.empty(ckeys.shape[0], np.float64)
+    _two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr, head, count, z)
+    return z
 
 
 @njit(**KERNEL)

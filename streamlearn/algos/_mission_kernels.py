@@ -10,8 +10,9 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from ._sketch_kernels import (DRIVER_HYPER, _active_gradient, _hll_add, _offer_active, _sketch_add,
-                              implements_update, minibatch_run)
+from ..kernels._jit import KERNEL
+from ._sketch_kernels import (DRIVER_HYPER, _build_active, _eff_weights, _hll_add, _mb_gradient, _mb_predict,
+                              _offer_active, _sketch_add, implements_update, minibatch_run)
 
 __all__ = ["MissionHyper", "mission_update", "mission_run"]
 
@@ -26,22 +27,28 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
     """One MISSION iteration on the minibatch ``mb[:nmb]``: QUERY A_t intersect top-k, mean
     gradient on A_t, ADD ``-eta g`` on A_t, re-QUERY A_t and offer it to the heap. MISSION has
     no state of its own: ``extra`` is returned as it came."""
-    st = state
-    sketch = st.sketch
+    sketch = state.sketch
     K = sketch.shape[0]
-    akeys, aocc, loc, abk, asg, beta, inheap, P, G, tmp = _active_gradient(
-        offsets, values, labels, weights, indices, mb, nmb, st, hyper.code)
+    akeys, aocc, loc, abk, asg = _build_active(offsets, indices, mb, nmb, state.seeds, sketch.shape[2])
     nA = akeys.shape[0]
+    tmp = np.empty(sketch.shape[1], np.float64)
+    beta = np.empty((K, nA), np.float64)
+    inheap = np.empty((K, nA), np.bool_)
+    _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta, inheap, tmp)
+    P = np.empty((nmb, K), np.float64)
+    _mb_predict(offsets, values, mb, nmb, loc, beta, P)
+    G = np.empty((K, nA), np.float64)
+    _mb_gradient(hyper.code, offsets, values, labels, weights, mb, nmb, loc, P, G, state.lrange)
     for a in range(nA):
-        _hll_add(st.hll, akeys[a])
+        _hll_add(state.hll, akeys[a])
         for c in range(K):
             if G[c, a] != 0.0:
                 _sketch_add(sketch[c], abk[a], asg[a], -eta * G[c, a])
-    _offer_active(st, akeys, aocc, abk, asg, spans, tmp, np.empty((K, 0), np.float64), np.empty((K, 0), np.bool_))
+    _offer_active(state, akeys, aocc, abk, asg, spans, tmp, np.empty((K, 0), np.float64), inheap)  # no weights back
     return extra
 
 
-@njit(cache=True, nogil=True)
+@njit(**KERNEL)
 def mission_run(offsets, indices, values, labels, weights, spans, state, hyper,
                 learn, flush, skip, pred_out, loss_out, pending_out):
     """MISSION over a batch: :func:`~streamlearn.algos._sketch_kernels.minibatch_run` with

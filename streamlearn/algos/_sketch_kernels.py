@@ -469,24 +469,6 @@ def _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p,
                 p[c] += _sketch_query(sketch[c], bk, sg, tmp) * values[k]
 
 
-@njit(cache=True, nogil=True, inline="always")
-def predict_and_collect(i, skip, learn, code, offsets, indices, values, labels, sketch, seeds, htbl,
-                        hkeys, p, bk, sg, tmp, out, pred_out, loss_out, mb, nmb):
-    """Progressive validation of row ``i`` in the minibatch learners (MISSION, BEAR): predict
-    and record it with the model as it is (rows ``< skip`` were recorded by an earlier call),
-    then, when learning and labeled, append it to the minibatch ``mb``. Returns the new
-    minibatch size."""
-    if i >= skip:
-        _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp)
-        _mb_loss_and_pred(code, p, sketch.shape[0], labels[i], out)
-        pred_out[i] = out[0]
-        loss_out[i] = out[1]
-    if learn and not math.isnan(labels[i]):
-        mb[nmb] = i
-        nmb += 1
-    return nmb
-
-
 @njit(**INNER)
 def _mb_predict(offsets, values, mb, nmb, loc, beta, P):
     """Scores ``P[q, c]`` of the minibatch examples under weights ``beta`` (``K x nA``)."""
@@ -588,28 +570,6 @@ def _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G, lra
 
 
 @njit(**INNER)
-def _active_gradient(offsets, values, labels, weights, indices, mb, nmb, state, code):
-    """BEAR Alg. 2 lines 2-4, shared by BEAR and MISSION: the active set A_t of the minibatch
-    ``mb[:nmb]`` (:func:`build_active`), its weights QUERYed where they are in the top-k (others
-    0; ``inheap`` says which), the minibatch's scores ``P`` with those weights and the mean
-    gradient ``G`` on A_t (:func:`mb_gradient`). Returns ``(akeys, aocc, loc, abk, asg, beta,
-    inheap, P, G, tmp)`` (``tmp``: scratch of one sketch row)."""
-    sketch = state.sketch
-    K = sketch.shape[0]
-    akeys, aocc, loc, abk, asg = _build_active(offsets, indices, mb, nmb, state.seeds, sketch.shape[2])
-    nA = akeys.shape[0]
-    tmp = np.empty(sketch.shape[1], np.float64)
-    beta = np.empty((K, nA), np.float64)
-    inheap = np.empty((K, nA), np.bool_)
-    _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta, inheap, tmp)
-    P = np.empty((nmb, K), np.float64)
-    _mb_predict(offsets, values, mb, nmb, loc, beta, P)
-    G = np.empty((K, nA), np.float64)
-    _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G, state.lrange)
-    return akeys, aocc, loc, abk, asg, beta, inheap, P, G, tmp
-
-
-@njit(**INNER)
 def _step_size(eta0, schedule, t0, t):
     """Step of iteration ``t``: constant ``eta0`` or ``eta0 * t0 / (t0 + t)`` (the paper's
     ``eta0' / (t + T0)`` with ``eta0' = eta0 * T0``, so ``eta0`` is always the first step)."""
@@ -624,18 +584,17 @@ def _offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta, keep):
     (``akeys``, first occurrences ``aocc``, buckets ``abk`` and signs ``asg``) and offer them to
     its heap (a feature entering the heap takes its name from ``spans``). With ``beta``
     non-empty, ``beta[c, a]`` receives the new weight where ``keep[c, a]`` (else 0)."""
-    st = state
-    K = st.sketch.shape[0]
+    K = state.sketch.shape[0]
     nA = akeys.shape[0]
     for c in range(K):
         for a in range(nA):
-            v = _sketch_query(st.sketch[c], abk[a], asg[a], tmp)
+            v = _sketch_query(state.sketch[c], abk[a], asg[a], tmp)
             if beta.shape[1] > 0:
                 beta[c, a] = v if keep[c, a] else 0.0
-            nid = _heap_offer(st.hkeys[c], st.hw[c], st.htpos[c], st.hname[c], st.htbl[c], st.hsize[c:c + 1],
+            nid = _heap_offer(state.hkeys[c], state.hw[c], state.htpos[c], state.hname[c], state.htbl[c], state.hsize[c:c + 1],
                              akeys[a], v)
             if nid >= 0:
-                _copy_name(st.names[c], st.name_len[c], nid, aocc[a], spans.text, spans.name_start,
+                _copy_name(state.names[c], state.name_len[c], nid, aocc[a], spans.text, spans.name_start,
                           spans.name_end, spans.ns_start, spans.ns_end)
 
 
@@ -690,12 +649,20 @@ def minibatch_run(offsets, indices, values, labels, weights, spans, state, extra
     sg = np.empty(R, np.float64)
     tmp = np.empty(R, np.float64)
     out = np.empty(2, np.float64)
+    seeds = state.seeds
+    htbl = state.htbl
+    hkeys = state.hkeys
     for i in range(n + 1):
         last = i == n  # one extra round: learn a final partial minibatch when flushing
         if not last:
-            nmb = predict_and_collect(i, skip, learn, code, offsets, indices, values, labels, sketch,
-                                      state.seeds, state.htbl, state.hkeys, p, bk, sg, tmp, out,
-                                      pred_out, loss_out, mb, nmb)
+            if i >= skip:  # rows < skip were predicted and recorded by an earlier call
+                _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp)
+                _mb_loss_and_pred(code, p, K, labels[i], out)
+                pred_out[i] = out[0]
+                loss_out[i] = out[1]
+            if learn and not math.isnan(labels[i]):
+                mb[nmb] = i
+                nmb += 1
         if nmb >= hyper.b or (last and learn and flush and nmb > 0):
             eta = _step_size(hyper.eta0, hyper.schedule, hyper.t0, state.counters[0])
             extra = minibatch_update(offsets, indices, values, labels, weights, mb, nmb, spans, state,

@@ -48,7 +48,7 @@ class AdaGrad(Learner):
     PARAMS = (
         Param("learning_rate", float, None,
               "Step size eta (adagrad: 0.5, VW's default; 10 when --sgd/--adaptive/--normalized/--invariant "
-              "select a rule that is not both adaptive and normalized, as VW).", short="-l"),
+              "select a rule that is not both adaptive and normalized, as VW).", short="-l", low=0, low_open=True),
         Param("sgd", bool, None, "Plain stochastic gradient descent: none of VW's adaptive, normalized and "
               "invariant updates (VW's --sgd).", structural=True),
         Param("adaptive", bool, None, "Per-feature adaptive learning rates (AdaGrad). Naming any of --adaptive, "
@@ -59,13 +59,13 @@ class AdaGrad(Learner):
         Param("invariant", bool, None, "Importance-invariant (safe) updates (Karampatziakis & Langford 2011).",
               structural=True),
         Param("power_t", float, None, "t power value: the rate decays as G^-power_t (adaptive) or t^-power_t "
-              "(default 0.5, as VW)."),
+              "(default 0.5, as VW).", low=0),
         Param("initial_t", float, None, "Initial t: adaptive G and the normalized sums start from it; 1 for "
-              "rules neither adaptive nor normalized (as VW).", structural=True),
-        Param("l1", float, None, "L1 regularization: VW's truncated gradient (default 0)."),
-        Param("l2", float, None, "L2 regularization: VW's weight shrinking (default 0)."),
+              "rules neither adaptive nor normalized (as VW).", structural=True, low=0),
+        Param("l1", float, None, "L1 regularization: VW's truncated gradient (default 0).", low=0),
+        Param("l2", float, None, "L2 regularization: VW's weight shrinking (default 0).", low=0),
         Param("quantile_tau", float, None, "Quantile of --loss_function quantile (default 0.5).",
-              structural=True),
+              structural=True, low=0, high=1, low_open=True, high_open=True),
     )
 
     def __init__(self, _legacy: bool = False, **hyper):

@@ -80,7 +80,7 @@ from ..memory import SparseTable, lazy_copy, lazy_zeros  # noqa: F401  (re-expor
 
 from .losses import Loss, get_loss
 
-__all__ = ["Param", "Learner", "COMMON_PARAMS", "MULTICLASS_LOSSES", "lazy_zeros", "loading_model",
+__all__ = ["Param", "Learner", "COMMON_PARAMS", "MULTICLASS_LOSSES", "MAX_CLASSES", "lazy_zeros", "loading_model",
            "adopt", "adopting", "load_budget", "all_nonnegative", "check_saved_meta", "check_saved_arrays", "require"]
 
 
@@ -90,6 +90,12 @@ class Param:
 
     ``structural`` parameters fix the shape of the state and cannot change when training
     continues from a saved model (``-i``); the others may be overridden on the command line.
+
+    ``low`` / ``high`` bound a number (inclusive; ``low_open`` / ``high_open``: exclusive);
+    ``why`` says what the upper bound protects (memory, time per example). A float must also be
+    finite (``finite=False``: not NaN; an infinity within the bounds means "never"). :meth:`check` enforces them for every value given (the command line, the Python
+    API, a model file's header and an override with ``-i``): a value out of range is a
+    ``ValueError`` naming the option, never a learner built with it.
     """
 
     name: str
@@ -98,21 +104,74 @@ class Param:
     help: str
     short: str | None = None
     structural: bool = False
+    low: Any = None
+    high: Any = None
+    low_open: bool = False
+    high_open: bool = False
+    why: str = ""
+    finite: bool = True  # False: +-inf is meaningful (e.g. "never"); NaN never is
+    #: the value a model saved before this parameter existed had in effect (None: the default),
+    #: so that such a model continues as it was trained
+    absent: Any = None
 
+    @property
+    def flag(self) -> str:
+        """The option as the messages name it (``-l/--learning_rate``)."""
+        return f"{self.short}/--{self.name}" if self.short else f"--{self.name}"
+
+    def range_text(self) -> str:
+        """The accepted values, e.g. ``> 0``, ``in 1..32``, ``in (0, 1]`` ('' for no bound)."""
+        lo, hi = self.low, self.high
+        if lo is not None and hi is not None:
+            if self.type is int and not self.low_open and not self.high_open:
+                return f"in {lo}..{hi}"
+            return f"in {'(' if self.low_open else '['}{lo}, {hi}{')' if self.high_open else ']'}"
+        if lo is not None:
+            return f"{'>' if self.low_open else '>='} {lo}"
+        if hi is not None:
+            return f"{'<' if self.high_open else '<='} {hi}"
+        return ""
+
+    def check(self, value) -> None:
+        """Raise ``ValueError`` unless ``value`` is a number of this parameter's type within its
+        bounds (floats: finite). Other types (flags, choices) are not checked here."""
+        if self.type not in (int, float):
+            return
+        import math
+        import numbers
+
+        integral = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+        if self.type is int and not integral:
+            raise ValueError(f"{self.flag} must be an integer, got {value!r}")
+        if self.type is float and not (integral or isinstance(value, numbers.Real)) or isinstance(value, bool):
+            raise ValueError(f"{self.flag} must be a number, got {value!r}")
+        if self.type is float and (math.isnan(value) or (self.finite and math.isinf(value))):
+            raise ValueError(f"{self.flag} must be a {'finite ' if self.finite else ''}number, got {value!r}")
+        lo, hi = self.low, self.high
+        if lo is not None and (value <= lo if self.low_open else value < lo):
+            raise ValueError(f"{self.flag} must be {'>' if self.low_open else '>='} {lo}, got {value!r}")
+        if hi is not None and (value >= hi if self.high_open else value > hi):
+            why = f" ({self.why})" if self.why else ""
+            raise ValueError(f"{self.flag} must be {'<' if self.high_open else '<='} {hi}{why}, got {value!r}")
+
+
+#: the most classes --oaa takes (per example K scores; K learners' state)
+MAX_CLASSES = 1 << 16
 
 COMMON_PARAMS = (
     Param("bit_precision", int, 18, "Number of bits in the feature table (weights index = hash mod 2^b).",
-          short="-b", structural=True),
+          short="-b", structural=True, low=1, high=32),
     Param("loss_function", ("squared", "logistic", "hinge", "quantile", "multiclass_logistic"), "squared",
           "Loss function: squared, logistic, hinge or quantile (VW's pinball loss, --quantile_tau; "
           "adagrad only); with --oaa: of each class's binary learner; multiclass_logistic: softmax "
           "cross-entropy over the --oaa K classes, one joint learner (adagrad).", structural=True),
     Param("random_seed", int, 0, "Seed of every random choice a learner makes (bear/mission: the Count "
           "Sketch hash functions); the same data, options and seed give byte-identical models.",
-          structural=True),
+          structural=True, low=0, high=2**64 - 1),
     Param("oaa", int, None, "Multiclass with K classes (labels 1..K; others are skipped): one-against-all "
           "over K binary learners, each with -b minus ceil(log2 K) bits as VW's --oaa (bear, mission: "
-          "one sketch + heap per class and softmax); the prediction is the class id.", structural=True),
+          "one sketch + heap per class and softmax); the prediction is the class id.", structural=True,
+          low=0, high=MAX_CLASSES, why="every example gets K scores, every class its learner's state"),
 )
 
 #: Loss functions that are not a binary learner's: they need ``--oaa K`` and a joint learner.
@@ -278,6 +337,9 @@ class Learner:
                 takers = [n for n, c in LEARNERS.items() if any(p.name == u for p in c.PARAMS)]
                 parts.append(f"--{u}" + (f" (taken by --algo {', '.join(takers)})" if takers else ""))
             raise ValueError(f"--algo {self.name} does not take option(s): " + ", ".join(parts))
+        for name, v in hyper.items():
+            if v is not None:
+                known[name].check(v)
         self.hyper = {}
         for p in known.values():
             v = hyper.get(p.name)
@@ -411,7 +473,14 @@ class Learner:
     def check_saved(cls, meta: dict, arrays: dict) -> dict:
         """Check a saved state before the learner is built (see :func:`loading_model`);
         returns the hyper-parameters."""
-        hyper = check_saved_meta(COMMON_PARAMS + cls.PARAMS, meta)
+        params = COMMON_PARAMS + cls.PARAMS
+        hyper = dict(check_saved_meta(params, meta))
+        for p in params:  # a parameter newer than the model: what was in effect when it was saved
+            if p.name not in hyper and p.absent is not None:
+                hyper[p.name] = p.absent
+        for p in params:  # the ranges the command line is held to, before any shape is derived
+            if hyper.get(p.name) is not None:
+                p.check(hyper[p.name])
         check_saved_arrays(arrays, cls.saved_shapes(hyper))
         budget = load_budget()
         need = cls.build_bytes(hyper)
@@ -437,6 +506,7 @@ class Learner:
                 continue
             if k not in params:
                 raise ValueError(f"--algo {self.name} does not take option --{k}")
+            params[k].check(v)
             if params[k].structural and v != self.hyper[k]:
                 raise ValueError(f"--{k} {v} differs from the model's {self.hyper[k]}; "
                                  "it cannot change when continuing from a saved model")

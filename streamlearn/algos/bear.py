@@ -41,14 +41,14 @@ class Bear(SketchLearner):
     PARAMS = SKETCH_PARAMS + (
         MINIBATCH_PARAM,
         Param("history", int, 5, "bear: number tau of (s, r) pairs kept for oLBFGS.",
-              structural=True),
+              structural=True, low=1, high=1024, why="each pair holds two vectors of the top-k size"),
         Param("curvature_eps", float, 1e-8,
-              "bear: keep a pair (s, r) only if s.r > eps |s| |r| (relative curvature guard)."),
+              "bear: keep a pair (s, r) only if s.r > eps |s| |r| (relative curvature guard).", low=0),
         Param("curvature_damping", float, None,
               "bear: store r + delta s instead of r (curvature at least delta; bounds the "
               "quasi-Newton step where the loss is flat, e.g. saturated logistic). "
               "Default: 0 for squared loss, 0.01 for logistic, hinge and --oaa "
-              "(benchmarks/bear_defaults.py)."),
+              "(benchmarks/bear_defaults.py).", low=0),
     )
     default_lr = 0.1
     default_minibatch = 10

@@ -41,6 +41,8 @@ import numpy as np
 
 from .base import COMMON_PARAMS, Learner, check_saved_meta, load_budget, require
 
+_OAA = next(p for p in COMMON_PARAMS if p.name == "oaa")
+
 __all__ = ["OneAgainstAll", "class_bits", "class_label_mask", "oaa_probabilities"]
 
 
@@ -75,6 +77,7 @@ class OneAgainstAll(Learner):
         K = hyper.get("oaa")
         if K is None or int(K) < 2:
             raise ValueError(f"--oaa must be at least 2, got {K}")
+        _OAA.check(K)  # its bound, before K learners are built (a model's header too)
         self.base_cls = base_cls
         self.name = base_cls.name
         self.PARAMS = base_cls.PARAMS

@@ -66,6 +66,8 @@ __all__ = ["OjaSON"]
 
 MIN_CAP = 1 << 10
 N_COLS_EXTRA = 3  # u_bar, D - 0.1, scratch
+#: the largest --sketch_size (m x m matrices: 8 MB each; a row of m + 8 floats per feature)
+MAX_SKETCH_SIZE = 1024
 #: SonState's fields saved as they are (the table, keys and tab, is saved compacted).
 _SMALL_STATE = ("ints", "flt", "F", "K", "lam", "b", "assigned")
 
@@ -82,9 +84,11 @@ class OjaSON(Learner):
     PARAMS = (
         Param("sketch_size", int, 10,
               "Oja-SON sketch size m (0 = scale-invariant online gradient descent).",
-              short="-m", structural=True),
+              short="-m", structural=True, low=0, high=MAX_SKETCH_SIZE,
+              why="m x m matrices, m + 8 floats per feature seen and O(m^2) work per example"),
         Param("alpha", float, 1.0,
-              "Oja-SON regulariser alpha: 1/alpha is the step size (A_t = alpha I + S^T S)."),
+              "Oja-SON regulariser alpha: 1/alpha is the step size (A_t = alpha I + S^T S).",
+              low=0, low_open=True),
         Param("no_diag", bool, False,
               "Oja-SON: turn off the diagonal pre-scaling D_t^{-1/2} x_t of SON Sec. 5.2.",
               structural=True),
@@ -102,20 +106,20 @@ class OjaSON(Learner):
         Param("diag_power", float, None,
               "Oja-SON: exponent r of the pre-scaling D^-r x (default 0.25 with --diag_frame precond, where it "
               "makes the off-sketch step AdaGrad's, m = 0 is AdaGrad; 0.5 = the paper with --diag_frame data).",
-              structural=True),
+              structural=True, low=0, high=1, low_open=True),
         Param("step_power", float, 0.0,
               "Oja-SON: step multiplier eta_t = t^p on the Newton step (u <- w - eta_t A_t^-1 g); 0 = the "
               "paper. 0.5 helps on dense stationary data with the diagonal pre-scaling, hurts on sparse data."),
         Param("oja_gamma", float, 1.0,
-              "Oja-SON: Oja step schedule Gamma_t = oja_gamma / (t + oja_t0)."),
+              "Oja-SON: Oja step schedule Gamma_t = oja_gamma / (t + oja_t0).", low=0, low_open=True),
         Param("oja_t0", float, 0.0,
-              "Oja-SON: offset t0 of the Oja step schedule Gamma_t = oja_gamma / (t + t0)."),
+              "Oja-SON: offset t0 of the Oja step schedule Gamma_t = oja_gamma / (t + t0).", low=0),
         Param("projection_c", float, 0.0,
-              "Oja-SON: projection constant C of SON Alg. 1 (|w^T x| <= C); 0 = no projection."),
+              "Oja-SON: projection constant C of SON Alg. 1 (|w^T x| <= C); 0 = no projection.", low=0),
         Param("sigma_eta", float, None,
               "Oja-SON: to-sketch scale sigma+eta, g^ = sqrt(sigma+eta) g (default 1/8 = paper's sigma for squared "
               "loss; 1/2 with --diag_frame precond, where it is the weight of the sketched curvature against "
-              "the AdaGrad diagonal)."),
+              "the AdaGrad diagonal).", low=0),
         Param("no_invariant", bool, False,
               "Oja-SON: take the paper's plain Newton step u <- w - A^-1 g instead of the importance-invariant "
               "one (default), which moves the prediction as many infinitesimal steps would and never past "
@@ -123,9 +127,11 @@ class OjaSON(Learner):
         Param("oja_clip", float, None,
               "Oja-SON: cap on Oja's step Gamma_t ||g^||^2 on the sketch (larger steps make V jump towards the "
               "latest gradient while Lambda keeps the old eigenvalues); default 0.05 with the avg to-sketch scale, "
-              "none (0) with the paper's."),
+              "none (0) with the paper's.", low=0,
+              absent=0.0),  # models saved before the cap continue uncapped (tests/data/oja_son_v1)
         Param("max_cond", float, 1e4,
-              "Oja-SON: re-materialise the sketch when the bound on cond(Z) exceeds this."),
+              "Oja-SON: re-materialise the sketch when the bound on cond(Z) exceeds this.", low=1,
+              finite=False),
     )
 
     def __init__(self, **hyper):
@@ -160,14 +166,6 @@ class OjaSON(Learner):
         self.b = np.zeros(m)
         self.assigned = np.full(m, -1, np.int64)
         self._apply_hyper()
-
-    @classmethod
-    def from_state(cls, meta: dict, arrays: dict):
-        # a model saved before Oja's step cap existed (no ``oja_clip`` in its hyper-parameters)
-        # continues as it was trained: uncapped (tests/data/oja_son_v1)
-        if "oja_clip" not in meta.get("hyper", {}):
-            meta = dict(meta, hyper=dict(meta["hyper"], oja_clip=0.0))
-        return super().from_state(meta, arrays)
 
     @classmethod
     def default_hyper(cls, name):

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..batch import Batch, concat_batches, empty_batch
 from ..kernels import kernel_array, lazy
+from ..memory import physical_memory
 from .base import COMMON_PARAMS, Learner, Param, adopt, lazy_zeros, require
 
 __all__ = ["SketchLearner", "SKETCH_PARAMS", "MINIBATCH_PARAM", "NAME_BYTES", "HLL_BITS", "hll_estimate"]
@@ -90,21 +91,25 @@ def hll_estimate(reg: np.ndarray) -> float:
 
 
 SKETCH_PARAMS = (
-    Param("sketch_rows", int, 5, "Count Sketch rows (hash functions), R.", structural=True),
+    Param("sketch_rows", int, 5, "Count Sketch rows (hash functions), R.", structural=True, low=1, high=64,
+          why="every feature of every example costs R sketch updates"),
     Param("sketch_width", int, 0,
-          "Count Sketch buckets per row, W (0: from --sketch_bytes, else 2^min(b,26) / R).", structural=True),
+          "Count Sketch buckets per row, W (0: from --sketch_bytes, else 2^min(b,26) / R).", structural=True,
+          low=0, high=2**32 - 1, why="buckets are a 32-bit hash modulo W"),
     Param("sketch_bytes", int, 0,
-          "Count Sketch memory budget in bytes (8 per cell, per class); sets W.", structural=True),
-    Param("sketch_seed", int, 0, "Seed of the Count Sketch hash functions.", structural=True),
+          "Count Sketch memory budget in bytes (8 per cell, per class); sets W.", structural=True, low=0),
+    Param("sketch_seed", int, 0, "Seed of the Count Sketch hash functions.", structural=True,
+          low=0, high=2**64 - 1),
     Param("top_k", int, 1000, "Number of features kept (per class) in the top-k heap.",
-          structural=True),
+          structural=True, low=1, high=1_000_000, why="the heap's arrays and names, ~100 bytes per entry and class"),
     Param("learning_rate", float, None,
-          "Step size eta (bear: 0.1, mission: 0.01; adagrad: 0.1).", short="-l"),
+          "Step size eta (bear: 0.1, mission: 0.01; adagrad: 0.1).", short="-l", low=0, low_open=True),
     Param("step_schedule", ("constant", "inverse"), "constant",
           "Step schedule of bear/mission: constant, or inverse: eta * t0 / (t0 + t), t = minibatch count."),
-    Param("t0", float, 100.0, "T0 of --step_schedule inverse."),
+    Param("t0", float, 100.0, "T0 of --step_schedule inverse.", low=0, low_open=True),
 )
-MINIBATCH_PARAM = Param("minibatch", int, None, "Minibatch size b of bear/mission (bear: 10, mission: 1).")
+MINIBATCH_PARAM = Param("minibatch", int, None, "Minibatch size b of bear/mission (bear: 10, mission: 1).",
+                        low=1, high=65536, why="a minibatch's examples are held in memory until it is learned")
 
 
 class SketchLearner(Learner):
@@ -127,6 +132,11 @@ class SketchLearner(Learner):
         K, self.kc, R, W, k = self._dims(h)
         self.n_classes = K
         self.multiclass = K > 0
+        ram = physical_memory()
+        if ram is not None and 8 * self.kc * R * W > ram:
+            # larger than this machine's memory: refused as the failed allocation would be (the
+            # caller's usage error, api.make_learner), also where overcommit lets it succeed
+            raise MemoryError(f"Count Sketch of {8 * self.kc * R * W} bytes > {ram} bytes of memory")
         self.R, self.W = R, W
         self.k = k
         self.sketch = lazy_zeros((self.kc, R, W), np.float64)  # untouched pages never resident

@@ -45,6 +45,36 @@ def stderr_log(line: str) -> None:
     sys.stderr.write(line + "\n")
 
 
+def _own_signals() -> dict:
+    """From here on the command answers SIGINT/SIGTERM/SIGHUP itself: each raises
+    :class:`~streamlearn.evaluate.Interrupted` (exit 128 + signal, one line, outputs discarded),
+    and the run's interrupt guard defers them while it learns. Replaces the default handlers
+    and the console script's start-up ones (``streamlearn.__main__``: exit at once) only.
+    Returns the handlers to restore."""
+    import signal
+
+    from ..evaluate import GUARDED_SIGNALS, raise_interrupted
+
+    old = {}
+    try:
+        for sig in GUARDED_SIGNALS:
+            h = signal.getsignal(sig)
+            default = signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL
+            if h is default or getattr(h, "streamlearn_startup", False):
+                old[sig] = h
+                signal.signal(sig, raise_interrupted)
+    except ValueError:  # not the main thread
+        pass
+    return old
+
+
+def _restore_signals(old: dict) -> None:
+    import signal
+
+    for sig, h in old.items():
+        signal.signal(sig, h)
+
+
 def run_api(fn, cfg):
     # the CLI owns its process, so it tunes glibc's malloc for the reader pipeline (heap reuse
     # instead of fresh mmaps; see bound_malloc); a program calling the Python API keeps its own
@@ -53,6 +83,7 @@ def run_api(fn, cfg):
 
     configure_kernels()
     bound_malloc()
+    old_handlers = _own_signals()
     try:
         return fn(cfg, log=stderr_log)
     except ConfigError as e:
@@ -61,10 +92,11 @@ def run_api(fn, cfg):
         sys.stderr.write(f"streamlearn: error: {e}\n")
         sys.exit(1)
     except KeyboardInterrupt as e:
-        # SIGINT (exit 130) or SIGTERM (exit 143): nothing partial was written (models and
+        # SIGINT (exit 130), SIGTERM (143) or SIGHUP (129): nothing partial was written (models and
         # metrics are written atomically; predictions already written are kept)
         signum = getattr(e, "signum", 2)
-        sys.stderr.write("streamlearn: interrupted" + (" (SIGTERM)" if signum == 15 else "") + "\n")
+        name = {15: " (SIGTERM)", 1: " (SIGHUP)"}.get(signum, "")
+        sys.stderr.write(f"streamlearn: interrupted{name}\n")
         sys.exit(128 + signum)
     except BrokenPipeError:
         from ..outputs import silence_stdout
@@ -74,3 +106,5 @@ def run_api(fn, cfg):
         name = f"{e.filename}: " if getattr(e, "filename", None) else ""
         sys.stderr.write(f"streamlearn: error: {name}{e.strerror or e}\n")
         sys.exit(1)
+    finally:
+        _restore_signals(old_handlers)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-__all__ = ["input_options", "output_options", "learner_options", "learner_params", "collect_hyper",
+__all__ = ["input_options", "limit_options", "output_options", "learner_options", "learner_params", "collect_hyper",
            "algo_names", "namespace_options", "inspect_options", "vw_compat_options", "NAMESPACE_FIELDS",
            "PredictCommand", "VWCommand", "VW_ONLY_OPTIONS"]
 
@@ -72,7 +72,9 @@ def learner_options(f):
     for p in reversed(params):
         users = _users(p.name)
         where = "" if users is None else f" [{', '.join(users)}]"
-        default_txt = "" if p.default is None else f" (default: {p.default})"
+        rng = p.range_text() if p.type in (int, float) else ""
+        parts = ([] if p.default is None else [f"default: {p.default}"]) + ([rng] if rng else [])
+        default_txt = f" ({'; '.join(parts)})" if parts else ""
         if p.type is bool:
             opt = click.option(*_names(p.name, p.short), p.name, is_flag=True, default=None,
                                help=p.help + where)
@@ -111,6 +113,27 @@ def input_options(f):
         click.option("--quiet", is_flag=True, help="Nothing on stderr except errors."),
         click.option("--metrics", type=click.Path(dir_okay=False, allow_dash=True), default=None,
                      help="Write the run's figures as JSON to this file ('-' = stdout)."),
+    ]
+    return _apply(opts, f)
+
+
+def limit_options(f):
+    """The reader's bounds on one line's memory (train, predict, convert)."""
+    from ..io.source import (MAX_EXAMPLE_FEATURES, MAX_EXAMPLE_FEATURES_LIMIT, MAX_LINE_BYTES,
+                             MAX_LINE_BYTES_LIMIT)
+
+    opts = [
+        click.option("--max_line_bytes", "--max-line-bytes", "max_line_bytes",
+                     type=click.IntRange(1, MAX_LINE_BYTES_LIMIT), default=MAX_LINE_BYTES, show_default=True,
+                     help="The longest text line read, in bytes (256 MiB): a longer line, or a stream "
+                          "without newlines (/dev/zero, a gzip bomb), stops the run with an input error "
+                          "naming FILE:LINE (exit 1) instead of filling memory."),
+        click.option("--max_example_features", "--max-example-features", "max_example_features",
+                     type=click.IntRange(1, MAX_EXAMPLE_FEATURES_LIMIT), default=MAX_EXAMPLE_FEATURES,
+                     show_default=True,
+                     help="The most features one example may have, linear, constant and interactions "
+                          "together (2^22): a line or Parquet row with more is malformed (skipped and "
+                          "reported; --strict: exit 1), found before its -q / --cubic products are made."),
     ]
     return _apply(opts, f)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from .options import PredictCommand, input_options, inspect_options, output_options
+from .options import PredictCommand, input_options, inspect_options, limit_options, output_options
 
 
 @click.command(cls=PredictCommand, short_help="Predict with a saved model (no updates).")
@@ -12,6 +12,7 @@ from .options import PredictCommand, input_options, inspect_options, output_opti
               type=click.Path(dir_okay=False), help="Model file to predict with (needs no other flag).")
 @output_options
 @inspect_options
+@limit_options
 def predict(files, data, **kw):
     """Predict FILES with a saved model; reports loss and error when labels are present.
 
@@ -25,5 +26,6 @@ def predict(files, data, **kw):
                     link=kw["link"], probabilities=kw["probabilities"], progress=kw["progress"],
                     quiet=kw["quiet"], strict=kw["strict"], metrics=kw["metrics"],
                     label_column=kw["label_column"], audit=kw["audit"], invert_hash=kw["invert_hash"],
-                    readable_model=kw["readable_model"], **run_settings())
+                    readable_model=kw["readable_model"], max_line_bytes=kw["max_line_bytes"],
+                    max_example_features=kw["max_example_features"], **run_settings())
     run_api(api_predict, cfg)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from .options import (NAMESPACE_FIELDS, VWCommand, algo_names, collect_hyper, input_options, inspect_options,
-                      learner_options, namespace_options, output_options, vw_compat_options)
+                      learner_options, limit_options, namespace_options, output_options, vw_compat_options)
 
 
 @click.command(cls=VWCommand, short_help="Learn from a stream with progressive validation.")
@@ -16,6 +16,7 @@ from .options import (NAMESPACE_FIELDS, VWCommand, algo_names, collect_hyper, in
               help="Quadratic interactions between namespaces starting with letters A and B (may repeat; "
                    "':' is VW's wildcard: '-q ::' pairs every namespace seen, '-q a:' a with each).")
 @namespace_options
+@limit_options
 @click.option("--noconstant", is_flag=True, help="Do not add the constant (bias) feature.")
 @click.option("--unit_norm", "--unit-norm", "unit_norm", is_flag=True,
               help="Scale every example's feature vector (constant and -q pairs included) to unit L2 "
@@ -25,17 +26,20 @@ from .options import (NAMESPACE_FIELDS, VWCommand, algo_names, collect_hyper, in
                    "(labels -1/+1); kept in the model, so predict does the same.")
 @click.option("-i", "--initial_regressor", "--initial-regressor", "initial_model", type=click.Path(dir_okay=False),
               default=None, help="Start from this model file (continue training).")
-@click.option("-f", "--final_regressor", "--final-regressor", "final_model", type=click.Path(dir_okay=False),
-              default=None, help="Save the model to this file at the end (written atomically).")
+@click.option("-f", "--final_regressor", "--final-regressor", "final_model", type=click.Path(dir_okay=False, allow_dash=True),
+              default=None, help="Save the model to this file at the end (written atomically; '-' = stdout, "
+                                 "which must not be a terminal).")
 @output_options
 @inspect_options
 @click.option("-t", "--testonly", "test_only", is_flag=True, help="Predict and score only; no updates.")
 @click.option("--passes", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Passes over the input files (not for stdin). Every pass is progressive validation "
-                   "over all examples: unlike VW, no holdout and no cache file are involved.")
+              help="Passes over the input files (not stdin or a FIFO: a usage error; save them to a file). "
+                   "Every pass is progressive validation over all examples: unlike VW, no holdout and no "
+                   "cache file are involved.")
 @vw_compat_options
 @click.option("--save_on_interrupt", "--save-on-interrupt", "save_on_interrupt", is_flag=True,
-              help="On SIGINT/SIGTERM, still write -f with what was learned so far (complete, atomic).")
+              help="On SIGINT/SIGTERM/SIGHUP, still write -f with what was learned so far (complete, atomic; "
+                   "a second signal stops at once, without it).")
 @click.option("--select_out", "--select-out", "select_out", type=click.Path(dir_okay=False), default=None,
               help="Feature-selection learners: write the selected features (TSV) here at the end.")
 def train(files, data, algo, quadratic, noconstant, unit_norm, binary, **kw):
@@ -60,5 +64,6 @@ def train(files, data, algo, quadratic, noconstant, unit_norm, binary, **kw):
                     metrics=kw["metrics"], save_on_interrupt=kw["save_on_interrupt"],
                     select_out=kw["select_out"], label_column=kw["label_column"], audit=kw["audit"],
                     invert_hash=kw["invert_hash"], readable_model=kw["readable_model"], **ns,
+                    max_line_bytes=kw["max_line_bytes"], max_example_features=kw["max_example_features"],
                     **run_settings())
     run_api(api_train, cfg)

@@ -4,7 +4,8 @@ The text parser (:mod:`streamlearn.io._text_kernels`) and the Parquet row assemb
 (:mod:`streamlearn.io._parquet_kernels`) call these per example, after its linear features:
 :func:`bucket` groups the example's features by namespace first byte (stable: in the order
 they appear, as VW's feature groups), :func:`interaction_count` says how many interaction
-features will follow (so the caller sizes its arrays once) and :func:`interaction_fill`
+features will follow, saturating at a limit (so the caller sizes its arrays once, and
+refuses an example whose interactions would exceed the limit before allocating them) and :func:`interaction_fill`
 writes them.
 
 An interaction is ``terms[toff[i]:toff[i + 1]]`` (namespace first bytes, as
@@ -23,6 +24,7 @@ from ._hash_kernels import FNV_PRIME, M32
 __all__ = ["bucket", "unbucket", "interaction_count", "interaction_fill", "max_order"]
 
 _FNV = np.uint64(FNV_PRIME)
+_I64_MAX = np.int64(0x7FFFFFFFFFFFFFFF)
 
 
 @njit(cache=True, nogil=True)
@@ -72,31 +74,50 @@ def unbucket(bcnt, used, nused):
 
 
 @njit(cache=True, nogil=True)
-def interaction_count(terms, toff, bcnt):
+def interaction_count(terms, toff, bcnt, limit):
     """Number of interaction features the bucketed example gets: per interaction, the
     product over its runs of one namespace (``r`` terms over ``n`` features) of
-    ``C(n + r - 1, r)``."""
+    ``C(n + r - 1, r)``. Saturating: a count above ``limit`` (``0 <= limit < 2**56``) is
+    returned as ``limit + 1``, so no order or namespace size overflows the arithmetic (the
+    caller refuses such an example rather than allocating its features)."""
     total = 0
     for t in range(len(toff) - 1):
         a = toff[t]
         b = toff[t + 1]
+        empty = False
+        for k in range(a, b):
+            if bcnt[terms[k]] == 0:
+                empty = True
+                break
+        if empty:
+            continue
         cnt = 1
         k = a
         while k < b:
             c = terms[k]
             n = bcnt[c]
-            if n == 0:
-                cnt = 0
-                break
             r = 1
             while k + r < b and terms[k + r] == c:
                 r += 1
+            # C(n + j, j + 1) for j = 0 .. r-1, nondecreasing in j: stop once past the limit
+            # (or where the next product would overflow: the binomial is then above 2**57)
             cc = 1
             for j in range(r):
+                if cc > _I64_MAX // (n + j):
+                    cc = limit + 1
+                    break
                 cc = cc * (n + j) // (j + 1)
+                if cc > limit:
+                    cc = limit + 1
+                    break
+            if cnt > limit // cc:
+                cnt = limit + 1
+                break
             cnt *= cc
             k += r
         total += cnt
+        if total > limit:
+            return limit + 1
     return total
 
 

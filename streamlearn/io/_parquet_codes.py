@@ -7,3 +7,5 @@ reports bad rows without importing numba."""
 ROW_INF_VALUE = 1
 #: a ``-q`` product of two finite values overflows
 ROW_QUADRATIC_OVERFLOW = 2
+#: more features than the reader's cap (``max_example_features``) with its interactions
+ROW_TOO_MANY_FEATURES = 3

@@ -18,10 +18,10 @@ from ._hash_kernels import CONSTANT_HASH, hashstring
 from ._interact_kernels import bucket, interaction_count, interaction_fill, max_order, unbucket
 
 __all__ = ["assemble_rows", "wide_part", "hash_string_part", "ROW_INF_VALUE",
-           "ROW_QUADRATIC_OVERFLOW"]
+           "ROW_QUADRATIC_OVERFLOW", "ROW_TOO_MANY_FEATURES"]
 
 # ``assemble_rows`` row status codes (a numba-free module: the C path reports them too)
-from ._parquet_codes import ROW_INF_VALUE, ROW_QUADRATIC_OVERFLOW  # noqa: E402
+from ._parquet_codes import ROW_INF_VALUE, ROW_QUADRATIC_OVERFLOW, ROW_TOO_MANY_FEATURES  # noqa: E402
 
 
 @njit(cache=True, nogil=True)
@@ -66,7 +66,8 @@ def wide_part(X, hashes):
 
 
 @njit(cache=True, nogil=True)
-def assemble_rows(starts, ends, idx, val, letters, terms, toff, nsflags, add_constant, want_src):
+def assemble_rows(starts, ends, idx, val, letters, terms, toff, nsflags, add_constant, want_src,
+                  max_feats):
     """Interleave the parts into CSR rows.
 
     Parameters
@@ -86,13 +87,17 @@ def assemble_rows(starts, ends, idx, val, letters, terms, toff, nsflags, add_con
     want_src : bool
         Also return, for every output entry, its position in the flat input (-1 for the
         constant and interaction features), to map feature names.
+    max_feats : int
+        The most features a row may have, linear, constant and interactions together
+        (``0 <= max_feats < 2**56``); a row that would have more gets no features and the
+        status :data:`ROW_TOO_MANY_FEATURES` (found before its interactions are written).
 
     Returns
     -------
     offsets, indices, values, src, status
         ``status[i]`` is 0 for a good row, :data:`ROW_INF_VALUE` when a linear feature value
-        is infinite, :data:`ROW_QUADRATIC_OVERFLOW` when an interaction product overflows; the
-        caller drops (reports) such rows.
+        is infinite, :data:`ROW_QUADRATIC_OVERFLOW` when an interaction product overflows,
+        :data:`ROW_TOO_MANY_FEATURES` beyond ``max_feats``; the caller drops (reports) such rows.
     """
     k, n = starts.shape
     ninter = len(toff) - 1
@@ -151,12 +156,26 @@ def assemble_rows(starts, ends, idx, val, letters, terms, toff, nsflags, add_con
             if ninter > 0:
                 olet[nnz] = 0
             nnz += 1
+        if nnz - ex_start > max_feats:
+            if status[i] == 0:
+                status[i] = ROW_TOO_MANY_FEATURES
+            nnz = ex_start
+            offsets[i + 1] = nnz
+            continue
         if ninter > 0:
             nlin = lin_end - ex_start
             if len(order) < nlin:
                 order = np.empty(2 * nlin, np.int64)
             nused = bucket(olet, ex_start, lin_end, bcnt, bstart, used, order)
-            total = interaction_count(terms, toff, bcnt)
+            room = ex_start + max_feats - nnz
+            total = interaction_count(terms, toff, bcnt, room)
+            if total > room:
+                unbucket(bcnt, used, nused)
+                if status[i] == 0:
+                    status[i] = ROW_TOO_MANY_FEATURES
+                nnz = ex_start
+                offsets[i + 1] = nnz
+                continue
             # the rows after this one still need their linear entries and constants
             later = lin_left + ((n - 1 - i) if add_constant else 0)
             if nnz + total + later > cap:

@@ -26,6 +26,9 @@ ERR_VALUE_NONFINITE = 12
 ERR_NS_WEIGHT_NONFINITE = 13
 ERR_VALUE_OVERFLOW = 14
 ERR_QUADRATIC_OVERFLOW = 15
+ERR_IMPORTANCE_NEGATIVE = 16
+ERR_INDEX_RANGE = 17
+ERR_TOO_MANY_FEATURES = 18
 
 _NONFINITE = "is NaN or infinite (nan/inf, or beyond the double range like 1e400)"
 
@@ -47,4 +50,8 @@ ERROR_REASONS = {
     ERR_VALUE_OVERFLOW: "feature value times its namespace weight overflows the double range",
     ERR_QUADRATIC_OVERFLOW: "-q interaction value (product of two feature values) overflows "
                             "the double range",
+    ERR_IMPORTANCE_NEGATIVE: "negative importance weight (use 0 to hold an example out of training, "
+                             "as VW says)",
+    ERR_INDEX_RANGE: "LIBSVM feature index overflows (beyond 2**63 - 1, where LIBSVM's reader stops too)",
+    ERR_TOO_MANY_FEATURES: "too many features with its interactions (more than --max_example_features)",
 }

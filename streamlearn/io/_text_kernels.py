@@ -25,6 +25,13 @@ must never see NaN or inf): a label, importance, base, namespace weight or featu
 spelled ``nan`` / ``inf`` / ``infinity`` (any case, signed) or beyond the double range
 (``1e400``), and a feature value times its namespace weight, or a ``-q`` product, that
 overflows. Underflow (``1e-400``) gives 0, and zero-valued features are dropped.
+
+Also malformed: a negative importance weight (VW refuses it: "importance weights must be
+non-negative"), a LIBSVM index past 2**63 - 1 (LIBSVM's ``strtol`` reports ERANGE there;
+below it the hash is the index mod 2**32), and an example with more than ``max_feats``
+features, its interactions included: they are counted (saturating) before they are
+generated, and a line reserves room for at most ``max_feats`` linear features, so one line's
+memory is bounded whatever its length or its ``-q`` products.
 """
 from fractions import Fraction
 
@@ -48,8 +55,10 @@ from ._text_codes import (  # noqa: E402  (the codes live in a numba-free module
     ERR_BASE_NONFINITE,
     ERR_FEATURE_VALUE,
     ERR_IMPORTANCE,
+    ERR_IMPORTANCE_NEGATIVE,
     ERR_IMPORTANCE_NONFINITE,
     ERR_INDEX,
+    ERR_INDEX_RANGE,
     ERR_LABEL,
     ERR_LABEL_NONFINITE,
     ERR_LABEL_TOKENS,
@@ -57,6 +66,7 @@ from ._text_codes import (  # noqa: E402  (the codes live in a numba-free module
     ERR_NS_WEIGHT,
     ERR_NS_WEIGHT_NONFINITE,
     ERR_QUADRATIC_OVERFLOW,
+    ERR_TOO_MANY_FEATURES,
     ERR_VALUE_NONFINITE,
     ERR_VALUE_OVERFLOW,
     ERROR_REASONS,
@@ -94,6 +104,7 @@ _EXACT_P10 = np.array([10.0 ** i for i in range(23)])
 _SPLITTER = 134217729.0  # 2**27 + 1
 _TWO53 = 9007199254740992
 _U10 = np.uint64(10)
+_MAX_INDEX = np.uint64((1 << 63) - 1)  # the largest LIBSVM index (LIBSVM's strtol: ERANGE past it)
 
 
 @njit(cache=True, nogil=True)
@@ -304,6 +315,17 @@ def _parse_num(buf, s, e):
 
 
 @njit(cache=True, nogil=True)
+def _index_overflows(buf, i, j, h):
+    """Whether the LIBSVM index ``buf[i:j]`` (digits, read into ``h`` mod 2**64) is past
+    2**63 - 1. Called only for more than 18 digits: fewer cannot overflow; with 19 significant
+    digits ``h`` is exact (below 10**19 < 2**64); 20 or more are past it."""
+    while i < j - 1 and buf[i] == 48:
+        i += 1
+    n = j - i
+    return n > 19 or (n == 19 and h > _MAX_INDEX)
+
+
+@njit(cache=True, nogil=True)
 def _push_err(err_line, err_code, n_err, line, code):
     if n_err == len(err_line):
         err_line = _grow(err_line, n_err, 2 * n_err)
@@ -314,7 +336,7 @@ def _push_err(err_line, err_code, n_err, line, code):
 
 
 @njit(cache=True, nogil=True)
-def parse_chunk(buf, fmt, terms, toff, nsflags, add_constant, keep_names):
+def parse_chunk(buf, fmt, terms, toff, nsflags, add_constant, keep_names, max_feats):
     """Parse all lines of ``buf`` (``uint8``; complete lines, the last one may lack ``\\n``).
 
     Parameters
@@ -333,6 +355,11 @@ def parse_chunk(buf, fmt, terms, toff, nsflags, add_constant, keep_names):
         Append VW's constant feature (hash 11650396, value 1) to every example.
     keep_names : bool
         Fill name / namespace spans (else those arrays are empty).
+    max_feats : int
+        The most features an example may have, linear, constant and interactions together
+        (``0 <= max_feats < 2**56``); a line that would have more is malformed
+        (``ERR_TOO_MANY_FEATURES``), found before its interactions are allocated, so that
+        the memory a line takes is bounded whatever its ``-q`` products.
 
     Returns
     -------
@@ -409,8 +436,8 @@ def parse_chunk(buf, fmt, terms, toff, nsflags, add_constant, keep_names):
         if s == e:
             continue  # blank line
 
-        # ensure room for the linear features of this line (+ constant)
-        need = nnz + (e - s + 1) // 2 + 2
+        # ensure room for the linear features of this line (+ constant), at most max_feats
+        need = nnz + min((e - s + 1) // 2, max_feats) + 2
         if need > cap:
             newcap = max(2 * cap, need)
             indices = _grow(indices, nnz, newcap)
@@ -424,6 +451,7 @@ def parse_chunk(buf, fmt, terms, toff, nsflags, add_constant, keep_names):
             cap = newcap
 
         ex_start = nnz
+        lim = ex_start + max_feats  # a feature written at lim or beyond is one too many
         status = 0
         label = np.nan
         weight = 1.0
@@ -502,6 +530,8 @@ def parse_chunk(buf, fmt, terms, toff, nsflags, add_constant, keep_names):
                     weight, st = _parse_num(buf, ts1, te1)
                     if st != 0:
                         status = ERR_IMPORTANCE if st == 1 else ERR_IMPORTANCE_NONFINITE
+                    elif weight < 0.0:
+                        status = ERR_IMPORTANCE_NEGATIVE
                 if status == 0 and ntok >= 3:
                     _, st = _parse_num(buf, ts2, te2)
                     if st != 0:
@@ -570,6 +600,9 @@ def parse_chunk(buf, fmt, terms, toff, nsflags, add_constant, keep_names):
                     status = ERR_VALUE_OVERFLOW
                     break
                 if val != 0.0 and not skip:
+                    if nnz >= lim:
+                        status = ERR_TOO_MANY_FEATURES
+                        break
                     if j == i:
                         hv = ns_hash
                     elif buf[i] <= 32 or buf[j - 1] <= 32:  # control bytes: VW trims them
@@ -612,10 +645,16 @@ def parse_chunk(buf, fmt, terms, toff, nsflags, add_constant, keep_names):
                     h = h * _U10 + np.uint64(c - 48)
                     j += 1
                 if j > i and j < e and buf[j] == 58:
+                    if j - i > 18 and _index_overflows(buf, i, j, h):
+                        status = ERR_INDEX_RANGE
+                        break
                     v, k, status = _feature_value(buf, j + 1, e, False)
                     if status:
                         break
                     if v != 0.0 and not skip:
+                        if nnz >= lim:
+                            status = ERR_TOO_MANY_FEATURES
+                            break
                         indices[nnz] = np.uint32(h & _M32)
                         values[nnz] = v
                         letters[nnz] = 32
@@ -649,6 +688,11 @@ def parse_chunk(buf, fmt, terms, toff, nsflags, add_constant, keep_names):
 
         lin_end = nnz
         if add_constant:
+            if nnz >= lim:
+                nnz = ex_start
+                err_line, err_code, n_err = _push_err(err_line, err_code, n_err, cur_line,
+                                                      ERR_TOO_MANY_FEATURES)
+                continue
             indices[nnz] = np.uint32(CONSTANT_HASH)
             values[nnz] = 1.0
             letters[nnz] = 0
@@ -664,7 +708,14 @@ def parse_chunk(buf, fmt, terms, toff, nsflags, add_constant, keep_names):
             if len(order) < nlin:
                 order = np.empty(2 * nlin, np.int64)
             nused = bucket(letters, ex_start, lin_end, bcnt, bstart, used, order)
-            total = interaction_count(terms, toff, bcnt)
+            room = lim - nnz
+            total = interaction_count(terms, toff, bcnt, room)
+            if total > room:
+                unbucket(bcnt, used, nused)
+                nnz = ex_start
+                err_line, err_code, n_err = _push_err(err_line, err_code, n_err, cur_line,
+                                                      ERR_TOO_MANY_FEATURES)
+                continue
             if nnz + total > cap:
                 newcap = max(2 * cap, nnz + total)
                 indices = _grow(indices, nnz, newcap)

@@ -3,7 +3,8 @@
 Each line: ``label index:value ...`` with optional ``qid:N`` (ignored) and a trailing
 ``# comment`` (ignored). The feature "name" is the index's digits hashed in the default
 namespace, so its hash is ``int(index)`` (mod 2**32): exactly what VW gives for the same line
-written as ``label | index:value``. Labels are kept as written (``+1``, ``-1``, ``0``, ``3``);
+written as ``label | index:value``. An index past 2**63 - 1 overflows and makes the line
+malformed, as LIBSVM's own reader (``strtol``, ERANGE) refuses it. Labels are kept as written (``+1``, ``-1``, ``0``, ``3``);
 learners map them for their loss. Zero values are dropped (as VW drops zero features).
 Malformed lines (non-numeric label or value, a NaN or infinite label or value such as ``nan``,
 ``inf`` or ``1e400``, a token without ``:``, a non-integer index) are skipped and reported, or

@@ -22,17 +22,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
+import os  # noqa: F401 - the read side; tests patch model_file.os
 import struct
-import tempfile
 
 import numpy as np
 
 from .. import __version__
 from ..errors import ModelFileError
-from ..memory import SparseTable, lazy_zeros
+from ..memory import SparseTable
+from .writing import AtomicFile, atomic_writer, resolve_output  # noqa: F401 - the writing side's names here too
 
-__all__ = ["FORMAT_VERSION", "MAGIC", "write_model", "read_model", "atomic_writer", "all_finite"]
+__all__ = ["FORMAT_VERSION", "MAGIC", "write_model", "encode_model", "read_model", "atomic_writer", "AtomicFile",
+           "resolve_output", "all_finite"]
 
 MAGIC = b"SLMODEL\x00"
 #: 2: the learners' kernel state as named tuples (issue 14), whose saved arrays no longer carry
@@ -42,108 +43,6 @@ MAGIC = b"SLMODEL\x00"
 FORMAT_VERSION = 2
 _ALLOWED_DTYPES = {"float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
                    "uint32", "uint64", "bool"}
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # e.g. EPERM: it exists
-        return True
-    return True
-
-
-def _tmp_prefix(path: str) -> str:
-    return "." + os.path.basename(path) + ".tmp-"
-
-
-def _remove_stale_temporaries(path: str) -> None:
-    """Remove temporaries a killed writer of ``path`` left behind (``.NAME.tmp-PID-XXXX``
-    whose process PID no longer exists). A SIGKILL cannot be caught, so this is where they
-    go; files of a live writer are left alone."""
-    d = os.path.dirname(os.path.abspath(path))
-    prefix = _tmp_prefix(path)
-    try:
-        names = os.listdir(d)
-    except OSError:
-        return
-    for name in names:
-        if not name.startswith(prefix):
-            continue
-        pid = name[len(prefix):].split("-", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
-            try:
-                os.unlink(os.path.join(d, name))
-            except OSError:
-                pass
-
-
-def _umask() -> int:
-    m = os.umask(0)
-    os.umask(m)
-    return m
-
-
-class atomic_writer:
-    """Context manager: a binary file object that becomes ``path`` only on success.
-
-    The data go to ``.NAME.tmp-PID-XXXX`` in the target's directory; on success the file is
-    flushed, fsync'ed, given the permissions a plain ``open`` would (0666 & ~umask), renamed
-    over ``path`` (atomic on POSIX) and the directory is fsync'ed. On any exception (a full
-    disk, an interrupt) the temporary is removed and ``path`` is untouched. If the process is
-    killed outright, ``path`` still holds the old file or the complete new one, never a mix,
-    and the next writer of ``path`` removes the orphaned temporary.
-    """
-
-    def __init__(self, path: str):
-        self.path = os.fspath(path)
-        self.tmp = None
-        self.f = None
-
-    def __enter__(self):
-        _remove_stale_temporaries(self.path)
-        d = os.path.dirname(os.path.abspath(self.path))
-        fd, self.tmp = tempfile.mkstemp(prefix=f"{_tmp_prefix(self.path)}{os.getpid()}-", suffix="", dir=d)
-        self.f = os.fdopen(fd, "wb")
-        return self.f
-
-    def __exit__(self, et, ev, tb):
-        try:
-            if et is None:
-                self.f.flush()
-                os.fsync(self.f.fileno())
-                os.fchmod(self.f.fileno(), 0o666 & ~_umask())
-                self.f.close()
-                os.replace(self.tmp, self.path)
-                self.tmp = None
-                _fsync_dir(os.path.dirname(os.path.abspath(self.path)))
-            else:
-                self.f.close()
-                os.unlink(self.tmp)
-                self.tmp = None
-        except BaseException:
-            try:
-                self.f.close()
-            except OSError:
-                pass
-            if self.tmp is not None and os.path.exists(self.tmp):
-                os.unlink(self.tmp)
-            raise
-        return False
-
-
-def _fsync_dir(d: str) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _sparse_pays(nnz: int, a) -> bool:
@@ -175,14 +74,25 @@ def _encode(a):
     return "raw", [memoryview(flat).cast("B") if flat.size else b""], {}
 
 
-def write_model(path: str, algo: str, meta: dict, arrays: dict, reader: dict) -> int:
-    """Write a model file atomically; returns its size in bytes.
+class EncodedModel:
+    """A model file's bytes as buffers (no copy of the arrays): :attr:`size` is known before
+    anything is written, :meth:`write_to` writes the file (and its SHA-256) to a binary file."""
 
-    The bytes depend only on the arguments (no time stamp), so the same training run gives a
-    byte-identical file.
-    Raises :class:`ModelFileError` when the file cannot be written (full disk, no
-    permission, ...); the existing ``path`` is then unchanged.
-    """
+    def __init__(self, parts):
+        self.parts = parts
+        self.size = sum(len(p) for p in parts) + 32
+
+    def write_to(self, f) -> int:
+        h = hashlib.sha256()
+        for part in self.parts:
+            f.write(part)
+            h.update(part)
+        f.write(h.digest())
+        return self.size
+
+
+def encode_model(algo: str, meta: dict, arrays: dict, reader: dict) -> EncodedModel:
+    """The model file of these arguments (the bytes depend only on them: no time stamp)."""
     entries, chunks, off = [], [], 0
     for name, a in arrays.items():
         if not isinstance(a, SparseTable):
@@ -205,19 +115,31 @@ def write_model(path: str, algo: str, meta: dict, arrays: dict, reader: dict) ->
         "arrays": entries,
     }
     hb = json.dumps(header, sort_keys=True).encode()
-    h = hashlib.sha256()
-    size = 0
+    return EncodedModel([MAGIC, struct.pack("<IQ", FORMAT_VERSION, len(hb)), hb, *chunks])
+
+
+def model_write_error(path: str, e: OSError) -> ModelFileError:
+    """The one-line error of a model that could not be written to ``path`` (the user's name)."""
+    return ModelFileError(f"{path}: cannot write model file: {e.strerror or e}; "
+                          "nothing was written (an existing file is unchanged)")
+
+
+def write_model(path: str, algo: str, meta: dict, arrays: dict, reader: dict) -> int:
+    """Write a model file atomically (:class:`atomic_writer`: ``-`` is standard output, a FIFO
+    or device is written in place, a symlink's target is replaced); returns its size in bytes.
+
+    The bytes depend only on the arguments (no time stamp), so the same training run gives a
+    byte-identical file.
+    Raises :class:`ModelFileError` when the file cannot be written (full disk, no
+    permission, ...); the existing ``path`` is then unchanged.
+    """
+    model = encode_model(algo, meta, arrays, reader)
     try:
         with atomic_writer(path) as f:
-            for part in (MAGIC, struct.pack("<IQ", FORMAT_VERSION, len(hb)), hb, *chunks):
-                f.write(part)
-                h.update(part)
-                size += len(part)
-            f.write(h.digest())
+            model.write_to(f)
     except OSError as e:
-        raise ModelFileError(f"{path}: cannot write model file: {e.strerror or e}; "
-                             "nothing was written (an existing file is unchanged)") from None
-    return size + 32
+        raise model_write_error(path, e) from None
+    return model.size
 
 
 def all_finite(a) -> bool:

@@ -32,7 +32,9 @@ features; so are null strings in a ``list<string>`` namespace column.
 Bad rows are skipped and listed in ``batch.extra["errors"]`` as ``(file, row, reason)`` (row
 1-based), or raise :class:`~streamlearn.errors.InputError` ``file:row: reason`` with
 ``cfg.strict``, as malformed text lines are: a label or weight that is NaN or infinite (null
-is fine: unlabeled / weight 1), an infinite feature value, or a ``-q`` product that overflows.
+is fine: unlabeled / weight 1), a negative weight, an infinite feature value, a ``-q`` product
+that overflows, or more than ``cfg.max_example_features`` features with the interactions
+(counted before they are generated).
 A column of the wrong type (or a duplicated column name) stops the read with one error naming
 the column.
 
@@ -291,7 +293,7 @@ def _strings(arr):
 
 
 def _convert(rb, plan, cfg, src, first_row, keep_names):
-    from ._parquet_codes import ROW_INF_VALUE, ROW_QUADRATIC_OVERFLOW
+    from ._parquet_codes import ROW_INF_VALUE, ROW_QUADRATIC_OVERFLOW, ROW_TOO_MANY_FEATURES
 
     inter = cfg.inter
 
@@ -308,6 +310,10 @@ def _convert(rb, plan, cfg, src, first_row, keep_names):
         nf = ~np.isfinite(weights) & _valid(col[plan.weight])
         if nf.any():
             bad_rows.append((nf, "importance weight (column 'weight') is NaN or infinite"))
+        neg = weights < 0  # NaN (null or bad) compares False
+        if neg.any():
+            bad_rows.append((neg, "negative importance weight (column 'weight'; use 0 to hold an "
+                             "example out of training, as VW says)"))
         if np.isnan(weights).any():  # null = 1 (bad rows are dropped below)
             weights = np.where(np.isnan(weights), 1.0, weights)
     else:
@@ -428,7 +434,7 @@ def _convert(rb, plan, cfg, src, first_row, keep_names):
     terms, toff = inter.arrays(np.unique(flet) if inter.wildcard else None)
     offsets, indices, values, srcpos, row_status = kernels.assemble_rows(
         np.ascontiguousarray(starts), np.ascontiguousarray(ends), fidx, fval, flet, terms, toff,
-        inter.nsflags, bool(cfg.constant), bool(keep_names))
+        inter.nsflags, bool(cfg.constant), bool(keep_names), cfg.max_example_features)
 
     batch = Batch(offsets, indices, values, labels, weights,
                   lines=np.arange(first_row + 1, first_row + n + 1, dtype=np.int64), source=src)
@@ -504,6 +510,9 @@ def _convert(rb, plan, cfg, src, first_row, keep_names):
         bad_rows.append((row_status == ROW_INF_VALUE, "a feature value is infinite"))
         bad_rows.append((row_status == ROW_QUADRATIC_OVERFLOW, "-q interaction value (product "
                          "of two feature values) overflows the double range"))
+        bad_rows.append((row_status == ROW_TOO_MANY_FEATURES,
+                         f"more than {cfg.max_example_features} features with its interactions "
+                         "(--max_example_features)"))
     if bad_rows:
         batch = _drop_bad_rows(batch, bad_rows, src, first_row, cfg)
     return batch

@@ -29,7 +29,6 @@ import sys
 import time
 import zlib
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Iterator
 
@@ -38,7 +37,7 @@ import numpy as np
 from .. import kernels
 from ..batch import Batch
 from ..errors import ConfigError, InputError
-from ._text_codes import ERROR_REASONS, FMT_LIBSVM, FMT_VW
+from ._text_codes import ERR_TOO_MANY_FEATURES, ERROR_REASONS, FMT_LIBSVM, FMT_VW
 from .interactions import Interactions, chunk_namespaces
 
 __all__ = [
@@ -70,6 +69,14 @@ LAZY_READERS: dict[str, str] = {"parquet": "streamlearn.io.parquet"}
 LAZY_MAGIC: dict[bytes, str] = {b"PAR1": "parquet"}
 #: the formats :func:`text_batches` parses (``auto``: sniffed per stream)
 TEXT_FORMATS = ("auto", "vw", "libsvm")
+
+#: defaults of :attr:`ReaderConfig.max_line_bytes` (256 MiB) and
+#: :attr:`ReaderConfig.max_example_features` (2^22: 4,194,304 features, ~55 MB of parsed arrays)
+MAX_LINE_BYTES = 256 << 20
+MAX_EXAMPLE_FEATURES = 1 << 22
+#: the largest values they take (2^40 bytes; the kernels' saturating counts need < 2^56)
+MAX_LINE_BYTES_LIMIT = 1 << 40
+MAX_EXAMPLE_FEATURES_LIMIT = 1 << 40
 
 
 def register_reader(fmt: str, reader: Callable, magic: bytes | None = None) -> None:
@@ -119,6 +126,16 @@ class ReaderConfig:
     parquet_batch_rows : int or None
         Parquet: rows per Arrow record batch, i.e. per batch (default
         :data:`streamlearn.io.parquet.DEFAULT_BATCH_ROWS`).
+    max_line_bytes : int
+        The longest text line read (bytes before its newline): a longer one, or a stream
+        with no newline that goes on past it (``/dev/zero``, a gzip bomb), stops the read with
+        an :class:`~streamlearn.errors.InputError` naming the file and line, instead of
+        growing a buffer without limit (:data:`MAX_LINE_BYTES`).
+    max_example_features : int
+        The most features an example may have, its linear ones, the constant and its
+        interactions together (:data:`MAX_EXAMPLE_FEATURES`): a line (or Parquet row) with
+        more is malformed, found before its interactions are generated, so that one line's
+        ``-q`` products cannot take unbounded memory.
 
     ``inter`` is the :class:`~streamlearn.io.interactions.Interactions` of these fields as
     the kernels take them, validated when the config is made and computed once.
@@ -139,6 +156,8 @@ class ReaderConfig:
     parse_threads: int = 1
     label_column: str | None = None
     parquet_batch_rows: int | None = None
+    max_line_bytes: int = MAX_LINE_BYTES
+    max_example_features: int = MAX_EXAMPLE_FEATURES
     _inter: tuple = field(default=(None, None), init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -152,6 +171,9 @@ class ReaderConfig:
         if int(self.parse_threads) < 1:
             raise ConfigError("parse_threads must be positive")
         self.parse_threads = int(self.parse_threads)
+        self.max_line_bytes = _limit("--max_line_bytes", self.max_line_bytes, MAX_LINE_BYTES_LIMIT)
+        self.max_example_features = _limit("--max_example_features", self.max_example_features,
+                                           MAX_EXAMPLE_FEATURES_LIMIT)
 
     @property
     def inter(self) -> Interactions:
@@ -167,6 +189,12 @@ class ReaderConfig:
 
 
 _NS_FIELDS = ("quadratic", "cubic", "interactions", "ignore", "keep", "ignore_linear")
+
+
+def _limit(option: str, v, most: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= most:
+        raise ConfigError(f"{option} must be an integer in 1..{most}, got {v!r}")
+    return int(v)
 
 
 # ----------------------------------------------------------------------------------------
@@ -298,7 +326,9 @@ def _readinto_full(stream, mv, name: str, flush_after=None, have_line=None):
     t0 = time.monotonic() if flush_after is not None else 0.0
     try:
         while n < total:
-            r = stream.readinto(mv[n:])
+            # at most _READ_STEP per call: a gzip stream decompresses each call into a
+            # temporary of its size (a long line's big buffer would be doubled)
+            r = stream.readinto(mv[n:n + _READ_STEP])
             if not r:
                 return n, None, True
             n += r
@@ -308,6 +338,8 @@ def _readinto_full(stream, mv, name: str, flush_after=None, have_line=None):
         return n, read_error(name, e), True
     return n, None, False
 
+
+_READ_STEP = 4 << 20
 
 #: what reading an input stream can raise (truncated or corrupt gzip, I/O): see :func:`read_error`
 READ_ERRORS = (EOFError, zlib.error, OSError)  # gzip.BadGzipFile is an OSError
@@ -323,20 +355,59 @@ def read_error(name: str, e: BaseException) -> InputError:
     return InputError(f"{name}: read error: {getattr(e, 'strerror', None) or e}")
 
 
-def iter_chunks(stream, name: str, chunk_bytes, flush_after=None) -> Iterator[np.ndarray]:
+class LineTooLong(InputError):
+    """A text line longer than ``ReaderConfig.max_line_bytes`` (raised by :func:`iter_chunks`
+    after every complete line before it was yielded; :func:`text_batches` names the line)."""
+
+    def __init__(self, name: str, limit: int):
+        super().__init__(f"{name}: a line longer than {limit} bytes (--max_line_bytes)")
+        self.name, self.limit = name, limit
+
+
+def _first_long_line(arr: np.ndarray, limit: int):
+    """Offset of the first line of ``arr`` longer than ``limit`` bytes (before its newline),
+    or None. Only a chunk longer than ``limit`` can hold one, so the usual chunk (1 MiB, under
+    the 256 MiB default) costs one comparison."""
+    if len(arr) <= limit:
+        return None
+    nl = np.flatnonzero(arr == 10)
+    starts = np.concatenate(([0], nl + 1))
+    ends = np.concatenate((nl, [len(arr)]))
+    long = np.flatnonzero(ends - starts > limit)
+    return int(starts[long[0]]) if len(long) else None
+
+
+def iter_chunks(stream, name: str, chunk_bytes, flush_after=None,
+                max_line_bytes: int | None = None) -> Iterator[np.ndarray]:
     """Yield ``uint8`` arrays of complete lines (each ends with ``\\n`` except possibly the
     last chunk of the stream). Each array is a zero-copy view of a fresh buffer, so it stays
-    valid after the next chunk is read. A line longer than ``chunk_bytes`` makes the chunk grow.
+    valid after the next chunk is read. A line longer than ``chunk_bytes`` makes the chunk grow,
+    up to ``max_line_bytes``: a longer line (or a stream that goes on without a newline)
+    raises :class:`LineTooLong` once the complete lines before it were yielded, so memory
+    stays bounded whatever the input.
     With ``flush_after`` (seconds; for pipes), a chunk is handed on once that long has passed
     and it holds a complete line, so a slowly written stream is learned from as it comes.
     ``chunk_bytes`` may be a one-element list, read before each chunk (the caller may change it)."""
     budget = chunk_bytes if isinstance(chunk_bytes, list) else [chunk_bytes]
+    limit = max_line_bytes
     carry = b""
     size = None  # None: the budget's size (a long line doubles it until the line fits)
+
+    def lines(arr):
+        """``arr``, or the complete lines before a line past the limit (then raise)."""
+        at = None if limit is None else _first_long_line(arr, limit)
+        if at is None:
+            return arr, None
+        return (arr[:at] if at else None), LineTooLong(name, limit)
+
     while True:
-        buf = bytearray(max(size or budget[0], len(carry) + 1))
+        want = max(size or budget[0], len(carry) + 1)
+        if size is not None and limit is not None:
+            want = min(want, limit + 2)  # room for the longest line, its newline and one byte
+        buf = bytearray(want)
         c = len(carry)
         buf[:c] = carry
+        carry = b""  # a long line's old buffer is freed before the read (peak 1.5x the line)
         mv = memoryview(buf)
         got, err, eof = _readinto_full(stream, mv[c:], name, flush_after,
                                        lambda m: buf.rfind(b"\n", 0, c + m) >= 0)
@@ -347,20 +418,34 @@ def iter_chunks(stream, name: str, chunk_bytes, flush_after=None) -> Iterator[np
             # incomplete line is dropped with the rest of the damaged stream
             k = buf.rfind(b"\n", 0, n)
             if k >= 0:
-                yield np.frombuffer(buf, dtype=np.uint8, count=k + 1)
+                arr, long = lines(np.frombuffer(buf, dtype=np.uint8, count=k + 1))
+                if arr is not None:
+                    yield arr
+                if long is not None:
+                    raise long
             raise err
         if eof:  # end of stream
             if n:
-                yield np.frombuffer(buf, dtype=np.uint8, count=n)
+                arr, long = lines(np.frombuffer(buf, dtype=np.uint8, count=n))
+                if arr is not None:
+                    yield arr
+                if long is not None:
+                    raise long
             return
         k = buf.rfind(b"\n", 0, n)
         if k < 0:  # no complete line yet: read a bigger piece
-            carry = bytes(buf)
+            if limit is not None and n > limit:
+                raise LineTooLong(name, limit)
+            carry = buf  # not handed out: copied into the bigger buffer, not first into bytes
             size = 2 * len(buf)
             continue
         carry = bytes(buf[k + 1:n])
         size = None
-        yield np.frombuffer(buf, dtype=np.uint8, count=k + 1)
+        arr, long = lines(np.frombuffer(buf, dtype=np.uint8, count=k + 1))
+        if arr is not None:
+            yield arr
+        if long is not None:
+            raise long
 
 
 _NONBLANK = re.compile(rb"[^ \t\r\n\v\f]")
@@ -424,9 +509,8 @@ def chunk_batch(chunk: np.ndarray, name: str, cfg: ReaderConfig, fmt: str, line_
     keep = bool(cfg.keep_names)
     (offsets, indices, values, labels, weights, ex_line, tag_start, tag_end,
      name_start, name_end, ns_start, ns_end, err_line, err_code, n_lines) = kernels.parse_chunk(
-        chunk, code, terms, toff, inter.nsflags, bool(cfg.constant), keep)
-    errors = [(name, line_base + int(ln) + 1, ERROR_REASONS.get(int(c), f"error {int(c)}"))
-              for ln, c in zip(err_line, err_code)]
+        chunk, code, terms, toff, inter.nsflags, bool(cfg.constant), keep, cfg.max_example_features)
+    errors = [(name, line_base + int(ln) + 1, _reason(int(c), cfg)) for ln, c in zip(err_line, err_code)]
     if errors and cfg.strict:
         src, ln, reason = errors[0]
         raise InputError(f"{src}:{ln}: {reason}")
@@ -454,6 +538,14 @@ def chunk_batch(chunk: np.ndarray, name: str, cfg: ReaderConfig, fmt: str, line_
         extra={"errors": errors, "format": "binary" if errors and _looks_binary(chunk) else fmt,
                "bytes": len(chunk)},
     ), n_lines
+
+
+def _reason(code: int, cfg: ReaderConfig) -> str:
+    """The reason reported for a malformed line's error ``code``."""
+    if code == ERR_TOO_MANY_FEATURES:
+        return (f"more than {cfg.max_example_features} features with its interactions "
+                "(--max_example_features)")
+    return ERROR_REASONS.get(code, f"error {code}")
 
 
 class _Now:
@@ -492,7 +584,11 @@ def text_batches(stream, name: str, cfg: ReaderConfig, fmt: str, flush_after=Non
     wcfg = replace(cfg, strict=False) if cfg.strict else cfg
     line_base = 0
     pending = deque()
-    ex = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="streamlearn-parse") if workers > 1 else None
+    ex = None
+    if workers > 1:
+        from concurrent.futures import ThreadPoolExecutor  # here: it imports logging (start-up)
+
+        ex = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="streamlearn-parse")
     submit = ex.submit if ex is not None else _Now
 
     def finish(fut):
@@ -524,7 +620,7 @@ def text_batches(stream, name: str, cfg: ReaderConfig, fmt: str, flush_after=Non
     # entries, which keeps the pipeline's memory bounded by a few such batches
     # (starting small when there are interactions, growing back while batches stay small)
     budget = [min(cfg.chunk_bytes, FIRST_CHUNK_BYTES) if cfg.inter else cfg.chunk_bytes]
-    chunks = iter_chunks(stream, name, budget, flush_after)
+    chunks = iter_chunks(stream, name, budget, flush_after, cfg.max_line_bytes)
     try:
         while True:
             # only a failed *read* is caught here (damaged stream: the chunks read before it
@@ -550,6 +646,10 @@ def text_batches(stream, name: str, cfg: ReaderConfig, fmt: str, flush_after=Non
             b = finish(pending.popleft())
             if b is not None:
                 yield b
+        if isinstance(failed_read, LineTooLong):
+            # every line before it was parsed: line_base counts them
+            raise InputError(f"{name}:{line_base + 1}: line longer than {failed_read.limit} bytes "
+                             "(--max_line_bytes; is this a text file?)")
         if failed_read is not None:
             raise failed_read
     finally:

@@ -20,8 +20,11 @@ Grammar (VW 9, simple labels)::
 Differences from VW, on purpose: a non-numeric feature value (``a:x``, ``a:``), a non-numeric
 label / importance / namespace weight, or more than three label tokens make the line
 malformed (skipped and reported, or an error with ``strict``) where VW warns and substitutes.
-So does any number that is NaN or infinite (``nan``, ``inf``, ``1e400``), and a feature value
-whose product with its namespace weight (or with another feature, under ``-q``) overflows.
+So does any number that is NaN or infinite (``nan``, ``inf``, ``1e400``), a feature value
+whose product with its namespace weight (or with another feature, under ``-q``) overflows,
+a negative importance weight (VW warns that importance weights must be non-negative, skips
+the update and still adds the weight to its sums), and an example with more than
+``ReaderConfig.max_example_features`` features with its interactions.
 
 Hashing follows :mod:`streamlearn.io.hashing`; parsing is done by
 :func:`streamlearn.kernels.parse_chunk` (the numba kernel

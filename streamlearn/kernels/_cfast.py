@@ -92,7 +92,7 @@ def _declare(lib):
     lib.cf_wexpmx.restype = dbl
     lib.cf_count_byte.argtypes = [_p, i64, i64]
     lib.cf_count_byte.restype = i64
-    lib.cf_parse_chunk.argtypes = [_p, i64, i64, _p, _p, i64, _p, i64, i64, ctypes.POINTER(_ParseOut)]
+    lib.cf_parse_chunk.argtypes = [_p, i64, i64, _p, _p, i64, _p, i64, i64, i64, ctypes.POINTER(_ParseOut)]
     lib.cf_parse_chunk.restype = ctypes.c_int
     lib.cf_parse_free.argtypes = [ctypes.POINTER(_ParseOut)]
     lib.cf_parse_free.restype = None
@@ -106,10 +106,10 @@ def _declare(lib):
     lib.cf_wide_count.restype = i64
     lib.cf_wide_fill.argtypes = [_p, i64, i64, _p, _p, _p, _p, _p, _p]
     lib.cf_wide_fill.restype = None
-    lib.cf_assemble_count.argtypes = [_p, _p, i64, i64, _p, _p, _p, _p, i64, _p, i64]
+    lib.cf_assemble_count.argtypes = [_p, _p, i64, i64, _p, _p, _p, _p, i64, _p, i64, i64]
     lib.cf_assemble_count.restype = i64
-    lib.cf_assemble_rows.argtypes = [_p, _p, i64, i64, _p, _p, _p, _p, _p, i64, _p, i64, i64, _p, _p, _p, _p,
-                                     _p, _p, _p]
+    lib.cf_assemble_rows.argtypes = [_p, _p, i64, i64, _p, _p, _p, _p, _p, i64, _p, i64, i64, i64, _p, _p, _p,
+                                     _p, _p, _p, _p]
     lib.cf_assemble_rows.restype = i64
 
 
@@ -154,14 +154,24 @@ def _inter_args(terms, toff, nsflags):
 
 #: the longest interaction the C kernels take (``IX_MAX_ORDER`` in cfast.c)
 _IX_MAX_ORDER = 64
+#: the kernels' bound on ``max_feats`` (their saturating counts stay clear of int64 overflow)
+MAX_FEATS_LIMIT = 1 << 56
 
 
-def parse_chunk(buf, fmt, terms, toff, nsflags, add_constant, keep_names):
+def _max_feats(v) -> int:
+    """``max_feats`` as the C kernels take it (checked: they trust it)."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or not 0 <= v < MAX_FEATS_LIMIT:
+        raise ValueError(f"max_feats must be an integer in [0, 2**56), got {v!r}")
+    return int(v)
+
+
+def parse_chunk(buf, fmt, terms, toff, nsflags, add_constant, keep_names, max_feats):
     """Same arguments and results as :func:`streamlearn.io._text_kernels.parse_chunk` (the
     arrays it returns are, as there, views of arrays sized by its initial estimate). It needs
     no guard: it converts its arguments to the dtypes the numba kernel is called with."""
     b = _u8(buf)
     terms, toff, nsflags = _inter_args(terms, toff, nsflags)
+    max_feats = _max_feats(max_feats)
     L = len(b)
     c = lib()
     bp = _ptr(b) if L else None
@@ -186,7 +196,7 @@ def parse_chunk(buf, fmt, terms, toff, nsflags, add_constant, keep_names):
     out.cap = cap
     try:
         if c.cf_parse_chunk(bp, L, int(fmt), _ptr(terms), _ptr(toff), len(toff) - 1, _ptr(nsflags),
-                            int(bool(add_constant)), int(bool(keep_names)), ctypes.byref(out)) != 0:
+                            int(bool(add_constant)), int(bool(keep_names)), max_feats, ctypes.byref(out)) != 0:
             raise MemoryError("streamlearn C parser: out of memory")
         n_ex, nnz, nn, n_err = out.n_ex, out.nnz, out.nn, out.n_err
         if out.feat_owned:  # the chunk outgrew the estimate: the arrays moved to C memory
@@ -347,7 +357,7 @@ def wide_part(X, hashes):
 
 
 def assemble_rows_args_ok(starts, ends, idx, val, letters, terms, toff, nsflags, add_constant,
-                          want_src) -> bool:
+                          want_src, max_feats) -> bool:
     if not (_arr(starts, np.int64, 2) and _arr(ends, np.int64, 2) and starts.shape == ends.shape
             and _arr(idx, np.uint32) and _arr(val, np.float64) and _arr(letters, np.uint8)
             and _arr(terms, np.int64) and _arr(toff, np.int64) and _arr(nsflags, np.uint8)):
@@ -358,10 +368,14 @@ def assemble_rows_args_ok(starts, ends, idx, val, letters, terms, toff, nsflags,
         return False
     if not isinstance(add_constant, (bool, np.bool_)) or not isinstance(want_src, (bool, np.bool_)):
         return False
+    try:
+        _max_feats(max_feats)
+    except ValueError:
+        return False
     return _spans_ok(starts, ends, min(len(idx), len(val), len(letters)))
 
 
-def assemble_rows(starts, ends, idx, val, letters, terms, toff, nsflags, add_constant, want_src):
+def assemble_rows(starts, ends, idx, val, letters, terms, toff, nsflags, add_constant, want_src, max_feats):
     """:func:`streamlearn.io._parquet_kernels.assemble_rows` (arguments passing
     :func:`assemble_rows_args_ok`): the same arrays (views of larger ones, as there)."""
     k, n = starts.shape
@@ -372,7 +386,7 @@ def assemble_rows(starts, ends, idx, val, letters, terms, toff, nsflags, add_con
     if ninter or nsflags.any():
         cap = int(c.cf_assemble_count(_ptr(starts), _ptr(ends), k, n, _ptr(val), _ptr(letters),
                                       _ptr(terms), _ptr(toff), ninter, _ptr(nsflags),
-                                      int(add_constant))) + 16
+                                      int(add_constant), int(max_feats))) + 16
     else:
         cap = int((ends - starts).sum()) + (n if add_constant else 0) + 16
     longest = int((ends - starts).sum(axis=0).max()) if k and n else 0
@@ -385,7 +399,7 @@ def assemble_rows(starts, ends, idx, val, letters, terms, toff, nsflags, add_con
     status = np.zeros(n, np.int64)
     nnz = int(c.cf_assemble_rows(_ptr(starts), _ptr(ends), k, n, _ptr(idx), _ptr(val), _ptr(letters),
                                  _ptr(terms), _ptr(toff), ninter, _ptr(nsflags), int(add_constant),
-                                 int(want_src), _ptr(indices), _ptr(values), _ptr(src), _ptr(olet),
+                                 int(want_src), int(max_feats), _ptr(indices), _ptr(values), _ptr(src), _ptr(olet),
                                  _ptr(order), _ptr(offsets), _ptr(status)))
     return offsets, indices[:nnz], values[:nnz], (src[:nnz] if want_src else src[:0]), status
 

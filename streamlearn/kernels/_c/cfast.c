@@ -304,6 +304,9 @@ enum {
     ERR_NS_WEIGHT_NONFINITE = 13,
     ERR_VALUE_OVERFLOW = 14,
     ERR_QUADRATIC_OVERFLOW = 15,
+    ERR_IMPORTANCE_NEGATIVE = 16,
+    ERR_INDEX_RANGE = 17,
+    ERR_TOO_MANY_FEATURES = 18,
 };
 
 static inline int is_value_end(uint8_t c, int bar_ends)
@@ -367,30 +370,51 @@ static void ix_unbucket(int64_t *bcnt, const int64_t *used, int64_t nused)
         bcnt[used[u]] = 0;
 }
 
-static int64_t ix_count(const int64_t *terms, const int64_t *toff, int64_t ninter, const int64_t *bcnt)
+/* saturating: a count above limit (0 <= limit < 2**56) is returned as limit + 1 */
+static int64_t ix_count(const int64_t *terms, const int64_t *toff, int64_t ninter, const int64_t *bcnt,
+                        int64_t limit)
 {
     int64_t total = 0;
     for (int64_t t = 0; t < ninter; t++) {
         int64_t a = toff[t], b = toff[t + 1];
+        int empty = 0;
+        for (int64_t k = a; k < b; k++)
+            if (bcnt[terms[k]] == 0) {
+                empty = 1;
+                break;
+            }
+        if (empty)
+            continue;
         int64_t cnt = 1;
         int64_t k = a;
         while (k < b) {
             int64_t c = terms[k];
             int64_t n = bcnt[c];
-            if (n == 0) {
-                cnt = 0;
-                break;
-            }
             int64_t r = 1;
             while (k + r < b && terms[k + r] == c)
                 r++;
             int64_t cc = 1;
-            for (int64_t j = 0; j < r; j++)
+            for (int64_t j = 0; j < r; j++) {
+                if (cc > INT64_MAX / (n + j)) {
+                    cc = limit + 1;
+                    break;
+                }
                 cc = cc * (n + j) / (j + 1);
+                if (cc > limit) {
+                    cc = limit + 1;
+                    break;
+                }
+            }
+            if (cnt > limit / cc) {
+                cnt = limit + 1;
+                break;
+            }
             cnt *= cc;
             k += r;
         }
         total += cnt;
+        if (total > limit)
+            return limit + 1;
     }
     return total;
 }
@@ -586,6 +610,17 @@ static int push_err(cf_parse_out *o, int64_t *err_cap, int64_t line, int64_t cod
 
 #define FMT_VW 0
 #define FMT_LIBSVM 1
+#define MAX_INDEX ((1ull << 63) - 1) /* the largest LIBSVM index (LIBSVM's strtol: ERANGE past it) */
+
+/* _index_overflows of _text_kernels.py: the digits buf[i:j] (read into h mod 2**64) are past
+ * 2**63 - 1; called only for more than 18 digits */
+static int index_overflows(const uint8_t *buf, int64_t i, int64_t j, uint64_t h)
+{
+    while (i < j - 1 && buf[i] == 48)
+        i++;
+    int64_t n = j - i;
+    return n > 19 || (n == 19 && h > MAX_INDEX);
+}
 
 /* Parse all lines of buf[0:L] (see parse_chunk in _text_kernels.py for the grammar and the
  * outputs) into the arrays of o (see cf_parse_out: the caller sets the per-line and feature
@@ -593,7 +628,7 @@ static int push_err(cf_parse_out *o, int64_t *err_cap, int64_t line, int64_t cod
  * caller calls cf_parse_free afterwards. */
 CF_API int cf_parse_chunk(const uint8_t *buf, int64_t L, int64_t fmt, const int64_t *terms, const int64_t *toff,
                           int64_t ninter, const uint8_t *nsflags, int64_t add_constant, int64_t keep_names,
-                          cf_parse_out *o)
+                          int64_t max_feats, cf_parse_out *o)
 {
     int64_t err_cap = 16;
     int64_t cap = o->cap;
@@ -650,7 +685,8 @@ CF_API int cf_parse_chunk(const uint8_t *buf, int64_t L, int64_t fmt, const int6
         if (s == e)
             continue;
 
-        int64_t need = nnz + (e - s + 1) / 2 + 2;
+        int64_t lin_room = (e - s + 1) / 2 < max_feats ? (e - s + 1) / 2 : max_feats;
+        int64_t need = nnz + lin_room + 2;
         if (need > cap) {
             int64_t newcap = 2 * cap > need ? 2 * cap : need;
             if (grow_features(o, (int)keep_names, nnz, newcap))
@@ -660,6 +696,7 @@ CF_API int cf_parse_chunk(const uint8_t *buf, int64_t L, int64_t fmt, const int6
         }
 
         int64_t ex_start = nnz;
+        int64_t lim = ex_start + max_feats; /* a feature written at lim or beyond is one too many */
         int status = 0;
         double label = NAN;
         double weight = 1.0;
@@ -712,6 +749,8 @@ CF_API int cf_parse_chunk(const uint8_t *buf, int64_t L, int64_t fmt, const int6
                     weight = parse_num(buf, ts[1], te[1], &st);
                     if (st != 0)
                         status = st == 1 ? ERR_IMPORTANCE : ERR_IMPORTANCE_NONFINITE;
+                    else if (weight < 0.0)
+                        status = ERR_IMPORTANCE_NEGATIVE;
                 }
                 if (status == 0 && ntok >= 3) {
                     (void)parse_num(buf, ts[2], te[2], &st);
@@ -791,6 +830,10 @@ CF_API int cf_parse_chunk(const uint8_t *buf, int64_t L, int64_t fmt, const int6
                     break;
                 }
                 if (val != 0.0 && !skip) {
+                    if (nnz >= lim) {
+                        status = ERR_TOO_MANY_FEATURES;
+                        break;
+                    }
                     uint64_t hv;
                     if (j == i)
                         hv = ns_hash;
@@ -839,11 +882,19 @@ CF_API int cf_parse_chunk(const uint8_t *buf, int64_t L, int64_t fmt, const int6
                     j++;
                 }
                 if (j > i && j < e && buf[j] == 58) {
+                    if (j - i > 18 && index_overflows(buf, i, j, h)) {
+                        status = ERR_INDEX_RANGE;
+                        break;
+                    }
                     int64_t k;
                     double v = feature_value(buf, j + 1, e, 0, &k, &status);
                     if (status)
                         break;
                     if (v != 0.0 && !skip) {
+                        if (nnz >= lim) {
+                            status = ERR_TOO_MANY_FEATURES;
+                            break;
+                        }
                         indices[nnz] = (uint32_t)(h & M32);
                         values[nnz] = v;
                         letters[nnz] = 32;
@@ -883,6 +934,12 @@ CF_API int cf_parse_chunk(const uint8_t *buf, int64_t L, int64_t fmt, const int6
 
         int64_t lin_end = nnz;
         if (add_constant) {
+            if (nnz >= lim) {
+                nnz = ex_start;
+                if (push_err(o, &err_cap, cur_line, ERR_TOO_MANY_FEATURES))
+                    return -1;
+                continue;
+            }
             indices[nnz] = (uint32_t)CONSTANT_HASH;
             values[nnz] = 1.0;
             letters[nnz] = 0;
@@ -905,7 +962,15 @@ CF_API int cf_parse_chunk(const uint8_t *buf, int64_t L, int64_t fmt, const int6
                     return -1;
             }
             int64_t nused = ix_bucket(letters, ex_start, lin_end, bcnt, bstart, used, o->scr_a);
-            int64_t total = ix_count(terms, toff, ninter, bcnt);
+            int64_t room = lim - nnz;
+            int64_t total = ix_count(terms, toff, ninter, bcnt, room);
+            if (total > room) {
+                ix_unbucket(bcnt, used, nused);
+                nnz = ex_start;
+                if (push_err(o, &err_cap, cur_line, ERR_TOO_MANY_FEATURES))
+                    return -1;
+                continue;
+            }
             if (nnz + total > cap) {
                 int64_t newcap = 2 * cap > nnz + total ? 2 * cap : nnz + total;
                 if (grow_features(o, (int)keep_names, nnz, newcap))
@@ -1323,6 +1388,7 @@ CF_API int64_t cf_adagrad_run(const int64_t *offsets, const uint32_t *indices, c
 
 #define ROW_INF_VALUE 1          /* = streamlearn/io/_parquet_codes.py */
 #define ROW_QUADRATIC_OVERFLOW 2
+#define ROW_TOO_MANY_FEATURES 3
 
 /* hash_string_part: out[k - lo] = hashstring(data[soff[k]:soff[k+1]], seed), k in [lo, hi) */
 CF_API void cf_hash_string_part(const uint8_t *data, const int64_t *soff, int64_t lo, int64_t hi,
@@ -1374,16 +1440,18 @@ CF_API void cf_wide_fill(const double *X, int64_t n, int64_t d, const uint32_t *
 }
 
 /* assemble_rows, an upper bound of the output entries it writes: the kept linear entries,
- * the constants and the interaction products (exact unless --ignore_linear drops some) */
+ * the constants and the interaction products (exact unless --ignore_linear drops some);
+ * a row past max_feats counts only the entries written before it is found to be */
 CF_API int64_t cf_assemble_count(const int64_t *starts, const int64_t *ends, int64_t k, int64_t n,
                                  const double *val, const uint8_t *letters, const int64_t *terms,
                                  const int64_t *toff, int64_t ninter, const uint8_t *nsflags,
-                                 int64_t add_constant)
+                                 int64_t add_constant, int64_t max_feats)
 {
     int64_t total = 0;
     int64_t bcnt[256] = {0}, used[256];
     for (int64_t i = 0; i < n; i++) {
         int64_t nused = 0;
+        int64_t row0 = total;
         for (int64_t p = 0; p < k; p++)
             for (int64_t q = starts[p * n + i]; q < ends[p * n + i]; q++) {
                 double v = val[q];
@@ -1397,8 +1465,12 @@ CF_API int64_t cf_assemble_count(const int64_t *starts, const int64_t *ends, int
             }
         if (add_constant)
             total++;
-        if (ninter > 0)
-            total += ix_count(terms, toff, ninter, bcnt);
+        int64_t room = max_feats - (total - row0);
+        if (ninter > 0 && room >= 0) {
+            int64_t ix = ix_count(terms, toff, ninter, bcnt, room);
+            if (ix <= room)
+                total += ix;
+        }
         ix_unbucket(bcnt, used, nused);
     }
     return total;
@@ -1411,7 +1483,7 @@ CF_API int64_t cf_assemble_rows(const int64_t *starts, const int64_t *ends, int6
                                 const uint32_t *idx, const double *val, const uint8_t *letters,
                                 const int64_t *terms, const int64_t *toff, int64_t ninter,
                                 const uint8_t *nsflags, int64_t add_constant, int64_t want_src,
-                                uint32_t *indices, double *values, int64_t *src, uint8_t *olet,
+                                int64_t max_feats, uint32_t *indices, double *values, int64_t *src, uint8_t *olet,
                                 int64_t *order, int64_t *offsets, int64_t *status)
 {
     int lin_ignored = 0;
@@ -1453,8 +1525,24 @@ CF_API int64_t cf_assemble_rows(const int64_t *starts, const int64_t *ends, int6
                 olet[nnz] = 0;
             nnz++;
         }
+        if (nnz - ex_start > max_feats) {
+            if (status[i] == 0)
+                status[i] = ROW_TOO_MANY_FEATURES;
+            nnz = ex_start;
+            offsets[i + 1] = nnz;
+            continue;
+        }
         if (ninter > 0) {
             int64_t nused = ix_bucket(olet, ex_start, lin_end, bcnt, bstart, used, order);
+            int64_t room = ex_start + max_feats - nnz;
+            if (ix_count(terms, toff, ninter, bcnt, room) > room) {
+                ix_unbucket(bcnt, used, nused);
+                if (status[i] == 0)
+                    status[i] = ROW_TOO_MANY_FEATURES;
+                nnz = ex_start;
+                offsets[i + 1] = nnz;
+                continue;
+            }
             int over = 0;
             int64_t q0 = nnz;
             nnz = ix_fill(indices, values, olet, nnz, terms, toff, ninter, bcnt, bstart, order, &over);
