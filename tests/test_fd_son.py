@@ -117,9 +117,10 @@ def test_save_restore_mid_epoch_is_exact():
     np.testing.assert_array_equal(l1, l2)
 
 
-def test_sketch_size_must_be_positive():
-    with pytest.raises(ValueError, match="sketch_size"):
-        _learner(0, 1.0, 0.5)
+@pytest.mark.parametrize("m", [-1, 1025])
+def test_sketch_size_out_of_range_is_refused(m):
+    with pytest.raises(ValueError, match=r"--algo fd-son: -m/--sketch_size must be"):
+        _learner(m, 1.0, 0.5)
 
 
 # -- RFD-SON (Luo et al. 2019 Alg. 3 in the epoch sketch) ------------------------------------------

@@ -41,6 +41,8 @@ from .base import Learner, Param, adopt, require
 __all__ = ["FDSON"]
 
 MIN_CAP = 1 << 10
+#: the largest --sketch_size (2m x 2m matrices; a row of m + 2 floats per feature)
+MAX_SKETCH_SIZE = 1024
 N_COLS_EXTRA = 2  # w_bar, scratch
 _SMALL_STATE = ("ints", "F", "K", "D", "b", "c", "H", "ZG", "GG", "flt", "boff")
 
@@ -56,11 +58,18 @@ class FDSON(Learner):
     compiled_kernels = ((_kernels, "fd_run"),)
     PARAMS = (
         Param("sketch_size", int, 10,
-              "Sketch size m (FD-SON: m rows, m - 1 directions kept).", short="-m", structural=True),
-        Param("alpha", float, 1.0, "Regulariser alpha: A_t = alpha I + S^T S."),
-        Param("sigma_eta", float, None, "To-sketch scale sigma+eta: g^ = sqrt(sigma+eta) g (FD-SON: default 1)."),
-        Param("projection_c", float, 0.0, "Projection constant C of SON Alg. 1 (|w^T x| <= C); 0 = no projection."),
-        Param("max_cond", float, 1e4, "Re-base the sketch's representation when cond(F) exceeds this."),
+              "FD-SON / RFD-SON sketch size m: m rows, m - 1 directions kept (0 = online gradient descent "
+              "with step 1/alpha).", short="-m", structural=True, low=0, high=MAX_SKETCH_SIZE,
+              why="2m x 2m matrices, m + 2 floats per feature seen, O(m^2) work per example and an O(m^3) "
+                  "eigen step every m examples"),
+        Param("alpha", float, 1.0, "FD-SON regulariser alpha: A_t = alpha I + S^T S (1/alpha is the step size "
+              "off the sketch).", low=0, low_open=True),
+        Param("sigma_eta", float, None, "FD-SON / RFD-SON: to-sketch scale sigma+eta, g^ = sqrt(sigma+eta) g "
+              "(default 1).", low=0),
+        Param("projection_c", float, 0.0, "FD-SON / RFD-SON: projection constant C of SON Alg. 1 "
+              "(|w^T x| <= C); 0 = no projection.", low=0),
+        Param("max_cond", float, 1e4, "FD-SON / RFD-SON: re-base the sketch's representation V = F Z when "
+              "cond(F) exceeds this.", low=1, finite=False),
     )
 
     def __init__(self, **hyper):
@@ -242,7 +251,7 @@ class FDSON(Learner):
     def _m(cls, hyper) -> int:
         m = hyper.get("sketch_size")
         m = 10 if m is None else int(m)
-        require(1 <= m <= 1 << 16, f"sketch_size {m} is out of range 1..65536")
+        require(0 <= m <= MAX_SKETCH_SIZE, f"sketch_size {m} is out of range 0..{MAX_SKETCH_SIZE}")
         return m
 
     @classmethod
@@ -308,7 +317,7 @@ class RFDSON(FDSON):
     robust = True
     PARAMS = tuple(Param("alpha0", float, None, "RFD-SON: initial regulariser alpha_0 (alpha_t = alpha_0 + half of "
                          "the sketch's shrinks; 0 = pseudo-inverse until the first shrink). Default 0, or "
-                         f"{LOGISTIC_ALPHA0:g} for logistic loss without projection, where 0 diverges.")
+                         f"{LOGISTIC_ALPHA0:g} for logistic loss without projection, where 0 diverges.", low=0)
                    if p.name == "alpha" else p for p in FDSON.PARAMS)
 
     def _alpha_given(self) -> float:
