@@ -117,6 +117,43 @@ def test_save_restore_mid_epoch_is_exact():
     np.testing.assert_array_equal(l1, l2)
 
 
+def _ogd(X, y, alpha, loss, C=0.0):
+    """SON Alg. 1 with A = alpha I (no sketch): project onto |w.x| <= C in the A-norm (Lemma 1, here
+    along x), predict, step u = w - g / alpha."""
+    from naive_fd_son import deriv
+    u, out = np.zeros(X.shape[1]), []
+    for x, t in zip(X, y):
+        w = u - np.sign(u @ x) * max(abs(u @ x) - C, 0.0) * x / (x @ x) if C > 0 else u
+        out.append(w @ x)
+        u = w - deriv(loss, w @ x, t) * x / alpha
+    return np.array(out)
+
+
+@pytest.mark.parametrize("loss,alpha,C", [("logistic", 0.3, 0.0), ("logistic", 0.3, 1.0), ("squared", 20.0, 0.0)])
+def test_sketch_size_0_is_online_gradient_descent(loss, alpha, C):
+    """m = 0: A = alpha I, online gradient descent with step 1/alpha (SON's m = 0), for fd-son and for
+    rfd-son with alpha0 > 0 (nothing to shrink: alpha stays alpha0). Against the 5-line OGD above
+    and the dense reference with no sketch and to-sketch scale 0 (A = alpha I + 0)."""
+    X, y = _synthetic(400, 10, seed=8)
+    if loss == "squared":
+        y = X @ np.linspace(-1, 1, 10)
+    ogd = _ogd(X, y, alpha, loss, C)
+    assert _rel(ogd, NaiveFDSON(10, 0, alpha, sketch="full", c=0.0, C=C, loss=loss).run(X, y)).max() <= 1e-8
+    assert np.abs(ogd).max() > 0.5  # it learned
+    for L in (_learner(0, alpha, 0.5, C, loss), _rfd(0, alpha, 0.5, loss, projection_c=C)):
+        p, _ = L.learn_batch(_batch(X, y))
+        assert _rel(p, ogd).max() <= 1e-9  # (rounding only: the same sums in another order)
+        assert L.n_eigen == 0 and L.flt[0] == alpha
+    from streamlearn.algos import learner_from_state
+    R = learner_from_state(L.name, *L.state_dict())  # (the rfd-son one) saved and restored
+    np.testing.assert_array_equal(R.predict_batch(_batch(X, y))[0], L.predict_batch(_batch(X, y))[0])
+
+
+def test_rfd_sketch_size_0_needs_alpha0():
+    with pytest.raises(ValueError, match="alpha0"):
+        _rfd(0, 0.0, 0.5, "hinge")
+
+
 @pytest.mark.parametrize("m", [-1, 1025])
 def test_sketch_size_out_of_range_is_refused(m):
     with pytest.raises(ValueError, match=r"--algo fd-son: -m/--sketch_size must be"):

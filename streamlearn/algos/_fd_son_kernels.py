@@ -672,7 +672,7 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
         lab = labels[i]
         imp = weights[i]
         do_learn = learn and (not math.isnan(lab)) and imp > 0.0
-        if do_learn and (ints[I_OCC] + s > (cap >> 1) or ints[I_NBUF] + s > bcap):
+        if do_learn and (ints[I_OCC] + s > (cap >> 1) or (m > 0 and ints[I_NBUF] + s > bcap)):
             return i, learned
         for k in range(s):
             key = np.int64(indices[a + k]) & mask
@@ -757,6 +757,12 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
         gl = imp * dl
         gs = dl * math.sqrt(sigma_eta * imp)
         ints[I_T] += 1
+        if m == 0:  # no sketch: A = alpha I, online gradient descent with step 1/alpha (SON's m = 0)
+            coef = gl / flt[0]
+            if coef != 0.0:
+                for k in range(s):
+                    tab[slot_buf[k], C_U] -= coef * values[a + k]
+            continue
         e0 = ints[I_NBUF]
         for k in range(s):
             bslot[e0 + k] = slot_buf[k]

@@ -75,8 +75,6 @@ class FDSON(Learner):
     def __init__(self, **hyper):
         super().__init__(**hyper)
         m = int(self.hyper["sketch_size"])
-        if m < 1:
-            raise ValueError(f"--algo {self.name}: --sketch_size must be >= 1, got {m}")
         self.m = m
         self.ncol = m + N_COLS_EXTRA
         self._alloc_table(MIN_CAP)
@@ -288,7 +286,7 @@ class FDSON(Learner):
         require(not len(keys) or (keys[0] >= 0 and keys[-1] <= self.mask and (np.diff(keys) > 0).all()),
                 f"array keys: not distinct ascending features within 0..{self.mask}")
         t, nocc, tau, na, nbuf, nreb, neig = (int(x) for x in self.ints)
-        require(t >= 0 and nocc == len(keys) and 0 <= tau < m and 0 <= na <= m and nbuf == len(bkey)
+        require(t >= 0 and nocc == len(keys) and 0 <= tau < max(m, 1) and 0 <= na <= m and nbuf == len(bkey)
                 and nreb >= 0 and neig >= 0, f"array ints: counters {list(self.ints)} out of range")
         bo = self.boff
         require(bo[0] == 0 and (np.diff(bo[:tau + 1]) >= 0).all() and bo[tau] == nbuf,
@@ -336,6 +334,8 @@ class RFDSON(FDSON):
         if a0 == 0 and self._diverges_at_zero():
             raise ValueError("--algo rfd-son: logistic loss with --alpha0 0 and no projection diverges (the "
                              "pseudo-inverse Newton step); give --alpha0 > 0")
+        if a0 == 0 and int(self.hyper["sketch_size"]) == 0:
+            raise ValueError("--algo rfd-son: --sketch_size 0 with --alpha0 0 never learns (A = 0); give --alpha0 > 0")
         if a0 == 0 and float(self.hyper["projection_c"]) > 0:
             raise ValueError("--algo rfd-son: --projection_c with --alpha0 0 is not implemented yet; give --alpha0 > 0")
         super()._apply_hyper()
