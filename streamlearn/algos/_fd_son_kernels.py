@@ -6,7 +6,7 @@ made sparse as Alg. 8-11), with the corrections of ``NOTES_FD.md`` (the 1/2 in t
 Sherman-Morrison vector, the buffer read before it is cleared, N1 = U1 F + U2 Q1, the first epoch
 handled explicitly, K of the 2m-row basis).
 
-The sketch is ``S = [D V; G]`` (2m x d): ``V = F Z`` (m x d, orthonormal rows, ``K = Z Z^T``), ``D``
+The sketch is ``S = [D V; G]`` (2m x d): ``V = F Z`` (m x d, orthonormal rows, ``K = V V^T``), ``D``
 diagonal, and a buffer ``G`` of up to m sparse rows (the to-sketch vectors g^ as received).
 ``H = (alpha I_2m + S S^T)^-1``; ``A^-1 v = (v - S^T H S v) / alpha`` (Woodbury). The weights are
 ``w = w_bar + Z^T b + G^T c`` (``c``: the buffer rows' share, folded into ``w_bar`` at each eigen step).
@@ -24,19 +24,27 @@ from numba import njit
 from ..kernels._jit import INNER, KERNEL
 from ._loss_kernels import loss_deriv, loss_value, target
 
-__all__ = ["FdState", "FdHyper", "fd_run", "rehash", "table_lookup_rows", "remap_buffer"]
+__all__ = ["FdState", "FdHyper", "fd_run", "rehash", "table_lookup_rows", "remap_buffer", "rebuild_levels",
+           "HIST_MIN"]
 
 EMPTY = -1
 C_U = 0  # w_bar
 C_S = 1  # scratch: the example's value of each feature (duplicates summed)
-C_Z = 2  # first column of Z^T
+C_T = 2  # the feature's stamp: the number of recorded re-bases its w_bar and Z column have been through
+C_Z = 3  # first column of Z^T
+HIST_MIN = 64  # the smallest history capacity (re-bases recorded between compactions)
 HASH_MULT = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing
 RESID_TOL = 1e-11  # buffer residual directions below this share of ||G||_F^2 count as dependent
 DRIFT_TOL = 1e-9
+#: a re-base is done on every feature (and K recomputed from the table) when at least (features
+#: seen) / FULL_REBASE_RATIO examples were learned since the last such one: O(m^2 FULL_REBASE_RATIO)
+#: per example (see _eigen_step); the others are lazy
+FULL_REBASE_RATIO = 8
 RANK_TOL = 1e-9  # alpha = 0: eigenvalues of S S^T <= RANK_TOL * the largest count as zero (as the reference)  # re-orthonormalise V when max |F K F^T - I| (active rows) exceeds this
 
 # ints fields
-I_T, I_OCC, I_TAU, I_NA, I_NBUF, I_REBASE, I_EIG = 0, 1, 2, 3, 4, 5, 6
+I_T, I_OCC, I_TAU, I_NA, I_NBUF, I_REBASE, I_EIG, I_HIST, I_COMPACT = 0, 1, 2, 3, 4, 5, 6, 7, 8
+N_INTS = 9
 
 
 class FdState(NamedTuple):
@@ -46,20 +54,24 @@ class FdState(NamedTuple):
     keys: np.ndarray  # int64 (cap,): masked feature per slot, -1 = empty
     tab: np.ndarray  # float64 (cap, 2 + m): [w_bar, scratch, Z^T row]
     shift: int  # 64 - log2(cap)
-    ints: np.ndarray  # int64 (7,): t, occupied, tau (buffer rows), na (active sketch rows), buffer nnz, re-bases, eigen steps
+    ints: np.ndarray  # int64 (9,): t, occupied, tau (buffer rows), na (active sketch rows), buffer nnz, re-bases,
+    #                   eigen steps, re-bases recorded in the history, compactions
     F: np.ndarray  # (m, m): V = F Z
-    K: np.ndarray  # (m, m): Z Z^T
+    K: np.ndarray  # (m, m): V V^T, the Gram matrix of V's rows (I on the active rows up to rounding)
     D: np.ndarray  # (m,): the sketch's singular values (0 on inactive rows and on row m)
     b: np.ndarray  # (m,): w = w_bar + Z^T b + G^T c
     c: np.ndarray  # (m,)
     H: np.ndarray  # (2m, 2m): (alpha I + S S^T)^-1
     ZG: np.ndarray  # (m, m): Z G^T
     GG: np.ndarray  # (m, m): G G^T
-    flt: np.ndarray  # float64 (2,): alpha now (RFD: alpha0 + half the shrinks), sum of the shrinks Sigma_mm
+    flt: np.ndarray  # float64 (3,): alpha now (RFD: alpha0 + half the shrinks), sum of the shrinks Sigma_mm,
+    #                  the example count t at the last re-base on every feature
     boff: np.ndarray  # int64 (m + 1,): buffer row offsets into buf_*
     bslot: np.ndarray  # int64 (bcap,): table slot of each buffer entry
     bkey: np.ndarray  # int64 (bcap,): its feature
     bval: np.ndarray  # float64 (bcap,): its value in g^
+    hP: np.ndarray  # float64 (2 hcap, m, m): the re-base history's block transforms (see _catch_up)
+    hc: np.ndarray  # float64 (2 hcap, m): their w_bar folds
 
 
 class FdHyper(NamedTuple):
@@ -107,15 +119,135 @@ def remap_buffer(keys, shift, bkey, bslot, nbuf):
         bslot[e] = _find(keys, bkey[e], shift, capmask)
 
 
+# -- the lazy re-base history ------------------------------------------------------------------
+#
+# A re-base (Z <- N1 Z, w_bar += Z^T b, F = I; NOTES_FD item 5) is not applied to every stored
+# feature at once: that is O(m^2 n) for n features seen, and cond(F) reaches --max_cond every few
+# eigen steps (each epoch's F = N1 multiplies it: new directions enter from the buffer, whose
+# share in Z is small), so the cost per example would grow with n. Each re-base k is recorded
+# instead as (P_k = N1, c_k = b) and applied to a feature when the feature is next read: its stamp
+# says how many recorded re-bases it has been through. The records are kept in dyadic blocks
+# (level l, block i: re-bases i 2^l .. (i + 1) 2^l - 1, composed when the last one is recorded), so
+# a feature catches up through any number of re-bases in O(m^2 log) (_catch_up). The history holds
+# hcap re-bases (hcap >= features seen / m, grown by the caller); when it is full every feature is
+# brought up to date (O(m^2 n log hcap), once per hcap >= n / m re-bases: amortised O(m^3 log) per
+# re-base) and it starts again.
+
+@njit(**INNER)
+def _blk(level, i, hcap):
+    """Index in ``hP`` / ``hc`` of block ``i`` of ``level`` (levels laid out one after another,
+    level l holding hcap >> l blocks)."""
+    return 2 * hcap - ((2 * hcap) >> level) + i
+
+
+@njit(**INNER)
+def _complete(hP, hc, k, hcap):
+    """After re-base ``k`` was recorded at level 0: compose every block that ends at k, block (l, i)
+    = block (l-1, 2i+1) after block (l-1, 2i): ``P = P_hi P_lo``, ``c = c_lo + P_lo^T c_hi`` (the fold
+    ``w_bar += c . z`` is taken before each transform)."""
+    m = hP.shape[1]
+    l = 1
+    while (1 << l) <= hcap and ((k + 1) & ((1 << l) - 1)) == 0:
+        i = ((k + 1) >> l) - 1
+        lo = _blk(l - 1, 2 * i, hcap)
+        hi = _blk(l - 1, 2 * i + 1, hcap)
+        dst = _blk(l, i, hcap)
+        for r in range(m):
+            for q in range(m):
+                acc = 0.0
+                for t in range(m):
+                    acc += hP[hi, r, t] * hP[lo, t, q]
+                hP[dst, r, q] = acc
+        for q in range(m):
+            acc = hc[lo, q]
+            for t in range(m):
+                acc += hP[lo, t, q] * hc[hi, t]
+            hc[dst, q] = acc
+        l += 1
+
+
 @njit(**KERNEL)
-def table_lookup_rows(keys, tab, query, shift, out):
-    """``out[i] = tab[slot(query[i])]`` (zeros for absent keys)."""
+def rebuild_levels(hP, hc, R):
+    """The blocks of levels >= 1 from the R level-0 records (a loaded model: the same arithmetic
+    as when they were recorded)."""
+    hcap = hP.shape[0] // 2
+    for k in range(R):
+        _complete(hP, hc, k, hcap)
+
+
+@njit(**INNER)
+def _catch_up(tab, sl, hP, hc, R, wz):
+    """``wz[0] = w_bar``, ``wz[1:m+1] = Z column`` of slot ``sl`` after the recorded re-bases from its
+    stamp to R (per block: ``w += c . z``, ``z <- P z``); ``wz[m+1:]`` is scratch."""
+    m = hP.shape[1]
+    hcap = hP.shape[0] // 2
+    st = np.int64(tab[sl, C_T])
+    wz[0] = tab[sl, C_U]
+    for r in range(m):
+        wz[1 + r] = tab[sl, C_Z + r]
+    while st < R:
+        l = 0
+        while (st & ((2 << l) - 1)) == 0 and st + (2 << l) <= R:
+            l += 1
+        j = _blk(l, st >> l, hcap)
+        acc = 0.0
+        for r in range(m):
+            acc += hc[j, r] * wz[1 + r]
+        wz[0] += acc
+        for r in range(m):
+            acc = 0.0
+            for q in range(m):
+                acc += hP[j, r, q] * wz[1 + q]
+            wz[1 + m + r] = acc
+        for r in range(m):
+            wz[1 + r] = wz[1 + m + r]
+        st += np.int64(1) << l
+
+
+@njit(**INNER)
+def _catch_up_inplace(tab, sl, hP, hc, R, wz):
+    """Bring slot ``sl`` up to date (stamp R) in the table."""
+    if tab[sl, C_T] == R:
+        return
+    m = hP.shape[1]
+    _catch_up(tab, sl, hP, hc, R, wz)
+    tab[sl, C_U] = wz[0]
+    for r in range(m):
+        tab[sl, C_Z + r] = wz[1 + r]
+    tab[sl, C_T] = R
+
+
+@njit(**INNER)
+def _compact(keys, tab, ints, hP, hc):
+    """Every stored feature through the whole history; the history is then empty (stamps 0)."""
+    m = hP.shape[1]
+    R = ints[I_HIST]
+    wz = np.empty(2 * m + 1)
+    for s in range(keys.shape[0]):
+        if keys[s] != EMPTY:
+            _catch_up_inplace(tab, s, hP, hc, R, wz)
+            tab[s, C_T] = 0.0
+    ints[I_HIST] = 0
+    ints[I_COMPACT] += 1
+
+
+@njit(**KERNEL)
+def table_lookup_rows(keys, tab, query, shift, out, hP, hc, R):
+    """``out[i] = tab[slot(query[i])]`` brought up to date through the R recorded re-bases (zeros for
+    absent keys); the table itself is not changed."""
     capmask = keys.shape[0] - 1
+    m = hP.shape[1]
+    wz = np.empty(2 * m + 1)
     for i in range(query.shape[0]):
         r = _find(keys, query[i], shift, capmask)
         if r >= 0:
             for c in range(tab.shape[1]):
                 out[i, c] = tab[r, c]
+            _catch_up(tab, r, hP, hc, R, wz)
+            out[i, C_U] = wz[0]
+            for q in range(m):
+                out[i, C_Z + q] = wz[1 + q]
+            out[i, C_T] = R
 
 
 @njit(**INNER)
@@ -365,11 +497,14 @@ def _pinv_step(F, D, ZG, GG, tau, sx, gl, b, c, h):
 
 @njit(**INNER)
 def _recompute_k(keys, tab, K, m):
-    """``K = Z Z^T`` exactly from the table (slots in table order)."""
+    """``K = Z Z^T`` exactly from the table, summed in the order of the features (not of the slots:
+    a restored model's table is laid out differently, and its K must be the same to the bit)."""
     for i in range(m):
         for j in range(m):
             K[i, j] = 0.0
-    for s in range(keys.shape[0]):
+    order = np.argsort(keys)
+    for o in range(order.shape[0]):
+        s = order[o]
         if keys[s] == EMPTY:
             continue
         for i in range(m):
@@ -395,14 +530,14 @@ def _fold_b(keys, tab, b, m):
 
 @njit(**INNER)
 def _orthonormalise_active(F, K, na):
-    """Drift guard: if ``F K F^T`` on the active rows is not I (to DRIFT_TOL), replace those rows
-    of F by ``L^-1 F`` (``L L^T = F K F^T``): Gram-Schmidt of V's active rows, O(m^3). Returns
-    whether it was needed."""
+    """Drift guard: if ``K = V V^T`` on the active rows is not I (to DRIFT_TOL), replace those rows
+    of F by ``L^-1 F`` (``L L^T = K_aa``; K_aa = I after): Gram-Schmidt of V's active rows, O(m^3).
+    Returns whether it was needed."""
     m = F.shape[0]
     if na == 0:
         return False
     Fa = np.ascontiguousarray(F[:na])
-    P = _mm(_mm(Fa, K), Fa.T)
+    P = np.ascontiguousarray(K[:na, :na])
     dev = 0.0
     for i in range(na):
         for j in range(na):
@@ -415,14 +550,21 @@ def _orthonormalise_active(F, K, na):
     if L.shape[0] == 0:
         return False
     Fn = _solve(L, Fa)
+    X = _solve(L, np.ascontiguousarray(K[:na, na:]))  # V_a's Gram with the inactive rows
     for i in range(na):
         for j in range(m):
             F[i, j] = Fn[i, j]
+        for j in range(na):
+            K[i, j] = 1.0 if i == j else 0.0
+        for j in range(na, m):
+            K[i, j] = X[i, j - na]
+            K[j, i] = X[i, j - na]
     return True
 
 
 @njit(**INNER)
-def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, flt, robust, max_cond, delta_out):
+def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, flt, robust, max_cond, delta_out,
+                hP, hc):
     """The buffer is full: App. F Alg. 9 lines 6-13 / Alg. 10 / Alg. 11, in 2m x 2m algebra.
 
     With ``V_a`` the active rows of ``V = F Z`` (orthonormal), ``C = G V_a^T`` and the buffer's
@@ -439,6 +581,11 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
     folded: NOTES_FD item 2). Otherwise (the first epoch, where Z is empty and N1 = 0; a
     rank-deficient stream; cond(N1) > max_cond) it re-bases: ``w_bar += Z^T b``, ``Z = [N1; .] Z +
     [N2; 0] G`` over every stored feature, ``F = I``, ``K`` recomputed (NOTES_FD item 5).
+
+    The re-base is lazy when every row is active (the usual case): it is recorded in the history
+    (see :func:`_catch_up`) and applied at once only to the buffer's features; ``K = I`` (V's rows
+    are orthonormal). With inactive rows (a sketch of rank < m: the first epochs, d < m) it is done
+    on every feature.
 
     Returns True for the Delta path (``delta_out`` holds Delta), False after a re-base.
     """
@@ -562,6 +709,21 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
         for t in range(kk, m):
             for q in range(m):
                 N1[t, q] = E[q, t - kk]
+    # the Gram matrix of the new V's kept rows, V_new = M V_a + N2 G with M = U1^T - U2^T Q2 C (the
+    # rows' coefficients on the old active rows): M K_aa M^T + M C^T N2^T + N2 C M^T + N2 G G^T N2^T,
+    # all of moderate size (unlike Z's Gram, whose condition number is cond(F)^2)
+    QC = _mm(Q2, C)
+    Mk = np.zeros((kk, na))
+    for t in range(kk):
+        for i in range(na):
+            acc = Usel[i, t]
+            for j in range(r):
+                acc -= Usel[na + j, t] * QC[j, i]
+            Mk[t, i] = acc
+    N2k = np.ascontiguousarray(N2[:kk])
+    Kaa = np.ascontiguousarray(K[:na, :na])
+    X1 = _mm(_mm(Mk, C.T), N2k.T)
+    VVn = _mm(_mm(Mk, Kaa), Mk.T) + X1 + X1.T + _mm(_mm(N2k, GG), N2k.T)
     ints[I_NA] = kk
     ints[I_EIG] += 1
     ev = _eigh(_mm(N1.T, N1))[0]  # squared singular values, ascending
@@ -584,13 +746,57 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
                 tab[sl, C_U] += f * v
                 for rr in range(m):
                     tab[sl, C_Z + rr] += Delta[rr, q] * v
-        KN = K + _mm(Delta, ZG.T) + _mm(ZG, Delta.T) + _mm(_mm(Delta, GG), Delta.T)
         for i in range(m):
             for j in range(m):
-                K[i, j] = 0.5 * (KN[i, j] + KN[j, i])
+                K[i, j] = 0.5 * (VVn[i, j] + VVn[j, i]) if i < kk and j < kk else (1.0 if i == j else 0.0)
                 F[i, j] = N1[i, j]
                 delta_out[i, j] = Delta[i, j]
+    elif kk == m and (ints[I_T] - flt[2]) * FULL_REBASE_RATIO < ints[I_OCC]:  # lazy re-base: recorded; applied now only to the buffer's features (all at stamp k)
+        hcap = hP.shape[0] // 2
+        if ints[I_HIST] == hcap:
+            _compact(keys, tab, ints, hP, hc)
+        k = ints[I_HIST]
+        j0 = _blk(0, k, hcap)
+        for i in range(m):
+            hc[j0, i] = b[i]
+            for j in range(m):
+                hP[j0, i, j] = N1[i, j]
+        _complete(hP, hc, k, hcap)
+        ints[I_HIST] = k + 1
+        zt = np.empty(m)
+        for q in range(tau):
+            for e in range(boff[q], boff[q + 1]):
+                sl = bslot[e]
+                if tab[sl, C_T] != k:  # (a feature in several buffer rows: once)
+                    continue
+                acc = 0.0
+                for t in range(m):
+                    zt[t] = tab[sl, C_Z + t]
+                    acc += zt[t] * b[t]
+                tab[sl, C_U] += acc
+                for t in range(m):
+                    acc = 0.0
+                    for qq in range(m):
+                        acc += N1[t, qq] * zt[qq]
+                    tab[sl, C_Z + t] = acc
+                tab[sl, C_T] = k + 1
+        for t in range(m):
+            b[t] = 0.0
+        for q in range(tau):  # w_bar += G^T c, Z += N2 G
+            for e in range(boff[q], boff[q + 1]):
+                sl = bslot[e]
+                v = bval[e]
+                tab[sl, C_U] += c[q] * v
+                for t in range(m):
+                    tab[sl, C_Z + t] += N2[t, q] * v
+        for i in range(m):  # (kk = m)
+            for j in range(m):
+                K[i, j] = 0.5 * (VVn[i, j] + VVn[j, i])
+                F[i, j] = 1.0 if i == j else 0.0
+        ints[I_REBASE] += 1
     else:
+        _compact(keys, tab, ints, hP, hc)
+        flt[2] = ints[I_T]
         _fold_b(keys, tab, b, m)
         for q in range(tau):  # w_bar += G^T c
             for e in range(boff[q], boff[q + 1]):
@@ -648,7 +854,7 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
     Returns ``(next, learned)``; ``next < n``: the table or the buffer must grow before example
     ``next`` (the caller grows them and calls again from ``next``).
     """
-    (keys, tab, shift, ints, F, K, D, b, c, H, ZG, GG, flt, boff, bslot, bkey, bval) = state
+    (keys, tab, shift, ints, F, K, D, b, c, H, ZG, GG, flt, boff, bslot, bkey, bval, hP, hc) = state
     mask, loss_code, robust, sigma_eta, proj_c, max_cond = hyper
     n = labels.shape[0]
     m = D.shape[0]
@@ -665,6 +871,10 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
     tmp = np.zeros(m)
     fz = np.zeros(m)
     delta = np.zeros((m, m))
+    wz = np.empty(2 * m + 1)
+    cu = np.empty((slot_buf.shape[0], m + 1))  # predict only: a stale feature's caught-up [w_bar, Z column]
+    stale = np.zeros(slot_buf.shape[0], np.bool_)
+    hcap = hP.shape[0] // 2
     learned = 0
     for i in range(start, n):
         a = offsets[i]
@@ -672,18 +882,29 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
         lab = labels[i]
         imp = weights[i]
         do_learn = learn and (not math.isnan(lab)) and imp > 0.0
-        if do_learn and (ints[I_OCC] + s > (cap >> 1) or (m > 0 and ints[I_NBUF] + s > bcap)):
+        if do_learn and (ints[I_OCC] + s > (cap >> 1)
+                         or (m > 0 and (ints[I_NBUF] + s > bcap or ints[I_OCC] > hcap * m * FULL_REBASE_RATIO))):
             return i, learned
+        R = ints[I_HIST]
         for k in range(s):
             key = np.int64(indices[a + k]) & mask
             r = _find(keys, key, shift, capmask)
+            stale[k] = False
             if r < 0:
                 if do_learn:
                     r = -1 - r
                     keys[r] = key
                     ints[I_OCC] += 1
+                    tab[r, C_T] = R
                 else:
                     r = -1
+            elif do_learn:
+                _catch_up_inplace(tab, r, hP, hc, R, wz)
+            elif tab[r, C_T] != R:
+                _catch_up(tab, r, hP, hc, R, wz)
+                stale[k] = True
+                for q in range(m + 1):
+                    cu[k, q] = wz[q]
             slot_buf[k] = r
         # scatter x (duplicates summed), w_bar.x, z = Z x, ||x||^2
         for k in range(s):
@@ -696,7 +917,12 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
         for k in range(s):
             sl = slot_buf[k]
             v = values[a + k]
-            if sl >= 0:
+            if sl >= 0 and stale[k]:
+                tab[sl, C_S] += v
+                wx += cu[k, 0] * v
+                for r in range(m):
+                    z[r] += cu[k, 1 + r] * v
+            elif sl >= 0:
                 tab[sl, C_S] += v
                 wx += tab[sl, C_U] * v
                 for r in range(m):
@@ -787,7 +1013,7 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
             _sherman_morrison(H, qv, m + tau, hq, eh)
         elif tau + 1 == m:
             moved = _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, flt, robust,
-                                max_cond, delta)
+                                max_cond, delta, hP, hc)
             if moved:  # Z x after Z += Delta G: z + Delta (G x)
                 for r in range(m):
                     acc = 0.0

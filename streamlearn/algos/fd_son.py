@@ -43,12 +43,21 @@ __all__ = ["FDSON"]
 MIN_CAP = 1 << 10
 #: the largest --sketch_size (2m x 2m matrices; a row of m + 2 floats per feature)
 MAX_SKETCH_SIZE = 1024
-N_COLS_EXTRA = 2  # w_bar, scratch
+N_COLS_EXTRA = 3  # w_bar, scratch, re-base stamp
+N_INTS = 10  # the kernel's 9 counters, then the history's capacity
 _SMALL_STATE = ("ints", "F", "K", "D", "b", "c", "H", "ZG", "GG", "flt", "boff")
 
 _kernels = lazy("streamlearn.algos._fd_son_kernels")
 #: RFD-SON's default alpha_0 for logistic loss without projection (alpha_0 = 0 diverges there)
 LOGISTIC_ALPHA0 = 1e-3
+
+
+#: = _fd_son_kernels.FULL_REBASE_RATIO
+FULL_REBASE_RATIO = 8
+
+
+def _kernels_hist_min() -> int:
+    return 64  # = _fd_son_kernels.HIST_MIN (not imported here: --help must not load numba)
 
 
 class FDSON(Learner):
@@ -78,7 +87,8 @@ class FDSON(Learner):
         self.m = m
         self.ncol = m + N_COLS_EXTRA
         self._alloc_table(MIN_CAP)
-        self.ints = np.zeros(7, np.int64)
+        self.ints = np.zeros(N_INTS, np.int64)
+        self._alloc_history(_kernels_hist_min())
         self.F = np.eye(m)
         self.K = np.zeros((m, m))
         self.D = np.zeros(m)
@@ -87,7 +97,7 @@ class FDSON(Learner):
         self.ZG = np.zeros((m, m))
         self.GG = np.zeros((m, m))
         self.boff = np.zeros(m + 1, np.int64)
-        self.flt = np.zeros(2)  # alpha now, sum of the shrinks
+        self.flt = np.zeros(3)  # alpha now, sum of the shrinks, t at the last re-base on every feature
         self.bslot = np.zeros(0, np.int64)
         self.bkey = np.zeros(0, np.int64)
         self.bval = np.zeros(0)
@@ -128,17 +138,43 @@ class FDSON(Learner):
                 self.H = np.linalg.inv(self.alpha * np.eye(2 * self.m) + self._sst())
 
     def _sst(self):
-        """``S S^T`` (2m x 2m) from the small matrices: ``[[D F K F^T D, D F Z G^T], [., G G^T]]``."""
+        """``S S^T`` (2m x 2m) from the small matrices: ``[[D K D, D F Z G^T], [., G G^T]]`` (K = V V^T)."""
         m = self.m
         DF = self.D[:, None] * self.F
         out = np.zeros((2 * m, 2 * m))
-        out[:m, :m] = DF @ self.K @ DF.T
+        out[:m, :m] = self.D[:, None] * self.K * self.D[None, :]
         out[:m, m:] = DF @ self.ZG
         out[m:, :m] = out[:m, m:].T
         out[m:, m:] = self.GG
         return out
 
-    # -- hash table and buffer ----------------------------------------------------------
+    # -- hash table, buffer and re-base history ----------------------------------------------
+    def _alloc_history(self, hcap):
+        m = self.m
+        self.hP = np.zeros((2 * hcap, m, m))
+        self.hc = np.zeros((2 * hcap, m))
+        self.ints[9] = hcap
+
+    def _grow_history(self, occupied):
+        """The history holds hcap >= features seen / (8 m) re-bases, as many as there can be between two
+        re-bases on every feature (at least features seen / 8 examples apart); its blocks keep their levels."""
+        m = self.m
+        hcap = int(self.ints[9])
+        new = hcap
+        while m > 0 and occupied > new * m * FULL_REBASE_RATIO:
+            new <<= 1
+        if new == hcap:
+            return
+        oldP, oldc = self.hP, self.hc
+        self._alloc_history(new)
+        lvl = 0
+        while (hcap >> lvl) >= 1:
+            a, b = 2 * hcap - ((2 * hcap) >> lvl), 2 * new - ((2 * new) >> lvl)
+            nblk = hcap >> lvl
+            self.hP[b:b + nblk] = oldP[a:a + nblk]
+            self.hc[b:b + nblk] = oldc[a:a + nblk]
+            lvl += 1
+
     def _alloc_table(self, cap):
         self.keys = np.full(cap, -1, np.int64)
         self.tab = np.zeros((cap, self.ncol))
@@ -191,6 +227,7 @@ class FDSON(Learner):
             s = int(offsets[nxt + 1] - offsets[nxt])
             self._grow(int(self.ints[1]) + s)
             self._grow_buffer(int(self.ints[4]) + s)
+            self._grow_history(int(self.ints[1]))
             start = nxt
         return pred, loss
 
@@ -198,7 +235,7 @@ class FDSON(Learner):
     def _rows(self, keys):
         keys = np.asarray(keys, np.int64)
         out = np.zeros((len(keys), self.tab.shape[1]))
-        _kernels.table_lookup_rows(self.keys, self.tab, keys, self.shift, out)
+        _kernels.table_lookup_rows(self.keys, self.tab, keys, self.shift, out, self.hP, self.hc, int(self.ints[7]))
         return out
 
     def weights_dense(self, keys):
@@ -234,16 +271,23 @@ class FDSON(Learner):
     def n_eigen(self) -> int:
         return int(self.ints[6])
 
+    @property
+    def n_compact(self) -> int:
+        """How many times the re-base history was full and every feature was brought up to date."""
+        return int(self.ints[8])
+
     def extra_summary(self) -> dict:
-        return {"eigen_steps": self.n_eigen, "rebases": self.n_rebase}
+        return {"eigen_steps": self.n_eigen, "rebases": self.n_rebase, "history_compactions": self.n_compact}
 
     # -- state ----------------------------------------------------------------------------
     def _arrays(self):
         occ = np.flatnonzero(self.keys >= 0)
         order = occ[np.argsort(self.keys[occ], kind="stable")]
         nb = int(self.ints[4])
+        R = int(self.ints[7])  # the history's level-0 records (the other levels are rebuilt on loading)
         return {"keys": self.keys[order], "rows": self.tab[order], "bkey": self.bkey[:nb].copy(),
-                "bval": self.bval[:nb].copy(), **{f: getattr(self, f) for f in _SMALL_STATE}}
+                "bval": self.bval[:nb].copy(), "hP0": self.hP[:R].copy(), "hc0": self.hc[:R].copy(),
+                **{f: getattr(self, f) for f in _SMALL_STATE}}
 
     @classmethod
     def _m(cls, hyper) -> int:
@@ -256,8 +300,8 @@ class FDSON(Learner):
     def saved_shapes(cls, hyper):
         m = cls._m(hyper)
         sq = ((m, m), np.float64)
-        return {"ints": ((7,), np.int64), "F": sq, "K": sq, "D": ((m,), np.float64), "b": ((m,), np.float64),
-                "c": ((m,), np.float64), "H": ((2 * m, 2 * m), np.float64), "ZG": sq, "GG": sq, "flt": ((2,), np.float64),
+        return {"ints": ((N_INTS,), np.int64), "F": sq, "K": sq, "D": ((m,), np.float64), "b": ((m,), np.float64),
+                "c": ((m,), np.float64), "H": ((2 * m, 2 * m), np.float64), "ZG": sq, "GG": sq, "flt": ((3,), np.float64),
                 "boff": ((m + 1,), np.int64)}
 
     @classmethod
@@ -273,7 +317,7 @@ class FDSON(Learner):
         for k, (shape, dt) in self.saved_shapes(self.hyper).items():
             require(k in arrays, f"array {k} is missing")
             setattr(self, k, adopt(k, arrays[k], shape, dt))
-        for k in ("keys", "rows", "bkey", "bval"):
+        for k in ("keys", "rows", "bkey", "bval", "hP0", "hc0"):
             require(k in arrays, f"array {k} is missing")
         keys, rows, bkey, bval = arrays["keys"], arrays["rows"], arrays["bkey"], arrays["bval"]
         require(np.dtype(keys.dtype) == np.int64 and np.dtype(rows.dtype) == np.float64
@@ -285,9 +329,19 @@ class FDSON(Learner):
         keys, rows = adopt("keys", keys), adopt("rows", rows)
         require(not len(keys) or (keys[0] >= 0 and keys[-1] <= self.mask and (np.diff(keys) > 0).all()),
                 f"array keys: not distinct ascending features within 0..{self.mask}")
-        t, nocc, tau, na, nbuf, nreb, neig = (int(x) for x in self.ints)
+        t, nocc, tau, na, nbuf, nreb, neig, nhist, ncomp, hcap = (int(x) for x in self.ints)
         require(t >= 0 and nocc == len(keys) and 0 <= tau < max(m, 1) and 0 <= na <= m and nbuf == len(bkey)
-                and nreb >= 0 and neig >= 0, f"array ints: counters {list(self.ints)} out of range")
+                and nreb >= 0 and neig >= 0 and ncomp >= 0, f"array ints: counters {list(self.ints)} out of range")
+        hmin = _kernels_hist_min()
+        require(hcap >= hmin and hcap & (hcap - 1) == 0 and (hcap == hmin or (hcap >> 1) * m * FULL_REBASE_RATIO < nocc)
+                and 0 <= nhist <= hcap, f"array ints: re-base history of {nhist} in {hcap} does not fit this model")
+        hP0, hc0 = arrays["hP0"], arrays["hc0"]
+        require(np.dtype(hP0.dtype) == np.float64 and np.dtype(hc0.dtype) == np.float64
+                and tuple(hP0.shape) == (nhist, m, m) and tuple(hc0.shape) == (nhist, m),
+                "arrays hP0/hc0 do not fit this model")
+        stamps = rows[:, 2] if len(keys) else np.zeros(0)
+        require(((stamps >= 0) & (stamps <= nhist) & (stamps == np.floor(stamps))).all(),
+                "array rows: a re-base stamp out of range")
         bo = self.boff
         require(bo[0] == 0 and (np.diff(bo[:tau + 1]) >= 0).all() and bo[tau] == nbuf,
                 "array boff: not the buffer rows' offsets")
@@ -299,6 +353,10 @@ class FDSON(Learner):
             cap <<= 1
         self._alloc_table(cap)
         _kernels.rehash(np.array(keys, np.int64), rows, self.keys, self.tab, self.shift)
+        self._alloc_history(hcap)
+        self.hP[:nhist] = hP0
+        self.hc[:nhist] = hc0
+        _kernels.rebuild_levels(self.hP, self.hc, nhist)
         self.bkey = np.array(bkey, np.int64)
         self.bval = np.array(bval, np.float64)
         self.bslot = np.zeros(nbuf, np.int64)
