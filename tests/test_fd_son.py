@@ -167,33 +167,41 @@ def _rfd(m, alpha0, c, loss="logistic", **extra):
                                     "bit_precision": 18, **extra})
 
 
-# Not hinge with alpha0 = 0 here: when a buffer holds zero gradients (margin met) its m-th eigenvalue
-# is rounding noise (~1e-32) and the reference adds half of it to alpha, then inverts alpha I + S^T S
-# with alpha ~ 1e-32 (its own predictions move by 2.0 under X (1 + 1e-15)); the learner counts a
-# rank-deficient buffer's Sigma_mm as 0 and keeps the pseudo-inverse.
-@pytest.mark.parametrize("loss,alpha0", [("logistic", 0.5), ("hinge", 0.3), ("squared", 0.0)])
-def test_rfd_predictions_equal_the_dense_reference(loss, alpha0):
+# Hinge with alpha0 = 0: a buffer of zero gradients (margin met) has an m-th eigenvalue of rounding
+# noise (~1e-32); the reference and the learner both count it as no shrink (rank threshold), so
+# alpha stays 0 and the step stays the pseudo-inverse one until a real shrink.
+@pytest.mark.parametrize("loss,alpha0,C", [("logistic", 0.5, 0.0), ("hinge", 0.3, 0.0), ("squared", 0.0, 0.0),
+                                           ("hinge", 0.0, 0.0), ("logistic", 0.0, 1.0), ("hinge", 0.0, 0.5)])
+def test_rfd_predictions_equal_the_dense_reference(loss, alpha0, C):
+    """RFD-SON against the reference's rfd-epoch; with alpha0 = 0 and C > 0 the projection is SON
+    Lemma 2 in the semi-norm of the singular A = S^T S while alpha = 0 (logistic loss then works
+    with alpha0 = 0: the projection keeps |w.x| <= C)."""
     d, m, T = 20, 5, 1500
     X, y = _synthetic(T, d, seed=4)
     if loss == "squared":
         X, y = X[:300], X[:300] @ np.linspace(-1, 1, d) / 4
-    ref_model = NaiveFDSON(d, m, alpha0, sketch="rfd-epoch", c=0.5, loss=loss)
+    ref_model = NaiveFDSON(d, m, alpha0, sketch="rfd-epoch", c=0.5, C=C, loss=loss)
     ref = ref_model.run(X, y)
-    L = _rfd(m, alpha0, 0.5, loss)
+    L = _rfd(m, alpha0, 0.5, loss, projection_c=C)
     p, _ = L.learn_batch(_batch(X, y))
     assert _rel(p, ref).max() <= 1e-6
     assert L.flt[0] == pytest.approx(ref_model.sk.alpha, rel=1e-9)
     assert L.flt[0] == pytest.approx(alpha0 + L.flt[1] / 2, rel=1e-12) and L.flt[1] > 0
 
 
-def test_rfd_alpha0_zero_m_d_plus_1_is_pseudo_inverse_online_newton():
+@pytest.mark.parametrize("loss,C", [("hinge", 0.0), ("hinge", 0.5), ("logistic", 0.5)])
+def test_rfd_alpha0_zero_m_d_plus_1_is_pseudo_inverse_online_newton(loss, C):
+    """m = d + 1 never shrinks: alpha stays 0 and every step is the pseudo-inverse one (SON App. D),
+    projected (C > 0) in the semi-norm of the singular A (Lemma 2): full ONS with alpha = 0."""
     d, T = 8, 60
     X, y = _synthetic(T, d, seed=6)
-    full = NaiveFDSON(d, 0, 0.0, sketch="full", c=0.5, loss="hinge").run(X, y)
-    L = _rfd(d + 1, 0.0, 0.5, "hinge")
+    full = NaiveFDSON(d, 0, 0.0, sketch="full", c=0.5, C=C, loss=loss).run(X, y)
+    L = _rfd(d + 1, 0.0, 0.5, loss, projection_c=C)
     p, _ = L.learn_batch(_batch(X, y))
     assert L.flt[0] == 0.0
     assert _rel(p, full).max() <= 1e-8
+    if C:
+        assert np.abs(p).max() <= C * (1 + 1e-12) and np.isclose(np.abs(p), C).sum() >= 10  # projected often
 
 
 def test_rfd_refuses_logistic_with_alpha0_zero():

@@ -454,9 +454,9 @@ def _apply_ainv(H, sx, m, coef, F, D, b, c, h, tmp):
 
 
 @njit(**INNER)
-def _pinv_step(F, D, ZG, GG, tau, sx, gl, b, c, h):
-    """``u -= A^+ g`` for ``A = S^T S`` (alpha = 0): ``A^+ g = S^T (S S^T)^+2 S g`` with ``S g = gl Sx``;
-    ``S S^T`` from the small matrices (top block D^2: V orthonormal), O(m^3)."""
+def _ss_eig(F, D, ZG, GG, tau):
+    """Eigen-decomposition of ``S S^T`` (2m x 2m) from the small matrices (top block D^2: V
+    orthonormal), O(m^3): ``(lam ascending, U, the largest eigenvalue or 0)``."""
     m = D.shape[0]
     n = 2 * m
     SS = np.zeros((n, n))
@@ -472,7 +472,74 @@ def _pinv_step(F, D, ZG, GG, tau, sx, gl, b, c, h):
         for j in range(tau):
             SS[m + q, m + j] = GG[q, j]
     lam, U = _eigh(SS)
-    top = max(lam[n - 1], 0.0)
+    return lam, U, max(lam[n - 1], 0.0)
+
+
+@njit(**INNER)
+def _s_t_apply(F, D, h, b, c):
+    """``u -= S^T h``: ``b -= F^T D h_top``, ``c -= h_bot``."""
+    m = D.shape[0]
+    for q in range(m):
+        acc = 0.0
+        for r in range(m):
+            acc += F[r, q] * D[r] * h[r]
+        b[q] -= acc
+    for r in range(m):
+        c[r] -= h[m + r]
+
+
+@njit(**INNER)
+def _pinv_project(F, D, ZG, GG, tau, sx, xx, ptau, b, c, h):
+    """SON Lemma 2 (App. B) with a singular ``A = S^T S`` (alpha = 0; NOTES_FD item 7, eigenvalues
+    <= RANK_TOL of the largest counted as zero, as the reference): the projection of u onto
+    ``|w^T x| <= C`` in the A semi-norm, ``w = u - ptau r / (x^T r)`` with ``r = x - A A^+ x`` the part of
+    x outside range(A) when it is not 0 (then u moves only there: ``A A^+ x = S^T (S S^T)^+ S x``), else
+    ``w = u - ptau A^+ x / (x^T A^+ x)`` with ``A^+ x = S^T (S S^T)^+2 S x``. Returns the coefficient of
+    x (the caller does ``w_bar -= it x``); the S^T part goes into b and c. O(m^3)."""
+    m = D.shape[0]
+    n = 2 * m
+    lam, U, top = _ss_eig(F, D, ZG, GG, tau)
+    # x^T A A^+ x = sum over kept eigenpairs (U_k . Sx)^2 / lam_k, x^T A^+ x = sum (U_k . Sx)^2 / lam_k^2
+    xpx = 0.0
+    xapx = 0.0
+    for k in range(n):
+        if top > 0.0 and lam[k] > RANK_TOL * top:
+            proj = 0.0
+            for i in range(n):
+                proj += U[i, k] * sx[i]
+            xpx += proj * proj / lam[k]
+            xapx += proj * proj / (lam[k] * lam[k])
+    xr = xx - xpx
+    for i in range(n):
+        h[i] = 0.0
+    if xr > 1e-12 * xx:  # w = u - gam (x - S^T (S S^T)^+ S x)
+        gam = ptau / xr
+        f = -gam
+        p = 1
+    elif xapx > 0.0:  # w = u - gam S^T (S S^T)^+2 S x
+        gam = 0.0
+        f = ptau / xapx
+        p = 2
+    else:
+        return 0.0
+    for k in range(n):
+        if top > 0.0 and lam[k] > RANK_TOL * top:
+            proj = 0.0
+            for i in range(n):
+                proj += U[i, k] * sx[i]
+            g = f * proj / (lam[k] if p == 1 else lam[k] * lam[k])
+            for i in range(n):
+                h[i] += g * U[i, k]
+    _s_t_apply(F, D, h, b, c)
+    return gam
+
+
+@njit(**INNER)
+def _pinv_step(F, D, ZG, GG, tau, sx, gl, b, c, h):
+    """``u -= A^+ g`` for ``A = S^T S`` (alpha = 0): ``A^+ g = S^T (S S^T)^+2 S g`` with ``S g = gl Sx``."""
+    m = D.shape[0]
+    n = 2 * m
+    lam, U, top = _ss_eig(F, D, ZG, GG, tau)
     for i in range(n):
         h[i] = 0.0
     if not top > 0.0:
@@ -485,14 +552,7 @@ def _pinv_step(F, D, ZG, GG, tau, sx, gl, b, c, h):
             f = gl * proj / (lam[k] * lam[k])
             for i in range(n):
                 h[i] += f * U[i, k]
-    # u -= S^T h: b -= F^T D h_top, c -= h_bot
-    for q in range(m):
-        acc = 0.0
-        for r in range(m):
-            acc += F[r, q] * D[r] * h[r]
-        b[q] -= acc
-    for r in range(m):
-        c[r] -= h[m + r]
+    _s_t_apply(F, D, h, b, c)
 
 
 @njit(**INNER)
@@ -964,7 +1024,13 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
             continue
         learned += 1
         alpha = flt[0]
-        if ptau != 0.0 and alpha > 0.0:  # (alpha = 0 with projection: refused by the learner)
+        if ptau != 0.0 and alpha == 0.0:  # RFD with alpha = 0: the H semi-norm projection
+            _sx(F, D, z, gx, tau, m, sx)
+            gam = _pinv_project(F, D, ZG, GG, tau, sx, xx, ptau, b, c, h)
+            if gam != 0.0:
+                for k in range(s):
+                    tab[slot_buf[k], C_U] -= gam * values[a + k]
+        elif ptau != 0.0:
             _sx(F, D, z, gx, tau, m, sx)
             sh = 0.0
             for r in range(2 * m):

@@ -394,6 +394,4 @@ class RFDSON(FDSON):
                              "pseudo-inverse Newton step); give --alpha0 > 0")
         if a0 == 0 and int(self.hyper["sketch_size"]) == 0:
             raise ValueError("--algo rfd-son: --sketch_size 0 with --alpha0 0 never learns (A = 0); give --alpha0 > 0")
-        if a0 == 0 and float(self.hyper["projection_c"]) > 0:
-            raise ValueError("--algo rfd-son: --projection_c with --alpha0 0 is not implemented yet; give --alpha0 > 0")
         super()._apply_hyper()
