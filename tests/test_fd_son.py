@@ -231,16 +231,19 @@ def test_table_growth_mid_epoch_changes_nothing():
 
 # -- lazy re-bases on a long sparse stream -------------------------------------------------------
 
-def _son_woodbury(X, y, m, alpha, c, loss="logistic"):
+def _son_woodbury(X, y, m, alpha, c, loss="logistic", h=None):
     """SON Alg. 1 with App. F's epoch sketch (the reference's FDSketch, Alg. 6), A^-1 by Woodbury,
-    A^-1 v = (v - S^T (alpha I + S S^T)^-1 S v) / alpha, so that d can be in the thousands."""
+    A^-1 v = (v - S^T (alpha I + S S^T)^-1 S v) / alpha, so that d can be in the thousands. Importance
+    weight h_t: Alg. 1 on the loss h_t l_t, whose gradient is h_t l' x and whose exp-concavity is
+    sigma / h_t, so the to-sketch vector is sqrt(c h_t) l' x."""
     from naive_fd_son import FDSketch, deriv
     sk = FDSketch(X.shape[1], m, alpha, epoch=True)
     u, out = np.zeros(X.shape[1]), []
-    for x, t in zip(X, y):
+    h = np.ones(len(y)) if h is None else h
+    for x, t, ht in zip(X, y, h):
         out.append(u @ x)
-        g = deriv(loss, out[-1], t) * x
-        sk.insert(np.sqrt(c) * g)
+        g = ht * deriv(loss, out[-1], t) * x
+        sk.insert(np.sqrt(c / ht) * g)
         S = sk.sketch()
         u = u - (g - S.T @ np.linalg.solve(alpha * np.eye(len(S)) + S @ S.T, S @ g)) / alpha
     return np.array(out)
@@ -280,3 +283,35 @@ def test_lazy_rebases_on_a_long_sparse_stream_match_the_reference():
     from streamlearn.algos import learner_from_state
     R = learner_from_state("fd-son", *L.state_dict())
     np.testing.assert_array_equal(R.learn_batch(b.slice(0, 300))[0], L.learn_batch(b.slice(0, 300))[0])
+
+
+def test_importance_weights_scale_the_gradient():
+    """Importance weight h: the step is Alg. 1's for the loss h l (gradient h l'(p) x) and the sketch
+    gets sqrt(sigma_eta h) l'(p) x (the exp-concavity of h l is sigma / h): against the reference
+    written that way. Weight 1 everywhere is the unweighted learner; weight 0 learns nothing."""
+    d, m, T = 16, 4, 600
+    X, y = _synthetic(T, d, seed=12)
+    h = np.random.default_rng(12).choice([0.25, 1.0, 3.0], T)
+    ref = _son_woodbury(X, y, m, 1.0, 0.5, h=h)
+    L = _learner(m, 1.0, 0.5)
+    p, _ = L.learn_batch(Batch.from_dense(X, y, weights=h))
+    assert _rel(p, ref).max() <= 1e-6
+    assert _rel(p, _son_woodbury(X, y, m, 1.0, 0.5)).max() > 1e-3  # the weights matter
+    q, _ = _learner(m, 1.0, 0.5).learn_batch(Batch.from_dense(X, y, weights=np.ones(T)))
+    np.testing.assert_array_equal(q, _learner(m, 1.0, 0.5).learn_batch(_batch(X, y))[0])
+    Z = _learner(m, 1.0, 0.5)
+    Z.learn_batch(Batch.from_dense(X[:50], y[:50], weights=np.zeros(50)))
+    assert Z.examples_learned == 0 and not Z.weights_dense(np.arange(d)).any()
+
+
+def test_squared_loss_predictions_are_not_clipped():
+    """No label-range clip (Oja-SON clips the squared loss's prediction to the labels seen): FD-SON
+    is the paper's algorithm, its predictions and steps those of the reference even far outside the
+    labels' range."""
+    d, m, T = 12, 4, 300
+    X, _ = _synthetic(T, d, seed=13)
+    y = np.clip(X @ np.linspace(-1, 1, d), -0.5, 0.5)  # labels in [-0.5, 0.5]
+    ref = NaiveFDSON(d, m, 20.0, sketch="fd-epoch", c=0.5, loss="squared").run(X, y)
+    p, _ = _learner(m, 20.0, 0.5, loss="squared").learn_batch(_batch(X, y))
+    assert np.abs(p).max() > 1.0 and (np.abs(p) > 0.5).sum() >= 30
+    assert _rel(p, ref).max() <= 1e-8
