@@ -128,10 +128,11 @@ def remap_buffer(keys, shift, bkey, bslot, nbuf):
 # instead as (P_k = N1, c_k = b) and applied to a feature when the feature is next read: its stamp
 # says how many recorded re-bases it has been through. The records are kept in dyadic blocks
 # (level l, block i: re-bases i 2^l .. (i + 1) 2^l - 1, composed when the last one is recorded), so
-# a feature catches up through any number of re-bases in O(m^2 log) (_catch_up). The history holds
-# hcap re-bases (hcap >= features seen / m, grown by the caller); when it is full every feature is
-# brought up to date (O(m^2 n log hcap), once per hcap >= n / m re-bases: amortised O(m^3 log) per
-# re-base) and it starts again.
+# a feature catches up through any number of re-bases in O(m^2 log) (_catch_up). A re-base is
+# done on every feature instead (the history emptied, K recomputed from the table) once n / 8
+# examples (FULL_REBASE_RATIO) have passed since the last such one: amortised O(8 m^2) per example.
+# The history holds hcap >= n / (8 m) re-bases (grown by the caller), as many as fit between two
+# of those; if it is full all the same, every feature is brought up to date and it starts again.
 
 @njit(**INNER)
 def _blk(level, i, hcap):

@@ -19,17 +19,31 @@ buffer's coefficients ``c``. Every m-th example the eigen step, O(m^3 + m^2 s): 
 :func:`streamlearn.algos._fd_son_kernels._eigen_step`. Nothing is O(2^b): per-feature state
 (w_bar and Z's column) lives in a hash table of the features seen.
 
-Options (``--name``): ``sketch_size`` m (>= 1), ``alpha`` (A = alpha I + S^T S), ``sigma_eta`` (the
-to-sketch scale: ``g^ = sqrt(sigma_eta h) l'(p) x``, held constant), ``projection_c`` (Alg. 1 line
-4, SON Lemma 1: |w^T x| <= C; 0 = off), ``max_cond`` (re-base when the new F's condition number
-exceeds it). This first version is the paper's algorithm as the dense reference
-``tests/naive_fd_son.py`` (``sketch="fd-epoch"``) runs it: no diagonal pre-scaling, no label-range
-clip for squared loss, the plain step ``u = w - A^-1 g`` (importance weight h: ``g = h l' x``).
+Re-bases (NOTES_FD item 5). ``F_new = N1`` is forced by the sparse update ``Z += N1^-1 N2 G``: a new
+sketch direction that lies mostly in the buffer has a small coefficient on the old Z, so cond(F)
+grows by a factor per eigen step whenever the sketch's directions change, and reaches ``--max_cond``
+every few eigen steps. A re-base (``w_bar += Z^T b``, ``Z <- F Z``,
+``F = I``) costs O(m^2 n) for n features seen; it is therefore lazy: recorded in a history of
+transforms (kept in dyadic blocks) and applied to a feature when it is next read, O(m^2 log) per
+feature. It is done on every feature (which also recomputes V's Gram matrix from the table,
+correcting the rounding of the lazily applied transforms) only once n / 8 examples have passed
+since the last such one. ``K`` is the Gram matrix ``V V^T`` (I up to rounding), carried through each
+eigen step in V's coordinates; the drift guard re-orthonormalises V's active rows against it.
+
+Options (``--name``): ``sketch_size`` m (0..1024; 0 = online gradient descent with step 1/alpha: no
+sketch, A = alpha I), ``alpha`` (A = alpha I + S^T S), ``sigma_eta`` (the to-sketch scale:
+``g^ = sqrt(sigma_eta h) l'(p) x``, held constant), ``projection_c`` (Alg. 1 line 4, SON Lemma 1:
+|w^T x| <= C; 0 = off), ``max_cond`` (re-base when the new F's condition number exceeds it). The
+paper's algorithm as the dense reference ``tests/naive_fd_son.py`` (``sketch="fd-epoch"``) runs it:
+no diagonal pre-scaling, no label-range clip for squared loss, the plain step ``u = w - A^-1 g``.
+Importance weight h: the step of the loss h l, whose gradient is ``g = h l'(p) x`` and whose
+exp-concavity is sigma / h, hence the sketched ``sqrt(sigma_eta h) l'(p) x``.
 
 RFD-SON (:class:`RFDSON`, Luo et al. 2019, Alg. 3 in the epoch sketch): the same learner whose alpha
 grows by half of every shrink from ``--alpha0``; while alpha = 0 the step is the pseudo-inverse one
-(``A^+ = S^T (S S^T)^+2 S``, eigenvalues <= 1e-9 of the largest count as zero), O(m^3) per example.
-A buffer of rank < m shrinks by 0 (the dense reference adds its rounding noise, ~1e-32, to alpha).
+(``A^+ = S^T (S S^T)^+2 S``, eigenvalues <= 1e-9 of the largest count as zero), O(m^3) per example, and
+the projection is SON Lemma 2 in the semi-norm of the singular A. A buffer of rank < m shrinks by
+0 (as the dense reference: its m-th eigenvalue is then rounding noise).
 """
 from __future__ import annotations
 
