@@ -10,6 +10,8 @@ from streamlearn.batch import Batch, concat_batches
 SMALL = {
     "adagrad": {},
     "oja-son": {"sketch_size": 3},
+    "fd-son": {"sketch_size": 3},
+    "rfd-son": {"sketch_size": 3, "alpha0": 0.5},
     "bear": {"sketch_width": 200, "top_k": 20, "minibatch": 4},
     "mission": {"sketch_width": 200, "top_k": 20},
 }

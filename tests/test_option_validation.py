@@ -47,6 +47,9 @@ def test_bad_option_value_is_a_usage_error(args, invoke_cli, tmp_path):
 def test_the_message_names_the_option_and_its_range(invoke_cli):
     r = invoke_cli("train", str(DATA), "--algo", "oja-son", "--sketch_size", "100000")
     assert "-m/--sketch_size must be <= 1024 (m x m matrices" in r.output and "got 100000" in r.output
+    for algo in ("fd-son", "rfd-son"):  # each learner enforces its own range and says whose it is
+        r = invoke_cli("train", str(DATA), "--algo", algo, "--sketch_size", "1025")
+        assert r.exit_code == 2 and f"--algo {algo}: -m/--sketch_size must be <= 1024 (2m x 2m" in r.output
     r = invoke_cli("train", str(DATA), "--algo", "bear", "--sketch_rows", "0")
     assert "--sketch_rows must be >= 1, got 0" in r.output
     r = invoke_cli("train", str(DATA), "-l", "inf")
@@ -54,8 +57,15 @@ def test_the_message_names_the_option_and_its_range(invoke_cli):
 
 
 def test_help_shows_the_ranges(invoke_cli):
+    """Every option's help shows its default and range; an option several learners declare
+    differently shows each learner's own wording, default and range, tagged with the learners."""
     out = " ".join(invoke_cli("train", "--help").output.split())
     assert "(default: 10; in 0..1024) [oja-son]" in out
+    assert "m - 1 directions kept (0 = online gradient descent with step 1/alpha). (default: 10; in 0..1024) " \
+           "[fd-son, rfd-son]" in out
+    assert "Oja-SON: re-materialise the sketch when the bound on cond(Z) exceeds this. (default: 10000.0; >= 1) " \
+           "[oja-son]" in out
+    assert "(>= 0) [rfd-son]" in out  # --alpha0, declared by one learner only
     assert "--max_example_features" in out and "--max_line_bytes" in out
 
 

@@ -11,6 +11,7 @@ multiclass_logistic``, replaced by its joint softmax learner (``SOFTMAX_LEARNERS
 from .adagrad import AdaGrad
 from .base import COMMON_PARAMS, MULTICLASS_LOSSES, Learner, Param
 from .oja_son import OjaSON
+from .fd_son import FDSON, RFDSON
 from .bear import Bear
 from .mission import Mission
 from .multiclass import OneAgainstAll
@@ -22,6 +23,8 @@ __all__ = ["LEARNERS", "SOFTMAX_LEARNERS", "Learner", "Param", "COMMON_PARAMS", 
 LEARNERS: dict[str, type[Learner]] = {
     AdaGrad.name: AdaGrad,
     "oja-son": OjaSON,
+    FDSON.name: FDSON,
+    RFDSON.name: RFDSON,
     Bear.name: Bear,
     Mission.name: Mission,
 }

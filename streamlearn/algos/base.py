@@ -337,9 +337,13 @@ class Learner:
                 takers = [n for n, c in LEARNERS.items() if any(p.name == u for p in c.PARAMS)]
                 parts.append(f"--{u}" + (f" (taken by --algo {', '.join(takers)})" if takers else ""))
             raise ValueError(f"--algo {self.name} does not take option(s): " + ", ".join(parts))
+        common = {p.name for p in COMMON_PARAMS}
         for name, v in hyper.items():
             if v is not None:
-                known[name].check(v)
+                try:
+                    known[name].check(v)
+                except ValueError as e:  # a learner's own range (learners sharing an option may differ)
+                    raise ValueError(str(e) if name in common else f"--algo {self.name}: {e}") from None
         self.hyper = {}
         for p in known.values():
             v = hyper.get(p.name)

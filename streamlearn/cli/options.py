@@ -66,24 +66,42 @@ def _users(name):
     return [n for n, c in LEARNERS.items() if any(p.name == name for p in c.PARAMS)]
 
 
+def _param_help(p) -> str:
+    """One declaration's help with its default and range, e.g. ``... (default: 10; in 0..1024)``."""
+    rng = p.range_text() if p.type in (int, float) else ""
+    parts = ([] if p.default is None or p.type is bool else [f"default: {p.default}"]) + ([rng] if rng else [])
+    return p.help + (f" ({'; '.join(parts)})" if parts else "")
+
+
+def _option_help(p) -> str:
+    """The help of option ``--p.name``: the declaration's help, default and range, then the learners
+    that take it. An option several learners declare differently (e.g. ``--sketch_size``: Oja-SON's
+    m directions in 0..1024, FD-SON's m rows) shows each learner group's own help, default and range
+    (each learner enforces its own)."""
+    from ..api import LEARNERS
+
+    users = _users(p.name)
+    if users is None:
+        return _param_help(p)
+    groups: dict = {}
+    for n in users:
+        q = next(q for q in LEARNERS[n].PARAMS if q.name == p.name)
+        groups.setdefault(_param_help(q), []).append(n)
+    return " ".join(f"{h} [{', '.join(ns)}]" for h, ns in groups.items())
+
+
 def learner_options(f):
     """Decorator adding one click option per learner hyper-parameter (default None = unset)."""
     params = learner_params()
     for p in reversed(params):
-        users = _users(p.name)
-        where = "" if users is None else f" [{', '.join(users)}]"
-        rng = p.range_text() if p.type in (int, float) else ""
-        parts = ([] if p.default is None else [f"default: {p.default}"]) + ([rng] if rng else [])
-        default_txt = f" ({'; '.join(parts)})" if parts else ""
+        help_txt = _option_help(p)
         if p.type is bool:
-            opt = click.option(*_names(p.name, p.short), p.name, is_flag=True, default=None,
-                               help=p.help + where)
+            opt = click.option(*_names(p.name, p.short), p.name, is_flag=True, default=None, help=help_txt)
         elif isinstance(p.type, tuple):
             opt = click.option(*_names(p.name, p.short), p.name, type=click.Choice(p.type), default=None,
-                               help=p.help + default_txt + where)
+                               help=help_txt)
         else:
-            opt = click.option(*_names(p.name, p.short), p.name, type=p.type, default=None,
-                               help=p.help + default_txt + where)
+            opt = click.option(*_names(p.name, p.short), p.name, type=p.type, default=None, help=help_txt)
         f = opt(f)
     return f
 

@@ -1,0 +1,1115 @@
+"""Compiled kernels of :mod:`streamlearn.algos.fd_son` (sparse FD-SON, progressive validation inside).
+
+Luo, Agarwal, Cesa-Bianchi & Langford (2016), "Efficient Second Order Online Learning by
+Sketching" (SON): Alg. 1 (SON) with the Frequent Directions sketch in App. F's epoch form (Alg. 6,
+made sparse as Alg. 8-11), with the corrections of ``NOTES_FD.md`` (the 1/2 in the
+Sherman-Morrison vector, the buffer read before it is cleared, N1 = U1 F + U2 Q1, the first epoch
+handled explicitly, K of the 2m-row basis).
+
+The sketch is ``S = [D V; G]`` (2m x d): ``V = F Z`` (m x d, orthonormal rows, ``K = V V^T``), ``D``
+diagonal, and a buffer ``G`` of up to m sparse rows (the to-sketch vectors g^ as received).
+``H = (alpha I_2m + S S^T)^-1``; ``A^-1 v = (v - S^T H S v) / alpha`` (Woodbury). The weights are
+``w = w_bar + Z^T b + G^T c`` (``c``: the buffer rows' share, folded into ``w_bar`` at each eigen step).
+
+Per-feature state lives in an open-addressing hash table keyed by the masked feature index:
+``keys[slot]`` (-1 = empty), ``tab[slot] = [w_bar, scratch, Z[0, j], ..., Z[m-1, j]]``. The buffer
+holds its rows' entries as (slot, key, value) in ``buf_*`` with row offsets ``boff``.
+"""
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from ..kernels._jit import INNER, KERNEL
+from ._loss_kernels import loss_deriv, loss_value, target
+
+__all__ = ["FdState", "FdHyper", "fd_run", "rehash", "table_lookup_rows", "remap_buffer", "rebuild_levels",
+           "HIST_MIN"]
+
+EMPTY = -1
+C_U = 0  # w_bar
+C_S = 1  # scratch: the example's value of each feature (duplicates summed)
+C_T = 2  # the feature's stamp: the number of recorded re-bases its w_bar and Z column have been through
+C_Z = 3  # first column of Z^T
+HIST_MIN = 64  # the smallest history capacity (re-bases recorded between compactions)
+HASH_MULT = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing
+RESID_TOL = 1e-11  # buffer residual directions below this share of ||G||_F^2 count as dependent
+DRIFT_TOL = 1e-9
+#: a re-base is done on every feature (and K recomputed from the table) when at least (features
+#: seen) / FULL_REBASE_RATIO examples were learned since the last such one: O(m^2 FULL_REBASE_RATIO)
+#: per example (see _eigen_step); the others are lazy
+FULL_REBASE_RATIO = 8
+RANK_TOL = 1e-9  # alpha = 0: eigenvalues of S S^T <= RANK_TOL * the largest count as zero (as the reference)  # re-orthonormalise V when max |F K F^T - I| (active rows) exceeds this
+
+# ints fields
+I_T, I_OCC, I_TAU, I_NA, I_NBUF, I_REBASE, I_EIG, I_HIST, I_COMPACT = 0, 1, 2, 3, 4, 5, 6, 7, 8
+N_INTS = 9
+
+
+class FdState(NamedTuple):
+    """FD-SON's state (SON Alg. 1 + App. F): the per-feature table, the sketch's small matrices
+    and the buffer."""
+
+    keys: np.ndarray  # int64 (cap,): masked feature per slot, -1 = empty
+    tab: np.ndarray  # float64 (cap, 2 + m): [w_bar, scratch, Z^T row]
+    shift: int  # 64 - log2(cap)
+    ints: np.ndarray  # int64 (9,): t, occupied, tau (buffer rows), na (active sketch rows), buffer nnz, re-bases,
+    #                   eigen steps, re-bases recorded in the history, compactions
+    F: np.ndarray  # (m, m): V = F Z
+    K: np.ndarray  # (m, m): V V^T, the Gram matrix of V's rows (I on the active rows up to rounding)
+    D: np.ndarray  # (m,): the sketch's singular values (0 on inactive rows and on row m)
+    b: np.ndarray  # (m,): w = w_bar + Z^T b + G^T c
+    c: np.ndarray  # (m,)
+    H: np.ndarray  # (2m, 2m): (alpha I + S S^T)^-1
+    ZG: np.ndarray  # (m, m): Z G^T
+    GG: np.ndarray  # (m, m): G G^T
+    flt: np.ndarray  # float64 (3,): alpha now (RFD: alpha0 + half the shrinks), sum of the shrinks Sigma_mm,
+    #                  the example count t at the last re-base on every feature
+    boff: np.ndarray  # int64 (m + 1,): buffer row offsets into buf_*
+    bslot: np.ndarray  # int64 (bcap,): table slot of each buffer entry
+    bkey: np.ndarray  # int64 (bcap,): its feature
+    bval: np.ndarray  # float64 (bcap,): its value in g^
+    hP: np.ndarray  # float64 (2 hcap, m, m): the re-base history's block transforms (see _catch_up)
+    hc: np.ndarray  # float64 (2 hcap, m): their w_bar folds
+
+
+class FdHyper(NamedTuple):
+    mask: int
+    loss_code: int
+    robust: bool  # RFD (Luo et al. 2019 Alg. 3): alpha grows by half of every shrink
+    sigma_eta: float  # to-sketch scale: g^ = sqrt(sigma_eta h) l'(p) x
+    proj_c: float  # |w^T x| <= C (0 = off)
+    max_cond: float  # re-base when cond(F) exceeds this
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _find(keys, key, shift, capmask):
+    """Slot of ``key`` (>= 0), or ``-1 - slot`` of the empty slot where it would go."""
+    h = np.int64((np.uint64(key) * HASH_MULT) >> np.uint64(shift))
+    while True:
+        k = keys[h]
+        if k == key:
+            return h
+        if k == EMPTY:
+            return -1 - h
+        h = (h + 1) & capmask
+
+
+@njit(**KERNEL)
+def rehash(keys, tab, new_keys, new_tab, new_shift):
+    """Move every occupied slot of ``(keys, tab)`` into the larger empty table ``(new_keys, new_tab)``."""
+    capmask = new_keys.shape[0] - 1
+    ncol = tab.shape[1]
+    for s in range(keys.shape[0]):
+        key = keys[s]
+        if key == EMPTY:
+            continue
+        h = -1 - _find(new_keys, key, new_shift, capmask)
+        new_keys[h] = key
+        for c in range(ncol):
+            new_tab[h, c] = tab[s, c]
+
+
+@njit(**KERNEL)
+def remap_buffer(keys, shift, bkey, bslot, nbuf):
+    """The buffer entries' slots after the table was rebuilt (their features are all stored)."""
+    capmask = keys.shape[0] - 1
+    for e in range(nbuf):
+        bslot[e] = _find(keys, bkey[e], shift, capmask)
+
+
+# -- the lazy re-base history ------------------------------------------------------------------
+#
+# A re-base (Z <- N1 Z, w_bar += Z^T b, F = I; NOTES_FD item 5) is not applied to every stored
+# feature at once: that is O(m^2 n) for n features seen, and cond(F) reaches --max_cond every few
+# eigen steps (each epoch's F = N1 multiplies it: new directions enter from the buffer, whose
+# share in Z is small), so the cost per example would grow with n. Each re-base k is recorded
+# instead as (P_k = N1, c_k = b) and applied to a feature when the feature is next read: its stamp
+# says how many recorded re-bases it has been through. The records are kept in dyadic blocks
+# (level l, block i: re-bases i 2^l .. (i + 1) 2^l - 1, composed when the last one is recorded), so
+# a feature catches up through any number of re-bases in O(m^2 log) (_catch_up). A re-base is
+# done on every feature instead (the history emptied, K recomputed from the table) once n / 8
+# examples (FULL_REBASE_RATIO) have passed since the last such one: amortised O(8 m^2) per example.
+# The history holds hcap >= n / (8 m) re-bases (grown by the caller), as many as fit between two
+# of those; if it is full all the same, every feature is brought up to date and it starts again.
+
+@njit(**INNER)
+def _blk(level, i, hcap):
+    """Index in ``hP`` / ``hc`` of block ``i`` of ``level`` (levels laid out one after another,
+    level l holding hcap >> l blocks)."""
+    return 2 * hcap - ((2 * hcap) >> level) + i
+
+
+@njit(**INNER)
+def _complete(hP, hc, k, hcap):
+    """After re-base ``k`` was recorded at level 0: compose every block that ends at k, block (l, i)
+    = block (l-1, 2i+1) after block (l-1, 2i): ``P = P_hi P_lo``, ``c = c_lo + P_lo^T c_hi`` (the fold
+    ``w_bar += c . z`` is taken before each transform)."""
+    m = hP.shape[1]
+    l = 1
+    while (1 << l) <= hcap and ((k + 1) & ((1 << l) - 1)) == 0:
+        i = ((k + 1) >> l) - 1
+        lo = _blk(l - 1, 2 * i, hcap)
+        hi = _blk(l - 1, 2 * i + 1, hcap)
+        dst = _blk(l, i, hcap)
+        for r in range(m):
+            for q in range(m):
+                acc = 0.0
+                for t in range(m):
+                    acc += hP[hi, r, t] * hP[lo, t, q]
+                hP[dst, r, q] = acc
+        for q in range(m):
+            acc = hc[lo, q]
+            for t in range(m):
+                acc += hP[lo, t, q] * hc[hi, t]
+            hc[dst, q] = acc
+        l += 1
+
+
+@njit(**KERNEL)
+def rebuild_levels(hP, hc, R):
+    """The blocks of levels >= 1 from the R level-0 records (a loaded model: the same arithmetic
+    as when they were recorded)."""
+    hcap = hP.shape[0] // 2
+    for k in range(R):
+        _complete(hP, hc, k, hcap)
+
+
+@njit(**INNER)
+def _catch_up(tab, sl, hP, hc, R, wz):
+    """``wz[0] = w_bar``, ``wz[1:m+1] = Z column`` of slot ``sl`` after the recorded re-bases from its
+    stamp to R (per block: ``w += c . z``, ``z <- P z``); ``wz[m+1:]`` is scratch."""
+    m = hP.shape[1]
+    hcap = hP.shape[0] // 2
+    st = np.int64(tab[sl, C_T])
+    wz[0] = tab[sl, C_U]
+    for r in range(m):
+        wz[1 + r] = tab[sl, C_Z + r]
+    while st < R:
+        l = 0
+        while (st & ((2 << l) - 1)) == 0 and st + (2 << l) <= R:
+            l += 1
+        j = _blk(l, st >> l, hcap)
+        acc = 0.0
+        for r in range(m):
+            acc += hc[j, r] * wz[1 + r]
+        wz[0] += acc
+        for r in range(m):
+            acc = 0.0
+            for q in range(m):
+                acc += hP[j, r, q] * wz[1 + q]
+            wz[1 + m + r] = acc
+        for r in range(m):
+            wz[1 + r] = wz[1 + m + r]
+        st += np.int64(1) << l
+
+
+@njit(**INNER)
+def _catch_up_inplace(tab, sl, hP, hc, R, wz):
+    """Bring slot ``sl`` up to date (stamp R) in the table."""
+    if tab[sl, C_T] == R:
+        return
+    m = hP.shape[1]
+    _catch_up(tab, sl, hP, hc, R, wz)
+    tab[sl, C_U] = wz[0]
+    for r in range(m):
+        tab[sl, C_Z + r] = wz[1 + r]
+    tab[sl, C_T] = R
+
+
+@njit(**INNER)
+def _compact(keys, tab, ints, hP, hc):
+    """Every stored feature through the whole history; the history is then empty (stamps 0)."""
+    m = hP.shape[1]
+    R = ints[I_HIST]
+    wz = np.empty(2 * m + 1)
+    for s in range(keys.shape[0]):
+        if keys[s] != EMPTY:
+            _catch_up_inplace(tab, s, hP, hc, R, wz)
+            tab[s, C_T] = 0.0
+    ints[I_HIST] = 0
+    ints[I_COMPACT] += 1
+
+
+@njit(**KERNEL)
+def table_lookup_rows(keys, tab, query, shift, out, hP, hc, R):
+    """``out[i] = tab[slot(query[i])]`` brought up to date through the R recorded re-bases (zeros for
+    absent keys); the table itself is not changed."""
+    capmask = keys.shape[0] - 1
+    m = hP.shape[1]
+    wz = np.empty(2 * m + 1)
+    for i in range(query.shape[0]):
+        r = _find(keys, query[i], shift, capmask)
+        if r >= 0:
+            for c in range(tab.shape[1]):
+                out[i, c] = tab[r, c]
+            _catch_up(tab, r, hP, hc, R, wz)
+            out[i, C_U] = wz[0]
+            for q in range(m):
+                out[i, C_Z + q] = wz[1 + q]
+            out[i, C_T] = R
+
+
+@njit(**INNER)
+def _mm(A, B):
+    """``A @ B`` with plain loops (any sizes, including empty ones)."""
+    n, k = A.shape
+    p = B.shape[1]
+    out = np.zeros((n, p))
+    for i in range(n):
+        for t in range(k):
+            a = A[i, t]
+            if a != 0.0:
+                for j in range(p):
+                    out[i, j] += a * B[t, j]
+    return out
+
+
+# -- small dense linear algebra (2m x 2m at most). Not np.linalg: numba's needs scipy's LAPACK at
+# run time, which the CLI does not load (streamlearn.cli._hide_scipy), and compiles slowly.
+
+@njit(**INNER)
+def _eigh(A):
+    """Eigen-decomposition of the symmetric ``A`` by cyclic Jacobi rotations (Golub & Van Loan
+    Alg. 8.5.3): ``(w ascending, V)`` with ``A = V diag(w) V^T``, V orthogonal."""
+    n = A.shape[0]
+    a = np.empty((n, n))
+    V = np.zeros((n, n))
+    tot = 0.0
+    for i in range(n):
+        V[i, i] = 1.0
+        for j in range(n):
+            a[i, j] = 0.5 * (A[i, j] + A[j, i])
+            tot += a[i, j] * a[i, j]
+    for sweep in range(60):
+        off = 0.0
+        for p in range(n):
+            for q in range(p + 1, n):
+                off += a[p, q] * a[p, q]
+        if not off > 1e-32 * tot:
+            break
+        for p in range(n - 1):
+            for q in range(p + 1, n):
+                apq = a[p, q]
+                if apq == 0.0:
+                    continue
+                theta = (a[q, q] - a[p, p]) / (2.0 * apq)
+                if abs(theta) > 1e150:
+                    t = 0.5 / theta
+                else:
+                    t = 1.0 / (abs(theta) + math.sqrt(theta * theta + 1.0))
+                    if theta < 0.0:
+                        t = -t
+                c = 1.0 / math.sqrt(t * t + 1.0)
+                s = t * c
+                for k in range(n):
+                    akp = a[k, p]
+                    akq = a[k, q]
+                    a[k, p] = c * akp - s * akq
+                    a[k, q] = s * akp + c * akq
+                for k in range(n):
+                    apk = a[p, k]
+                    aqk = a[q, k]
+                    a[p, k] = c * apk - s * aqk
+                    a[q, k] = s * apk + c * aqk
+                a[p, q] = 0.0
+                a[q, p] = 0.0
+                for k in range(n):
+                    vkp = V[k, p]
+                    vkq = V[k, q]
+                    V[k, p] = c * vkp - s * vkq
+                    V[k, q] = s * vkp + c * vkq
+    w = np.empty(n)
+    for i in range(n):
+        w[i] = a[i, i]
+    # insertion sort, ascending, columns of V along
+    for i in range(1, n):
+        j = i
+        while j > 0 and w[j - 1] > w[j]:
+            w[j - 1], w[j] = w[j], w[j - 1]
+            for k in range(n):
+                V[k, j - 1], V[k, j] = V[k, j], V[k, j - 1]
+            j -= 1
+    return w, V
+
+
+@njit(**INNER)
+def _solve(A, B):
+    """``A^-1 B`` by Gaussian elimination with partial pivoting (A square, assumed non-singular)."""
+    n = A.shape[0]
+    p = B.shape[1]
+    a = A.copy()
+    x = B.copy()
+    for k in range(n):
+        piv = k
+        for i in range(k + 1, n):
+            if abs(a[i, k]) > abs(a[piv, k]):
+                piv = i
+        if piv != k:
+            for j in range(n):
+                a[k, j], a[piv, j] = a[piv, j], a[k, j]
+            for j in range(p):
+                x[k, j], x[piv, j] = x[piv, j], x[k, j]
+        for i in range(k + 1, n):
+            f = a[i, k] / a[k, k]
+            if f != 0.0:
+                for j in range(k, n):
+                    a[i, j] -= f * a[k, j]
+                for j in range(p):
+                    x[i, j] -= f * x[k, j]
+    for k in range(n - 1, -1, -1):
+        for j in range(p):
+            acc = x[k, j]
+            for i in range(k + 1, n):
+                acc -= a[k, i] * x[i, j]
+            x[k, j] = acc / a[k, k]
+    return x
+
+
+@njit(**INNER)
+def _cholesky(P):
+    """Lower-triangular ``L`` with ``L L^T = P``, or an empty array if P is not positive definite."""
+    n = P.shape[0]
+    L = np.zeros((n, n))
+    for j in range(n):
+        acc = P[j, j]
+        for k in range(j):
+            acc -= L[j, k] * L[j, k]
+        if not acc > 0.0:
+            return np.zeros((0, 0))
+        L[j, j] = math.sqrt(acc)
+        for i in range(j + 1, n):
+            acc = P[i, j]
+            for k in range(j):
+                acc -= L[i, k] * L[j, k]
+            L[i, j] = acc / L[j, j]
+    return L
+
+
+@njit(**INNER)
+def _sherman_morrison(H, q, e_idx, hq, eh):
+    """Alg. 6 lines 2-3: ``H <- (H^-1 + q e^T + e q^T)^-1`` by two rank-one steps, ``e`` the unit
+    vector ``e_idx`` (q = S g^ - (g^T g^ / 2) e, S after inserting g^: NOTES_FD item 1)."""
+    n = H.shape[0]
+    # H - (H q)(e^T H) / (1 + e^T H q)
+    for i in range(n):
+        acc = 0.0
+        for j in range(n):
+            acc += H[i, j] * q[j]
+        hq[i] = acc
+    for j in range(n):
+        eh[j] = H[e_idx, j]
+    den = 1.0 + hq[e_idx]
+    for i in range(n):
+        f = hq[i] / den
+        for j in range(n):
+            H[i, j] -= f * eh[j]
+    # H - (H e)(q^T H) / (1 + q^T H e)
+    for j in range(n):
+        acc = 0.0
+        for i in range(n):
+            acc += q[i] * H[i, j]
+        eh[j] = acc  # q^T H
+    for i in range(n):
+        hq[i] = H[i, e_idx]  # H e
+    den = 1.0 + eh[e_idx]
+    for i in range(n):
+        f = hq[i] / den
+        for j in range(n):
+            H[i, j] -= f * eh[j]
+
+
+@njit(**INNER)
+def _sx(F, D, z, gx, tau, m, sx):
+    """``S x = [D F Z x; G x]`` from ``z = Z x`` and ``gx = G x`` (buffer rows < tau)."""
+    for r in range(m):
+        acc = 0.0
+        for q in range(m):
+            acc += F[r, q] * z[q]
+        sx[r] = D[r] * acc
+    for r in range(m):
+        sx[m + r] = gx[r] if r < tau else 0.0
+
+
+@njit(**INNER)
+def _apply_ainv(H, sx, m, coef, F, D, b, c, h, tmp):
+    """The part of ``u -= coef A^-1 x = coef (x - S^T H S x) / alpha`` outside ``w_bar`` (the caller
+    does ``w_bar -= coef x / alpha``): ``b += coef/alpha F^T D (H Sx)_top``, ``c += coef/alpha (H Sx)_bot``.
+    ``coef`` already includes the 1/alpha."""
+    n = 2 * m
+    for i in range(n):
+        acc = 0.0
+        for j in range(n):
+            acc += H[i, j] * sx[j]
+        h[i] = acc
+    for r in range(m):
+        tmp[r] = coef * D[r] * h[r]
+    for q in range(m):
+        acc = 0.0
+        for r in range(m):
+            acc += F[r, q] * tmp[r]
+        b[q] += acc
+    for r in range(m):
+        c[r] += coef * h[m + r]
+
+
+@njit(**INNER)
+def _ss_eig(F, D, ZG, GG, tau):
+    """Eigen-decomposition of ``S S^T`` (2m x 2m) from the small matrices (top block D^2: V
+    orthonormal), O(m^3): ``(lam ascending, U, the largest eigenvalue or 0)``."""
+    m = D.shape[0]
+    n = 2 * m
+    SS = np.zeros((n, n))
+    for r in range(m):
+        SS[r, r] = D[r] * D[r]
+        for q in range(tau):
+            acc = 0.0
+            for j in range(m):
+                acc += F[r, j] * ZG[j, q]
+            SS[r, m + q] = D[r] * acc
+            SS[m + q, r] = D[r] * acc
+    for q in range(tau):
+        for j in range(tau):
+            SS[m + q, m + j] = GG[q, j]
+    lam, U = _eigh(SS)
+    return lam, U, max(lam[n - 1], 0.0)
+
+
+@njit(**INNER)
+def _s_t_apply(F, D, h, b, c):
+    """``u -= S^T h``: ``b -= F^T D h_top``, ``c -= h_bot``."""
+    m = D.shape[0]
+    for q in range(m):
+        acc = 0.0
+        for r in range(m):
+            acc += F[r, q] * D[r] * h[r]
+        b[q] -= acc
+    for r in range(m):
+        c[r] -= h[m + r]
+
+
+@njit(**INNER)
+def _pinv_project(F, D, ZG, GG, tau, sx, xx, ptau, b, c, h):
+    """SON Lemma 2 (App. B) with a singular ``A = S^T S`` (alpha = 0; NOTES_FD item 7, eigenvalues
+    <= RANK_TOL of the largest counted as zero, as the reference): the projection of u onto
+    ``|w^T x| <= C`` in the A semi-norm, ``w = u - ptau r / (x^T r)`` with ``r = x - A A^+ x`` the part of
+    x outside range(A) when it is not 0 (then u moves only there: ``A A^+ x = S^T (S S^T)^+ S x``), else
+    ``w = u - ptau A^+ x / (x^T A^+ x)`` with ``A^+ x = S^T (S S^T)^+2 S x``. Returns the coefficient of
+    x (the caller does ``w_bar -= it x``); the S^T part goes into b and c. O(m^3)."""
+    m = D.shape[0]
+    n = 2 * m
+    lam, U, top = _ss_eig(F, D, ZG, GG, tau)
+    # x^T A A^+ x = sum over kept eigenpairs (U_k . Sx)^2 / lam_k, x^T A^+ x = sum (U_k . Sx)^2 / lam_k^2
+    xpx = 0.0
+    xapx = 0.0
+    for k in range(n):
+        if top > 0.0 and lam[k] > RANK_TOL * top:
+            proj = 0.0
+            for i in range(n):
+                proj += U[i, k] * sx[i]
+            xpx += proj * proj / lam[k]
+            xapx += proj * proj / (lam[k] * lam[k])
+    xr = xx - xpx
+    for i in range(n):
+        h[i] = 0.0
+    if xr > 1e-12 * xx:  # w = u - gam (x - S^T (S S^T)^+ S x)
+        gam = ptau / xr
+        f = -gam
+        p = 1
+    elif xapx > 0.0:  # w = u - gam S^T (S S^T)^+2 S x
+        gam = 0.0
+        f = ptau / xapx
+        p = 2
+    else:
+        return 0.0
+    for k in range(n):
+        if top > 0.0 and lam[k] > RANK_TOL * top:
+            proj = 0.0
+            for i in range(n):
+                proj += U[i, k] * sx[i]
+            g = f * proj / (lam[k] if p == 1 else lam[k] * lam[k])
+            for i in range(n):
+                h[i] += g * U[i, k]
+    _s_t_apply(F, D, h, b, c)
+    return gam
+
+
+@njit(**INNER)
+def _pinv_step(F, D, ZG, GG, tau, sx, gl, b, c, h):
+    """``u -= A^+ g`` for ``A = S^T S`` (alpha = 0): ``A^+ g = S^T (S S^T)^+2 S g`` with ``S g = gl Sx``."""
+    m = D.shape[0]
+    n = 2 * m
+    lam, U, top = _ss_eig(F, D, ZG, GG, tau)
+    for i in range(n):
+        h[i] = 0.0
+    if not top > 0.0:
+        return
+    for k in range(n):
+        if lam[k] > RANK_TOL * top:
+            proj = 0.0
+            for i in range(n):
+                proj += U[i, k] * sx[i]
+            f = gl * proj / (lam[k] * lam[k])
+            for i in range(n):
+                h[i] += f * U[i, k]
+    _s_t_apply(F, D, h, b, c)
+
+
+@njit(**INNER)
+def _recompute_k(keys, tab, K, m):
+    """``K = Z Z^T`` exactly from the table, summed in the order of the features (not of the slots:
+    a restored model's table is laid out differently, and its K must be the same to the bit)."""
+    for i in range(m):
+        for j in range(m):
+            K[i, j] = 0.0
+    order = np.argsort(keys)
+    for o in range(order.shape[0]):
+        s = order[o]
+        if keys[s] == EMPTY:
+            continue
+        for i in range(m):
+            zi = tab[s, C_Z + i]
+            if zi != 0.0:
+                for j in range(m):
+                    K[i, j] += zi * tab[s, C_Z + j]
+
+
+@njit(**INNER)
+def _fold_b(keys, tab, b, m):
+    """``w_bar += Z^T b``, ``b = 0`` (every stored feature)."""
+    for s in range(keys.shape[0]):
+        if keys[s] == EMPTY:
+            continue
+        acc = 0.0
+        for r in range(m):
+            acc += tab[s, C_Z + r] * b[r]
+        tab[s, C_U] += acc
+    for r in range(m):
+        b[r] = 0.0
+
+
+@njit(**INNER)
+def _orthonormalise_active(F, K, na):
+    """Drift guard: if ``K = V V^T`` on the active rows is not I (to DRIFT_TOL), replace those rows
+    of F by ``L^-1 F`` (``L L^T = K_aa``; K_aa = I after): Gram-Schmidt of V's active rows, O(m^3).
+    Returns whether it was needed."""
+    m = F.shape[0]
+    if na == 0:
+        return False
+    Fa = np.ascontiguousarray(F[:na])
+    P = np.ascontiguousarray(K[:na, :na])
+    dev = 0.0
+    for i in range(na):
+        for j in range(na):
+            v = abs(P[i, j] - (1.0 if i == j else 0.0))
+            if v > dev:
+                dev = v
+    if not dev > DRIFT_TOL:
+        return False
+    L = _cholesky(0.5 * (P + P.T))
+    if L.shape[0] == 0:
+        return False
+    Fn = _solve(L, Fa)
+    X = _solve(L, np.ascontiguousarray(K[:na, na:]))  # V_a's Gram with the inactive rows
+    for i in range(na):
+        for j in range(m):
+            F[i, j] = Fn[i, j]
+        for j in range(na):
+            K[i, j] = 1.0 if i == j else 0.0
+        for j in range(na, m):
+            K[i, j] = X[i, j - na]
+            K[j, i] = X[i, j - na]
+    return True
+
+
+@njit(**INNER)
+def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, flt, robust, max_cond, delta_out,
+                hP, hc):
+    """The buffer is full: App. F Alg. 9 lines 6-13 / Alg. 10 / Alg. 11, in 2m x 2m algebra.
+
+    With ``V_a`` the active rows of ``V = F Z`` (orthonormal), ``C = G V_a^T`` and the buffer's
+    residual ``E = G - C V_a`` (Gram ``G G^T - C C^T``), the residual's orthonormal basis is
+    ``P = Q2 G + Q1 Z`` (``Q2 = Gamma^-1/2 W^T`` from the eigen-decomposition of E's Gram matrix,
+    dependent directions dropped; ``Q1 = -Q2 C F_a``), so ``S = Mt [V_a; P]`` with
+    ``Mt = [[D_a, 0], [C, W Gamma^1/2]]``. The top m eigen-pairs ``U, Sigma`` of ``Mt^T Mt`` give the new
+    ``V = U^T [V_a; P] = N1 Z + N2 G`` with ``N1 = U1^T F_a + U2^T Q1``, ``N2 = U2^T Q2``
+    (NOTES_FD item 3) and ``D_ii = sqrt(Sigma_ii - Sigma_mm)``.
+
+    When ``F_new = N1`` (completed to m rows) is well conditioned: ``Delta = N1^-1 N2``,
+    ``Z += Delta G`` on the buffer's features, ``K`` updated in m x m algebra, and ``w_bar`` corrected
+    with the buffer before it is cleared (``Z^T b`` moved by ``G^T Delta^T b``, and ``G^T c``
+    folded: NOTES_FD item 2). Otherwise (the first epoch, where Z is empty and N1 = 0; a
+    rank-deficient stream; cond(N1) > max_cond) it re-bases: ``w_bar += Z^T b``, ``Z = [N1; .] Z +
+    [N2; 0] G`` over every stored feature, ``F = I``, ``K`` recomputed (NOTES_FD item 5).
+
+    The re-base is lazy when every row is active (the usual case): it is recorded in the history
+    (see :func:`_catch_up`) and applied at once only to the buffer's features; ``K = I`` (V's rows
+    are orthonormal). With inactive rows (a sketch of rank < m: the first epochs, d < m) it is done
+    on every feature.
+
+    Returns True for the Delta path (``delta_out`` holds Delta), False after a re-base.
+    """
+    m = F.shape[0]
+    na = ints[I_NA]
+    Fa = np.ascontiguousarray(F[:na])
+    # C = G V_a^T (m x na): C[k, i] = sum_j ZG[j, k] F[i, j]
+    C = _mm(ZG.T, Fa.T)
+    EE = GG - _mm(C, C.T)
+    EE = 0.5 * (EE + EE.T)
+    gam, W = _eigh(EE)
+    trg = 0.0
+    for k in range(m):
+        trg += GG[k, k]
+    r = 0
+    for k in range(m):
+        if gam[k] > RESID_TOL * trg:
+            r += 1
+    Wk = np.empty((m, r))
+    gk = np.empty(r)
+    j = 0
+    for k in range(m - r, m):  # ascending: the kept ones are the last r
+        gk[j] = gam[k]
+        for i in range(m):
+            Wk[i, j] = W[i, k]
+        j += 1
+    Q2 = np.empty((r, m))
+    for j in range(r):
+        for i in range(m):
+            Q2[j, i] = Wk[i, j] / math.sqrt(gk[j])
+    Q1 = -_mm(_mm(Q2, C), Fa)  # r x m
+    nb = na + r
+    Mt = np.zeros((na + m, nb))
+    for i in range(na):
+        Mt[i, i] = D[i]
+    for k in range(m):
+        for i in range(na):
+            Mt[na + k, i] = C[k, i]
+        for j in range(r):
+            Mt[na + k, na + j] = Wk[k, j] * math.sqrt(gk[j])
+    MM = _mm(Mt.T, Mt)
+    MM = 0.5 * (MM + MM.T)
+    sig = np.zeros(nb)
+    U = np.zeros((nb, nb))
+    if nb > 0:
+        sig, U = _eigh(MM)  # ascending
+    kk = min(m, nb)
+    smm = max(sig[nb - m], 0.0) if nb >= m else 0.0
+    # the new rows in the basis' coordinates: the top m - 1 eigenvectors (D > 0), then rows whose D is
+    # 0 (the m-th, zeroed by the shrink): any unit vectors orthogonal to those leave S unchanged, and
+    # the m-th eigenvector itself would make N1 singular (with a buffer residual of rank m, V_m minus
+    # its buffer part is a null vector of S, orthogonal to all eigenvectors kept: some combination of
+    # them is then pure buffer). Take them as close as possible to range(J), J = [I; -Q2 C] the
+    # coordinates of the directions orthogonal to G that Z alone represents.
+    flt[1] += smm
+    if robust:  # RFD Alg. 3 lines 6-9 (Luo et al. 2019): alpha_t = alpha_(t-1) + Sigma_mm / 2
+        flt[0] += 0.5 * smm
+    alpha = flt[0]
+    mp = min(m - 1, nb)
+    Usel = np.zeros((nb, kk))
+    for t in range(mp):
+        col = nb - 1 - t  # descending
+        D[t] = math.sqrt(max(max(sig[col], 0.0) - smm, 0.0))
+        for i in range(nb):
+            Usel[i, t] = U[i, col]
+    if kk > mp:
+        nr = nb - mp
+        B = np.empty((nb, nr))
+        for j in range(nr):
+            for i in range(nb):
+                B[i, j] = U[i, nr - 1 - j]
+        pick = np.zeros((nr, kk - mp))
+        if na > 0:
+            J = np.zeros((nb, na))
+            for i in range(na):
+                J[i, i] = 1.0
+            QC = _mm(Q2, C)
+            for j in range(r):
+                for i in range(na):
+                    J[na + j, i] = -QC[j, i]
+            # orthonormal basis of range(J): J (J^T J)^-1/2
+            lj, Wj = _eigh(_mm(J.T, J))
+            for i in range(na):
+                f = 1.0 / math.sqrt(lj[i])
+                for k in range(na):
+                    Wj[k, i] *= f
+            Jo = _mm(J, Wj)
+            # the top right singular vectors of Jo^T B: top eigenvectors of B^T Jo Jo^T B
+            JB = _mm(Jo.T, B)
+            lb, Wb = _eigh(_mm(JB.T, JB))
+            for t in range(kk - mp):
+                for j in range(nr):
+                    pick[j, t] = Wb[j, nr - 1 - t]
+        else:
+            for t in range(kk - mp):
+                pick[t, t] = 1.0
+        Ub = _mm(B, pick)
+        for t in range(mp, kk):
+            D[t] = 0.0
+            for i in range(nb):
+                Usel[i, t] = Ub[i, t - mp]
+    N1 = np.zeros((m, m))
+    N2 = np.zeros((m, m))
+    for t in range(kk):
+        for q in range(m):
+            acc1 = 0.0
+            for i in range(na):
+                acc1 += Usel[i, t] * Fa[i, q]
+            acc2 = 0.0
+            acc3 = 0.0
+            for j in range(r):
+                acc2 += Usel[na + j, t] * Q1[j, q]
+                acc3 += Usel[na + j, t] * Q2[j, q]
+            N1[t, q] = acc1 + acc2
+            N2[t, q] = acc3
+    for t in range(kk, m):
+        D[t] = 0.0
+    if kk < m:  # inactive rows: complete N1 by the orthonormal complement of its row space
+        N1k = np.ascontiguousarray(N1[:kk])
+        lam, E = _eigh(_mm(N1k.T, N1k))
+        for t in range(kk, m):
+            for q in range(m):
+                N1[t, q] = E[q, t - kk]
+    # the Gram matrix of the new V's kept rows, V_new = M V_a + N2 G with M = U1^T - U2^T Q2 C (the
+    # rows' coefficients on the old active rows): M K_aa M^T + M C^T N2^T + N2 C M^T + N2 G G^T N2^T,
+    # all of moderate size (unlike Z's Gram, whose condition number is cond(F)^2)
+    QC = _mm(Q2, C)
+    Mk = np.zeros((kk, na))
+    for t in range(kk):
+        for i in range(na):
+            acc = Usel[i, t]
+            for j in range(r):
+                acc -= Usel[na + j, t] * QC[j, i]
+            Mk[t, i] = acc
+    N2k = np.ascontiguousarray(N2[:kk])
+    Kaa = np.ascontiguousarray(K[:na, :na])
+    X1 = _mm(_mm(Mk, C.T), N2k.T)
+    VVn = _mm(_mm(Mk, Kaa), Mk.T) + X1 + X1.T + _mm(_mm(N2k, GG), N2k.T)
+    ints[I_NA] = kk
+    ints[I_EIG] += 1
+    ev = _eigh(_mm(N1.T, N1))[0]  # squared singular values, ascending
+    cond = math.sqrt(ev[m - 1] / ev[0]) if ev[0] > 0.0 else math.inf
+    ok = cond <= max_cond
+    nbuf = ints[I_NBUF]
+    tau = ints[I_TAU]
+    if ok:
+        Delta = _solve(N1, N2)
+        # w_bar += G^T (c - Delta^T b) on the buffer's entries (before the buffer is cleared)
+        dtb = np.zeros(m)
+        for q in range(m):
+            for rr in range(m):
+                dtb[q] += Delta[rr, q] * b[rr]
+        for q in range(tau):
+            f = c[q] - dtb[q]
+            for e in range(boff[q], boff[q + 1]):
+                sl = bslot[e]
+                v = bval[e]
+                tab[sl, C_U] += f * v
+                for rr in range(m):
+                    tab[sl, C_Z + rr] += Delta[rr, q] * v
+        for i in range(m):
+            for j in range(m):
+                K[i, j] = 0.5 * (VVn[i, j] + VVn[j, i]) if i < kk and j < kk else (1.0 if i == j else 0.0)
+                F[i, j] = N1[i, j]
+                delta_out[i, j] = Delta[i, j]
+    elif kk == m and (ints[I_T] - flt[2]) * FULL_REBASE_RATIO < ints[I_OCC]:  # lazy re-base: recorded; applied now only to the buffer's features (all at stamp k)
+        hcap = hP.shape[0] // 2
+        if ints[I_HIST] == hcap:
+            _compact(keys, tab, ints, hP, hc)
+        k = ints[I_HIST]
+        j0 = _blk(0, k, hcap)
+        for i in range(m):
+            hc[j0, i] = b[i]
+            for j in range(m):
+                hP[j0, i, j] = N1[i, j]
+        _complete(hP, hc, k, hcap)
+        ints[I_HIST] = k + 1
+        zt = np.empty(m)
+        for q in range(tau):
+            for e in range(boff[q], boff[q + 1]):
+                sl = bslot[e]
+                if tab[sl, C_T] != k:  # (a feature in several buffer rows: once)
+                    continue
+                acc = 0.0
+                for t in range(m):
+                    zt[t] = tab[sl, C_Z + t]
+                    acc += zt[t] * b[t]
+                tab[sl, C_U] += acc
+                for t in range(m):
+                    acc = 0.0
+                    for qq in range(m):
+                        acc += N1[t, qq] * zt[qq]
+                    tab[sl, C_Z + t] = acc
+                tab[sl, C_T] = k + 1
+        for t in range(m):
+            b[t] = 0.0
+        for q in range(tau):  # w_bar += G^T c, Z += N2 G
+            for e in range(boff[q], boff[q + 1]):
+                sl = bslot[e]
+                v = bval[e]
+                tab[sl, C_U] += c[q] * v
+                for t in range(m):
+                    tab[sl, C_Z + t] += N2[t, q] * v
+        for i in range(m):  # (kk = m)
+            for j in range(m):
+                K[i, j] = 0.5 * (VVn[i, j] + VVn[j, i])
+                F[i, j] = 1.0 if i == j else 0.0
+        ints[I_REBASE] += 1
+    else:
+        _compact(keys, tab, ints, hP, hc)
+        flt[2] = ints[I_T]
+        _fold_b(keys, tab, b, m)
+        for q in range(tau):  # w_bar += G^T c
+            for e in range(boff[q], boff[q + 1]):
+                tab[bslot[e], C_U] += c[q] * bval[e]
+        zt = np.empty(m)
+        for s in range(keys.shape[0]):  # Z <- N1 Z
+            if keys[s] == EMPTY:
+                continue
+            for q in range(m):
+                zt[q] = tab[s, C_Z + q]
+            for t in range(m):
+                acc = 0.0
+                for q in range(m):
+                    acc += N1[t, q] * zt[q]
+                tab[s, C_Z + t] = acc
+        for q in range(tau):  # Z += N2 G
+            for e in range(boff[q], boff[q + 1]):
+                sl = bslot[e]
+                v = bval[e]
+                for t in range(m):
+                    tab[sl, C_Z + t] += N2[t, q] * v
+        _recompute_k(keys, tab, K, m)
+        for i in range(m):
+            for j in range(m):
+                F[i, j] = 1.0 if i == j else 0.0
+        ints[I_REBASE] += 1
+    _orthonormalise_active(F, K, kk)
+    # clear the buffer, H = diag
+    for q in range(m):
+        c[q] = 0.0
+        for j in range(m):
+            ZG[q, j] = 0.0
+            GG[q, j] = 0.0
+    for q in range(m + 1):
+        boff[q] = 0
+    ints[I_TAU] = 0
+    ints[I_NBUF] = 0
+    for i in range(2 * m):
+        for j in range(2 * m):
+            H[i, j] = 0.0
+    if alpha > 0.0:  # (alpha = 0: the pseudo-inverse is computed each example, H unused)
+        for i in range(m):
+            H[i, i] = 1.0 / (alpha + D[i] * D[i])
+            H[m + i, m + i] = 1.0 / alpha
+    return ok
+
+
+@njit(**KERNEL)
+def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper, slot_buf, pred_out, loss_out):
+    """Sparse FD-SON (SON Alg. 1 with App. F's epoch sketch) over examples ``start..n-1``: predict
+    (projected, Alg. 1 line 4-5), record, then, if ``learn``, the label is not NaN and the weight
+    is > 0, insert g^ into the sketch (Alg. 6; the eigen step when the buffer is full) and step
+    ``u = w - A^-1 g`` with the new sketch (line 8).
+
+    Returns ``(next, learned)``; ``next < n``: the table or the buffer must grow before example
+    ``next`` (the caller grows them and calls again from ``next``).
+    """
+    (keys, tab, shift, ints, F, K, D, b, c, H, ZG, GG, flt, boff, bslot, bkey, bval, hP, hc) = state
+    mask, loss_code, robust, sigma_eta, proj_c, max_cond = hyper
+    n = labels.shape[0]
+    m = D.shape[0]
+    cap = keys.shape[0]
+    capmask = cap - 1
+    bcap = bval.shape[0]
+    z = np.zeros(m)
+    gx = np.zeros(m)
+    sx = np.zeros(2 * m)
+    qv = np.zeros(2 * m)
+    h = np.zeros(2 * m)
+    hq = np.zeros(2 * m)
+    eh = np.zeros(2 * m)
+    tmp = np.zeros(m)
+    fz = np.zeros(m)
+    delta = np.zeros((m, m))
+    wz = np.empty(2 * m + 1)
+    cu = np.empty((slot_buf.shape[0], m + 1))  # predict only: a stale feature's caught-up [w_bar, Z column]
+    stale = np.zeros(slot_buf.shape[0], np.bool_)
+    hcap = hP.shape[0] // 2
+    learned = 0
+    for i in range(start, n):
+        a = offsets[i]
+        s = offsets[i + 1] - a
+        lab = labels[i]
+        imp = weights[i]
+        do_learn = learn and (not math.isnan(lab)) and imp > 0.0
+        if do_learn and (ints[I_OCC] + s > (cap >> 1)
+                         or (m > 0 and (ints[I_NBUF] + s > bcap or ints[I_OCC] > hcap * m * FULL_REBASE_RATIO))):
+            return i, learned
+        R = ints[I_HIST]
+        for k in range(s):
+            key = np.int64(indices[a + k]) & mask
+            r = _find(keys, key, shift, capmask)
+            stale[k] = False
+            if r < 0:
+                if do_learn:
+                    r = -1 - r
+                    keys[r] = key
+                    ints[I_OCC] += 1
+                    tab[r, C_T] = R
+                else:
+                    r = -1
+            elif do_learn:
+                _catch_up_inplace(tab, r, hP, hc, R, wz)
+            elif tab[r, C_T] != R:
+                _catch_up(tab, r, hP, hc, R, wz)
+                stale[k] = True
+                for q in range(m + 1):
+                    cu[k, q] = wz[q]
+            slot_buf[k] = r
+        # scatter x (duplicates summed), w_bar.x, z = Z x, ||x||^2
+        for k in range(s):
+            if slot_buf[k] >= 0:
+                tab[slot_buf[k], C_S] = 0.0
+        wx = 0.0
+        xx = 0.0
+        for r in range(m):
+            z[r] = 0.0
+        for k in range(s):
+            sl = slot_buf[k]
+            v = values[a + k]
+            if sl >= 0 and stale[k]:
+                tab[sl, C_S] += v
+                wx += cu[k, 0] * v
+                for r in range(m):
+                    z[r] += cu[k, 1 + r] * v
+            elif sl >= 0:
+                tab[sl, C_S] += v
+                wx += tab[sl, C_U] * v
+                for r in range(m):
+                    z[r] += tab[sl, C_Z + r] * v
+            else:
+                xx += v * v  # unseen (predict only): repeated unseen indices are rare, counted apart
+        for k in range(s):
+            sl = slot_buf[k]
+            if sl >= 0:
+                xx += values[a + k] * tab[sl, C_S]
+        tau = ints[I_TAU]
+        for q in range(m):
+            acc = 0.0
+            if q < tau:
+                for e in range(boff[q], boff[q + 1]):
+                    acc += bval[e] * tab[bslot[e], C_S]
+            gx[q] = acc
+        for k in range(s):
+            if slot_buf[k] >= 0:
+                tab[slot_buf[k], C_S] = 0.0
+        p0 = wx
+        for r in range(m):
+            p0 += b[r] * z[r] + c[r] * gx[r]
+        # Alg. 1 line 4 (SON Lemma 1): w = u - tau A^-1 x / (x^T A^-1 x), |w^T x| = C
+        ptau = 0.0
+        if proj_c > 0.0:
+            if p0 > proj_c:
+                ptau = p0 - proj_c
+            elif p0 < -proj_c:
+                ptau = p0 + proj_c
+        p = p0 - ptau
+        pred_out[i] = p
+        if math.isnan(lab):
+            loss_out[i] = math.nan
+            continue
+        y = target(loss_code, lab)
+        loss_out[i] = loss_value(loss_code, p, y)
+        if not do_learn:
+            continue
+        learned += 1
+        alpha = flt[0]
+        if ptau != 0.0 and alpha == 0.0:  # RFD with alpha = 0: the H semi-norm projection
+            _sx(F, D, z, gx, tau, m, sx)
+            gam = _pinv_project(F, D, ZG, GG, tau, sx, xx, ptau, b, c, h)
+            if gam != 0.0:
+                for k in range(s):
+                    tab[slot_buf[k], C_U] -= gam * values[a + k]
+        elif ptau != 0.0:
+            _sx(F, D, z, gx, tau, m, sx)
+            sh = 0.0
+            for r in range(2 * m):
+                acc = 0.0
+                for j in range(2 * m):
+                    acc += H[r, j] * sx[j]
+                sh += sx[r] * acc
+            qn = (xx - sh) / alpha
+            if qn > 0.0:
+                gam = ptau / qn / alpha
+                for k in range(s):
+                    tab[slot_buf[k], C_U] -= gam * values[a + k]
+                _apply_ainv(H, sx, m, gam, F, D, b, c, h, tmp)
+        # Alg. 1 line 6-7: g = h l'(p) x, g^ = sqrt(sigma_eta h) l'(p) x into the buffer
+        dl = loss_deriv(loss_code, p, y)
+        gl = imp * dl
+        gs = dl * math.sqrt(sigma_eta * imp)
+        ints[I_T] += 1
+        if m == 0:  # no sketch: A = alpha I, online gradient descent with step 1/alpha (SON's m = 0)
+            coef = gl / flt[0]
+            if coef != 0.0:
+                for k in range(s):
+                    tab[slot_buf[k], C_U] -= coef * values[a + k]
+            continue
+        e0 = ints[I_NBUF]
+        for k in range(s):
+            bslot[e0 + k] = slot_buf[k]
+            bkey[e0 + k] = keys[slot_buf[k]]
+            bval[e0 + k] = gs * values[a + k]
+        ints[I_NBUF] = e0 + s
+        boff[tau + 1] = e0 + s
+        for q in range(m):
+            ZG[q, tau] = gs * z[q]
+        for q in range(tau):
+            GG[q, tau] = gs * gx[q]
+            GG[tau, q] = gs * gx[q]
+        GG[tau, tau] = gs * gs * xx
+        gx[tau] = gs * xx
+        ints[I_TAU] = tau + 1
+        if tau + 1 < m and alpha > 0.0:
+            # Alg. 6 lines 2-3 with q = S g^ - (g^T g^ / 2) e_(m + tau)
+            _sx(F, D, z, gx, tau + 1, m, sx)
+            for r in range(2 * m):
+                qv[r] = gs * sx[r]
+            qv[m + tau] -= 0.5 * gs * gs * xx
+            _sherman_morrison(H, qv, m + tau, hq, eh)
+        elif tau + 1 == m:
+            moved = _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, flt, robust,
+                                max_cond, delta, hP, hc)
+            if moved:  # Z x after Z += Delta G: z + Delta (G x)
+                for r in range(m):
+                    acc = 0.0
+                    for q in range(m):
+                        acc += delta[r, q] * gx[q]
+                    fz[r] = acc
+                for r in range(m):
+                    z[r] += fz[r]
+            else:
+                for r in range(m):
+                    z[r] = 0.0
+                for k in range(s):
+                    sl = slot_buf[k]
+                    for r in range(m):
+                        z[r] += tab[sl, C_Z + r] * values[a + k]
+            for r in range(m):
+                gx[r] = 0.0
+            _sx(F, D, z, gx, 0, m, sx)
+        else:
+            _sx(F, D, z, gx, tau + 1, m, sx)
+        alpha = flt[0]
+        coef = gl / alpha if alpha > 0.0 else 0.0
+        if gl != 0.0 and alpha == 0.0:
+            # RFD with alpha = 0 (NOTES_FD item 7): u = w - A^+ g, A = S^T S, A^+ = S^T (S S^T)^+2 S,
+            # eigenvalues of S S^T <= RANK_TOL of the largest counted as zero
+            _pinv_step(F, D, ZG, GG, ints[I_TAU], sx, gl, b, c, h)
+        # Alg. 1 line 8: u = w - A^-1 g, A^-1 g = (g - S^T H S g) / alpha
+        if coef != 0.0:
+            for k in range(s):
+                tab[slot_buf[k], C_U] -= coef * values[a + k]
+            _apply_ainv(H, sx, m, coef, F, D, b, c, h, tmp)
+    return n, learned

@@ -1,0 +1,411 @@
+"""Sparse FD-SON and RFD-SON: sketched online Newton with the (Robust) Frequent Directions sketch
+(``--algo fd-son``, ``--algo rfd-son``).
+
+Luo, Agarwal, Cesa-Bianchi & Langford (2016), *Efficient Second Order Online Learning by
+Sketching* (SON): Alg. 1 (SON) with Alg. 2's Frequent Directions sketch in App. F's epoch form
+(Alg. 6: a 2m-row sketch ``[D V; G]`` whose buffer G of m to-sketch vectors is folded in by one
+eigen step every m examples), made sparse as App. F's Alg. 8-11 (``V = F Z``, ``K = Z Z^T``,
+``w = w_bar + Z^T b``), with the corrections of ``NOTES_FD.md``: the 1/2 in Alg. 9's
+Sherman-Morrison vector, the w_bar correction read from the buffer before it is cleared,
+``N1 = U1 F + U2 Q1``, the first epoch handled explicitly (a re-base), K of the basis.
+
+An m-row FD sketch keeps m - 1 directions (the m-th is zeroed by every shrink): FD-SON equals full
+online Newton at m = d + 1.
+
+Per learned example O(m s + m^2) (s features): ``S x`` from ``D F (Z x)`` and ``G x``, two
+Sherman-Morrison steps on ``H = (alpha I + S S^T)^-1`` (2m x 2m), the Newton step
+``u = w - A^-1 g`` with ``A^-1 = (I - S^T H S) / alpha`` into ``w_bar`` (on x's features), ``b`` and the
+buffer's coefficients ``c``. Every m-th example the eigen step, O(m^3 + m^2 s): see
+:func:`streamlearn.algos._fd_son_kernels._eigen_step`. Nothing is O(2^b): per-feature state
+(w_bar and Z's column) lives in a hash table of the features seen.
+
+Re-bases (NOTES_FD item 5). ``F_new = N1`` is forced by the sparse update ``Z += N1^-1 N2 G``: a new
+sketch direction that lies mostly in the buffer has a small coefficient on the old Z, so cond(F)
+grows by a factor per eigen step whenever the sketch's directions change, and reaches ``--max_cond``
+every few eigen steps. A re-base (``w_bar += Z^T b``, ``Z <- F Z``,
+``F = I``) costs O(m^2 n) for n features seen; it is therefore lazy: recorded in a history of
+transforms (kept in dyadic blocks) and applied to a feature when it is next read, O(m^2 log) per
+feature. It is done on every feature (which also recomputes V's Gram matrix from the table,
+correcting the rounding of the lazily applied transforms) only once n / 8 examples have passed
+since the last such one. ``K`` is the Gram matrix ``V V^T`` (I up to rounding), carried through each
+eigen step in V's coordinates; the drift guard re-orthonormalises V's active rows against it.
+
+Options (``--name``): ``sketch_size`` m (0..1024; 0 = online gradient descent with step 1/alpha: no
+sketch, A = alpha I), ``alpha`` (A = alpha I + S^T S), ``sigma_eta`` (the to-sketch scale:
+``g^ = sqrt(sigma_eta h) l'(p) x``, held constant), ``projection_c`` (Alg. 1 line 4, SON Lemma 1:
+|w^T x| <= C; 0 = off), ``max_cond`` (re-base when the new F's condition number exceeds it). The
+paper's algorithm as the dense reference ``tests/naive_fd_son.py`` (``sketch="fd-epoch"``) runs it:
+no diagonal pre-scaling, no label-range clip for squared loss, the plain step ``u = w - A^-1 g``.
+Importance weight h: the step of the loss h l, whose gradient is ``g = h l'(p) x`` and whose
+exp-concavity is sigma / h, hence the sketched ``sqrt(sigma_eta h) l'(p) x``.
+
+RFD-SON (:class:`RFDSON`, Luo et al. 2019, Alg. 3 in the epoch sketch): the same learner whose alpha
+grows by half of every shrink from ``--alpha0``; while alpha = 0 the step is the pseudo-inverse one
+(``A^+ = S^T (S S^T)^+2 S``, eigenvalues <= 1e-9 of the largest count as zero), O(m^3) per example, and
+the projection is SON Lemma 2 in the semi-norm of the singular A. A buffer of rank < m shrinks by
+0 (as the dense reference: its m-th eigenvalue is then rounding noise).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..kernels import kernel_array, lazy
+from .base import Learner, Param, adopt, require
+
+__all__ = ["FDSON"]
+
+MIN_CAP = 1 << 10
+#: the largest --sketch_size (2m x 2m matrices; a row of m + 2 floats per feature)
+MAX_SKETCH_SIZE = 1024
+N_COLS_EXTRA = 3  # w_bar, scratch, re-base stamp
+N_INTS = 10  # the kernel's 9 counters, then the history's capacity
+_SMALL_STATE = ("ints", "F", "K", "D", "b", "c", "H", "ZG", "GG", "flt", "boff")
+
+_kernels = lazy("streamlearn.algos._fd_son_kernels")
+#: RFD-SON's default alpha_0 for logistic loss without projection (alpha_0 = 0 diverges there)
+LOGISTIC_ALPHA0 = 1e-3
+
+
+#: = _fd_son_kernels.FULL_REBASE_RATIO
+FULL_REBASE_RATIO = 8
+
+
+def _kernels_hist_min() -> int:
+    return 64  # = _fd_son_kernels.HIST_MIN (not imported here: --help must not load numba)
+
+
+class FDSON(Learner):
+    """Sparse FD-SON (SON Alg. 1 + App. F's epoch Frequent Directions sketch)."""
+
+    name = "fd-son"
+    compiled_kernels = ((_kernels, "fd_run"),)
+    PARAMS = (
+        Param("sketch_size", int, 10,
+              "FD-SON / RFD-SON sketch size m: m rows, m - 1 directions kept (0 = online gradient descent "
+              "with step 1/alpha).", short="-m", structural=True, low=0, high=MAX_SKETCH_SIZE,
+              why="2m x 2m matrices, m + 2 floats per feature seen, O(m^2) work per example and an O(m^3) "
+                  "eigen step every m examples"),
+        Param("alpha", float, 1.0, "FD-SON regulariser alpha: A_t = alpha I + S^T S (1/alpha is the step size "
+              "off the sketch).", low=0, low_open=True),
+        Param("sigma_eta", float, None, "FD-SON / RFD-SON: to-sketch scale sigma+eta, g^ = sqrt(sigma+eta) g "
+              "(default 1).", low=0),
+        Param("projection_c", float, 0.0, "FD-SON / RFD-SON: projection constant C of SON Alg. 1 "
+              "(|w^T x| <= C); 0 = no projection.", low=0),
+        Param("max_cond", float, 1e4, "FD-SON / RFD-SON: re-base the sketch's representation V = F Z when "
+              "cond(F) exceeds this.", low=1, finite=False),
+    )
+
+    def __init__(self, **hyper):
+        super().__init__(**hyper)
+        m = int(self.hyper["sketch_size"])
+        self.m = m
+        self.ncol = m + N_COLS_EXTRA
+        self._alloc_table(MIN_CAP)
+        self.ints = np.zeros(N_INTS, np.int64)
+        self._alloc_history(_kernels_hist_min())
+        self.F = np.eye(m)
+        self.K = np.zeros((m, m))
+        self.D = np.zeros(m)
+        self.b = np.zeros(m)
+        self.c = np.zeros(m)
+        self.ZG = np.zeros((m, m))
+        self.GG = np.zeros((m, m))
+        self.boff = np.zeros(m + 1, np.int64)
+        self.flt = np.zeros(3)  # alpha now, sum of the shrinks, t at the last re-base on every feature
+        self.bslot = np.zeros(0, np.int64)
+        self.bkey = np.zeros(0, np.int64)
+        self.bval = np.zeros(0)
+        self.H = np.zeros((2 * m, 2 * m))
+        self._apply_hyper()
+
+    robust = False
+
+    def _alpha_given(self) -> float:
+        return float(self.hyper["alpha"])
+
+    def _apply_hyper(self):
+        h = self.hyper
+        # alpha now (the kernel's flt[0]): FD-SON's --alpha; RFD-SON's grows from --alpha0 by half of
+        # every shrink, and a new --alpha0 (continuing a saved model) shifts it by the difference
+        a = self._alpha_given()
+        old = getattr(self, "_alpha_set", None)
+        if not self.robust or old is None:
+            self.alpha = a
+        else:
+            self.alpha = float(self.flt[0]) if a == old else float(self.flt[0]) + (a - old)
+        self._alpha_set = a
+        se = h["sigma_eta"]
+        self.sigma_eta = float(se if se is not None else 1.0)
+        self.proj_c = float(h["projection_c"])
+        self.max_cond = float(h["max_cond"])
+        if not self.alpha > 0 and not self.robust:
+            raise ValueError(f"--alpha must be > 0, got {self.alpha}")
+        if not self.sigma_eta >= 0:
+            raise ValueError(f"--sigma_eta must be >= 0, got {self.sigma_eta}")
+        if not self.proj_c >= 0:
+            raise ValueError(f"--projection_c must be >= 0, got {self.proj_c}")
+        if not self.max_cond >= 1:
+            raise ValueError(f"--max_cond must be >= 1, got {self.max_cond}")
+        if self.alpha != self.flt[0] or not self.examples_learned:
+            self.flt[0] = self.alpha
+            if self.alpha > 0:  # alpha changed (continuing a saved model): H for the new alpha
+                self.H = np.linalg.inv(self.alpha * np.eye(2 * self.m) + self._sst())
+
+    def _sst(self):
+        """``S S^T`` (2m x 2m) from the small matrices: ``[[D K D, D F Z G^T], [., G G^T]]`` (K = V V^T)."""
+        m = self.m
+        DF = self.D[:, None] * self.F
+        out = np.zeros((2 * m, 2 * m))
+        out[:m, :m] = self.D[:, None] * self.K * self.D[None, :]
+        out[:m, m:] = DF @ self.ZG
+        out[m:, :m] = out[:m, m:].T
+        out[m:, m:] = self.GG
+        return out
+
+    # -- hash table, buffer and re-base history ----------------------------------------------
+    def _alloc_history(self, hcap):
+        m = self.m
+        self.hP = np.zeros((2 * hcap, m, m))
+        self.hc = np.zeros((2 * hcap, m))
+        self.ints[9] = hcap
+
+    def _grow_history(self, occupied):
+        """The history holds hcap >= features seen / (8 m) re-bases, as many as there can be between two
+        re-bases on every feature (at least features seen / 8 examples apart); its blocks keep their levels."""
+        m = self.m
+        hcap = int(self.ints[9])
+        new = hcap
+        while m > 0 and occupied > new * m * FULL_REBASE_RATIO:
+            new <<= 1
+        if new == hcap:
+            return
+        oldP, oldc = self.hP, self.hc
+        self._alloc_history(new)
+        lvl = 0
+        while (hcap >> lvl) >= 1:
+            a, b = 2 * hcap - ((2 * hcap) >> lvl), 2 * new - ((2 * new) >> lvl)
+            nblk = hcap >> lvl
+            self.hP[b:b + nblk] = oldP[a:a + nblk]
+            self.hc[b:b + nblk] = oldc[a:a + nblk]
+            lvl += 1
+
+    def _alloc_table(self, cap):
+        self.keys = np.full(cap, -1, np.int64)
+        self.tab = np.zeros((cap, self.ncol))
+        self.shift = 64 - (cap.bit_length() - 1)
+
+    def _grow(self, needed):
+        cap = self.keys.shape[0]
+        while needed > (cap >> 1):
+            cap <<= 1
+        if cap == self.keys.shape[0]:
+            return
+        old_keys, old_tab = self.keys, self.tab
+        self._alloc_table(cap)
+        _kernels.rehash(old_keys, old_tab, self.keys, self.tab, self.shift)
+        _kernels.remap_buffer(self.keys, self.shift, self.bkey, self.bslot, int(self.ints[4]))
+
+    def _grow_buffer(self, needed):
+        cap = self.bval.shape[0]
+        if needed <= cap:
+            return
+        cap = max(needed, 2 * cap, 64)
+        nb = int(self.ints[4])
+        for f, dt in (("bslot", np.int64), ("bkey", np.int64), ("bval", np.float64)):
+            new = np.zeros(cap, dt)
+            new[:nb] = getattr(self, f)[:nb]
+            setattr(self, f, new)
+
+    # -- learning -----------------------------------------------------------------------
+    def _run(self, batch, learn):
+        n = batch.n
+        pred = np.empty(n)
+        loss = np.empty(n)
+        if n == 0:
+            return pred, loss
+        offsets = kernel_array(batch.offsets, np.int64)
+        indices, values = kernel_array(batch.indices, np.uint32), kernel_array(batch.values, np.float64)
+        labels, weights = kernel_array(batch.labels, np.float64), kernel_array(batch.weights, np.float64)
+        maxs = max(int(np.max(offsets[1:] - offsets[:-1])), 1)
+        slot_buf = np.empty(maxs, np.int64)
+        hyper = _kernels.FdHyper(self.mask, self.loss.code, self.robust, self.sigma_eta, self.proj_c, self.max_cond)
+        fields = _kernels.FdState._fields
+        start = 0
+        while True:
+            state = _kernels.FdState(*(getattr(self, f) for f in fields))
+            nxt, learned = _kernels.fd_run(offsets, indices, values, labels, weights, start, bool(learn), state,
+                                           hyper, slot_buf, pred, loss)
+            self.examples_learned += int(learned)
+            if nxt >= n:
+                break
+            s = int(offsets[nxt + 1] - offsets[nxt])
+            self._grow(int(self.ints[1]) + s)
+            self._grow_buffer(int(self.ints[4]) + s)
+            self._grow_history(int(self.ints[1]))
+            start = nxt
+        return pred, loss
+
+    # -- introspection (tests, benchmarks) ----------------------------------------------------
+    def _rows(self, keys):
+        keys = np.asarray(keys, np.int64)
+        out = np.zeros((len(keys), self.tab.shape[1]))
+        _kernels.table_lookup_rows(self.keys, self.tab, keys, self.shift, out, self.hP, self.hc, int(self.ints[7]))
+        return out
+
+    def weights_dense(self, keys):
+        """Effective weights ``w = w_bar + Z^T b + G^T c`` at the given masked keys."""
+        keys = np.asarray(keys, np.int64)
+        rows = self._rows(keys)
+        w = rows[:, 0] + rows[:, N_COLS_EXTRA:] @ self.b
+        return w + self.buffer_dense(keys).T @ self.c
+
+    def buffer_dense(self, keys):
+        """The buffer G restricted to the given masked keys (m x len(keys); rows >= tau are 0)."""
+        keys = np.asarray(keys, np.int64)
+        pos = {int(k): i for i, k in enumerate(keys)}
+        G = np.zeros((self.m, len(keys)))
+        for q in range(int(self.ints[2])):
+            for e in range(int(self.boff[q]), int(self.boff[q + 1])):
+                j = pos.get(int(self.bkey[e]))
+                if j is not None:
+                    G[q, j] += self.bval[e]
+        return G
+
+    def sketch_dense(self, keys):
+        """The sketch ``S = [D F Z; G]`` (2m x len(keys)) restricted to the given masked keys."""
+        rows = self._rows(keys)
+        top = self.D[:, None] * (self.F @ rows[:, N_COLS_EXTRA:].T)
+        return np.vstack([top, self.buffer_dense(keys)])
+
+    @property
+    def n_rebase(self) -> int:
+        return int(self.ints[5])
+
+    @property
+    def n_eigen(self) -> int:
+        return int(self.ints[6])
+
+    @property
+    def n_compact(self) -> int:
+        """How many times the re-base history was full and every feature was brought up to date."""
+        return int(self.ints[8])
+
+    def extra_summary(self) -> dict:
+        return {"eigen_steps": self.n_eigen, "rebases": self.n_rebase, "history_compactions": self.n_compact}
+
+    # -- state ----------------------------------------------------------------------------
+    def _arrays(self):
+        occ = np.flatnonzero(self.keys >= 0)
+        order = occ[np.argsort(self.keys[occ], kind="stable")]
+        nb = int(self.ints[4])
+        R = int(self.ints[7])  # the history's level-0 records (the other levels are rebuilt on loading)
+        return {"keys": self.keys[order], "rows": self.tab[order], "bkey": self.bkey[:nb].copy(),
+                "bval": self.bval[:nb].copy(), "hP0": self.hP[:R].copy(), "hc0": self.hc[:R].copy(),
+                **{f: getattr(self, f) for f in _SMALL_STATE}}
+
+    @classmethod
+    def _m(cls, hyper) -> int:
+        m = hyper.get("sketch_size")
+        m = 10 if m is None else int(m)
+        require(0 <= m <= MAX_SKETCH_SIZE, f"sketch_size {m} is out of range 0..{MAX_SKETCH_SIZE}")
+        return m
+
+    @classmethod
+    def saved_shapes(cls, hyper):
+        m = cls._m(hyper)
+        sq = ((m, m), np.float64)
+        return {"ints": ((N_INTS,), np.int64), "F": sq, "K": sq, "D": ((m,), np.float64), "b": ((m,), np.float64),
+                "c": ((m,), np.float64), "H": ((2 * m, 2 * m), np.float64), "ZG": sq, "GG": sq, "flt": ((3,), np.float64),
+                "boff": ((m + 1,), np.int64)}
+
+    @classmethod
+    def build_bytes(cls, hyper):
+        m = cls._m(hyper)
+        return 8 * (7 * m * m + 8 * m)
+
+    def _load_arrays(self, arrays):
+        """Load the saved state, checking what the kernels index with: the counters, the keys
+        (distinct, ascending, within the mask), the rows (one per key), the buffer (offsets
+        ascending within its entries, at most m rows, entries among the stored keys)."""
+        m = self.m
+        for k, (shape, dt) in self.saved_shapes(self.hyper).items():
+            require(k in arrays, f"array {k} is missing")
+            setattr(self, k, adopt(k, arrays[k], shape, dt))
+        for k in ("keys", "rows", "bkey", "bval", "hP0", "hc0"):
+            require(k in arrays, f"array {k} is missing")
+        keys, rows, bkey, bval = arrays["keys"], arrays["rows"], arrays["bkey"], arrays["bval"]
+        require(np.dtype(keys.dtype) == np.int64 and np.dtype(rows.dtype) == np.float64
+                and len(keys.shape) == 1 and tuple(rows.shape) == (keys.shape[0], self.ncol),
+                f"arrays keys/rows do not fit this model ({self.ncol} columns)")
+        require(np.dtype(bkey.dtype) == np.int64 and np.dtype(bval.dtype) == np.float64
+                and len(bkey.shape) == 1 and tuple(bval.shape) == tuple(bkey.shape),
+                "arrays bkey/bval do not fit this model")
+        keys, rows = adopt("keys", keys), adopt("rows", rows)
+        require(not len(keys) or (keys[0] >= 0 and keys[-1] <= self.mask and (np.diff(keys) > 0).all()),
+                f"array keys: not distinct ascending features within 0..{self.mask}")
+        t, nocc, tau, na, nbuf, nreb, neig, nhist, ncomp, hcap = (int(x) for x in self.ints)
+        require(t >= 0 and nocc == len(keys) and 0 <= tau < max(m, 1) and 0 <= na <= m and nbuf == len(bkey)
+                and nreb >= 0 and neig >= 0 and ncomp >= 0, f"array ints: counters {list(self.ints)} out of range")
+        hmin = _kernels_hist_min()
+        require(hcap >= hmin and hcap & (hcap - 1) == 0 and (hcap == hmin or (hcap >> 1) * m * FULL_REBASE_RATIO < nocc)
+                and 0 <= nhist <= hcap, f"array ints: re-base history of {nhist} in {hcap} does not fit this model")
+        hP0, hc0 = arrays["hP0"], arrays["hc0"]
+        require(np.dtype(hP0.dtype) == np.float64 and np.dtype(hc0.dtype) == np.float64
+                and tuple(hP0.shape) == (nhist, m, m) and tuple(hc0.shape) == (nhist, m),
+                "arrays hP0/hc0 do not fit this model")
+        stamps = rows[:, 2] if len(keys) else np.zeros(0)
+        require(((stamps >= 0) & (stamps <= nhist) & (stamps == np.floor(stamps))).all(),
+                "array rows: a re-base stamp out of range")
+        bo = self.boff
+        require(bo[0] == 0 and (np.diff(bo[:tau + 1]) >= 0).all() and bo[tau] == nbuf,
+                "array boff: not the buffer rows' offsets")
+        require(np.isin(bkey, keys).all(), "array bkey: a buffer entry on a feature that is not stored")
+        require(self.flt[1] >= 0 and self.flt[0] >= 0 and (self.robust or self.flt[0] == self.alpha),
+                "array flt: not this model's alpha")
+        cap = MIN_CAP
+        while len(keys) > (cap >> 1):
+            cap <<= 1
+        self._alloc_table(cap)
+        _kernels.rehash(np.array(keys, np.int64), rows, self.keys, self.tab, self.shift)
+        self._alloc_history(hcap)
+        self.hP[:nhist] = hP0
+        self.hc[:nhist] = hc0
+        _kernels.rebuild_levels(self.hP, self.hc, nhist)
+        self.bkey = np.array(bkey, np.int64)
+        self.bval = np.array(bval, np.float64)
+        self.bslot = np.zeros(nbuf, np.int64)
+        _kernels.remap_buffer(self.keys, self.shift, self.bkey, self.bslot, nbuf)
+
+
+class RFDSON(FDSON):
+    """Sparse RFD-SON: FD-SON whose regulariser grows by half of every shrink (Robust Frequent
+    Directions, Luo, Chen, Zhang, Li & Zhang 2019, Alg. 3 lines 6-9: alpha_t = alpha_(t-1) +
+    Sigma_mm / 2), from ``--alpha0`` (default 0: until the first shrink the step uses the
+    pseudo-inverse of S^T S, SON App. D, with the rank threshold of NOTES_FD item 7)."""
+
+    name = "rfd-son"
+    robust = True
+    PARAMS = tuple(Param("alpha0", float, None, "RFD-SON: initial regulariser alpha_0 (alpha_t = alpha_0 + half of "
+                         "the sketch's shrinks; 0 = pseudo-inverse until the first shrink). Default 0, or "
+                         f"{LOGISTIC_ALPHA0:g} for logistic loss without projection, where 0 diverges.", low=0)
+                   if p.name == "alpha" else p for p in FDSON.PARAMS)
+
+    def _alpha_given(self) -> float:
+        a0 = self.hyper["alpha0"]
+        if a0 is None:
+            return LOGISTIC_ALPHA0 if self._diverges_at_zero() else 0.0
+        return float(a0)
+
+    def _diverges_at_zero(self) -> bool:
+        return self.hyper["loss_function"] == "logistic" and not float(self.hyper["projection_c"]) > 0
+
+    def _apply_hyper(self):
+        a0 = self._alpha_given()
+        if not a0 >= 0:
+            raise ValueError(f"--alpha0 must be >= 0, got {a0}")
+        if a0 == 0 and self._diverges_at_zero():
+            raise ValueError("--algo rfd-son: logistic loss with --alpha0 0 and no projection diverges (the "
+                             "pseudo-inverse Newton step); give --alpha0 > 0")
+        if a0 == 0 and int(self.hyper["sketch_size"]) == 0:
+            raise ValueError("--algo rfd-son: --sketch_size 0 with --alpha0 0 never learns (A = 0); give --alpha0 > 0")
+        super()._apply_hyper()
