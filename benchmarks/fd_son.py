@@ -41,7 +41,7 @@ use separate processes. An option this tree's CLI does not have yet makes its ro
 and the script goes on. Needs ../shared (datasets, vw_run, gen_sparse.py).
 
     python3 benchmarks/fd_son.py [--section synthetic,alpha0,real,cost] [--quick] [--seeds 0,1,2,3,4]
-        [--losses squared,logistic] [--repeat 2] [--subprocess]
+        [--losses squared,logistic] [--repeat 2] [--subprocess] [--rev REV]
 
 ``--quick``: seeds 0-1, the real section on splice, australian, breast-cancer and diabetes only,
 one loss (squared), cost on 50,000 examples of gen_sparse and 20,000 for the d streams.
@@ -67,10 +67,9 @@ import numpy as np  # noqa: E402
 from _common import (CACHE, GEN_SPARSE, ROOT, labels_of, need_shared, read_preds, run_rss,  # noqa: E402
                      streamlearn_cmd, table, vw_cmd, vw_summary)
 
-sys.path.insert(0, str(ROOT))  # this tree's streamlearn, whatever the working directory
-sys.path.insert(0, str(ROOT / "tests"))  # the dense references (tests/naive_fd_son.py)
-
 OUT = CACHE / "fd_son"
+#: the streamlearn tree under test: this one, or ``--rev REV``'s (git archive, _baseline.py)
+TREE = ROOT
 KAPPAS = (10, 50, 100, 200)
 SUBPROCESS = False
 SKIP = "skipped"  # a run the CLI refused as a usage error (an option not there yet)
@@ -78,6 +77,24 @@ FAIL = "failed"  # a run that stopped on bad state (diverged: NaN/inf), or crash
 
 
 # -- running streamlearn --------------------------------------------------------------------------
+def use_tree(tree: Path):
+    """Import streamlearn (in-process runs) and the dense references from ``tree``."""
+    global TREE
+    TREE = Path(tree)
+    if not any((TREE / "streamlearn" / "kernels").glob("_cfast_lib*")):
+        os.environ["STREAMLEARN_NO_C"] = "1"  # that tree's numba kernels: the same results
+    sys.path.insert(0, str(TREE))
+    sys.path.insert(0, str(TREE / "tests"))  # tests/naive_fd_son.py
+
+
+def sl_cmd(*args):
+    """The ``streamlearn *args`` command of the tree under test (a separate process)."""
+    if TREE == ROOT:
+        return streamlearn_cmd(*args)
+    from _baseline import baseline_cmd
+    return baseline_cmd(TREE, *args)
+
+
 def sl(data, *args, preds=None) -> dict | str:
     """``streamlearn train data args --quiet --metrics ...``: the metrics dict, or SKIP / FAIL plus
     the message (a str)."""
@@ -88,7 +105,7 @@ def sl(data, *args, preds=None) -> dict | str:
     if mj.exists():
         mj.unlink()
     if SUBPROCESS:
-        p = subprocess.run(streamlearn_cmd(*argv), capture_output=True, text=True)
+        p = subprocess.run(sl_cmd(*argv), capture_output=True, text=True)
         code, err = p.returncode, p.stderr
     else:
         from streamlearn.cli import main
@@ -322,6 +339,8 @@ def synthetic(seeds, kappas, dense_seeds):
     misses = synthetic_targets(res, kappas, seeds)
     if misses and dense_seeds:
         dense_check(res, misses, files, seeds[:dense_seeds])
+    if 10 in misses and 200 in misses:  # the invariance target: does one more sketch row close it?
+        more_rows(files, kappas, seeds)
     print(f"(synthetic section: {time.perf_counter() - t0:.0f} s)")
     return res
 
@@ -364,6 +383,23 @@ def synthetic_targets(res, kappas, seeds):
                       + " ".join(f"{100 * (x - y):+.2f}" for x, y in zip(fd(200)["errs"], fd(10)["errs"])) + ")"):
             misses.update((10, 200))
     return sorted(misses)
+
+
+def more_rows(files, kappas, seeds):
+    """FD-SON with m = 11 and m = 12 (10 and 11 directions kept: the design's 10 large
+    eigenvalues all in the sketch) at the smallest and largest kappa, tuned as m = 10."""
+    lo, hi = min(kappas), max(kappas)
+    print(f"\nFD-SON with more rows, kappa {lo} vs {hi} (same grid and protocol as m = 10): "
+          "the design has 10 large directions; an m-row FD sketch keeps m - 1")
+    rows = []
+    for m in (11, 12):
+        r = {k: tune([files[(k, s)] for s in seeds], ["--algo", "fd-son", "--sketch_size", str(m)] + SYN_BASE,
+                      [Axis("--alpha", 0, 12), Axis("--sigma_eta", -4, 2)]) for k in (lo, hi)}
+        rows.append({"learner": f"FD-SON m={m} ({m - 1} directions)", f"kappa {lo} %": pct(r[lo]["mean"]),
+                     f"kappa {hi} %": pct(r[hi]["mean"]),
+                     "difference (points)": f"{100 * (r[hi]['mean'] - r[lo]['mean']):+.2f}",
+                     "best settings": f"{fmt_point(r[lo]['point'])} / {fmt_point(r[hi]['point'])}"})
+    print(table(rows, ["learner", f"kappa {lo} %", f"kappa {hi} %", "difference (points)", "best settings"]))
 
 
 def dense_check(res, kappas, files, seeds):
@@ -555,7 +591,7 @@ def timed(cmd_args, repeat):
     mj = OUT / "cost_metrics.json"
     for _ in range(repeat):
         try:
-            wall, rss, _, _ = run_rss(streamlearn_cmd("train", *cmd_args, "--quiet", "--metrics", mj))
+            wall, rss, _, _ = run_rss(sl_cmd("train", *cmd_args, "--quiet", "--metrics", mj))
         except RuntimeError as e:
             return f"{FAIL}: {str(e).splitlines()[-1][:200]}"
         met = json.loads(mj.read_text())
@@ -734,8 +770,15 @@ def main():
                     help="seeds the dense reference runs on a MISS (default 2; --quick 1; 0 = none)")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--subprocess", action="store_true", help="one process per streamlearn run")
+    ap.add_argument("--rev", default=None, help="run revision REV of this repository (git archive into the cache: "
+                    "e.g. another helper's branch) instead of this tree")
     a = ap.parse_args()
     need_shared()
+    if a.rev:
+        from _baseline import baseline_tree
+        use_tree(baseline_tree(a.rev))
+    else:
+        use_tree(ROOT)
     OUT.mkdir(parents=True, exist_ok=True)
     SUBPROCESS = a.subprocess
     seeds = [int(s) for s in a.seeds.split(",")] if a.seeds else ([0, 1] if a.quick else [0, 1, 2, 3, 4])
@@ -744,9 +787,11 @@ def main():
     only = set(a.only.split(",")) if a.only else ({"splice", "australian", "breast-cancer", "diabetes"} if a.quick
                                                   else None)
     dense_seeds = a.dense_seeds if a.dense_seeds is not None else (1 if a.quick else 2)
-    rev = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h %s"], capture_output=True, text=True)
-    br = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--abbrev-ref", "HEAD"], capture_output=True, text=True)
-    print(f"benchmarks/fd_son.py on {br.stdout.strip()} @ {rev.stdout.strip()[:90]}; "
+    rev = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h %s", a.rev or "HEAD"],
+                         capture_output=True, text=True)
+    br = a.rev or subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--abbrev-ref", "HEAD"], capture_output=True,
+                                 text=True).stdout.strip()
+    print(f"benchmarks/fd_son.py running {br} @ {rev.stdout.strip()[:90]} ({TREE}); "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {'quick' if a.quick else 'full'}", flush=True)
     t0 = time.perf_counter()
     sections = a.section.split(",")
