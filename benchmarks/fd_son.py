@@ -739,7 +739,7 @@ def cost(repeat, quick):
     # eigen steps' share
     rows = []
     for lab, data in (("a9a", _a9a_vw()), (f.name, f)):
-        s = eigen_share(data, n_max=20_000 if quick else 50_000)
+        s = eigen_share(data, n_max=10_000 if quick else 20_000)
         rows.append({"data": lab, "n": s["n"], "pass learn s": f"{s['pass_s']:.3f}", "eigen steps": s["eigen_steps"],
                      "rebases": s["rebases"], "us / eigen step": f"{s['eigen_us']:.1f}",
                      "eigen share": f"{100 * s['share']:.1f}%", "of which re-bases": f"{100 * s['rebase_share']:.1f}%",
