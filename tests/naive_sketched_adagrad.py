@@ -39,7 +39,7 @@ from streamlearn.algos.losses import get_loss
 
 __all__ = [
     "SHRINK_TOL", "PINV_TOL", "GS_TOL", "eig_desc", "inv_root",
-    "FullAdaGrad", "DiagAdaGrad", "FD", "FastFD", "SADA", "FastSADA", "FTSL", "FTFSL",
+    "FullAdaGrad", "DiagAdaGrad", "FD", "FastFD", "lowrank_inv_root_apply", "SADA", "FastSADA", "FTSL", "FTFSL",
     "FDGeneral", "Shampoo", "FTSLShampoo",
     "hadamard", "srht_map", "countsketch_map", "sparse_sign_map", "l1_quadratic_min", "CompAdaGrad",
 ]
@@ -162,6 +162,7 @@ class FD:
         assert tau >= 1
         self.d, self.tau, self.shrink_tol = int(d), int(tau), float(shrink_tol)
         self.B = np.zeros((self.d, self.tau))
+        self.U, self.lam = np.zeros((self.d, 0)), np.zeros(0)
         self.rho = 0.0
         self.shrinks = 0  # rounds with lambda_tau > 0
 
@@ -179,9 +180,15 @@ class FD:
         Bn[:, :k] = U * np.sqrt(np.maximum(lam[:k] - lam_tau, 0.0))  # line 4
         Bn[:, -1] = 0.0
         self.B = Bn
+        self.U, self.lam = U[:, : self.tau - 1], np.maximum(lam[: min(k, self.tau - 1)] - lam_tau, 0.0)
+        self.U = self.U[:, : len(self.lam)]
         self.rho += lam_tau
         self.shrinks += lam_tau > 0
         return lam_tau
+
+    def eigpairs(self):
+        """(U, lambda) with B B^T = U diag(lambda) U^T, U orthonormal columns (tau - 1 at most)."""
+        return self.U, self.lam
 
     def psd(self):
         """B_t B_t^T, the sketch of G_t."""
@@ -242,6 +249,10 @@ class FastFD:
         """V M V^T = V U Sigma U^T V^T (line 12 without the rho part)."""
         return self.V @ self.M @ self.V.T
 
+    def eigpairs(self):
+        """(V U, lambda): V M V^T = (V U) diag(lambda) (V U)^T (columns of V U on V's zero columns are 0)."""
+        return self.V @ self.U, np.maximum(self.lam, 0.0)
+
     def end_round(self):
         if self.r < 2 * self.tau:  # line 14
             return
@@ -260,6 +271,22 @@ class FastFD:
         self.lam, self.U = m, np.eye(2 * t)
 
 
+def lowrank_inv_root_apply(U, lam, rho, delta, v, inside=True):
+    """H^{-1} v for H = (U diag(lam) U^T + (rho + delta) I)^{1/2} (``inside``) or
+    (U diag(lam) U^T + rho I)^{1/2} + delta I, U with orthonormal (or zero) columns, without a d x d
+    matrix: Yang App. A.1's identity H^{-1} = h_perp^{-1} I + U diag(h^{-1} - h_perp^{-1}) U^T,
+    h = f(lam + rho), h_perp = f(rho). This is the form a sparse learner uses; it divides by
+    h_perp, so a round-off rho ~ 1e-32 with delta = 0 multiplies round-off outside span U by 1e16:
+    the reason for ``SHRINK_TOL``. h_perp = 0 (rho + delta = 0): pseudo-inverse on span U."""
+    f = (lambda z: np.sqrt(z + delta)) if inside else (lambda z: np.sqrt(z) + delta)
+    h, hp = f(lam + rho), f(rho)
+    c = U.T @ v
+    if hp > 0:
+        return v / hp + U @ ((1.0 / h - 1.0 / hp) * c)
+    keep = lam > PINV_TOL * lam.max() if len(lam) and lam.max() > 0 else np.zeros(len(lam), bool)
+    return U @ np.where(keep, c / np.where(keep, h, 1.0), 0.0)
+
+
 class _Sketched(_Linear):
     """AdaGrad with G~_t = S_t + rho_{1:t} I in place of G_t, S_t an FD sketch of G_t:
     H_t = (G~_t + delta I)^{1/2} (``delta_inside``) or G~_t^{1/2} + delta I.
@@ -268,9 +295,10 @@ class _Sketched(_Linear):
 
     form = fast = None
 
-    def __init__(self, d, tau, eta, delta, loss="logistic", delta_inside=True, **sketch_kw):
+    def __init__(self, d, tau, eta, delta, loss="logistic", delta_inside=True, lowrank=False, **sketch_kw):
         super().__init__(d, eta, loss)
         self.tau, self.delta, self.inside = int(tau), float(delta), bool(delta_inside)
+        self.lowrank = bool(lowrank)  # apply H^{-1} by ``lowrank_inv_root_apply`` (no d x d matrix)
         self.sketch = FastFD(d, tau, **sketch_kw) if self.fast else FD(d, tau, **sketch_kw)
         self.gbar = np.zeros(self.d)
         self.Gtilde = np.zeros((self.d, self.d))
@@ -278,12 +306,14 @@ class _Sketched(_Linear):
     def _learn(self, g):
         self.gbar += g
         self.sketch.insert(g)
-        self.Gtilde = self.sketch.psd() + self.sketch.rho * np.eye(self.d)
-        Hinv = inv_root(self.Gtilde, 0.5, self.delta, self.inside)
-        if self.form == "mirror":
-            self.w = self.w - self.eta * (Hinv @ g)
+        v = g if self.form == "mirror" else self.gbar
+        if self.lowrank:
+            U, lam = self.sketch.eigpairs()
+            step = lowrank_inv_root_apply(U, lam, self.sketch.rho, self.delta, v, self.inside)
         else:
-            self.w = -self.eta * (Hinv @ self.gbar)
+            self.Gtilde = self.sketch.psd() + self.sketch.rho * np.eye(self.d)
+            step = inv_root(self.Gtilde, 0.5, self.delta, self.inside) @ v
+        self.w = self.w - self.eta * step if self.form == "mirror" else -self.eta * step
         self.sketch.end_round()
 
 
