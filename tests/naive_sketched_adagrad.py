@@ -236,9 +236,8 @@ class FastFD:
         nres = np.linalg.norm(res)
         if nres > self.gs_tol * np.linalg.norm(g):  # line 6
             v = res / nres
-            if self.line5 == "corrected":
-                v = v - V @ (V.T @ v)  # second Gram-Schmidt pass
-                v = v / np.linalg.norm(v)
+            v = v - V @ (V.T @ v)  # second Gram-Schmidt pass (kept with the printed line 5 too)
+            v = v / np.linalg.norm(v)
             self.r += 1  # line 7: r <- r + 1
             V[:, self.r - 1] = v
         c = V.T @ g
