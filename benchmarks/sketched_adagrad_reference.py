@@ -147,7 +147,10 @@ def main():
     t0 = time.time()
     np.seterr(over="ignore")  # exp(y p) of a diverging grid point; such runs count as 100%
     with ProcessPoolExecutor(a.jobs, initializer=np.seterr, initargs=("ignore",)) as ex:
-        results = list(ex.map(best, jobs))
+        results = []
+        for r in ex.map(best, jobs):  # progress on stderr, so a long run shows partial results
+            results.append(r)
+            print(f"  {r[0]:<22} {r[1]:<11} sub={r[2]} {r[3]:6.2f}% (eta 2^{r[4]:+d})", file=sys.stderr, flush=True)
     res = {}
     for key, method, sub_seed, err, lg in results:
         res.setdefault(key, {}).setdefault(method, []).append((err, lg))
