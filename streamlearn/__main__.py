@@ -28,8 +28,10 @@ def entry():
         default = signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL
         if signal.getsignal(sig) is default:
             signal.signal(sig, _interrupted_at_start)
-    from .cli import main
+    from .signals import blocked
 
+    with blocked():  # threads numpy's BLAS starts at import inherit the block (streamlearn.signals)
+        from .cli import main
     main()
 
 

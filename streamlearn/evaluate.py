@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .algos.losses import best_constant
+from .signals import GUARDED_SIGNALS, block_in_this_thread
 
 __all__ = ["ProgressSchedule", "Evaluation", "run_stream", "binary_outputs", "InterruptGuard", "Interrupted",
            "SliceTimer", "raise_interrupted", "GUARDED_SIGNALS"]
@@ -207,9 +208,6 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
-#: the signals the guard answers: SIGINT (Ctrl-C), SIGTERM (kill), SIGHUP (a closed terminal or
-#: ssh session: as SIGTERM)
-GUARDED_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
 
 
 def _default_handler(sig):
@@ -277,6 +275,7 @@ class InterruptGuard:
         guarded = {int(s) for s in self._old}
 
         def watch():
+            block_in_this_thread()  # the signals land on the main thread (streamlearn.signals)
             seen = 0
             while True:
                 try:

@@ -6,6 +6,7 @@ import fcntl
 import json
 import os
 import random
+import re
 import resource
 import signal
 import stat
@@ -266,6 +267,39 @@ def test_signal_before_any_prediction_leaves_no_file(tmp_path, sig, code):
     assert p.returncode == code, err
     assert b"Traceback" not in err and b"interrupted" in err
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads the threads' signal masks from /proc")
+def test_only_the_main_thread_can_receive_the_signals(tmp_path):
+    """The kernel gives a process-directed signal to any thread that does not block it, and only
+    the main thread runs Python handlers: one landing on the reader, parser, watcher or a BLAS
+    thread left the run waiting for input forever (the SIGHUP case above timed out under load).
+    Every other thread of a waiting run blocks SIGINT, SIGTERM and SIGHUP (streamlearn.signals)."""
+    prod = _silent_producer()
+    p = subprocess.Popen([*CMD, "train", "-p", str(tmp_path / "p.txt"), "--quiet"],
+                         stdin=prod.stdout, stderr=subprocess.PIPE, env=ENV, preexec_fn=_default_sigint)
+    prod.stdout.close()
+    want = sum(1 << (int(s) - 1) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:  # until the reader thread and the guard's watcher exist
+            tasks = os.listdir(f"/proc/{p.pid}/task")
+            if len(tasks) >= 3:
+                time.sleep(0.5)
+                break
+            time.sleep(0.1)
+        masks = {}
+        for t in os.listdir(f"/proc/{p.pid}/task"):
+            status = open(f"/proc/{p.pid}/task/{t}/status").read()
+            masks[int(t)] = int(re.search(r"^SigBlk:\s*([0-9a-f]+)", status, re.M).group(1), 16)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+        prod.kill()
+    assert len(masks) >= 3, masks
+    assert masks.pop(p.pid) & want == 0  # the main thread takes them
+    assert all(m & want == want for m in masks.values()), masks
+    assert p.returncode == 143 and b"interrupted (SIGTERM)" in err
 
 
 _SLOW_RUN = """

@@ -17,6 +17,8 @@ from __future__ import annotations
 import queue
 import threading
 
+from ..signals import block_in_this_thread
+
 __all__ = ["Prefetcher", "prefetch"]
 
 _DONE = object()
@@ -46,7 +48,7 @@ class Prefetcher:
         self._q = queue.Queue(maxsize=max(1, int(depth)))
         self._stop = threading.Event()
         self._finished = False
-        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
+        self._thread = threading.Thread(target=self._blocked_work, name=name, daemon=True)
         self._thread.start()
 
     # -- producer ----------------------------------------------------------------------------
@@ -58,6 +60,10 @@ class Prefetcher:
             except queue.Full:
                 continue
         return False
+
+    def _blocked_work(self):
+        block_in_this_thread()  # the process's signals land on the main thread (streamlearn.signals)
+        self._work()
 
     def _work(self):
         it = self._it

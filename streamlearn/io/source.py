@@ -37,6 +37,7 @@ import numpy as np
 from .. import kernels
 from ..batch import Batch
 from ..errors import ConfigError, InputError
+from ..signals import block_in_this_thread
 from ._text_codes import ERR_TOO_MANY_FEATURES, ERROR_REASONS, FMT_LIBSVM, FMT_VW
 from .interactions import Interactions, chunk_namespaces
 
@@ -588,7 +589,8 @@ def text_batches(stream, name: str, cfg: ReaderConfig, fmt: str, flush_after=Non
     if workers > 1:
         from concurrent.futures import ThreadPoolExecutor  # here: it imports logging (start-up)
 
-        ex = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="streamlearn-parse")
+        ex = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="streamlearn-parse",
+                                initializer=block_in_this_thread)  # signals land on the main thread
     submit = ex.submit if ex is not None else _Now
 
     def finish(fut):
