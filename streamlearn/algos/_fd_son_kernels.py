@@ -219,15 +219,49 @@ def _catch_up_inplace(tab, sl, hP, hc, R, wz):
 
 
 @njit(**INNER)
-def _compact(keys, tab, ints, hP, hc):
-    """Every stored feature through the whole history; the history is then empty (stamps 0)."""
+def _rebase_all(keys, tab, ints, hP, hc, N, u):
+    """Every stored feature through the whole history, then ``w_bar += u . z``, ``z <- N z`` (N = I,
+    u = 0: a plain compaction); the history is then empty (stamps 0). The level-0 records are first
+    composed into one transform per stamp, ``T_st = N P_(R-1) ... P_st`` and its fold ``u_st = c_st +
+    P_st^T u_(st+1)`` (``u_R = u``), O(R m^3), so each feature costs O(m^2) whatever its stamp."""
     m = hP.shape[1]
     R = ints[I_HIST]
-    wz = np.empty(2 * m + 1)
+    hcap = hP.shape[0] // 2
+    T = np.empty((R + 1, m, m))
+    uu = np.empty((R + 1, m))
+    for r in range(m):
+        uu[R, r] = u[r]
+        for q in range(m):
+            T[R, r, q] = N[r, q]
+    for st in range(R - 1, -1, -1):
+        j = _blk(0, st, hcap)
+        for r in range(m):
+            for q in range(m):
+                acc = 0.0
+                for t in range(m):
+                    acc += T[st + 1, r, t] * hP[j, t, q]
+                T[st, r, q] = acc
+        for q in range(m):
+            acc = hc[j, q]
+            for t in range(m):
+                acc += hP[j, t, q] * uu[st + 1, t]
+            uu[st, q] = acc
+    zt = np.empty(m)
     for s in range(keys.shape[0]):
-        if keys[s] != EMPTY:
-            _catch_up_inplace(tab, s, hP, hc, R, wz)
-            tab[s, C_T] = 0.0
+        if keys[s] == EMPTY:
+            continue
+        st = np.int64(tab[s, C_T])
+        acc = 0.0
+        for q in range(m):
+            zt[q] = tab[s, C_Z + q]
+            acc += uu[st, q] * zt[q]
+        tab[s, C_U] += acc
+        for r in range(m):
+            acc = 0.0
+            for q in range(m):
+                acc += T[st, r, q] * zt[q]
+            tab[s, C_Z + r] = acc
+        tab[s, C_T] = 0.0
     ints[I_HIST] = 0
     ints[I_COMPACT] += 1
 
@@ -651,30 +685,24 @@ def _recompute_k(keys, tab, K, m):
     for i in range(m):
         for j in range(m):
             K[i, j] = 0.0
-    order = np.argsort(keys)
-    for o in range(order.shape[0]):
-        s = order[o]
-        if keys[s] == EMPTY:
-            continue
+    n = 0
+    for s in range(keys.shape[0]):
+        if keys[s] != EMPTY:
+            n += 1
+    occ = np.empty(n, np.int64)
+    n = 0
+    for s in range(keys.shape[0]):
+        if keys[s] != EMPTY:
+            occ[n] = s
+            n += 1
+    order = np.argsort(keys[occ])
+    for o in range(n):
+        s = occ[order[o]]
         for i in range(m):
             zi = tab[s, C_Z + i]
             if zi != 0.0:
                 for j in range(m):
                     K[i, j] += zi * tab[s, C_Z + j]
-
-
-@njit(**INNER)
-def _fold_b(keys, tab, b, m):
-    """``w_bar += Z^T b``, ``b = 0`` (every stored feature)."""
-    for s in range(keys.shape[0]):
-        if keys[s] == EMPTY:
-            continue
-        acc = 0.0
-        for r in range(m):
-            acc += tab[s, C_Z + r] * b[r]
-        tab[s, C_U] += acc
-    for r in range(m):
-        b[r] = 0.0
 
 
 @njit(**INNER)
@@ -903,7 +931,10 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
     elif kk == m and (ints[I_T] - flt[2]) * FULL_REBASE_RATIO < ints[I_OCC]:  # lazy re-base: recorded; applied now only to the buffer's features (all at stamp k)
         hcap = hP.shape[0] // 2
         if ints[I_HIST] == hcap:
-            _compact(keys, tab, ints, hP, hc)
+            eye = np.zeros((m, m))
+            for i in range(m):
+                eye[i, i] = 1.0
+            _rebase_all(keys, tab, ints, hP, hc, eye, np.zeros(m))
         k = ints[I_HIST]
         j0 = _blk(0, k, hcap)
         for i in range(m):
@@ -944,23 +975,13 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
                 F[i, j] = 1.0 if i == j else 0.0
         ints[I_REBASE] += 1
     else:
-        _compact(keys, tab, ints, hP, hc)
+        _rebase_all(keys, tab, ints, hP, hc, N1, b)  # catch up, w_bar += Z^T b, Z <- N1 Z
         flt[2] = ints[I_T]
-        _fold_b(keys, tab, b, m)
+        for r in range(m):
+            b[r] = 0.0
         for q in range(tau):  # w_bar += G^T c
             for e in range(boff[q], boff[q + 1]):
                 tab[bslot[e], C_U] += c[q] * bval[e]
-        zt = np.empty(m)
-        for s in range(keys.shape[0]):  # Z <- N1 Z
-            if keys[s] == EMPTY:
-                continue
-            for q in range(m):
-                zt[q] = tab[s, C_Z + q]
-            for t in range(m):
-                acc = 0.0
-                for q in range(m):
-                    acc += N1[t, q] * zt[q]
-                tab[s, C_Z + t] = acc
         for q in range(tau):  # Z += N2 G
             for e in range(boff[q], boff[q + 1]):
                 sl = bslot[e]
