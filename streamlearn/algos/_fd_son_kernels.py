@@ -679,25 +679,51 @@ def _pinv_step(F, D, ZG, GG, tau, sx, gl, b, c, h):
 
 
 @njit(**INNER)
+def _key_order(keys):
+    """The occupied slots in ascending order of their keys (>= 0, distinct): an LSD radix sort, 8 bits
+    a pass, O(cap + n bits / 8)."""
+    n = 0
+    kmax = 0
+    for s in range(keys.shape[0]):
+        if keys[s] != EMPTY:
+            n += 1
+            if keys[s] > kmax:
+                kmax = keys[s]
+    a = np.empty(n, np.int64)
+    tmp = np.empty(n, np.int64)
+    n = 0
+    for s in range(keys.shape[0]):
+        if keys[s] != EMPTY:
+            a[n] = s
+            n += 1
+    cnt = np.empty(257, np.int64)
+    sh = 0
+    while sh < 64 and (kmax >> sh) > 0:
+        for v in range(257):
+            cnt[v] = 0
+        for i in range(n):
+            cnt[((keys[a[i]] >> sh) & 255) + 1] += 1
+        for v in range(256):
+            cnt[v + 1] += cnt[v]
+        for i in range(n):
+            v = (keys[a[i]] >> sh) & 255
+            tmp[cnt[v]] = a[i]
+            cnt[v] += 1
+        a, tmp = tmp, a
+        sh += 8
+    return a
+
+
+@njit(**INNER)
 def _recompute_k(keys, tab, K, m):
     """``K = Z Z^T`` exactly from the table, summed in the order of the features (not of the slots:
     a restored model's table is laid out differently, and its K must be the same to the bit)."""
     for i in range(m):
         for j in range(m):
             K[i, j] = 0.0
-    n = 0
-    for s in range(keys.shape[0]):
-        if keys[s] != EMPTY:
-            n += 1
-    occ = np.empty(n, np.int64)
-    n = 0
-    for s in range(keys.shape[0]):
-        if keys[s] != EMPTY:
-            occ[n] = s
-            n += 1
-    order = np.argsort(keys[occ])
-    for o in range(n):
-        s = occ[order[o]]
+    order = _key_order(keys)
+    for o in range(order.shape[0]):
+        s = order[o]
         for i in range(m):
             zi = tab[s, C_Z + i]
             if zi != 0.0:
