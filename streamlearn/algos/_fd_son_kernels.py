@@ -286,6 +286,42 @@ def table_lookup_rows(keys, tab, query, shift, out, hP, hc, R):
 
 
 @njit(**INNER)
+def _tr(A):
+    """``A^T`` as a new C-ordered array (one layout for every ``_mm`` call: one compiled version)."""
+    n, k = A.shape
+    out = np.empty((k, n))
+    for i in range(n):
+        for j in range(k):
+            out[j, i] = A[i, j]
+    return out
+
+
+@njit(**INNER)
+def _sub(A, r0, r1, c0, c1):
+    """``A[r0:r1, c0:c1]`` as a new C-ordered array."""
+    out = np.empty((r1 - r0, c1 - c0))
+    for i in range(r0, r1):
+        for j in range(c0, c1):
+            out[i - r0, j - c0] = A[i, j]
+    return out
+
+
+@njit(**INNER)
+def _sym(A, B):
+    """``0.5 ((A - B) + (A - B)^T)`` (B = None: of A), in loops rather than array expressions (which
+    compile slowly)."""
+    n = A.shape[0]
+    out = np.empty((n, n))
+    for i in range(n):
+        for j in range(n):
+            if B is None:
+                out[i, j] = 0.5 * (A[i, j] + A[j, i])
+            else:
+                out[i, j] = 0.5 * ((A[i, j] - B[i, j]) + (A[j, i] - B[j, i]))
+    return out
+
+
+@njit(**INNER)
 def _mm(A, B):
     """``A @ B`` with plain loops (any sizes, including empty ones)."""
     n, k = A.shape
@@ -739,8 +775,8 @@ def _orthonormalise_active(F, K, na):
     m = F.shape[0]
     if na == 0:
         return False
-    Fa = np.ascontiguousarray(F[:na])
-    P = np.ascontiguousarray(K[:na, :na])
+    Fa = _sub(F, 0, na, 0, m)
+    P = _sub(K, 0, na, 0, na)
     dev = 0.0
     for i in range(na):
         for j in range(na):
@@ -749,11 +785,11 @@ def _orthonormalise_active(F, K, na):
                 dev = v
     if not dev > DRIFT_TOL:
         return False
-    L = _cholesky(0.5 * (P + P.T))
+    L = _cholesky(_sym(P, None))
     if L.shape[0] == 0:
         return False
     Fn = _solve(L, Fa)
-    X = _solve(L, np.ascontiguousarray(K[:na, na:]))  # V_a's Gram with the inactive rows
+    X = _solve(L, _sub(K, 0, na, na, m))  # V_a's Gram with the inactive rows
     for i in range(na):
         for j in range(m):
             F[i, j] = Fn[i, j]
@@ -794,11 +830,10 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
     """
     m = F.shape[0]
     na = ints[I_NA]
-    Fa = np.ascontiguousarray(F[:na])
+    Fa = _sub(F, 0, na, 0, m)
     # C = G V_a^T (m x na): C[k, i] = sum_j ZG[j, k] F[i, j]
-    C = _mm(ZG.T, Fa.T)
-    EE = GG - _mm(C, C.T)
-    EE = 0.5 * (EE + EE.T)
+    C = _mm(_tr(ZG), _tr(Fa))
+    EE = _sym(GG, _mm(C, _tr(C)))
     gam, W = _eigh(EE)
     trg = 0.0
     for k in range(m):
@@ -819,7 +854,10 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
     for j in range(r):
         for i in range(m):
             Q2[j, i] = Wk[i, j] / math.sqrt(gk[j])
-    Q1 = -_mm(_mm(Q2, C), Fa)  # r x m
+    Q1 = _mm(_mm(Q2, C), Fa)  # r x m
+    for j in range(r):
+        for i in range(m):
+            Q1[j, i] = -Q1[j, i]
     nb = na + r
     Mt = np.zeros((na + m, nb))
     for i in range(na):
@@ -829,8 +867,7 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
             Mt[na + k, i] = C[k, i]
         for j in range(r):
             Mt[na + k, na + j] = Wk[k, j] * math.sqrt(gk[j])
-    MM = _mm(Mt.T, Mt)
-    MM = 0.5 * (MM + MM.T)
+    MM = _sym(_mm(_tr(Mt), Mt), None)
     sig = np.zeros(nb)
     U = np.zeros((nb, nb))
     if nb > 0:
@@ -870,15 +907,15 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
                 for i in range(na):
                     J[na + j, i] = -QC[j, i]
             # orthonormal basis of range(J): J (J^T J)^-1/2
-            lj, Wj = _eigh(_mm(J.T, J))
+            lj, Wj = _eigh(_mm(_tr(J), J))
             for i in range(na):
                 f = 1.0 / math.sqrt(lj[i])
                 for k in range(na):
                     Wj[k, i] *= f
             Jo = _mm(J, Wj)
             # the top right singular vectors of Jo^T B: top eigenvectors of B^T Jo Jo^T B
-            JB = _mm(Jo.T, B)
-            lb, Wb = _eigh(_mm(JB.T, JB))
+            JB = _mm(_tr(Jo), B)
+            lb, Wb = _eigh(_mm(_tr(JB), JB))
             for t in range(kk - mp):
                 for j in range(nr):
                     pick[j, t] = Wb[j, nr - 1 - t]
@@ -907,8 +944,8 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
     for t in range(kk, m):
         D[t] = 0.0
     if kk < m:  # inactive rows: complete N1 by the orthonormal complement of its row space
-        N1k = np.ascontiguousarray(N1[:kk])
-        lam, E = _eigh(_mm(N1k.T, N1k))
+        N1k = _sub(N1, 0, kk, 0, m)
+        lam, E = _eigh(_mm(_tr(N1k), N1k))
         for t in range(kk, m):
             for q in range(m):
                 N1[t, q] = E[q, t - kk]
@@ -923,13 +960,18 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
             for j in range(r):
                 acc -= Usel[na + j, t] * QC[j, i]
             Mk[t, i] = acc
-    N2k = np.ascontiguousarray(N2[:kk])
-    Kaa = np.ascontiguousarray(K[:na, :na])
-    X1 = _mm(_mm(Mk, C.T), N2k.T)
-    VVn = _mm(_mm(Mk, Kaa), Mk.T) + X1 + X1.T + _mm(_mm(N2k, GG), N2k.T)
+    N2k = _sub(N2, 0, kk, 0, m)
+    Kaa = _sub(K, 0, na, 0, na)
+    N2kT = _tr(N2k)
+    X1 = _mm(_mm(Mk, _tr(C)), N2kT)
+    VVn = _mm(_mm(Mk, Kaa), _tr(Mk))
+    X3 = _mm(_mm(N2k, GG), N2kT)
+    for i in range(kk):
+        for j in range(kk):
+            VVn[i, j] = ((VVn[i, j] + X1[i, j]) + X1[j, i]) + X3[i, j]
     ints[I_NA] = kk
     ints[I_EIG] += 1
-    ev = _eigh(_mm(N1.T, N1))[0]  # squared singular values, ascending
+    ev = _eigh(_mm(_tr(N1), N1))[0]  # squared singular values, ascending
     cond = math.sqrt(ev[m - 1] / ev[0]) if ev[0] > 0.0 else math.inf
     ok = cond <= max_cond
     nbuf = ints[I_NBUF]
