@@ -24,7 +24,7 @@ from numba import njit
 from ..kernels._jit import INNER, KERNEL
 from ._loss_kernels import loss_deriv, loss_value, target
 
-__all__ = ["FdState", "FdHyper", "fd_run", "rehash", "table_lookup_rows", "remap_buffer", "rebuild_levels",
+__all__ = ["FdState", "FdHyper", "fd_run", "rehash", "table_lookup_rows", "remap_buffer", "rebuild_levels", "eigh", "key_order",
            "HIST_MIN"]
 
 EMPTY = -1
@@ -1290,3 +1290,15 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
                 tab[slot_buf[k], C_U] -= coef * values[a + k]
             _apply_ainv(H, sx, m, coef, F, D, b, c, h, tmp)
     return n, learned
+
+
+@njit(**KERNEL)
+def eigh(A):
+    """:func:`_eigh` callable from Python (tests)."""
+    return _eigh(A)
+
+
+@njit(**KERNEL)
+def key_order(keys):
+    """:func:`_key_order` callable from Python (tests)."""
+    return _key_order(keys)
