@@ -24,7 +24,7 @@ from numba import njit
 from ..kernels._jit import INNER, KERNEL
 from ._loss_kernels import loss_deriv, loss_value, target
 
-__all__ = ["FdState", "FdHyper", "fd_run", "rehash", "table_lookup_rows", "remap_buffer", "rebuild_levels",
+__all__ = ["FdState", "FdHyper", "fd_run", "rehash", "table_lookup_rows", "remap_buffer", "rebuild_levels", "eigh", "key_order",
            "HIST_MIN"]
 
 EMPTY = -1
@@ -219,15 +219,49 @@ def _catch_up_inplace(tab, sl, hP, hc, R, wz):
 
 
 @njit(**INNER)
-def _compact(keys, tab, ints, hP, hc):
-    """Every stored feature through the whole history; the history is then empty (stamps 0)."""
+def _rebase_all(keys, tab, ints, hP, hc, N, u):
+    """Every stored feature through the whole history, then ``w_bar += u . z``, ``z <- N z`` (N = I,
+    u = 0: a plain compaction); the history is then empty (stamps 0). The level-0 records are first
+    composed into one transform per stamp, ``T_st = N P_(R-1) ... P_st`` and its fold ``u_st = c_st +
+    P_st^T u_(st+1)`` (``u_R = u``), O(R m^3), so each feature costs O(m^2) whatever its stamp."""
     m = hP.shape[1]
     R = ints[I_HIST]
-    wz = np.empty(2 * m + 1)
+    hcap = hP.shape[0] // 2
+    T = np.empty((R + 1, m, m))
+    uu = np.empty((R + 1, m))
+    for r in range(m):
+        uu[R, r] = u[r]
+        for q in range(m):
+            T[R, r, q] = N[r, q]
+    for st in range(R - 1, -1, -1):
+        j = _blk(0, st, hcap)
+        for r in range(m):
+            for q in range(m):
+                acc = 0.0
+                for t in range(m):
+                    acc += T[st + 1, r, t] * hP[j, t, q]
+                T[st, r, q] = acc
+        for q in range(m):
+            acc = hc[j, q]
+            for t in range(m):
+                acc += hP[j, t, q] * uu[st + 1, t]
+            uu[st, q] = acc
+    zt = np.empty(m)
     for s in range(keys.shape[0]):
-        if keys[s] != EMPTY:
-            _catch_up_inplace(tab, s, hP, hc, R, wz)
-            tab[s, C_T] = 0.0
+        if keys[s] == EMPTY:
+            continue
+        st = np.int64(tab[s, C_T])
+        acc = 0.0
+        for q in range(m):
+            zt[q] = tab[s, C_Z + q]
+            acc += uu[st, q] * zt[q]
+        tab[s, C_U] += acc
+        for r in range(m):
+            acc = 0.0
+            for q in range(m):
+                acc += T[st, r, q] * zt[q]
+            tab[s, C_Z + r] = acc
+        tab[s, C_T] = 0.0
     ints[I_HIST] = 0
     ints[I_COMPACT] += 1
 
@@ -252,6 +286,42 @@ def table_lookup_rows(keys, tab, query, shift, out, hP, hc, R):
 
 
 @njit(**INNER)
+def _tr(A):
+    """``A^T`` as a new C-ordered array (one layout for every ``_mm`` call: one compiled version)."""
+    n, k = A.shape
+    out = np.empty((k, n))
+    for i in range(n):
+        for j in range(k):
+            out[j, i] = A[i, j]
+    return out
+
+
+@njit(**INNER)
+def _sub(A, r0, r1, c0, c1):
+    """``A[r0:r1, c0:c1]`` as a new C-ordered array."""
+    out = np.empty((r1 - r0, c1 - c0))
+    for i in range(r0, r1):
+        for j in range(c0, c1):
+            out[i - r0, j - c0] = A[i, j]
+    return out
+
+
+@njit(**INNER)
+def _sym(A, B):
+    """``0.5 ((A - B) + (A - B)^T)`` (B = None: of A), in loops rather than array expressions (which
+    compile slowly)."""
+    n = A.shape[0]
+    out = np.empty((n, n))
+    for i in range(n):
+        for j in range(n):
+            if B is None:
+                out[i, j] = 0.5 * (A[i, j] + A[j, i])
+            else:
+                out[i, j] = 0.5 * ((A[i, j] - B[i, j]) + (A[j, i] - B[j, i]))
+    return out
+
+
+@njit(**INNER)
 def _mm(A, B):
     """``A @ B`` with plain loops (any sizes, including empty ones)."""
     n, k = A.shape
@@ -271,67 +341,155 @@ def _mm(A, B):
 
 @njit(**INNER)
 def _eigh(A):
-    """Eigen-decomposition of the symmetric ``A`` by cyclic Jacobi rotations (Golub & Van Loan
-    Alg. 8.5.3): ``(w ascending, V)`` with ``A = V diag(w) V^T``, V orthogonal."""
+    """Eigen-decomposition of the symmetric ``A`` (its symmetric part): ``(w ascending, V)`` with
+    ``A = V diag(w) V^T``, V orthogonal. Householder reduction to tridiagonal form, then the implicit
+    QL iteration with Wilkinson-type shifts (Golub & Van Loan Alg. 8.3.1 and Sec. 8.3.5; EISPACK
+    tred2 / tql2): O(n^3) with a small constant, a few times fewer operations than cyclic Jacobi."""
     n = A.shape[0]
-    a = np.empty((n, n))
-    V = np.zeros((n, n))
-    tot = 0.0
+    V = np.empty((n, n))
     for i in range(n):
-        V[i, i] = 1.0
         for j in range(n):
-            a[i, j] = 0.5 * (A[i, j] + A[j, i])
-            tot += a[i, j] * a[i, j]
-    for sweep in range(60):
-        off = 0.0
-        for p in range(n):
-            for q in range(p + 1, n):
-                off += a[p, q] * a[p, q]
-        if not off > 1e-32 * tot:
-            break
-        for p in range(n - 1):
-            for q in range(p + 1, n):
-                apq = a[p, q]
-                if apq == 0.0:
-                    continue
-                theta = (a[q, q] - a[p, p]) / (2.0 * apq)
-                if abs(theta) > 1e150:
-                    t = 0.5 / theta
-                else:
-                    t = 1.0 / (abs(theta) + math.sqrt(theta * theta + 1.0))
-                    if theta < 0.0:
-                        t = -t
-                c = 1.0 / math.sqrt(t * t + 1.0)
-                s = t * c
-                for k in range(n):
-                    akp = a[k, p]
-                    akq = a[k, q]
-                    a[k, p] = c * akp - s * akq
-                    a[k, q] = s * akp + c * akq
-                for k in range(n):
-                    apk = a[p, k]
-                    aqk = a[q, k]
-                    a[p, k] = c * apk - s * aqk
-                    a[q, k] = s * apk + c * aqk
-                a[p, q] = 0.0
-                a[q, p] = 0.0
-                for k in range(n):
-                    vkp = V[k, p]
-                    vkq = V[k, q]
-                    V[k, p] = c * vkp - s * vkq
-                    V[k, q] = s * vkp + c * vkq
-    w = np.empty(n)
-    for i in range(n):
-        w[i] = a[i, i]
-    # insertion sort, ascending, columns of V along
+            V[i, j] = 0.5 * (A[i, j] + A[j, i])
+    d = np.zeros(n)
+    e = np.zeros(n)
+    if n == 0:
+        return d, V
+    # Householder reduction to tridiagonal form
+    for j in range(n):
+        d[j] = V[n - 1, j]
+    for i in range(n - 1, 0, -1):
+        scale = 0.0
+        h = 0.0
+        for k in range(i):
+            scale += abs(d[k])
+        if scale == 0.0:
+            e[i] = d[i - 1]
+            for j in range(i):
+                d[j] = V[i - 1, j]
+                V[i, j] = 0.0
+                V[j, i] = 0.0
+        else:
+            for k in range(i):
+                d[k] /= scale
+                h += d[k] * d[k]
+            f = d[i - 1]
+            g = math.sqrt(h)
+            if f > 0.0:
+                g = -g
+            e[i] = scale * g
+            h = h - f * g
+            d[i - 1] = f - g
+            for j in range(i):
+                e[j] = 0.0
+            for j in range(i):
+                f = d[j]
+                V[j, i] = f
+                g = e[j] + V[j, j] * f
+                for k in range(j + 1, i):
+                    g += V[k, j] * d[k]
+                    e[k] += V[k, j] * f
+                e[j] = g
+            f = 0.0
+            for j in range(i):
+                e[j] /= h
+                f += e[j] * d[j]
+            hh = f / (h + h)
+            for j in range(i):
+                e[j] -= hh * d[j]
+            for j in range(i):
+                f = d[j]
+                g = e[j]
+                for k in range(j, i):
+                    V[k, j] -= f * e[k] + g * d[k]
+                d[j] = V[i - 1, j]
+                V[i, j] = 0.0
+        d[i] = h
+    for i in range(n - 1):
+        V[n - 1, i] = V[i, i]
+        V[i, i] = 1.0
+        h = d[i + 1]
+        if h != 0.0:
+            for k in range(i + 1):
+                d[k] = V[k, i + 1] / h
+            for j in range(i + 1):
+                g = 0.0
+                for k in range(i + 1):
+                    g += V[k, i + 1] * V[k, j]
+                for k in range(i + 1):
+                    V[k, j] -= g * d[k]
+        for k in range(i + 1):
+            V[k, i + 1] = 0.0
+    for j in range(n):
+        d[j] = V[n - 1, j]
+        V[n - 1, j] = 0.0
+    V[n - 1, n - 1] = 1.0
+    e[0] = 0.0
+    # implicit QL
+    for i in range(1, n):
+        e[i - 1] = e[i]
+    e[n - 1] = 0.0
+    f = 0.0
+    tst1 = 0.0
+    eps = 2.0 ** -52
+    for l in range(n):
+        tst1 = max(tst1, abs(d[l]) + abs(e[l]))
+        m = l
+        while m < n - 1:
+            if abs(e[m]) <= eps * tst1:
+                break
+            m += 1
+        if m > l:
+            for it in range(100):
+                g = d[l]
+                p = (d[l + 1] - g) / (2.0 * e[l])
+                r = math.hypot(p, 1.0)
+                if p < 0.0:
+                    r = -r
+                d[l] = e[l] / (p + r)
+                d[l + 1] = e[l] * (p + r)
+                dl1 = d[l + 1]
+                h = g - d[l]
+                for i in range(l + 2, n):
+                    d[i] -= h
+                f += h
+                p = d[m]
+                c = 1.0
+                c2 = 1.0
+                c3 = 1.0
+                el1 = e[l + 1]
+                s = 0.0
+                s2 = 0.0
+                for i in range(m - 1, l - 1, -1):
+                    c3 = c2
+                    c2 = c
+                    s2 = s
+                    g = c * e[i]
+                    h = c * p
+                    r = math.hypot(p, e[i])
+                    e[i + 1] = s * r
+                    s = e[i] / r
+                    c = p / r
+                    p = c * d[i] - s * g
+                    d[i + 1] = h + s * (c * g + s * d[i])
+                    for k in range(n):
+                        h = V[k, i + 1]
+                        V[k, i + 1] = s * V[k, i] + c * h
+                        V[k, i] = c * V[k, i] - s * h
+                p = -s * s2 * c3 * el1 * e[l] / dl1
+                e[l] = s * p
+                d[l] = c * p
+                if not abs(e[l]) > eps * tst1:
+                    break
+        d[l] = d[l] + f
+        e[l] = 0.0
     for i in range(1, n):
         j = i
-        while j > 0 and w[j - 1] > w[j]:
-            w[j - 1], w[j] = w[j], w[j - 1]
+        while j > 0 and d[j - 1] > d[j]:
+            d[j - 1], d[j] = d[j], d[j - 1]
             for k in range(n):
                 V[k, j - 1], V[k, j] = V[k, j], V[k, j - 1]
             j -= 1
-    return w, V
+    return d, V
 
 
 @njit(**INNER)
@@ -557,36 +715,56 @@ def _pinv_step(F, D, ZG, GG, tau, sx, gl, b, c, h):
 
 
 @njit(**INNER)
+def _key_order(keys):
+    """The occupied slots in ascending order of their keys (>= 0, distinct): an LSD radix sort, 8 bits
+    a pass, O(cap + n bits / 8)."""
+    n = 0
+    kmax = 0
+    for s in range(keys.shape[0]):
+        if keys[s] != EMPTY:
+            n += 1
+            if keys[s] > kmax:
+                kmax = keys[s]
+    a = np.empty(n, np.int64)
+    tmp = np.empty(n, np.int64)
+    n = 0
+    for s in range(keys.shape[0]):
+        if keys[s] != EMPTY:
+            a[n] = s
+            n += 1
+    cnt = np.empty(257, np.int64)
+    sh = 0
+    while sh < 64 and (kmax >> sh) > 0:
+        for v in range(257):
+            cnt[v] = 0
+        for i in range(n):
+            cnt[((keys[a[i]] >> sh) & 255) + 1] += 1
+        for v in range(256):
+            cnt[v + 1] += cnt[v]
+        for i in range(n):
+            v = (keys[a[i]] >> sh) & 255
+            tmp[cnt[v]] = a[i]
+            cnt[v] += 1
+        a, tmp = tmp, a
+        sh += 8
+    return a
+
+
+@njit(**INNER)
 def _recompute_k(keys, tab, K, m):
     """``K = Z Z^T`` exactly from the table, summed in the order of the features (not of the slots:
     a restored model's table is laid out differently, and its K must be the same to the bit)."""
     for i in range(m):
         for j in range(m):
             K[i, j] = 0.0
-    order = np.argsort(keys)
+    order = _key_order(keys)
     for o in range(order.shape[0]):
         s = order[o]
-        if keys[s] == EMPTY:
-            continue
         for i in range(m):
             zi = tab[s, C_Z + i]
             if zi != 0.0:
                 for j in range(m):
                     K[i, j] += zi * tab[s, C_Z + j]
-
-
-@njit(**INNER)
-def _fold_b(keys, tab, b, m):
-    """``w_bar += Z^T b``, ``b = 0`` (every stored feature)."""
-    for s in range(keys.shape[0]):
-        if keys[s] == EMPTY:
-            continue
-        acc = 0.0
-        for r in range(m):
-            acc += tab[s, C_Z + r] * b[r]
-        tab[s, C_U] += acc
-    for r in range(m):
-        b[r] = 0.0
 
 
 @njit(**INNER)
@@ -597,8 +775,8 @@ def _orthonormalise_active(F, K, na):
     m = F.shape[0]
     if na == 0:
         return False
-    Fa = np.ascontiguousarray(F[:na])
-    P = np.ascontiguousarray(K[:na, :na])
+    Fa = _sub(F, 0, na, 0, m)
+    P = _sub(K, 0, na, 0, na)
     dev = 0.0
     for i in range(na):
         for j in range(na):
@@ -607,11 +785,11 @@ def _orthonormalise_active(F, K, na):
                 dev = v
     if not dev > DRIFT_TOL:
         return False
-    L = _cholesky(0.5 * (P + P.T))
+    L = _cholesky(_sym(P, None))
     if L.shape[0] == 0:
         return False
     Fn = _solve(L, Fa)
-    X = _solve(L, np.ascontiguousarray(K[:na, na:]))  # V_a's Gram with the inactive rows
+    X = _solve(L, _sub(K, 0, na, na, m))  # V_a's Gram with the inactive rows
     for i in range(na):
         for j in range(m):
             F[i, j] = Fn[i, j]
@@ -652,11 +830,10 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
     """
     m = F.shape[0]
     na = ints[I_NA]
-    Fa = np.ascontiguousarray(F[:na])
+    Fa = _sub(F, 0, na, 0, m)
     # C = G V_a^T (m x na): C[k, i] = sum_j ZG[j, k] F[i, j]
-    C = _mm(ZG.T, Fa.T)
-    EE = GG - _mm(C, C.T)
-    EE = 0.5 * (EE + EE.T)
+    C = _mm(_tr(ZG), _tr(Fa))
+    EE = _sym(GG, _mm(C, _tr(C)))
     gam, W = _eigh(EE)
     trg = 0.0
     for k in range(m):
@@ -677,7 +854,10 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
     for j in range(r):
         for i in range(m):
             Q2[j, i] = Wk[i, j] / math.sqrt(gk[j])
-    Q1 = -_mm(_mm(Q2, C), Fa)  # r x m
+    Q1 = _mm(_mm(Q2, C), Fa)  # r x m
+    for j in range(r):
+        for i in range(m):
+            Q1[j, i] = -Q1[j, i]
     nb = na + r
     Mt = np.zeros((na + m, nb))
     for i in range(na):
@@ -687,8 +867,7 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
             Mt[na + k, i] = C[k, i]
         for j in range(r):
             Mt[na + k, na + j] = Wk[k, j] * math.sqrt(gk[j])
-    MM = _mm(Mt.T, Mt)
-    MM = 0.5 * (MM + MM.T)
+    MM = _sym(_mm(_tr(Mt), Mt), None)
     sig = np.zeros(nb)
     U = np.zeros((nb, nb))
     if nb > 0:
@@ -728,15 +907,15 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
                 for i in range(na):
                     J[na + j, i] = -QC[j, i]
             # orthonormal basis of range(J): J (J^T J)^-1/2
-            lj, Wj = _eigh(_mm(J.T, J))
+            lj, Wj = _eigh(_mm(_tr(J), J))
             for i in range(na):
                 f = 1.0 / math.sqrt(lj[i])
                 for k in range(na):
                     Wj[k, i] *= f
             Jo = _mm(J, Wj)
             # the top right singular vectors of Jo^T B: top eigenvectors of B^T Jo Jo^T B
-            JB = _mm(Jo.T, B)
-            lb, Wb = _eigh(_mm(JB.T, JB))
+            JB = _mm(_tr(Jo), B)
+            lb, Wb = _eigh(_mm(_tr(JB), JB))
             for t in range(kk - mp):
                 for j in range(nr):
                     pick[j, t] = Wb[j, nr - 1 - t]
@@ -765,8 +944,8 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
     for t in range(kk, m):
         D[t] = 0.0
     if kk < m:  # inactive rows: complete N1 by the orthonormal complement of its row space
-        N1k = np.ascontiguousarray(N1[:kk])
-        lam, E = _eigh(_mm(N1k.T, N1k))
+        N1k = _sub(N1, 0, kk, 0, m)
+        lam, E = _eigh(_mm(_tr(N1k), N1k))
         for t in range(kk, m):
             for q in range(m):
                 N1[t, q] = E[q, t - kk]
@@ -781,13 +960,18 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
             for j in range(r):
                 acc -= Usel[na + j, t] * QC[j, i]
             Mk[t, i] = acc
-    N2k = np.ascontiguousarray(N2[:kk])
-    Kaa = np.ascontiguousarray(K[:na, :na])
-    X1 = _mm(_mm(Mk, C.T), N2k.T)
-    VVn = _mm(_mm(Mk, Kaa), Mk.T) + X1 + X1.T + _mm(_mm(N2k, GG), N2k.T)
+    N2k = _sub(N2, 0, kk, 0, m)
+    Kaa = _sub(K, 0, na, 0, na)
+    N2kT = _tr(N2k)
+    X1 = _mm(_mm(Mk, _tr(C)), N2kT)
+    VVn = _mm(_mm(Mk, Kaa), _tr(Mk))
+    X3 = _mm(_mm(N2k, GG), N2kT)
+    for i in range(kk):
+        for j in range(kk):
+            VVn[i, j] = ((VVn[i, j] + X1[i, j]) + X1[j, i]) + X3[i, j]
     ints[I_NA] = kk
     ints[I_EIG] += 1
-    ev = _eigh(_mm(N1.T, N1))[0]  # squared singular values, ascending
+    ev = _eigh(_mm(_tr(N1), N1))[0]  # squared singular values, ascending
     cond = math.sqrt(ev[m - 1] / ev[0]) if ev[0] > 0.0 else math.inf
     ok = cond <= max_cond
     nbuf = ints[I_NBUF]
@@ -815,7 +999,10 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
     elif kk == m and (ints[I_T] - flt[2]) * FULL_REBASE_RATIO < ints[I_OCC]:  # lazy re-base: recorded; applied now only to the buffer's features (all at stamp k)
         hcap = hP.shape[0] // 2
         if ints[I_HIST] == hcap:
-            _compact(keys, tab, ints, hP, hc)
+            eye = np.zeros((m, m))
+            for i in range(m):
+                eye[i, i] = 1.0
+            _rebase_all(keys, tab, ints, hP, hc, eye, np.zeros(m))
         k = ints[I_HIST]
         j0 = _blk(0, k, hcap)
         for i in range(m):
@@ -856,23 +1043,13 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
                 F[i, j] = 1.0 if i == j else 0.0
         ints[I_REBASE] += 1
     else:
-        _compact(keys, tab, ints, hP, hc)
+        _rebase_all(keys, tab, ints, hP, hc, N1, b)  # catch up, w_bar += Z^T b, Z <- N1 Z
         flt[2] = ints[I_T]
-        _fold_b(keys, tab, b, m)
+        for r in range(m):
+            b[r] = 0.0
         for q in range(tau):  # w_bar += G^T c
             for e in range(boff[q], boff[q + 1]):
                 tab[bslot[e], C_U] += c[q] * bval[e]
-        zt = np.empty(m)
-        for s in range(keys.shape[0]):  # Z <- N1 Z
-            if keys[s] == EMPTY:
-                continue
-            for q in range(m):
-                zt[q] = tab[s, C_Z + q]
-            for t in range(m):
-                acc = 0.0
-                for q in range(m):
-                    acc += N1[t, q] * zt[q]
-                tab[s, C_Z + t] = acc
         for q in range(tau):  # Z += N2 G
             for e in range(boff[q], boff[q + 1]):
                 sl = bslot[e]
@@ -1113,3 +1290,15 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
                 tab[slot_buf[k], C_U] -= coef * values[a + k]
             _apply_ainv(H, sx, m, coef, F, D, b, c, h, tmp)
     return n, learned
+
+
+@njit(**KERNEL)
+def eigh(A):
+    """:func:`_eigh` callable from Python (tests)."""
+    return _eigh(A)
+
+
+@njit(**KERNEL)
+def key_order(keys):
+    """:func:`_key_order` callable from Python (tests)."""
+    return _key_order(keys)
