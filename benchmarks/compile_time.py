@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ALGOS = ("adagrad", "oja-son", "bear", "mission")
+ALGOS = ("adagrad", "oja-son", "fd-son", "rfd-son", "bear", "mission")
 
 
 def c_library(checkout: Path):
