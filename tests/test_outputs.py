@@ -25,10 +25,13 @@ from conftest import A9A_TEST, CLI_CMD as CMD, NEWS, cli_env  # noqa: E402
 ENV = cli_env()
 
 
-def _default_sigint():
-    """A child of a test run started in the background inherits SIGINT ignored: give the CLI
-    the default disposition (as tests/test_reliability.py does)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def _default_signals():
+    """A child of a test run launched in the background (``pytest &``: SIGINT ignored) or under
+    ``nohup`` (SIGHUP ignored), as CI may be, inherits those signals ignored and then rightly keeps
+    ignoring them (a SIGHUP test then waits for input that never comes): give the CLI under test
+    the default dispositions of the signals it answers."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def _lines_file(path, n=20000):
@@ -252,18 +255,58 @@ def _silent_producer():
     return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], stdout=subprocess.PIPE)
 
 
+def _thread_states(pid):
+    """{tid: 'State / SigBlk / SigIgn / SigCgt / wchan'} of a process's threads (diagnostics)."""
+    out = {}
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            st = open(f"/proc/{pid}/task/{t}/status").read()
+            keep = [ln.split(":", 1)[1].strip() for ln in st.splitlines()
+                    if ln.split(":")[0] in ("State", "SigBlk", "SigIgn", "SigCgt")]
+            wchan = open(f"/proc/{pid}/task/{t}/wchan").read() if os.path.exists(f"/proc/{pid}/task/{t}/wchan") else ""
+            out[int(t)] = " / ".join(keep + [wchan])
+    except OSError:
+        pass
+    return out
+
+
+def _wait_until_waiting_for_input(pid, timeout=60.0):
+    """Until the run is past start-up (its reader thread and the interrupt guard's watcher
+    exist: 3+ threads) and half a second more, so a loaded machine's slow start is not
+    what the test measures; without /proc, two seconds."""
+    if not os.path.isdir(f"/proc/{pid}/task"):
+        time.sleep(2.0)
+        return
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if len(os.listdir(f"/proc/{pid}/task")) >= 3:
+                break
+        except OSError:
+            break
+        time.sleep(0.05)
+    time.sleep(0.5)
+
+
 @pytest.mark.parametrize("sig,code", [(signal.SIGHUP, 129), (signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_signal_before_any_prediction_leaves_no_file(tmp_path, sig, code):
     """SIGHUP is SIGTERM's twin (main: killed by it, leaving a 0-byte -p file)."""
     preds = tmp_path / "p.txt"
     prod = _silent_producer()
     p = subprocess.Popen([*CMD, "train", "-p", str(preds), "-f", str(tmp_path / "m.slm"), "--quiet"],
-                         stdin=prod.stdout, stderr=subprocess.PIPE, env=ENV, preexec_fn=_default_sigint)
+                         stdin=prod.stdout, stderr=subprocess.PIPE, env=ENV, preexec_fn=_default_signals)
     prod.stdout.close()
-    time.sleep(2.0)
+    _wait_until_waiting_for_input(p.pid)
     p.send_signal(sig)
-    _, err = p.communicate(timeout=60)
-    prod.kill()
+    try:
+        _, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        state = _thread_states(p.pid)
+        p.kill()
+        p.communicate()
+        pytest.fail(f"no exit 60 s after {sig!r}; threads: {state}")
+    finally:
+        prod.kill()
     assert p.returncode == code, err
     assert b"Traceback" not in err and b"interrupted" in err
     assert os.listdir(tmp_path) == []
@@ -277,7 +320,7 @@ def test_only_the_main_thread_can_receive_the_signals(tmp_path):
     Every other thread of a waiting run blocks SIGINT, SIGTERM and SIGHUP (streamlearn.signals)."""
     prod = _silent_producer()
     p = subprocess.Popen([*CMD, "train", "-p", str(tmp_path / "p.txt"), "--quiet"],
-                         stdin=prod.stdout, stderr=subprocess.PIPE, env=ENV, preexec_fn=_default_sigint)
+                         stdin=prod.stdout, stderr=subprocess.PIPE, env=ENV, preexec_fn=_default_signals)
     prod.stdout.close()
     want = sum(1 << (int(s) - 1) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
     try:
@@ -355,7 +398,7 @@ def test_a_second_signal_aborts_at_once(tmp_path):
     """One example takes 100 s (a kernel Python cannot interrupt): the first SIGINT waits
     for it, the second ends the process at once."""
     p = subprocess.Popen([sys.executable, "-c", _SLOW_RUN, "100"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env=ENV, preexec_fn=_default_sigint)
+                         stderr=subprocess.PIPE, env=ENV, preexec_fn=_default_signals)
     assert p.stdout.readline().strip() == b"ready"
     time.sleep(1.0)
     p.send_signal(signal.SIGINT)
@@ -402,7 +445,7 @@ def test_sigint_during_start_up_gives_no_traceback(tmp_path):
         delay = rng.uniform(0.15, 0.8 if attempts <= 12 else 2.0)
         prod = _silent_producer()
         p = subprocess.Popen([*CMD, "train", "-f", str(tmp_path / "m.slm"), "--quiet"], stdin=prod.stdout,
-                             stderr=subprocess.PIPE, env=ENV, preexec_fn=_default_sigint)
+                             stderr=subprocess.PIPE, env=ENV, preexec_fn=_default_signals)
         prod.stdout.close()
         time.sleep(delay)
         p.send_signal(signal.SIGINT)
