@@ -125,15 +125,9 @@ def _encoded_model(path: str, learner, reader: dict, estimator: dict | None = No
 def save_model(path: str, learner, reader: dict, estimator: dict | None = None) -> int:
     """Write ``learner`` (and the reader's hashing settings; ``estimator``: the Python
     estimator's own settings) to ``path`` (atomically; ``-``: standard output); returns bytes."""
-    from .io.model_file import atomic_writer, model_write_error
+    from .io.model_file import write_encoded
 
-    model = _encoded_model(path, learner, reader, estimator)
-    try:
-        with atomic_writer(path) as f:
-            model.write_to(f)
-    except OSError as e:
-        raise model_write_error(path, e) from None
-    return model.size
+    return write_encoded(path, _encoded_model(path, learner, reader, estimator))
 
 
 def load_model(path: str, data: bytes | None = None):

@@ -99,6 +99,16 @@ def cli_env(**extra) -> dict:
     return env
 
 
+def default_signals():
+    """``preexec_fn`` for a CLI under test: a child of a test run launched in the background
+    (``pytest &``: SIGINT ignored) or under ``nohup`` (SIGHUP ignored), as CI may be, inherits
+    those signals ignored and then rightly keeps ignoring them; give it the default dispositions
+    of the signals it answers."""
+    import signal
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _run_cli(*args, stdin=None, cwd=None, env=None, text=False, timeout=None):
     return subprocess.run([*CLI_CMD, *map(str, args)], input=stdin, capture_output=True, cwd=cwd,
                           env=cli_env(**(env or {})), text=text, timeout=timeout)

@@ -20,18 +20,10 @@ import pytest
 
 from streamlearn.io.model_file import read_model
 
-from conftest import A9A_TEST, CLI_CMD as CMD, NEWS, cli_env  # noqa: E402
+from conftest import A9A_TEST, CLI_CMD as CMD, NEWS, cli_env, default_signals  # noqa: E402
 
 ENV = cli_env()
 
-
-def _default_signals():
-    """A child of a test run launched in the background (``pytest &``: SIGINT ignored) or under
-    ``nohup`` (SIGHUP ignored), as CI may be, inherits those signals ignored and then rightly keeps
-    ignoring them (a SIGHUP test then waits for input that never comes): give the CLI under test
-    the default dispositions of the signals it answers."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_DFL)
 
 
 def _lines_file(path, n=20000):
@@ -294,7 +286,7 @@ def test_signal_before_any_prediction_leaves_no_file(tmp_path, sig, code):
     preds = tmp_path / "p.txt"
     prod = _silent_producer()
     p = subprocess.Popen([*CMD, "train", "-p", str(preds), "-f", str(tmp_path / "m.slm"), "--quiet"],
-                         stdin=prod.stdout, stderr=subprocess.PIPE, env=ENV, preexec_fn=_default_signals)
+                         stdin=prod.stdout, stderr=subprocess.PIPE, env=ENV, preexec_fn=default_signals)
     prod.stdout.close()
     _wait_until_waiting_for_input(p.pid)
     p.send_signal(sig)
@@ -320,7 +312,7 @@ def test_only_the_main_thread_can_receive_the_signals(tmp_path):
     Every other thread of a waiting run blocks SIGINT, SIGTERM and SIGHUP (streamlearn.signals)."""
     prod = _silent_producer()
     p = subprocess.Popen([*CMD, "train", "-p", str(tmp_path / "p.txt"), "--quiet"],
-                         stdin=prod.stdout, stderr=subprocess.PIPE, env=ENV, preexec_fn=_default_signals)
+                         stdin=prod.stdout, stderr=subprocess.PIPE, env=ENV, preexec_fn=default_signals)
     prod.stdout.close()
     want = sum(1 << (int(s) - 1) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
     try:
@@ -398,7 +390,7 @@ def test_a_second_signal_aborts_at_once(tmp_path):
     """One example takes 100 s (a kernel Python cannot interrupt): the first SIGINT waits
     for it, the second ends the process at once."""
     p = subprocess.Popen([sys.executable, "-c", _SLOW_RUN, "100"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env=ENV, preexec_fn=_default_signals)
+                         stderr=subprocess.PIPE, env=ENV, preexec_fn=default_signals)
     assert p.stdout.readline().strip() == b"ready"
     time.sleep(1.0)
     p.send_signal(signal.SIGINT)
@@ -445,7 +437,7 @@ def test_sigint_during_start_up_gives_no_traceback(tmp_path):
         delay = rng.uniform(0.15, 0.8 if attempts <= 12 else 2.0)
         prod = _silent_producer()
         p = subprocess.Popen([*CMD, "train", "-f", str(tmp_path / "m.slm"), "--quiet"], stdin=prod.stdout,
-                             stderr=subprocess.PIPE, env=ENV, preexec_fn=_default_signals)
+                             stderr=subprocess.PIPE, env=ENV, preexec_fn=default_signals)
         prod.stdout.close()
         time.sleep(delay)
         p.send_signal(signal.SIGINT)

@@ -20,7 +20,7 @@ from streamlearn.api import RunConfig, load_model, save_model
 from streamlearn.errors import ModelFileError, NumericError
 from streamlearn.io.model_file import FORMAT_VERSION, all_finite, read_model
 
-from conftest import A9A, A9A_TEST, CLI_CMD as CMD, NEWS, cli_env  # noqa: E402
+from conftest import A9A, A9A_TEST, CLI_CMD as CMD, NEWS, cli_env, default_signals  # noqa: E402
 
 ENV = cli_env()
 
@@ -310,21 +310,13 @@ def _slow_producer(n_blocks=200):
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
 
-def _default_signals():
-    """A child of a test run launched in the background (``pytest &``: SIGINT ignored) or under
-    ``nohup`` (SIGHUP ignored), as CI may be, inherits those signals ignored and then rightly keeps
-    ignoring them (a SIGHUP test then waits for input that never comes): give the CLI under test
-    the default dispositions of the signals it answers."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_DFL)
-
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_interrupt_exits_with_signal_code_and_writes_nothing(tmp_path, sig, code):
     model, preds = tmp_path / "m.slm", tmp_path / "p.txt"
     prod = _slow_producer()
     p = subprocess.Popen([*CMD, "train", "-f", str(model), "-p", str(preds), "--quiet"], stdin=prod.stdout,
-                         stderr=subprocess.PIPE, env=ENV, preexec_fn=_default_signals)
+                         stderr=subprocess.PIPE, env=ENV, preexec_fn=default_signals)
     prod.stdout.close()
     time.sleep(3.0)  # the producer runs for 10 s
     assert p.poll() is None
@@ -343,7 +335,7 @@ def test_save_on_interrupt_writes_a_complete_model(tmp_path, run_cli):
     model = tmp_path / "m.slm"
     prod = _slow_producer()
     p = subprocess.Popen([*CMD, "train", "-f", str(model), "--save_on_interrupt", "--metrics", str(tmp_path / "x")],
-                         stdin=prod.stdout, stderr=subprocess.PIPE, env=ENV, preexec_fn=_default_signals)
+                         stdin=prod.stdout, stderr=subprocess.PIPE, env=ENV, preexec_fn=default_signals)
     prod.stdout.close()
     time.sleep(3.0)
     p.send_signal(signal.SIGINT)

@@ -137,7 +137,12 @@ def write_model(path: str, algo: str, meta: dict, arrays: dict, reader: dict) ->
     Raises :class:`ModelFileError` when the file cannot be written (full disk, no
     permission, ...); the existing ``path`` is then unchanged.
     """
-    model = encode_model(algo, meta, arrays, reader)
+    return write_encoded(path, encode_model(algo, meta, arrays, reader))
+
+
+def write_encoded(path: str, model) -> int:
+    """Write an encoded model (:func:`encode_model`) to ``path`` atomically, as
+    :func:`write_model` does; returns its size in bytes."""
     try:
         with atomic_writer(path) as f:
             model.write_to(f)
