@@ -197,7 +197,10 @@ def _rebase(keys, tab, ints, C, M, U, lam, b, cb, z, k, nbmax):
     nb = ints[I_NB]
     K = np.zeros((k, k))
     zr = np.empty(k)
-    for sl in range(keys.shape[0]):
+    # by key, so that K's rounding does not depend on the table's layout (a reloaded model, -b)
+    order = np.argsort(keys, kind="mergesort")
+    for o in range(keys.shape[0]):
+        sl = order[o]
         if keys[sl] == EMPTY:
             continue
         acc = 0.0
