@@ -96,7 +96,7 @@ class SadaHyper(NamedTuple):
 
 
 @njit(**INNER)
-def _eig_desc(M, r, lam, U):
+def _sa_eig_desc(M, r, lam, U):
     """lam[:r], U[:r, :r] <- the eigen-pairs of M[:r, :r], eigenvalues descending."""
     A = np.empty((r, r))
     for i in range(r):
@@ -110,7 +110,7 @@ def _eig_desc(M, r, lam, U):
 
 
 @njit(**INNER)
-def _coefs(lam, r, rho, delta, coef):
+def _sa_coefs(lam, r, rho, delta, coef):
     """App. A.1: G~^-1/2 = h_perp^-1 I + U diag(h^-1 - h_perp^-1) U^T, h = sqrt(lam + rho + delta),
     h_perp = sqrt(rho + delta); returns 1/h_perp (0 for the pseudo-inverse when rho + delta = 0:
     then directions with lam <= PINV_TOL lam_1 get no step)."""
@@ -127,7 +127,7 @@ def _coefs(lam, r, rho, delta, coef):
 
 
 @njit(**INNER)
-def _rotate(C, M, U, lam, z, r, keep):
+def _sa_rotate(C, M, U, lam, z, r, keep):
     """Rotate the basis into M's eigenvectors and keep the first ``keep`` rows: C <- (U^T C)[:keep],
     z <- (U^T z)[:keep], M <- diag(lam[:keep]), U <- I."""
     nc = C.shape[1]
@@ -155,7 +155,7 @@ def _rotate(C, M, U, lam, z, r, keep):
 
 
 @njit(**INNER)
-def _clear_buffer(tab, ints, C, cb, bslot, k, nbmax):
+def _sa_clear_buffer(tab, ints, C, cb, bslot, k, nbmax):
     for e in range(ints[I_NBS]):
         sl = bslot[e]
         tab[sl, C_IB] = 0.0
@@ -171,7 +171,7 @@ def _clear_buffer(tab, ints, C, cb, bslot, k, nbmax):
 
 
 @njit(**INNER)
-def _cond(P):
+def _sa_cond(P):
     """The 2-norm condition number of the square P (inf if singular)."""
     n = P.shape[0]
     if n == 0:
@@ -190,7 +190,7 @@ def _cond(P):
 
 
 @njit(**INNER)
-def _rebase(keys, tab, ints, C, M, U, lam, b, cb, z, k, nbmax):
+def _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, k, nbmax):
     """Re-base on every stored feature: Z <- C[:k] [Z; G] (the kept basis itself), w_bar absorbs
     Z^T b + G^T cb, then Z is re-orthonormalised (Z <- K^-1/2 Z, K = Z Z^T, with M and z carried
     into the new coordinates). O((k + nb) k n) for n features seen. The buffer must be folded."""
@@ -264,12 +264,12 @@ def _rebase(keys, tab, ints, C, M, U, lam, b, cb, z, k, nbmax):
         z[i] = zk[i] if i < k else 0.0
     for q in range(k):
         b[q] = 0.0
-    _eig_desc(M, r, lam, U)
+    _sa_eig_desc(M, r, lam, U)
     ints[I_REB] += 1
 
 
 @njit(**INNER)
-def _fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, k, nbmax, max_cond):
+def _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, k, nbmax, max_cond):
     """Fold the buffer into Z once the basis is cut to k rows: C[:k] = [P1 P2];
     Z += P1^-1 P2 G and w_bar += G^T (cb - (P1^-1 P2)^T b) on the buffer's features, C = [P1 0]
     (the first fold: Z = P2 G, C = [I 0]); a re-base when cond(P1) passes max_cond."""
@@ -284,7 +284,7 @@ def _fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, k, nbmax, max_cond):
             for q in range(nb):
                 acc += cb[q] * tab[sl, C_Z + q]
             tab[sl, C_W] += acc
-        _clear_buffer(tab, ints, C, cb, bslot, k, nbmax)
+        _sa_clear_buffer(tab, ints, C, cb, bslot, k, nbmax)
         return
     P2 = np.empty((k, nb))
     for i in range(k):
@@ -302,10 +302,10 @@ def _fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, k, nbmax, max_cond):
         for i in range(k):
             for j in range(k):
                 P1[i, j] = C[i, j]
-        cA = _cond(P1)
+        cA = _sa_cond(P1)
         if not cA <= max_cond:
-            _rebase(keys, tab, ints, C, M, U, lam, b, cb, z, k, nbmax)
-            _clear_buffer(tab, ints, C, cb, bslot, k, nbmax)
+            _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, k, nbmax)
+            _sa_clear_buffer(tab, ints, C, cb, bslot, k, nbmax)
             return
         A = _solve(P1, P2)
     corr = np.empty(nb)  # cb - A^T b
@@ -325,11 +325,11 @@ def _fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, k, nbmax, max_cond):
             for q in range(nb):
                 s += A[i, q] * tab[sl, C_Z + k + q]
             tab[sl, C_Z + i] += s
-    _clear_buffer(tab, ints, C, cb, bslot, k, nbmax)
+    _sa_clear_buffer(tab, ints, C, cb, bslot, k, nbmax)
 
 
 @njit(**INNER)
-def _shrink(tab, keys, ints, flt, C, M, U, lam, b, cb, z, bslot, k, nbmax, tau, max_cond):
+def _sa_shrink(tab, keys, ints, flt, C, M, U, lam, b, cb, z, bslot, k, nbmax, tau, max_cond):
     """FD's shrink (Alg. 1 line 4 / Alg. 3 lines 14-16): rho += lambda_tau (0 when at or below
     SHRINK_TOL lambda_1), lam <- max(lam - lambda_tau, 0) on the first tau - 1 eigenvectors, the
     basis rotated into them and cut to k = tau - 1 rows; then the buffer is folded into Z."""
@@ -342,9 +342,9 @@ def _shrink(tab, keys, ints, flt, C, M, U, lam, b, cb, z, bslot, k, nbmax, tau, 
     flt[F_RHO] += mu
     for i in range(r):
         lam[i] = max(lam[i] - mu, 0.0) if i < k else 0.0
-    _rotate(C, M, U, lam, z, r, k)
+    _sa_rotate(C, M, U, lam, z, r, k)
     ints[I_R] = k
-    _fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, k, nbmax, max_cond)
+    _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, k, nbmax, max_cond)
 
 
 @njit(**KERNEL)
@@ -443,7 +443,7 @@ def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyp
         if ints[I_DEFER] == 1:
             ints[I_DEFER] = 0
             # x's coordinates in the rotated basis: vx <- U^T vx (the buffer is folded, so recompute)
-            _shrink(tab, keys, ints, flt, C, M, U, lam, b, cb, z, bslot, k, nbmax, tau, max_cond)
+            _sa_shrink(tab, keys, ints, flt, C, M, U, lam, b, cb, z, bslot, k, nbmax, tau, max_cond)
             r = ints[I_R]
             nb = ints[I_NB]
             for qq in range(k):
@@ -504,7 +504,7 @@ def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyp
         for ii in range(rr):
             for jj in range(rr):
                 M[ii, jj] += cc[ii] * cc[jj]
-        _eig_desc(M, rr, lam, U)
+        _sa_eig_desc(M, rr, lam, U)
         if not fast:
             # Alg. 1 lines 3-4 (FD): rotate into the eigenvectors; at tau rows shrink and cut to tau - 1
             for jj in range(rr):
@@ -521,15 +521,15 @@ def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyp
                 flt[F_RHO] += mu
                 for ii in range(rr):
                     lam[ii] = max(lam[ii] - mu, 0.0) if ii < k else 0.0
-                _rotate(C, M, U, lam, z, rr, k)
+                _sa_rotate(C, M, U, lam, z, rr, k)
                 rr = k
                 ints[I_R] = k
             else:
-                _rotate(C, M, U, lam, z, rr, rr)
+                _sa_rotate(C, M, U, lam, z, rr, rr)
             for ii in range(rr):
                 cc[ii] = tmp[ii]
         # the step with G~_t = V^T M V + (rho_{1:t} + delta) I (App. A.1)
-        ihp = _coefs(lam, rr, flt[F_RHO], delta, coef)
+        ihp = _sa_coefs(lam, rr, flt[F_RHO], delta, coef)
         if dual:
             # FTSL Alg. 2 line 9 / FTFSL Alg. 3 line 13: x_{t+1} = -eta G~_t^-1/2 gbar_t, kept as (1/h_perp, e)
             for jj in range(rr):
@@ -572,7 +572,7 @@ def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyp
                 tab[sl, C_W] -= st * tab[sl, C_X]
         if not fast:
             if rr == k:
-                _fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, k, nbmax, max_cond)
+                _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, k, nbmax, max_cond)
         elif ints[I_R] == R:
             ints[I_DEFER] = 1  # Alg. 3 line 14: r = 2 tau; shrink after the next prediction
     return n, learned
@@ -585,7 +585,7 @@ def rebase_all(state, max_cond):
     k = b.shape[0]
     nbmax = cb.shape[0]
     if ints[I_NB] == 0 and ints[I_R] == k and ints[I_NZ] == k and k > 0:
-        _rebase(keys, tab, ints, C, M, U, lam, b, cb, z, k, nbmax)
+        _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, k, nbmax)
 
 
 @njit(**KERNEL)
