@@ -169,6 +169,14 @@ def sparse_stream(T, d, s, seed=0):
     return Batch(offsets, ind, vals, y, np.ones(T))
 
 
+class _Rows(list):
+    """Rows of the cost table, each also printed to stderr as it is measured."""
+
+    def append(self, row):
+        print("  " + "  ".join(f"{k}={v}" for k, v in row.items()), file=sys.stderr, flush=True)
+        super().append(row)
+
+
 def cost(a):
     X, y = read_libsvm(str(DATASETS / REAL["a9a"]))
     X, y = X[:a.cost_n], y[:a.cost_n]
@@ -176,7 +184,7 @@ def cost(a):
     hashes = rng.integers(0, 2**32, X.shape[1], dtype=np.uint64).astype(np.uint32)
     a9a = Batch.from_dense(X, y, hashes=hashes)
     s_a9a = a9a.nnz / a9a.n
-    rows = []
+    rows = _Rows()
     ada = lambda bits=18: make_learner("adagrad", {"loss_function": "logistic", "adaptive": True,  # noqa: E731
                                                    "learning_rate": 0.5, "bit_precision": bits})
     t_ada, _ = timed(ada, a9a)
@@ -187,7 +195,7 @@ def cost(a):
                      "ratio": f"b24/b18 {t24 / t18:.2f}", "vs adagrad": f"{t18 / t_ada:.1f}x",
                      "rebases": f"{L.n_rebase} / {L.n_fold} folds"})
     rows.append({"row": f"adagrad --adaptive a9a (s={s_a9a:.1f})", "us/ex": f"{t_ada:.2f}", "ratio": ""})
-    sp = sparse_stream(a.cost_n, 100_000, 149)
+    sp = sparse_stream(a.sparse_n, 100_000, 149)
     t_ada150, _ = timed(ada, sp)
     t_f150, L = timed(lambda: learner("ftfsl", 0, 0.5, 10), sp)
     t_f40, L40 = timed(lambda: learner("ftfsl", 0, 0.5, 40), sp)
@@ -221,6 +229,7 @@ def main():
     ap.add_argument("--full", action="store_true", help="full-matrix AdaGrad too (S-ADA / FTSL with tau = d)")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--cost_n", type=int, default=5000)
+    ap.add_argument("--sparse_n", type=int, default=2000)
     ap.add_argument("--dense_d", type=int, default=10_000)
     ap.add_argument("--dense_n", type=int, default=500)
     a = ap.parse_args()
