@@ -18,8 +18,8 @@ round the basis reaches tau rows, fast FD when it reaches 2 tau: the basis is ro
 eigenvectors (C <- U^T C) and cut to k rows, and the buffer is folded into Z: with
 ``C = [P1 P2]``, ``Z += P1^-1 P2 G`` on the buffer's features and ``C = [P1 0]``, O(k nb s).
 cond(P1) grows with the folds; past ``max_cond`` the representation is re-based on every stored
-feature (``Z <- P1 Z``, re-orthonormalised: O(k^2 n) for n features seen) -- the amortised cost
-the benchmarks measure (``rebases``).
+feature (``Z <- C [Z; G]``, ``C = [I 0]``: O(k^2 n) for n features seen) -- the amortised cost the
+benchmarks measure (``rebases``).
 
 Weights. Mirror forms: ``w = w_bar + Z^T b + G^T cb`` (the step's V^T part lands in b and cb; the
 g / h_perp part in w_bar on g's features; a fold moves ``G^T (cb - A^T b)`` into w_bar).
@@ -192,15 +192,12 @@ def _sa_cond(P):
 @njit(**INNER)
 def _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, k, nbmax):
     """Re-base on every stored feature: Z <- C[:k] [Z; G] (the kept basis itself), w_bar absorbs
-    Z^T b + G^T cb, then Z is re-orthonormalised (Z <- K^-1/2 Z, K = Z Z^T, with M and z carried
-    into the new coordinates). O((k + nb) k n) for n features seen. The buffer must be folded."""
+    Z^T b + G^T cb, C = [I 0]. One pass, O((k + nb) k) per feature seen; each feature's update is its
+    own (no sum over features), so the result does not depend on the table's layout. V, M and z
+    are unchanged. The caller clears the buffer."""
     nb = ints[I_NB]
-    K = np.zeros((k, k))
     zr = np.empty(k)
-    # by key, so that K's rounding does not depend on the table's layout (a reloaded model, -b)
-    order = np.argsort(keys, kind="mergesort")
-    for o in range(keys.shape[0]):
-        sl = order[o]
+    for sl in range(keys.shape[0]):
         if keys[sl] == EMPTY:
             continue
         acc = 0.0
@@ -216,55 +213,11 @@ def _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, k, nbmax):
             zr[i] = s
         for i in range(k):
             tab[sl, C_Z + i] = zr[i]
-            for j in range(k):
-                K[i, j] += zr[i] * zr[j]
-    # T = K^-1/2 (K = I up to rounding on the kept rows; a zero row stays zero)
-    w, Q = _eigh(K)
-    T = np.zeros((k, k))
-    Ti = np.zeros((k, k))
-    for i in range(k):
-        for j in range(k):
-            s = 0.0
-            si = 0.0
-            for q in range(k):
-                if w[q] > 1e-12:
-                    s += Q[i, q] * Q[j, q] / math.sqrt(w[q])
-                    si += Q[i, q] * Q[j, q] * math.sqrt(w[q])
-            T[i, j] = s
-            Ti[i, j] = si
-    for sl in range(keys.shape[0]):
-        if keys[sl] == EMPTY:
-            continue
-        for i in range(k):
-            s = 0.0
-            for q in range(k):
-                s += T[i, q] * tab[sl, C_Z + q]
-            zr[i] = s
-        for i in range(k):
-            tab[sl, C_Z + i] = zr[i]
-    # V' = T V: M' = T^-1 M T^-1, z' = T z (on the k kept rows)
-    r = ints[I_R]
-    Mk = np.zeros((k, k))
-    for i in range(k):
-        for j in range(k):
-            s = 0.0
-            for p in range(r):
-                for q in range(r):
-                    s += Ti[i, p] * M[p, q] * Ti[q, j]
-            Mk[i, j] = s
-    zk = np.zeros(k)
-    for i in range(k):
-        for q in range(r):
-            zk[i] += T[i, q] * z[q]
     for i in range(C.shape[0]):
         for q in range(C.shape[1]):
             C[i, q] = 1.0 if (i == q and i < k) else 0.0
-        for j in range(M.shape[1]):
-            M[i, j] = Mk[i, j] if (i < k and j < k) else 0.0
-        z[i] = zk[i] if i < k else 0.0
     for q in range(k):
         b[q] = 0.0
-    _sa_eig_desc(M, r, lam, U)
     ints[I_REB] += 1
 
 
