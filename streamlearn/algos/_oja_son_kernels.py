@@ -459,6 +459,7 @@ class SonHyper(NamedTuple):
     invariant: bool  # importance-invariant step
     oja_clip: float  # cap on Oja's step Gamma ||g^||^2 (0 = none)
     vw_rule: bool  # --diag_rule vw (precond mode; flt[3:5] = sum h ||x / s||^2, sum h)
+    clip: bool  # squared loss: clip to the label range learned so far (not --no_clip)
 
 
 class SonScratch(NamedTuple):
@@ -481,7 +482,7 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
     """
     keys, tab, shift, ints, flt, F, K, lam, b, assigned = state
     (mask, loss_code, alpha, sigma_eta, gamma_c, gamma_t0, proj_c, diag, diag_vw, max_cond,
-     sketch_avg, step_power, precond, dpow, invariant, oja_clip, vw_rule) = hyper
+     sketch_avg, step_power, precond, dpow, invariant, oja_clip, vw_rule, clip) = hyper
     slot_buf, xt_buf, wt_buf = scratch
     n = labels.shape[0]
     m = lam.shape[0]
@@ -580,7 +581,7 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
         p = p0 - tau
         # squared loss: the prediction reported (and scored) is clipped to the range of the labels
         # learned so far, as VW reports it (its OjaNewton too); the model's own p is unchanged
-        pc = min(max(p, flt[1]), flt[2]) if loss_code == SQUARED else p
+        pc = min(max(p, flt[1]), flt[2]) if loss_code == SQUARED and clip else p
         pred_out[i] = pc
         if math.isnan(lab):
             loss_out[i] = math.nan
@@ -630,7 +631,8 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
                 flt[1] = y
             if y > flt[2]:
                 flt[2] = y
-            pg = min(max(p, flt[1]), flt[2])
+            if clip:
+                pg = min(max(p, flt[1]), flt[2])
         dl = loss_deriv(loss_code, pg, y)
         gcoef = imp * dl  # g = gcoef * x~
         gs = dl * math.sqrt(sigma_eta * imp)  # to-sketch vector g^ = gs * x~

@@ -47,7 +47,8 @@ Deviations from the paper (defaults; the paper's choices remain options)
   new example while Lambda keeps the old rows' eigenvalues: the Newton step's correction along those
   rows then biases the rare features' weights (a drift that feeds on itself with squared loss).
 * **Squared loss** takes the derivative at the prediction clipped to the label range learned so
-  far (as VW's squared loss and OjaNewton); the range is saved in the model.
+  far, and reports that clipped prediction (as VW's squared loss and OjaNewton); the range is
+  saved in the model. ``--no_clip`` drops the clip (the paper's algorithm has none).
 * **Storage is a hash table** keyed by the masked feature index (one contiguous row per feature:
   u_bar, D - 0.1, scratch, Z's column, then c_j, the w~ snapshot, s^2 and f in precond mode),
   grown by doubling between examples: memory and start-up are O(features seen), not O(2^b).
@@ -150,6 +151,10 @@ class OjaSON(Learner):
         Param("max_cond", float, 1e4,
               "Oja-SON: re-materialise the sketch when the bound on cond(Z) exceeds this.", low=1,
               finite=False),
+        Param("no_clip", bool, False,
+              "Squared loss: report the raw prediction and take the derivative at it, not at the prediction "
+              "clipped to the range of the labels learned so far (the default, as VW and its OjaNewton clip). "
+              "Part of the paper's exact algorithm."),
     )
 
     def __init__(self, **hyper):
@@ -251,7 +256,7 @@ class OjaSON(Learner):
         hyper = _kernels.SonHyper(self.mask, self.loss.code, self.alpha, self.sigma_eta, self.gamma_c,
                                   self.gamma_t0, self.proj_c, self.diag, self.diag_vw, self.max_cond,
                                   self.sketch_avg, self.step_power, self.precond, self.dpow, self.invariant,
-                                  self.oja_clip, self.vw_rule)
+                                  self.oja_clip, self.vw_rule, not self.hyper["no_clip"])
         fields = _kernels.SonState._fields
         start = 0
         while True:
