@@ -415,3 +415,35 @@ def test_clip_does_not_blow_up_curvature_pairs(seed):
     _, _, w, _ = L.top_features()
     assert np.max(np.abs(w)) < 10.0
     assert np.mean(loss) < 100.0
+
+
+def test_curvature_pairs_unclipped_equal_reference(collision_free_keys, learner_weights):
+    """Squared loss with a step large enough that the clip binds: BEAR (no collisions, k >= p)
+    equals the dense oLBFGS whose step uses the clipped gradient and whose r uses the unclipped
+    one, and not the one that clips r too (the defect); --no_clip equals the reference without
+    any clip."""
+    rng = np.random.default_rng(11)
+    n, p, R, W = 200, 20, 3, 80
+    X = rng.normal(size=(n, p)) * 2.0
+    y = X[:, :3] @ np.array([1.0, -1.0, 0.5])
+    keys = collision_free_keys(p, R, W, seed=4)
+    Bref, pref = dense_olbfgs(X, y, 0, 0, 10, 0.3, 1)
+    Bold, _ = dense_olbfgs(X, y, 0, 0, 10, 0.3, 1, clip_r=True)
+    Bnc, pnc = dense_olbfgs(X, y, 0, 0, 10, 0.3, 1, clip=False)
+    assert not np.allclose(Bref, Bold) and not np.allclose(Bref, Bnc)
+    for kw, (Bexp, pexp) in (({}, (Bref, pref)), ({"no_clip": True}, (Bnc, pnc))):
+        L = Bear(sketch_rows=R, sketch_width=W, top_k=p, minibatch=10, learning_rate=0.3, **kw)
+        pred = L.learn_batch(Batch.from_dense(X, y, hashes=keys))[0]
+        L.finish()
+        np.testing.assert_allclose(pred, pexp, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(learner_weights(L, keys), Bexp, rtol=1e-8, atol=1e-10)
+
+
+def test_mb_gradient_clip_flag():
+    """The kernel's gradient: clipped to the label range learned so far (and says so) or not."""
+    args = (np.array([0, 1], np.int64), np.array([2.0]), np.array([1.0]), np.array([1.0]),
+            np.array([0], np.int64), 1, np.array([0], np.int64), np.array([[5.0]]))
+    Gc, Gu = np.zeros((1, 1)), np.zeros((1, 1))
+    assert sk.mb_gradient(0, *args, Gc, np.zeros(2), True) is True
+    assert sk.mb_gradient(0, *args, Gu, np.zeros(2), False) is False
+    assert Gc[0, 0] == 0.0 and Gu[0, 0] > 0.0  # clipped to the label 1: no error
