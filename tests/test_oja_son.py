@@ -716,3 +716,21 @@ def test_no_clip_is_saved_and_overridable(m, tmp_path):
     assert L2.hyper["no_clip"] is True
     rest = Batch.from_dense(X[300:], 3 * y[300:])
     np.testing.assert_array_equal(L.learn_batch(rest)[0], L2.learn_batch(rest)[0])
+
+
+def test_random_seed_changes_the_starting_sketch():
+    """Issue 21: --random_seed picks the features Oja-SON's sketch starts on (seed 0: the first m
+    learned from, as before); each seed's run still equals the dense reference started from that
+    sketch, the same seed gives bit-identical predictions, and seeds give different ones."""
+    X, y = ill_conditioned(2000, 40, seed=3)
+    kw = dict(sketch_size=5, alpha=1.0, **PAPER_EXACT)
+    runs = {}
+    for seed in (0, 1, 2):
+        L, R, ps, pd = dense_run(dict(kw, random_seed=seed), X, y)
+        assert_close(ps, pd, rtol=1e-9)
+        runs[seed] = (tuple(L.assigned), ps)
+    assert runs[0][0] == (0, 1, 2, 3, 4)  # dense rows hash column j to feature j
+    assert len({runs[s][0] for s in runs}) == 3
+    assert np.max(np.abs(runs[1][1] - runs[0][1])) > 1e-3
+    L2 = OjaSON(random_seed=1, **kw)
+    np.testing.assert_array_equal(L2.learn_batch(Batch.from_dense(X, y))[0], runs[1][1])

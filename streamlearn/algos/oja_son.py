@@ -54,7 +54,9 @@ Deviations from the paper (defaults; the paper's choices remain options)
   grown by doubling between examples: memory and start-up are O(features seen), not O(2^b).
 * **Initial Z**: unit vectors of the first m distinct features learned from (Alg. 5 line 1 allows
   any orthonormal rows; a row is pending until its feature appears, which equals fixing it from
-  the start). VW's fixed slots chosen in advance can be orthogonal to all data.
+  the start). VW's fixed slots chosen in advance can be orthogonal to all data. ``--random_seed S``
+  (S > 0) keeps each new feature for a row with probability 1/2 by a seeded hash of its index, so
+  different seeds start from different unit vectors (users average over starting sketches).
 * **Re-materialisation**: ``Z_t = Z_0 prod (I + Gamma g^ g^T)`` grows and becomes ill-conditioned;
   when the bound ``max(||F||_F ||Z||_F, tr(K) / m)`` exceeds ``max_cond`` (amortised: at least
   max(n, m)/8 examples since the last time, or at once above 10^4 ``max_cond`` or when Gram-Schmidt finds
@@ -157,6 +159,14 @@ class OjaSON(Learner):
               "Part of the paper's exact algorithm."),
     )
 
+    def _init_salt(self) -> np.uint64:
+        """``--random_seed`` as the kernel's salt (0 for seed 0: the first m features learned from)."""
+        seed = int(self.hyper.get("random_seed") or 0)
+        if seed == 0:
+            return np.uint64(0)
+        x = (seed * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & (2**64 - 1)
+        return np.uint64(x or 1)
+
     def __init__(self, **hyper):
         super().__init__(**hyper)
         m = int(self.hyper["sketch_size"])
@@ -256,7 +266,7 @@ class OjaSON(Learner):
         hyper = _kernels.SonHyper(self.mask, self.loss.code, self.alpha, self.sigma_eta, self.gamma_c,
                                   self.gamma_t0, self.proj_c, self.diag, self.diag_vw, self.max_cond,
                                   self.sketch_avg, self.step_power, self.precond, self.dpow, self.invariant,
-                                  self.oja_clip, self.vw_rule, not self.hyper["no_clip"])
+                                  self.oja_clip, self.vw_rule, not self.hyper["no_clip"], self._init_salt())
         fields = _kernels.SonState._fields
         start = 0
         while True:
