@@ -2,7 +2,7 @@
 """FD-SON and RFD-SON (issue 17, "Shown by"): accuracy on the SON synthetic design and on real
 data, alpha0 sensitivity, and cost, each next to AdaGrad, Oja-SON and VW in the same run.
 
-Sections (``--section synthetic,alpha0,real,cost``; default all):
+Sections (``--section synthetic,alpha0,real,cost,defaults``; default the first four):
 
 * ``synthetic``: SON Sec. 5.1's design (``tests/naive_fd_son.py``'s ``son_synthetic``: d = 100,
   T = 5,000, kappa in {10, 50, 100, 200}, seeds 0-4), written once per (kappa, seed) as LIBSVM
@@ -34,6 +34,11 @@ Sections (``--section synthetic,alpha0,real,cost``; default all):
   AdaGrad (VW's rule) and vs VW ``--OjaNewton --sketch_size 10`` (logistic) on that file, whole
   processes, best of ``--repeat``, ratios from the same run; and the eigen steps' share of a
   pass, derived as described in :func:`eigen_share`.
+* ``defaults``: every binary set of ../shared/datasets (``vs_vw.BINARY``: shuffled copies of
+  label-sorted ones, the constant feature), both losses, no option but the loss: FD-SON and RFD-SON
+  at their defaults next to VW's default (``vw_run``), AdaGrad (VW's rule) and Oja-SON, and the two
+  as they were before their defaults changed (the paper's step and no clip: FD-SON diverged with
+  squared loss); ``--variants`` adds columns; a summary of the gaps to VW and AdaGrad.
 
 Runs of the streamlearn CLI are made in this process (``streamlearn.cli.main(argv)``; one import
 and one numba cache load for thousands of short runs) unless ``--subprocess``; cost timings always
@@ -578,6 +583,92 @@ def real(only, losses):
     print(f"(real section: {time.perf_counter() - t0:.0f} s)")
 
 
+# -- section 5: untuned defaults ---------------------------------------------------------------------
+#: the learners of the defaults section: label, options (per loss: a dict, or one list for both)
+PAPER_OLD = {"squared": ["--no_invariant", "--no_clip", "--alpha0", "0", "--sigma_eta", "1"],
+             "logistic": ["--no_invariant", "--no_clip", "--alpha0", "0.001", "--sigma_eta", "1"]}
+
+
+def default_learners(extra):
+    cols = [("AdaGrad", ["--algo", "adagrad"]),
+            ("Oja-SON", ["--algo", "oja-son"]),
+            ("FD-SON", ["--algo", "fd-son"]),
+            ("RFD-SON", ["--algo", "rfd-son"]),
+            ("FD-SON before (paper, alpha 1)", ["--algo", "fd-son", "--no_invariant", "--no_clip", "--alpha", "1",
+                                                "--sigma_eta", "1"]),
+            ("RFD-SON before (paper)", {k: ["--algo", "rfd-son", *v] for k, v in PAPER_OLD.items()})]
+    for v in extra:
+        cols.append((v, v.split()))
+    return cols
+
+
+def defaults(only, losses, extra):
+    """Every binary set of ../shared/datasets (``vs_vw.BINARY``; shuffled copies of label-sorted ones, the
+    constant feature as VW adds it), one pass, progressive error (%) from the predictions, no option but
+    the loss: VW's default (vw_run), AdaGrad (streamlearn's default: VW's rule), Oja-SON, FD-SON and
+    RFD-SON at their defaults, and FD-SON / RFD-SON as they were before the defaults changed (the paper's
+    step, no clip, FD alpha 1, to-sketch scale 1; RFD alpha0 0, 1e-3 for logistic)."""
+    from vs_vw import BINARY, _err, _vw_text, source
+
+    t0 = time.perf_counter()
+    cols = default_learners(extra)
+    print(f"\n== defaults: every binary set, one pass, progressive error (%), no option but the loss; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    rows, gaps, fails = [], {}, {}
+    for name, rel in BINARY:
+        if only and name not in only:
+            continue
+        src, _ = source(name, rel)
+        vwfile = _vw_text(name, src)
+        y = labels_of(vwfile)
+        for loss in losses:
+            lf = ["--loss_function", loss]
+            row = {"dataset": name, "n": len(y), "loss": loss}
+            vp = OUT / f"def.{name}.{loss}.vw.pred"
+            try:
+                run_rss(vw_cmd(vwfile, *lf, "-p", vp))
+                ev = _err(read_preds(vp), y, loss == "squared")
+                row["VW"] = pct(ev)
+            except RuntimeError:
+                ev, row["VW"] = math.nan, FAIL
+            ada = None
+            for lab, opts in cols:
+                o = opts[loss] if isinstance(opts, dict) else opts
+                sp = OUT / f"def.{name}.{loss}.pred"
+                r = sl(src, *o, *lf, preds=sp)
+                if isinstance(r, str):
+                    row[lab] = "div" if "NaN" in r or "nan" in r or "inf" in r else FAIL
+                    fails[lab] = fails.get(lab, 0) + 1
+                    continue
+                e = _err(read_preds(sp), y, loss == "squared")
+                row[lab] = pct(e)
+                if lab == "AdaGrad":
+                    ada = e
+                g = gaps.setdefault(lab, [])
+                g.append((100 * (e - ev), 100 * (e - ada) if ada is not None else math.nan, name, loss))
+            rows.append(row)
+        print(f"  done {name} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    labs = [lab for lab, _ in cols]
+    print(table(rows, ["dataset", "n", "loss", "VW"] + labs))
+    print("('div': the run stopped on NaN/inf state; 'failed': another error)")
+    srows = []
+    for lab in labs:
+        g = gaps.get(lab, [])
+        gv = [x[0] for x in g if math.isfinite(x[0])]
+        ga = [x[1] for x in g if math.isfinite(x[1])]
+        worst = max(g, key=lambda x: x[0]) if g else None
+        srows.append({"learner": lab, "runs": len(g) + fails.get(lab, 0), "diverged/failed": fails.get(lab, 0),
+                      "mean vs VW (pts)": f"{np.mean(gv):+.2f}" if gv else "-",
+                      "median vs VW": f"{np.median(gv):+.2f}" if gv else "-",
+                      "mean vs AdaGrad": f"{np.mean(ga):+.2f}" if ga else "-",
+                      "worst vs VW": f"{worst[0]:+.2f} ({worst[2]}, {worst[3]})" if worst else "-",
+                      "within 1 pt of VW": f"{sum(x <= 1.0 for x in gv)}/{len(g) + fails.get(lab, 0)}"})
+    print("\nSummary over the runs that finished (error minus VW's / AdaGrad's, percentage points; + = worse)")
+    print(table(srows, ["learner", "runs", "diverged/failed", "mean vs VW (pts)", "median vs VW", "mean vs AdaGrad",
+                        "worst vs VW", "within 1 pt of VW"]))
+    print(f"(defaults section: {time.perf_counter() - t0:.0f} s)")
+
+
 # -- section 4: cost ---------------------------------------------------------------------------------
 def gen(n, d, seed=17):
     prefix = OUT / f"gs_n{n}_d{d}_s{seed}"
@@ -783,7 +874,10 @@ def _a9a_vw():
 def main():
     global SUBPROCESS, DENSE_GRID
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--section", default="synthetic,alpha0,real,cost")
+    ap.add_argument("--section", default="synthetic,alpha0,real,cost",
+                    help="comma-separated: synthetic, alpha0, real, cost, defaults (not run unless named)")
+    ap.add_argument("--variants", nargs="*", default=[],
+                    help="defaults section: extra option strings to run as columns (e.g. \"--algo fd-son --alpha 8\")")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--seeds", default=None, help="comma-separated seeds (default 0-4; --quick 0,1)")
     ap.add_argument("--kappas", default=",".join(map(str, KAPPAS)))
@@ -822,7 +916,7 @@ def main():
     t0 = time.perf_counter()
     sections = a.section.split(",")
     for s in sections:
-        if s not in ("synthetic", "alpha0", "real", "cost"):
+        if s not in ("synthetic", "alpha0", "real", "cost", "defaults"):
             sys.exit(f"unknown section {s!r}")
     if "synthetic" in sections:
         synthetic(seeds, kappas, dense_seeds)
@@ -832,6 +926,9 @@ def main():
         real(only, losses)
     if "cost" in sections:
         cost(a.repeat, a.quick)
+    if "defaults" in sections:
+        defaults(set(a.only.split(",")) if a.only else None, a.losses.split(",") if a.losses else
+                 ["squared", "logistic"], a.variants)
     print(f"\ntotal {time.perf_counter() - t0:.0f} s")
 
 
