@@ -441,16 +441,22 @@ def dense_check(res, kappas, files, seeds):
 ALPHA0S = [1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0]
 
 
+#: --alpha0-opts: options added to every run of the alpha0 section (e.g. "--no_invariant --no_clip": the paper's step)
+ALPHA0_OPTS: list = []
+
+
 def alpha0(seeds, kappas, losses):
     t0 = time.perf_counter()
     files = [(k, s, synthetic_file(k, s)) for k in kappas for s in seeds]
     for loss in losses:
         print(f"\n== alpha0: max/min progressive error over alpha0 (FD-SON: --alpha) in "
               f"{{{', '.join(f'{a:g}' for a in ALPHA0S)}}}, --sigma_eta 1, m = 10, {loss} loss, synthetic files"
-              + (" (RFD-SON also at alpha0 = 0)" if loss == "squared" else ""), flush=True)
+              + (" (RFD-SON also at alpha0 = 0)" if loss == "squared" else "")
+              + (f"; with {' '.join(ALPHA0_OPTS)}" if ALPHA0_OPTS else "; defaults otherwise (the invariant step, the clip)"),
+              flush=True)
         rows, n_rfd, n_fd, n_both = [], 0, 0, 0
         for k, s, f in files:
-            base = ["--sketch_size", 10, "--sigma_eta", 1, "--loss_function", loss, "--noconstant"]
+            base = ["--sketch_size", 10, "--sigma_eta", 1, "--loss_function", loss, "--noconstant", *ALPHA0_OPTS]
             rfd = {a: err_of(sl(f, "--algo", "rfd-son", "--alpha0", a, *base)) for a in ALPHA0S}
             fd = {a: err_of(sl(f, "--algo", "fd-son", "--alpha", a, *base)) for a in ALPHA0S}
             rfd_vals = list(rfd.values())
@@ -872,7 +878,7 @@ def _a9a_vw():
 
 
 def main():
-    global SUBPROCESS, DENSE_GRID
+    global SUBPROCESS, DENSE_GRID, ALPHA0_OPTS
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--section", default="synthetic,alpha0,real,cost",
                     help="comma-separated: synthetic, alpha0, real, cost, defaults (not run unless named)")
@@ -883,6 +889,8 @@ def main():
     ap.add_argument("--kappas", default=",".join(map(str, KAPPAS)))
     ap.add_argument("--losses", default=None, help="real section's losses (default squared,logistic; --quick squared)")
     ap.add_argument("--alpha0-losses", default="logistic,squared")
+    ap.add_argument("--alpha0-opts", default="", help="alpha0 section: options added to every run "
+                    "(\"--no_invariant --no_clip\": the paper's step, as before the defaults changed)")
     ap.add_argument("--only", default=None, help="real section: comma-separated data set names")
     ap.add_argument("--dense-seeds", type=int, default=None,
                     help="seeds the dense reference runs on a MISS (default 1; --quick 0 = none)")
@@ -901,6 +909,7 @@ def main():
     OUT.mkdir(parents=True, exist_ok=True)
     SUBPROCESS = a.subprocess
     DENSE_GRID = a.dense_grid
+    ALPHA0_OPTS = a.alpha0_opts.split()
     seeds = [int(s) for s in a.seeds.split(",")] if a.seeds else ([0, 1] if a.quick else [0, 1, 2, 3, 4])
     kappas = [int(k) for k in a.kappas.split(",")]
     losses = a.losses.split(",") if a.losses else (["squared"] if a.quick else ["squared", "logistic"])
