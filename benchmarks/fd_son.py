@@ -103,7 +103,7 @@ def sl_cmd(*args):
 def sl(data, *args, preds=None) -> dict | str:
     """``streamlearn train data args --quiet --metrics ...``: the metrics dict, or SKIP / FAIL plus
     the message (a str)."""
-    mj = OUT / "run_metrics.json"
+    mj = OUT / f"run_metrics.{os.getpid()}.json"  # per process: two sections may run at once
     argv = ["train", str(data), *map(str, args), "--quiet", "--metrics", str(mj)]
     if preds is not None:
         argv += ["-p", str(preds)]
@@ -640,7 +640,7 @@ def defaults(only, losses, extra):
             ada = None
             for lab, opts in cols:
                 o = opts[loss] if isinstance(opts, dict) else opts
-                sp = OUT / f"def.{name}.{loss}.pred"
+                sp = OUT / f"def.{name}.{loss}.{os.getpid()}.pred"
                 r = sl(src, *o, *lf, preds=sp)
                 if isinstance(r, str):
                     row[lab] = "div" if "NaN" in r or "nan" in r or "inf" in r else FAIL

@@ -339,6 +339,23 @@ class FDSON(Learner):
                 **{f: getattr(self, f) for f in _SMALL_STATE}}
 
     @classmethod
+    def check_saved(cls, meta, arrays):
+        """Models saved before 2026-11-26 hold ``sigma_eta`` (and RFD-SON's ``alpha0``) unset: read as what
+        that version meant by it (1; alpha0 1e-3 for logistic loss without projection, else 0), not as
+        today's defaults."""
+        hyper = meta.get("hyper") if isinstance(meta, dict) else None
+        if isinstance(hyper, dict) and (hyper.get("sigma_eta", 0) is None or hyper.get("alpha0", 0) is None):
+            hyper = dict(hyper)
+            if hyper.get("sigma_eta", 0) is None:
+                hyper["sigma_eta"] = OLD_SIGMA_ETA
+            if hyper.get("alpha0", 0) is None:
+                pc = hyper.get("projection_c")
+                logistic = hyper.get("loss_function") == "logistic" and not (isinstance(pc, (int, float)) and pc > 0)
+                hyper["alpha0"] = LOGISTIC_ALPHA0 if logistic else 0.0
+            meta = {**meta, "hyper": hyper}
+        return super().check_saved(meta, arrays)
+
+    @classmethod
     def _m(cls, hyper) -> int:
         m = hyper.get("sketch_size")
         m = 10 if m is None else int(m)
