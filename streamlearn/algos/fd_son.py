@@ -433,8 +433,9 @@ class FDSON(Learner):
 class RFDSON(FDSON):
     """Sparse RFD-SON: FD-SON whose regulariser grows by half of every shrink (Robust Frequent
     Directions, Luo, Chen, Zhang, Li & Zhang 2019, Alg. 3 lines 6-9: alpha_t = alpha_(t-1) +
-    Sigma_mm / 2), from ``--alpha0`` (default 0: until the first shrink the step uses the
-    pseudo-inverse of S^T S, SON App. D, with the rank threshold of NOTES_FD item 7)."""
+    Sigma_mm / 2), from ``--alpha0`` (default 0.25; the paper's 0: until the first shrink the step uses
+    the pseudo-inverse of S^T S, SON App. D, with the rank threshold of NOTES_FD item 7). The to-sketch
+    scale is held constant (Alg. 3's sqrt(mu_t + eta_t) with eta_t = 0: NOTES_FD item 8)."""
 
     name = "rfd-son"
     robust = True
