@@ -17,9 +17,8 @@ are kept in an anonymous temporary file while the run goes on (memory stays boun
 from __future__ import annotations
 
 import json
+import math
 import tempfile
-
-from .outputs import json_safe
 
 __all__ = ["HistoryRecorder", "HEADER_KEY", "read_history", "run_label"]
 
@@ -42,8 +41,20 @@ def run_label(algo: str, options: dict) -> str:
     return " ".join(parts)
 
 
+def _json_safe(x):
+    """``x`` with every non-finite float (a loss that overflowed) as None: JSON has no NaN."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    return x
+
+
 def _dumps(obj) -> bytes:
-    return (json.dumps(json_safe(obj), allow_nan=False, separators=(", ", ": ")) + "\n").encode()
+    return (json.dumps(_json_safe(obj), allow_nan=False, separators=(", ", ": "),
+                        default=lambda o: o.item() if hasattr(o, "item") else str(o)) + "\n").encode()
 
 
 class HistoryRecorder:

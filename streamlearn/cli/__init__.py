@@ -46,6 +46,9 @@ def _register():
     from .warmup import warmup
 
     cli.add_command(warmup)
+    from .plot import plot
+
+    cli.add_command(plot)
     try:
         from .convert import convert
     except ImportError:  # pragma: no cover

@@ -102,7 +102,7 @@ class BarMonitor:
             kw = {"unit": " ex", "unit_scale": True}
         else:
             shown = "B" if unit == "bytes" else " rows"
-            fmt = "{percentage:3.0f}%|{bar}| {n_fmt}%s/{total_fmt}%s [{elapsed}<{remaining}]{postfix}" % (shown, shown)
+            fmt = "{percentage:3.0f}%|{bar}| {n_fmt}" + shown + "/{total_fmt}" + shown + " [{elapsed}<{remaining}]{postfix}"
             kw = {"unit": shown.strip(), "unit_scale": True, "unit_divisor": 1024 if unit == "bytes" else 1000}
         self.bar = tqdm(total=self.total, file=self.stream, mininterval=self.refresh, bar_format=fmt,
                         dynamic_ncols=True, leave=True, smoothing=0.1, **kw)
@@ -116,7 +116,7 @@ class BarMonitor:
             parts.append(f"{_si(ev.examples / secs)} ex/s")
         if ev.weighted_labeled > 0:
             parts.append(f"loss {ev.loss_sum / ev.weighted_labeled:.4f}")
-        return (", " if self.total is None else " ") + ", ".join(parts) if parts else ""
+        return ", ".join(parts)  # tqdm puts ", " before it
 
     def _draw(self):
         ev, pos = self._ev, self._pos
