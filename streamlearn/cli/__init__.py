@@ -27,7 +27,7 @@ def cli():
       streamlearn predict -i model.slm test.vw -p preds.txt
       streamlearn train -i model.slm more.vw -f model2.slm
 
-    Run 'streamlearn COMMAND --help' for a command's options, 'man man/streamlearn.1' for all.
+    Run 'streamlearn COMMAND --help' for a command's options, 'man streamlearn' for all.
     """
 
 
