@@ -6,8 +6,12 @@ cost shows most) and a slower one.
 Two measures, both robust to a busy machine: (1) the process CPU seconds of a whole run
 (``streamlearn.api.train`` in this process, the same call the CLI makes; reader threads
 included), median of ``--repeat`` alternating rounds (off, bar, table, history, off, ...),
-ratio against ``off`` in the same round; (2) the seconds spent inside the bar's ``update``
-calls (tqdm included), as a share of the run's wall time: the bar's own cost, measured directly.
+ratio against ``off`` in the same round (on a loaded machine this ratio is noisy: ``table``,
+which prints 18 lines, spreads as widely); (2) the CPU seconds spent inside the bar's
+``update`` calls (tqdm's drawing included; ``time.thread_time``, so time the thread waits for
+the GIL or a core is not counted), as a share of the run's CPU seconds and of its wall time:
+the bar's own cost, measured directly. The updates run on the learner's thread, between
+batches, so the share of wall time is what the bar takes from throughput.
 
     python3 benchmarks/progress_overhead.py [--n 200000] [--repeat 5] [--algos adagrad,oja-son]
 """
@@ -30,7 +34,7 @@ MODES = ("off", "bar", "table", "bar + history")
 
 
 class Timed:
-    """A monitor wrapper adding up the seconds spent in ``update`` (the per-batch cost)."""
+    """A monitor wrapper adding up the CPU seconds spent in ``update`` (the per-batch cost)."""
 
     def __init__(self, mon):
         self.mon, self.seconds, self.calls = mon, 0.0, 0
@@ -39,9 +43,9 @@ class Timed:
         return self.mon.start(total, unit)
 
     def update(self, ev, pos):
-        t = time.perf_counter()
+        t = time.thread_time()
         self.mon.update(ev, pos)
-        self.seconds += time.perf_counter() - t
+        self.seconds += time.thread_time() - t
         self.calls += 1
 
     def close(self, failed):
@@ -93,15 +97,16 @@ def main():
                 for mode in MODES:
                     c, wall, (secs, calls) = one_run(vw, algo, mode, d, sink)
                     cpu[mode].append(c)
-                    inside[mode].append((secs / wall, calls))
+                    inside[mode].append((secs / c, calls, secs / wall))
             base = statistics.median(cpu["off"])
             for mode in MODES:
                 med = statistics.median(cpu[mode])
-                share = statistics.median(x for x, _ in inside[mode])
+                share = statistics.median(x[0] for x in inside[mode])
+                share_wall = statistics.median(x[2] for x in inside[mode])
                 rows.append({"learner": algo, "-P": mode, "CPU s (median)": f"{med:.2f}",
                              "ratio vs off": f"{med / base:.3f}",
                              "in bar.update": "" if mode in ("off", "table") else
-                             f"{100 * share:.3f}% of wall ({inside[mode][0][1]} calls)"})
+                             f"{100 * share:.2f}% of CPU, {100 * share_wall:.2f}% of wall ({inside[mode][0][1]} calls)"})
         drawn = (Path(d) / "stderr.txt").read_text().count("100%|")
     load = os.getloadavg()[0]
     print(f"{a.n:,} examples ({vw.name}), {a.repeat} alternating rounds; bars drawn to a file: {drawn}; "
