@@ -128,7 +128,8 @@ def learner_options(f):
                                help=help_txt)
         else:
             opt = click.option(*_names(p.name, p.short), p.name, type=p.type, default=None, help=help_txt)
-        f = _apply([opt], f, LEARNER if users is None else "Learner: " + ", ".join(users))
+        every = users is None or len(users) == len(algo_names())  # COMMON_PARAMS, or declared by each learner
+        f = _apply([opt], f, LEARNER if every else "Learner: " + ", ".join(users))
     return f
 
 
