@@ -3,27 +3,31 @@ from __future__ import annotations
 
 import click
 
-from .options import (NAMESPACE_FIELDS, VWCommand, algo_names, collect_hyper, input_options, inspect_options,
-                      learner_options, limit_options, namespace_options, output_options, vw_compat_options)
+from .options import (FEATURES, LEARNER, NAMESPACE_FIELDS, OUTPUT, VWCommand, algo_names, collect_hyper, grouped,
+                      input_options, inspect_options, learner_options, limit_options, namespace_options,
+                      output_options, vw_compat_options)
 
 
-@click.command(cls=VWCommand, short_help="Learn from a stream with progressive validation.")
+@click.command(cls=VWCommand, own_group="Model and passes", short_help="Learn from a stream with progressive validation.")
 @input_options
-@click.option("--algo", type=click.Choice(algo_names()), default=None,
-              help="Learning algorithm (default: adagrad, or the model's with -i).")
+@grouped(LEARNER, click.option("--algo", type=click.Choice(algo_names()), default=None,
+                               help="Learning algorithm (default: adagrad, or the model's with -i)."))
 @learner_options
-@click.option("-q", "--quadratic", "quadratic", multiple=True, metavar="AB",
-              help="Quadratic interactions between namespaces starting with letters A and B (may repeat; "
-                   "':' is VW's wildcard: '-q ::' pairs every namespace seen, '-q a:' a with each).")
+@grouped(FEATURES, click.option(
+    "-q", "--quadratic", "quadratic", multiple=True, metavar="AB",
+    help="Quadratic interactions between namespaces starting with letters A and B (may repeat; "
+         "':' is VW's wildcard: '-q ::' pairs every namespace seen, '-q a:' a with each)."))
 @namespace_options
 @limit_options
-@click.option("--noconstant", is_flag=True, help="Do not add the constant (bias) feature.")
-@click.option("--unit_norm", "--unit-norm", "unit_norm", is_flag=True,
-              help="Scale every example's feature vector (constant and -q pairs included) to unit L2 "
-                   "norm; stored in the model, so predict does the same. For BEAR on raw counts.")
-@click.option("--binary", is_flag=True,
-              help="VW's --binary: predictions are -1/+1 (sign of the score) and the reported loss is 0/1 "
-                   "(labels -1/+1); kept in the model, so predict does the same.")
+@grouped(FEATURES,
+         click.option("--noconstant", is_flag=True, help="Do not add the constant (bias) feature."),
+         click.option("--unit_norm", "--unit-norm", "unit_norm", is_flag=True,
+                      help="Scale every example's feature vector (constant and -q pairs included) to unit L2 "
+                           "norm; stored in the model, so predict does the same. For BEAR on raw counts."))
+@grouped(OUTPUT, click.option(
+    "--binary", is_flag=True,
+    help="VW's --binary: predictions are -1/+1 (sign of the score) and the reported loss is 0/1 "
+         "(labels -1/+1); kept in the model, so predict does the same."))
 @click.option("-i", "--initial_regressor", "--initial-regressor", "initial_model", type=click.Path(dir_okay=False),
               default=None, help="Start from this model file (continue training).")
 @click.option("-f", "--final_regressor", "--final-regressor", "final_model", type=click.Path(dir_okay=False, allow_dash=True),
@@ -50,8 +54,10 @@ def train(files, data, algo, quadratic, noconstant, unit_norm, binary, **kw):
     """
     from ..api import RunConfig, train as api_train
     from .common import run_api, run_settings
+    from .progress import progress_display
 
     hyper = collect_hyper(kw)
+    interval, table, monitor = progress_display(kw["progress"], kw["quiet"])
     for k in ("holdout_off", "cache", "cache_file"):  # accepted for VW scripts; no effect here
         kw.pop(k, None)
     ns = {k: (kw.pop(k) if isinstance(kw[k], bool) else tuple(kw.pop(k))) for k in NAMESPACE_FIELDS}
@@ -60,10 +66,11 @@ def train(files, data, algo, quadratic, noconstant, unit_norm, binary, **kw):
                     initial_model=kw["initial_model"], final_model=kw["final_model"],
                     predictions=kw["predictions"], raw_predictions=kw["raw_predictions"], binary=binary,
                     link=kw["link"], probabilities=kw["probabilities"], test_only=kw["test_only"],
-                    passes=kw["passes"], progress=kw["progress"], quiet=kw["quiet"], strict=kw["strict"],
+                    passes=kw["passes"], progress=interval, table=table, history_file=kw["history_file"],
+                    quiet=kw["quiet"], strict=kw["strict"],
                     metrics=kw["metrics"], save_on_interrupt=kw["save_on_interrupt"],
                     select_out=kw["select_out"], label_column=kw["label_column"], audit=kw["audit"],
                     invert_hash=kw["invert_hash"], readable_model=kw["readable_model"], **ns,
                     max_line_bytes=kw["max_line_bytes"], max_example_features=kw["max_example_features"],
                     **run_settings())
-    run_api(api_train, cfg)
+    run_api(api_train, cfg, monitor=monitor)
