@@ -46,6 +46,9 @@ def _register():
     from .warmup import warmup
 
     cli.add_command(warmup)
+    from .merge import merge
+
+    cli.add_command(merge)
     try:
         from .convert import convert
     except ImportError:  # pragma: no cover
