@@ -399,28 +399,56 @@ def test_one_big_text_file_suggests_convert(tmp_path, monkeypatch):
 pytest.importorskip("distributed")
 
 
-def test_engine_equals_merge_of_models_trained_by_hand(parquet_dir, tmp_path, run_cli, cli_ok):
-    """2 worker processes, 4 Parquet partitions, one pass: the engine's model is the merge of the
-    4 models trained on the partitions one by one (same bytes, so the same predictions)."""
+@pytest.fixture(scope="module")
+def cluster():
+    """A LocalCluster of 2 worker processes shared by the engine tests (the last one kills a worker)."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                      silence_logs=50) as c:
+        yield c
+
+
+def test_engine_equals_merge_of_models_trained_by_hand(parquet_dir, tmp_path, invoke_cli):
+    """An embedded cluster of 2 worker processes, 4 Parquet partitions, one pass: the engine's
+    model is the merge of the 4 models trained on the partitions one by one (same bytes, so
+    the same predictions)."""
+    import json
+
+    from streamlearn.api import RunConfig
+    from streamlearn.distributed.engine import train_dask
+
     hand = []
     for f in sorted(parquet_dir.iterdir()):
         m = tmp_path / (f.stem + ".slm")
-        cli_ok(run_cli("train", f, "--loss_function", "logistic", "-f", m, "--quiet"))
+        assert invoke_cli("train", f, "--loss_function", "logistic", "-f", m, "--quiet").exit_code == 0
         hand.append(m)
-    cli_ok(run_cli("merge", *hand, "-f", tmp_path / "hand.slm", "--quiet"))
-    r = cli_ok(run_cli("train", parquet_dir, "--engine", "dask", "--workers", 2, "--loss_function", "logistic",
-                       "-f", tmp_path / "dask.slm", "--metrics", tmp_path / "m.json", text=True))
-    assert "dashboard" in r.stderr and "per-pass progressive loss under mixing" in r.stderr
+    assert invoke_cli("merge", *hand, "-f", tmp_path / "hand.slm", "--quiet").exit_code == 0
+    said = []
+    summary = train_dask(RunConfig(data=[str(parquet_dir)], hyper={"loss_function": "logistic"},
+                                   final_model=str(tmp_path / "dask.slm"), metrics=str(tmp_path / "m.json")),
+                         workers=2, log=said.append)
+    text = "\n".join(said)
+    assert "LocalCluster of 2 worker processes" in text and "dashboard" in text
+    assert "per-pass progressive loss under mixing" in text
     assert (tmp_path / "dask.slm").read_bytes() == (tmp_path / "hand.slm").read_bytes()
-    import json
     m = json.loads((tmp_path / "m.json").read_text())
-    assert m["examples"] == 3000 and m["engine"]["partitions"] == 4
+    assert m["examples"] == 3000 == summary["examples"] and m["engine"]["partitions"] == 4
     assert m["engine"]["passes"][0]["merge_bytes"] > 0
     preds = []
     for model in ("dask.slm", "hand.slm"):
-        cli_ok(run_cli("predict", "-i", tmp_path / model, parquet_dir, "-p", tmp_path / f"{model}.txt", "--quiet"))
+        r = invoke_cli("predict", "-i", tmp_path / model, parquet_dir, "-p", tmp_path / f"{model}.txt", "--quiet")
+        assert r.exit_code == 0
         preds.append((tmp_path / f"{model}.txt").read_text())
     assert preds[0] == preds[1]
+
+
+@pytest.mark.slow
+def test_engine_cli_on_a_running_scheduler(parquet_dir, tmp_path, cluster, run_cli, cli_ok):
+    r = cli_ok(run_cli("train", parquet_dir, "--engine", "dask", "--scheduler", cluster.scheduler_address,
+                       "--passes", 2, "--save_every_pass", "-f", tmp_path / "m.slm", text=True))
+    assert "pass 2: per-pass progressive loss under mixing" in r.stderr and "number of examples = 6000" in r.stderr
+    cli_ok(run_cli("predict", "-i", tmp_path / "m.slm", parquet_dir, "--quiet"))
 
 
 def test_engine_usage_errors(parquet_dir, tmp_path, invoke_cli):
@@ -450,7 +478,7 @@ def _bad_partition_dir(parquet_dir, tmp_path):
     return d
 
 
-def test_engine_bad_partition_fails_naming_it_or_is_skipped(parquet_dir, tmp_path):
+def test_engine_bad_partition_fails_naming_it_or_is_skipped(parquet_dir, tmp_path, cluster):
     from streamlearn.api import RunConfig
     from streamlearn.distributed.engine import train_dask
     from streamlearn.errors import InputError
@@ -458,8 +486,13 @@ def test_engine_bad_partition_fails_naming_it_or_is_skipped(parquet_dir, tmp_pat
     d = _bad_partition_dir(parquet_dir, tmp_path)
     out = tmp_path / "m.slm"
     with pytest.raises(InputError, match="p9.parquet"):
-        train_dask(RunConfig(data=[str(d)], final_model=str(out), quiet=True), workers=1)
+        train_dask(RunConfig(data=[str(d)], final_model=str(out), quiet=True), scheduler=cluster.scheduler_address)
     assert not out.exists()
+    said = []
+    s = train_dask(RunConfig(data=[str(d)], final_model=str(out), quiet=True), scheduler=cluster.scheduler_address,
+                   skip_bad_partitions=True, log=said.append)
+    assert s["examples"] == 3000 and out.exists()
+    assert any("p9.parquet" in line and "skipped partition" in line for line in said)
 
 
 def _kill_a_busy_worker(client, done):
@@ -474,15 +507,14 @@ def _kill_a_busy_worker(client, done):
     return None
 
 
-def test_engine_survives_a_worker_killed_mid_pass(parquet_dir, tmp_path):
-    from distributed import Client, LocalCluster
+def test_engine_survives_a_worker_killed_mid_pass(parquet_dir, tmp_path, cluster):
+    from distributed import Client
 
     from streamlearn.api import RunConfig
     from streamlearn.distributed.engine import train_dask
 
     out = tmp_path / "m.slm"
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                      silence_logs=50) as cluster, Client(cluster) as client:
+    with Client(cluster) as client:
         done = threading.Event()
         killed = []
         t = threading.Thread(target=lambda: killed.append(_kill_a_busy_worker(client, done)))

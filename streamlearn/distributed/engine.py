@@ -214,7 +214,7 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
         raise ConfigError(f"{e}: --engine dask cannot mix it") from None
     keep_names = bool(cfg.keep_names if cfg.keep_names is not None else learner.wants_names)
     n_hint = workers or (None if scheduler else os.cpu_count()) or 1
-    parts = plan_partitions(cfg.data, min_parts=int(n_hint), log=log)
+    parts = plan_partitions(cfg.data, min_parts=int(n_hint), log=log, skip_bad=skip_bad_partitions)
     if not cfg.quiet:
         for line in settings_lines(cfg, learner, reader, True):
             log(line)

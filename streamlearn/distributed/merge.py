@@ -161,11 +161,12 @@ def check_compatible(states, names=None) -> None:
 # -- AdaGrad family: VW's do_weighting ----------------------------------------------------------
 
 
-def _linear_lift(w, G, N, lam, adaptive: bool) -> dict:
+def _linear_lift(w, G, N, lam, adaptive: bool, has_n=None) -> dict:
     """Accumulator of one weight table (``w``, its squared-gradient sums ``G``, normalizer ``N``)."""
     w = np.asarray(w, np.float64)
     N = np.asarray(N, np.float64)
-    has_n = N.shape[0] > 1 or N.shape == w.shape
+    if has_n is None:
+        has_n = N.shape[0] > 1 or N.shape == w.shape
     if adaptive:
         G = np.asarray(G, np.float64)
         out = {"wG": w * G, "G": G.copy(), "GG": G * G}
@@ -176,6 +177,19 @@ def _linear_lift(w, G, N, lam, adaptive: bool) -> dict:
     out = {"wl": lam * w, "lam": np.array([lam]), "wsum": w.copy(), "n": np.array([1.0])}
     if has_n:
         out["Nl"], out["Nsum"] = lam * N, N.copy()
+    return out
+
+
+def _sparse_sum(a: dict, b: dict) -> dict:
+    """The sum of two sparse column sets ``{"idx": sorted indices, col: values}``."""
+    idx = np.concatenate([a["idx"], b["idx"]])
+    order = np.argsort(idx, kind="stable")
+    idx = idx[order]
+    uniq, start = np.unique(idx, return_index=True)
+    out = {"idx": uniq}
+    for k in a:
+        if k != "idx":
+            out[k] = np.add.reduceat(np.concatenate([a[k], b[k]])[order], start) if len(idx) else a[k][:0]
     return out
 
 
@@ -214,11 +228,22 @@ _SCAL_ADD = (0, 1, 4)
 
 
 def _adagrad_lift(meta, arrays, base_meta, base_arrays, lam) -> dict:
+    """Sparse: only the coordinates where a node's ``w``, ``G`` or ``N`` is non-zero travel."""
     w, G, N, scal = arrays["w"], arrays["G"], arrays["N"], np.asarray(arrays["scal"], np.float64)
     if scal[5] != 0.0 or scal[6] != 1.0:
         raise MergeError("an adagrad state with unfolded --l1/--l2 terms (learner.finish() folds them)")
-    adaptive = G.shape == w.shape
-    acc = _linear_lift(w, G, N, lam, adaptive)
+    n = w.shape[0]
+    adaptive = G.shape[0] == n
+    has_n = N.shape[0] == n
+    nz = w != 0
+    if adaptive:
+        nz |= G != 0
+    if has_n:
+        nz |= N != 0
+    idx = np.flatnonzero(nz)
+    cols = _linear_lift(w[idx], G[idx] if adaptive else G, N[idx] if has_n else N, lam, adaptive, has_n)
+    acc = {k: cols.pop(k) for k in ("lam", "n") if k in cols}
+    acc["sp"] = dict(cols, idx=idx)
     bs = np.asarray(base_arrays["scal"], np.float64)
     acc["dscal"] = np.array([scal[i] - bs[i] for i in _SCAL_ADD])
     acc["lo"], acc["hi"] = np.array([scal[2]]), np.array([scal[3]])
@@ -227,8 +252,21 @@ def _adagrad_lift(meta, arrays, base_meta, base_arrays, lam) -> dict:
 
 def _adagrad_finish(acc, base_meta, base_arrays):
     bw, bG, bN = base_arrays["w"], base_arrays["G"], base_arrays["N"]
-    adaptive = bG.shape == bw.shape
-    w, G, N = _linear_finish(acc, adaptive, bw.shape, bG.shape, bN.shape)
+    n = bw.shape[0]
+    adaptive, has_n = bG.shape[0] == n, bN.shape[0] == n
+    sp = dict(acc["sp"])
+    idx = sp.pop("idx")
+    sub = dict(sp, **{k: acc[k] for k in ("lam", "n") if k in acc})
+    w_, G_, N_ = _linear_finish(sub, adaptive, idx.shape, idx.shape if adaptive else bG.shape,
+                                idx.shape if has_n else bN.shape)
+    w = np.zeros(n, np.float32)
+    w[idx] = w_
+    G = np.zeros(bG.shape, np.float32)
+    N = np.zeros(bN.shape, np.float32)
+    if adaptive:
+        G[idx] = G_
+    if has_n:
+        N[idx] = N_
     scal = np.array(base_arrays["scal"], np.float64)
     for j, i in enumerate(_SCAL_ADD):
         scal[i] += acc["dscal"][j]
@@ -407,6 +445,8 @@ def _combine_acc(a, b):
             out[k] = np.minimum(x, y)
         elif k in ("hi", "hll"):
             out[k] = np.maximum(x, y)
+        elif k == "sp":
+            out[k] = _sparse_sum(x, y)
         elif k == "cand" or isinstance(x, (list, dict)):
             out[k] = _combine_acc(x, y)
         else:

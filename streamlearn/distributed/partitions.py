@@ -70,10 +70,11 @@ def _split(path, groups, target, pieces):
     return out
 
 
-def plan_partitions(paths, min_parts: int = 1, target_bytes: int = TARGET_BYTES, log=None):
+def plan_partitions(paths, min_parts: int = 1, target_bytes: int = TARGET_BYTES, log=None, skip_bad=False):
     """The partitions of the inputs ``paths`` (files or directories of ``*.parquet``), in input
     order; at least ``min_parts`` when the row groups allow. ``log`` receives advice (one huge
-    text file)."""
+    text file) and, with ``skip_bad``, the Parquet files whose footer cannot be read (left out;
+    otherwise an :class:`InputError` naming the file)."""
     from ..io.parquet import expand_paths, is_parquet_path
 
     files = []
@@ -84,7 +85,16 @@ def plan_partitions(paths, min_parts: int = 1, target_bytes: int = TARGET_BYTES,
         if not os.path.exists(p):
             raise InputError(f"{p}: no such file")
         files.extend(expand_paths(p) if os.path.isdir(p) else [p])
-    pq_files = [(f, _parquet_groups(f)) for f in files if is_parquet_path(f)]
+    pq_files = []
+    for f in [f for f in files if is_parquet_path(f)]:
+        try:
+            pq_files.append((f, _parquet_groups(f)))
+        except InputError as e:
+            if not skip_bad:
+                raise
+            files.remove(f)
+            if log:
+                log(f"warning: skipped partition (--skip_bad_partitions): {e}")
     pq_set = {f for f, _ in pq_files}
     total = sum(b for _, g in pq_files for _, b in g)
     want = max(1, min_parts)
