@@ -169,10 +169,12 @@ def _start_cluster(scheduler, workers, log):
     return client, cluster
 
 
-def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, save_every_pass=False, log=None):
+def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, save_every_pass=False, log=None,
+               on_pass=None):
     """``train`` over ``cfg`` (:class:`streamlearn.api.RunConfig`) with iterative parameter
     mixing on Dask (module docstring); returns the run summary (``summary['engine']``: per-pass
-    losses, partitions, bytes per merge, seconds, peak worker RSS)."""
+    losses, partitions, bytes per merge, seconds, peak worker RSS). ``on_pass(p, state)`` is
+    called with each pass's merged :class:`~streamlearn.distributed.merge.State` (p from 1)."""
     from ..api import _check_inputs, _output_plan, _reader_settings, load_model, make_learner
     from ..evaluate import Evaluation, ProgressSchedule
     from ..io.model_file import encode_model
@@ -256,7 +258,9 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
                 raise InputError("every partition failed to parse (skipped): nothing was learned")
             total_ev = ev if total_ev is None else _add_stats({"ev": total_ev}, {"ev": ev})["ev"]
             avg = ev["loss_sum"] / ev["weighted_labeled"] if ev["weighted_labeled"] > 0 else float("nan")
+            err = ev["err_sum"] / ev["weighted_labeled"] if ev["weighted_labeled"] > 0 else float("nan")
             per_pass.append({"pass": p + 1, "examples": ev["examples"], "progressive_loss": avg,
+                             "progressive_error": err,
                              "seconds": secs, "task_seconds": stats.get("seconds", 0.0),
                              "task_cpu_seconds": stats.get("cpu", 0.0),
                              "merge_bytes": stats.get("max_acc_bytes", 0), "state_bytes": state_nbytes(base),
@@ -264,6 +268,8 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
             if not cfg.quiet:
                 log(f"pass {p + 1}: per-pass progressive loss under mixing {avg:.6f} over {ev['examples']} examples, "
                     f"{len(parts)} partitions, {secs:.2f} s")
+            if on_pass is not None:
+                on_pass(p + 1, base)
             if save_every_pass and cfg.final_model and p + 1 < cfg.passes:
                 _write_model(cfg.final_model, base)
     finally:
