@@ -25,7 +25,6 @@ import os
 import time
 from dataclasses import fields
 
-import numpy as np
 
 from ..errors import ConfigError, InputError, StreamlearnError
 from .merge import MergeError, State, _rule, combine, finish, learner_of, lift, state_nbytes, state_of
@@ -59,10 +58,16 @@ def _evaluation_fields(ev) -> dict:
     return {f.name: getattr(ev, f.name) for f in fields(ev) if f.name != "t0"}
 
 
-def train_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool):
+def train_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, use_c: bool = True):
     """One pass of the learner ``base`` over partition ``part``: ``(accumulator, stats)``
-    (``accumulator`` None for a skipped partition)."""
+    (``accumulator`` None for a skipped partition). ``use_c``: the client's kernel backend
+    choice (``STREAMLEARN_NO_C``), which the worker's kernel seam follows."""
     import resource
+
+    from .. import kernels
+
+    if kernels._use_c != bool(use_c):
+        kernels.configure(use_c=bool(use_c))
 
     from ..api import _reader_config
     from ..evaluate import run_stream
@@ -221,6 +226,9 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
         for line in settings_lines(cfg, learner, reader, True):
             log(line)
         log(f"engine = dask, {len(parts)} partitions, {cfg.passes} passes of iterative parameter mixing")
+    from .. import kernels
+
+    use_c = kernels._use_c
     client, cluster = _start_cluster(scheduler, workers, log if not cfg.quiet else (lambda line: None))
     t_start = time.perf_counter()
     total_ev = None
@@ -231,7 +239,7 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
         for p in range(cfg.passes):
             t0 = time.perf_counter()
             bf = client.scatter(base, broadcast=True, hash=False)
-            level = [client.submit(train_partition, bf, part, cfg, keep_names, skip_bad_partitions,
+            level = [client.submit(train_partition, bf, part, cfg, keep_names, skip_bad_partitions, use_c,
                                    key=f"streamlearn-pass{p}-part{i}-{id(bf)}", pure=False)
                      for i, part in enumerate(parts)]
             depth = 0
