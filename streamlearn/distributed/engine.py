@@ -86,7 +86,9 @@ def train_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, us
         else:
             yield from read_batches([part.path], rc)
 
-    stream = batches()
+    from ..io.prefetch import prefetch
+
+    stream = prefetch(batches(), 1)  # read (and decode) ahead on a thread while the learner runs, as the CLI does
     if base.reader.get("unit_norm"):
         from ..batch import unit_norm_rows
         stream = map(unit_norm_rows, stream)

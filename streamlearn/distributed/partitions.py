@@ -1,10 +1,13 @@
 """The units of work of a distributed run: :class:`Partition` and :func:`plan_partitions`.
 
 Parquet files (given, or found in directories) are split by row group, from their footers
-only (``pyarrow.parquet.ParquetFile.metadata``: no column data is read on the client);
-consecutive row groups of one file are grouped up to ``target_bytes`` (uncompressed, as the
-footer states it), so that Dask's per-task cost (0.2-1 ms) stays small against the work, and
-split further, down to single row groups, when that gives fewer partitions than workers. A text
+only (``pyarrow.parquet.ParquetFile.metadata``: no column data is read on the client):
+consecutive row groups of one file form a partition, and the partitions are about as many as
+the workers (each file gets its share by bytes, uncompressed as the footer states them; at least
+one partition per file). Not more: under parameter mixing every partition of a pass starts from
+the same state, so cutting the data finer than the workers adds no parallelism and loses
+accuracy (``benchmarks/distributed.py``), and a partition of a large input is then far above
+the ~100 MB at which Dask's per-task cost (0.2-1 ms) stops mattering. A text
 file (VW, LIBSVM; gzip'd or not) is one partition: gzip cannot be split, nor can a text file
 without reading it to find line ends; one large text file therefore runs on one worker, and
 :func:`plan_partitions` says to ``streamlearn convert`` it to Parquet.
@@ -55,7 +58,7 @@ def _split(path, groups, target, pieces):
     """Consecutive row groups of ``path`` in ``pieces`` runs (or fewer) of about ``target`` bytes."""
     out, cur, rows, nb = [], [], 0, 0
     total = sum(b for _, b in groups)
-    per = min(target, max(1, -(-total // max(1, pieces))))
+    per = max(1, -(-total // max(1, pieces)))
     for i, (r, b) in enumerate(groups):
         if r == 0:
             continue
@@ -72,7 +75,8 @@ def _split(path, groups, target, pieces):
 
 def plan_partitions(paths, min_parts: int = 1, target_bytes: int = TARGET_BYTES, log=None, skip_bad=False):
     """The partitions of the inputs ``paths`` (files or directories of ``*.parquet``), in input
-    order; at least ``min_parts`` when the row groups allow. ``log`` receives advice (one huge
+    order; about ``min_parts`` (the workers) when the row groups allow, at least one per file
+    (``target_bytes``: kept for callers; the split follows the workers). ``log`` receives advice (one huge
     text file) and, with ``skip_bad``, the Parquet files whose footer cannot be read (left out;
     otherwise an :class:`InputError` naming the file)."""
     from ..io.parquet import expand_paths, is_parquet_path
