@@ -66,8 +66,11 @@ def train_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, us
 
     from .. import kernels
 
+    from ..memory import bound_malloc
+
     if kernels._use_c != bool(use_c):
         kernels.configure(use_c=bool(use_c))
+    bound_malloc()  # the CLI's malloc tuning for the reader pipeline (once per worker process)
 
     from ..api import _reader_config
     from ..evaluate import run_stream
