@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 
 __all__ = ["Partition", "plan_partitions", "TARGET_BYTES"]
 
@@ -84,7 +84,7 @@ def plan_partitions(paths, min_parts: int = 1, target_bytes: int = TARGET_BYTES,
     files = []
     for p in paths:
         if p == "-":
-            raise InputError("-: standard input cannot be split across workers; save it to a file "
+            raise ConfigError("-: standard input cannot be split across workers; save it to a file "
                              "('streamlearn convert - -o data.parquet') and train on that")
         if not os.path.exists(p):
             raise InputError(f"{p}: no such file")
