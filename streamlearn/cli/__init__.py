@@ -49,6 +49,9 @@ def _register():
     from .plot import plot
 
     cli.add_command(plot)
+    from .merge import merge
+
+    cli.add_command(merge)
     try:
         from .convert import convert
     except ImportError:  # pragma: no cover

@@ -46,6 +46,20 @@ from .options import (FEATURES, LEARNER, NAMESPACE_FIELDS, OUTPUT, VWCommand, al
                    "a second signal stops at once, without it).")
 @click.option("--select_out", "--select-out", "select_out", type=click.Path(dir_okay=False), default=None,
               help="Feature-selection learners: write the selected features (TSV) here at the end.")
+@click.option("--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True,
+              help="local: one process. dask: iterative parameter mixing on dask.distributed (each pass, "
+                   "every partition learned from the merged state on a worker, the states merged; "
+                   "pip install 'streamlearn[dask]').")
+@click.option("--scheduler", default=None, metavar="ADDR",
+              help="--engine dask: the address of a running Dask scheduler (tcp://host:8786); default: an "
+                   "embedded LocalCluster started and stopped by the run.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="--engine dask: worker processes of the embedded LocalCluster (default: the cores).")
+@click.option("--skip_bad_partitions", "--skip-bad-partitions", "skip_bad_partitions", is_flag=True,
+              help="--engine dask: leave out (with a warning) a partition that fails to parse, instead of "
+                   "failing the run.")
+@click.option("--save_every_pass", "--save-every-pass", "save_every_pass", is_flag=True,
+              help="--engine dask: also write -f (atomically) after every pass, with the merged state so far.")
 def train(files, data, algo, quadratic, noconstant, unit_norm, binary, **kw):
     """Train on FILES (VW text, LIBSVM or Parquet; gzip ok; '-' or none = stdin).
 
@@ -73,4 +87,13 @@ def train(files, data, algo, quadratic, noconstant, unit_norm, binary, **kw):
                     invert_hash=kw["invert_hash"], readable_model=kw["readable_model"], **ns,
                     max_line_bytes=kw["max_line_bytes"], max_example_features=kw["max_example_features"],
                     **run_settings())
+    engine = {k: kw.pop(k) for k in ("engine", "scheduler", "workers", "skip_bad_partitions", "save_every_pass")}
+    if engine.pop("engine") == "dask":
+        from ..distributed.engine import train_dask
+
+        run_api(lambda c, log: train_dask(c, log=log, **engine), cfg)
+        return
+    given = [f"--{k}" for k, v in engine.items() if v]
+    if given:
+        raise click.UsageError(f"{', '.join(given)}: only with --engine dask")
     run_api(api_train, cfg, monitor=monitor)
