@@ -14,6 +14,10 @@ SMALL = {
     "rfd-son": {"sketch_size": 3, "alpha0": 0.5},
     "bear": {"sketch_width": 200, "top_k": 20, "minibatch": 4},
     "mission": {"sketch_width": 200, "top_k": 20},
+    "s-ada": {"sketch_size": 3},
+    "fast-s-ada": {"sketch_size": 3},
+    "ftsl": {"sketch_size": 3},
+    "ftfsl": {"sketch_size": 3},
 }
 
 

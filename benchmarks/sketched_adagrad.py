@@ -1,0 +1,245 @@
+"""Sparse S-ADA / Fast S-ADA / FTSL / FTFSL (streamlearn.algos.sketched_adagrad) against diagonal
+AdaGrad: the accuracy rows and the cost rows of issue 18 (binary learners).
+
+Accuracy (``--part accuracy``): one pass of progressive validation, logistic loss, the best step of
+eta = 2^-10..2^4 for every method, progressive error in percent. Methods: diagonal AdaGrad
+(``--algo adagrad --adaptive``: sqrt(G), no delta), S-ADA, Fast S-ADA, FTSL, FTFSL at tau = 10
+(delta = 1e-6 inside the root), and full-matrix AdaGrad in the mirror and primal-dual forms (``--full``:
+S-ADA / FTSL with tau = d, which equal it; skipped on a9a, O(d^3) per example). Data: SON Sec. 5.1's
+synthetic design (tests/naive_fd_son.py ``son_synthetic``, d = 100, kappa 200 and 10, ``--T``
+examples, ``--seeds`` seeds; ``--labels paper`` draws theta in x-space as the paper's text says,
+y = sign(theta^T x), instead of the generator's kappa-invariant theta = V diag(lambda)^-1/2 theta_z);
+splice, covtype_subset20k, a9a (../shared/datasets, a constant feature added, file order).
+
+Cost (``--part cost``): microseconds per example, best of 3 further passes of a learner after its
+first (untimed) pass, in one run, with ratios: every learner at -b 24 against -b 18 on the same data (a hidden O(2^b) step
+would show as 64x); FTFSL tau = 10 against AdaGrad on a9a (s ~ 14) and on a synthetic sparse stream
+with s ~ 150; FTFSL tau = 40 / tau = 10; FTSL / FTFSL at tau = 40 on dense d = 10^4 data.
+
+Run: python benchmarks/sketched_adagrad.py [--part accuracy|cost|both] [--seeds 2] [--jobs 2] [--full]
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+import numpy as np  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+
+from _common import DATASETS, table  # noqa: E402
+from naive_fd_son import son_synthetic  # noqa: E402
+from streamlearn.algos import make_learner  # noqa: E402
+from streamlearn.batch import Batch  # noqa: E402
+
+GRID = [2.0 ** j for j in range(-10, 5)]
+DELTA = 1e-6
+REAL = {
+    "splice": "splice/splice.libsvm.gz",
+    "covtype20k": "covtype_subset20k/covtype_subset20k.libsvm.gz",
+    "a9a": "a9a/a9a_train.libsvm.gz",
+}
+SKETCHED = ["s-ada", "fast-s-ada", "ftsl", "ftfsl"]
+
+
+def read_libsvm(path):
+    """Dense X (a constant feature 1 as the last column) and labels in {-1, +1}."""
+    rows, labels, d = [], [], 0
+    with gzip.open(path, "rt") as f:
+        for line in f:
+            parts = line.split()
+            if not parts:
+                continue
+            labels.append(1.0 if float(parts[0]) > 0 else -1.0)
+            feats = [(int(i), float(v)) for i, v in (p.split(":") for p in parts[1:])]
+            d = max(d, max((i for i, _ in feats), default=0))
+            rows.append(feats)
+    X = np.zeros((len(rows), d + 1))
+    for r, feats in enumerate(rows):
+        for i, v in feats:
+            X[r, i - 1] = v
+    X[:, d] = 1.0
+    return X, np.array(labels)
+
+
+def learner(method, d, eta, tau=10, bits=18):
+    hy = {"loss_function": "logistic", "learning_rate": eta, "bit_precision": bits}
+    if method == "diag":
+        return make_learner("adagrad", {**hy, "adaptive": True})
+    if method == "full-md":
+        return make_learner("s-ada", {**hy, "sketch_size": d, "delta": DELTA})
+    if method == "full-pd":
+        return make_learner("ftsl", {**hy, "sketch_size": d, "delta": DELTA})
+    return make_learner(method, {**hy, "sketch_size": tau, "delta": DELTA})
+
+
+def error(method, batch, y, d, eta):
+    p, _ = learner(method, d, eta).learn_batch(batch)
+    if not np.all(np.abs(p) < 1e8):
+        return 100.0
+    return 100.0 * float(np.mean(np.where(p > 0, 1.0, -1.0) != y))
+
+
+def load(key, T, labels):
+    if key.startswith("son"):
+        kappa, seed = (float(v) for v in key.split(":")[1:])
+        X, y = son_synthetic(T=T, d=100, kappa=kappa, seed=int(seed))
+        if labels == "paper":
+            th = np.random.default_rng(1000 + int(seed)).standard_normal(100)
+            y = np.where(X @ th >= 0, 1.0, -1.0)
+        return X, y
+    return read_libsvm(str(DATASETS / REAL[key]))
+
+
+def best(job):
+    key, method, T, labels = job
+    X, y = load(key, T, labels)
+    batch = Batch.from_dense(X, y)
+    errs = [error(method, batch, y, X.shape[1], eta) for eta in GRID]
+    i = int(np.argmin(errs))
+    return key, method, errs[i], int(np.log2(GRID[i]))
+
+
+def accuracy(a):
+    keys = [f"son:{k}:{s}" for k in a.kappas.split(",") for s in range(a.seeds)] + [r for r in a.real.split(",") if r]
+    methods = ["diag"] + SKETCHED + (["full-md", "full-pd"] if a.full else [])
+    jobs = [(k, m, a.T, a.labels) for k in keys for m in methods if not (m.startswith("full") and k == "a9a")]
+    t0 = time.time()
+    res = {}
+    np.seterr(all="ignore")
+    with ProcessPoolExecutor(a.jobs, initializer=np.seterr, initargs=("ignore",)) as ex:
+        for key, m, err, lg in ex.map(best, jobs):
+            print(f"  {key:<16} {m:<11} {err:6.2f}% (eta 2^{lg:+d})", file=sys.stderr, flush=True)
+            res.setdefault(key, {})[m] = (err, lg)
+    print(f"progressive error % (log2 best eta), one pass, logistic, tau = 10, delta = {DELTA:g}, "
+          f"SON design T = {a.T}, labels = {a.labels}; {time.time() - t0:.0f} s")
+    rows = [{"data": k, **{m: f"{e:.2f} ({lg:+d})" for m, (e, lg) in res[k].items()}} for k in keys]
+    print(table(rows, ["data"] + methods))
+    print("\npoints better than diagonal AdaGrad (+ = better); son rows: mean over seeds (min..max)")
+    groups = {}
+    for k in keys:
+        groups.setdefault(k.rsplit(":", 1)[0] if k.startswith("son") else k, []).append(k)
+    drows = []
+    for g, ks in groups.items():
+        row = {"data": g.replace("son:", "son kappa=")}
+        for m in methods[1:]:
+            if all(m in res[k] for k in ks):
+                d = [res[k]["diag"][0] - res[k][m][0] for k in ks]
+                row[m] = f"{np.mean(d):+.2f}" + (f" ({min(d):+.2f}..{max(d):+.2f})" if len(d) > 1 else "")
+        if all("ftsl" in res[k] for k in ks):
+            row["ftfsl-ftsl"] = f"{np.mean([res[k]['ftsl'][0] - res[k]['ftfsl'][0] for k in ks]):+.2f}"
+        drows.append(row)
+    print(table(drows, ["data"] + methods[1:] + ["ftfsl-ftsl"]))
+
+
+# -- cost -------------------------------------------------------------------------------------------
+
+def timed(make, batch, reps=3):
+    """Microseconds per example: a learner's first pass over ``batch`` (compile, table growth, a
+    fresh 2^b table's page faults) is not timed; then the best of ``reps`` further passes of the
+    same learner."""
+    L = make()
+    L.learn_batch(batch)
+    best_t = np.inf
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        L.learn_batch(batch)
+        best_t = min(best_t, time.perf_counter() - t0)
+    return 1e6 * best_t / batch.n, L
+
+
+def sparse_stream(T, d, s, seed=0):
+    """T examples with s random features of d (random 32-bit hashes) and a constant feature."""
+    rng = np.random.default_rng(seed)
+    idx = np.sort(rng.integers(0, d, (T, s)), axis=1)
+    offsets = np.arange(T + 1, dtype=np.int64) * (s + 1)
+    hashes = rng.integers(0, 2**32, d + 1, dtype=np.uint64).astype(np.uint32)
+    ind = np.concatenate([hashes[idx], np.full((T, 1), hashes[d], np.uint32)], axis=1).ravel()
+    vals = np.concatenate([rng.standard_normal((T, s)), np.ones((T, 1))], axis=1).ravel()
+    w = rng.standard_normal(d + 1)
+    z = (w[np.concatenate([idx, np.full((T, 1), d)], axis=1)] * vals.reshape(T, s + 1)).sum(axis=1)
+    y = np.where(z > 0, 1.0, -1.0)
+    return Batch(offsets, ind, vals, y, np.ones(T))
+
+
+class _Rows(list):
+    """Rows of the cost table, each also printed to stderr as it is measured."""
+
+    def append(self, row):
+        print("  " + "  ".join(f"{k}={v}" for k, v in row.items()), file=sys.stderr, flush=True)
+        super().append(row)
+
+
+def cost(a):
+    X, y = read_libsvm(str(DATASETS / REAL["a9a"]))
+    X, y = X[:a.cost_n], y[:a.cost_n]
+    rng = np.random.default_rng(0)
+    hashes = rng.integers(0, 2**32, X.shape[1], dtype=np.uint64).astype(np.uint32)
+    a9a = Batch.from_dense(X, y, hashes=hashes)
+    s_a9a = a9a.nnz / a9a.n
+    rows = _Rows()
+    ada = lambda bits=18: make_learner("adagrad", {"loss_function": "logistic", "adaptive": True,  # noqa: E731
+                                                   "learning_rate": 0.5, "bit_precision": bits})
+    t_ada, _ = timed(ada, a9a)
+    for m in SKETCHED:
+        t18, L = timed(lambda: learner(m, 0, 0.5, 10, 18), a9a)
+        t24, _ = timed(lambda: learner(m, 0, 0.5, 10, 24), a9a)
+        rows.append({"row": f"{m} tau=10 a9a (s={s_a9a:.1f})", "us/ex": f"{t18:.1f}", "-b 24 us/ex": f"{t24:.1f}",
+                     "ratio": f"b24/b18 {t24 / t18:.2f}", "vs adagrad": f"{t18 / t_ada:.1f}x",
+                     "rebases": f"{L.n_rebase} / {L.n_fold} folds"})
+    rows.append({"row": f"adagrad --adaptive a9a (s={s_a9a:.1f})", "us/ex": f"{t_ada:.2f}", "ratio": ""})
+    sp = sparse_stream(a.sparse_n, 100_000, 149)
+    t_ada150, _ = timed(ada, sp)
+    t_f150, L = timed(lambda: learner("ftfsl", 0, 0.5, 10), sp)
+    t_f40, L40 = timed(lambda: learner("ftfsl", 0, 0.5, 40), sp)
+    rows.append({"row": "adagrad --adaptive sparse s=150", "us/ex": f"{t_ada150:.2f}", "ratio": ""})
+    rows.append({"row": "ftfsl tau=10 sparse s=150", "us/ex": f"{t_f150:.1f}", "vs adagrad": f"{t_f150 / t_ada150:.1f}x",
+                 "ratio": "", "rebases": f"{L.n_rebase} / {L.n_fold} folds"})
+    rows.append({"row": "ftfsl tau=40 sparse s=150", "us/ex": f"{t_f40:.1f}", "ratio": f"tau40/tau10 {t_f40 / t_f150:.1f}",
+                 "rebases": f"{L40.n_rebase} / {L40.n_fold} folds"})
+    d = a.dense_d
+    Xd = np.random.default_rng(1).standard_normal((a.dense_n, d)) * np.linspace(0.2, 3.0, d)
+    yd = np.where(Xd @ np.random.default_rng(2).standard_normal(d) > 0, 1.0, -1.0)
+    dense = Batch.from_dense(Xd, yd)
+    t_ftsl, L1 = timed(lambda: learner("ftsl", 0, 0.5, 40), dense, reps=1)
+    t_ftfsl, L2 = timed(lambda: learner("ftfsl", 0, 0.5, 40), dense, reps=1)
+    rows.append({"row": f"ftsl tau=40 dense d={d}", "us/ex": f"{t_ftsl:.0f}", "ratio": "",
+                 "rebases": f"{L1.n_rebase} / {L1.n_fold} folds"})
+    rows.append({"row": f"ftfsl tau=40 dense d={d}", "us/ex": f"{t_ftfsl:.0f}", "ratio": f"ftsl/ftfsl {t_ftsl / t_ftfsl:.2f}",
+                 "rebases": f"{L2.n_rebase} / {L2.n_fold} folds"})
+    print(f"microseconds per example (best of 3 passes after an untimed first; dense: 1), load average {os.getloadavg()[0]:.1f}")
+    print(table(rows, ["row", "us/ex", "-b 24 us/ex", "ratio", "vs adagrad", "rebases"]))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--part", choices=["accuracy", "cost", "both"], default="both")
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--T", type=int, default=5000)
+    ap.add_argument("--labels", choices=["generator", "paper"], default="generator")
+    ap.add_argument("--kappas", default="200,10")
+    ap.add_argument("--real", default="splice,covtype20k,a9a")
+    ap.add_argument("--full", action="store_true", help="full-matrix AdaGrad too (S-ADA / FTSL with tau = d)")
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--cost_n", type=int, default=5000)
+    ap.add_argument("--sparse_n", type=int, default=2000)
+    ap.add_argument("--dense_d", type=int, default=10_000)
+    ap.add_argument("--dense_n", type=int, default=500)
+    a = ap.parse_args()
+    if a.part in ("accuracy", "both"):
+        accuracy(a)
+    if a.part in ("cost", "both"):
+        cost(a)
+
+
+if __name__ == "__main__":
+    main()

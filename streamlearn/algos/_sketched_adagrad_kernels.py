@@ -1,0 +1,563 @@
+"""Compiled kernels of :mod:`streamlearn.algos.sketched_adagrad` (sparse S-ADA, Fast S-ADA, FTSL,
+FTFSL; progressive validation inside).
+
+Yang, Chen, Wan & Zhang (2025), "Dimension-Free Adaptive Subgradient Methods with Frequent
+Directions" (``../shared/papers/ftsl_frequent_directions_adagrad_yang2025.txt``): FD (Alg. 1) and
+fast FD (Alg. 3 lines 5-11, 14-16) sketches of G_t = sum g g^T, the preconditioner
+G~_t = S_t + (rho_{1:t} + delta) I applied as App. A.1's low-rank inverse root, in the mirror
+(S-ADA) or primal-dual (FTSL Alg. 2 line 9 / FTFSL Alg. 3 line 13, Eq. 2) step; the corrections
+of ``NOTES_ADA.md`` as listed in :mod:`streamlearn.algos.sketched_adagrad`.
+
+Representation (SON App. F's construction, as FD-SON's kernels): the sketch's orthonormal basis
+is ``V = C [Z; G]`` (r rows): ``Z`` holds k = tau - 1 dense-ish rows (one column per feature seen,
+in the table), ``G`` a buffer of the sparse gradients that brought a new direction since the last
+fold (also per-feature columns of the table), ``C`` a small (R, k + nbmax) matrix. The sketch is
+``V^T M V`` with ``M`` (r x r) kept with its eigen-pairs ``(U, lam)``. A new direction
+(g - V^T V g) / ||.|| is one new row of C on a new buffer row g: O(r s + r^2). FD shrinks every
+round the basis reaches tau rows, fast FD when it reaches 2 tau: the basis is rotated into M's
+eigenvectors (C <- U^T C) and cut to k rows, and the buffer is folded into Z: with
+``C = [P1 P2]``, ``Z += P1^-1 P2 G`` on the buffer's features and ``C = [P1 0]``, O(k nb s).
+cond(P1) grows with the folds; past ``max_cond`` the representation is re-based on every stored
+feature (``Z <- C [Z; G]``, ``C = [I 0]``: O(k^2 n) for n features seen) -- the amortised cost the
+benchmarks measure (``rebases``).
+
+Weights. Mirror forms: ``w = w_bar + Z^T b + G^T cb`` (the step's V^T part lands in b and cb; the
+g / h_perp part in w_bar on g's features; a fold moves ``G^T (cb - A^T b)`` into w_bar).
+Primal-dual forms: the weights are never stored: ``w = -eta (gbar / h_perp + V^T e)`` with the
+summed gradient gbar per feature, ``z = V gbar`` kept incrementally (rotated with V) and
+``e = U diag(1/h - 1/h_perp) U^T z``, so a prediction is O(r s + r^2).
+
+Per-feature state lives in an open-addressing hash table keyed by the masked feature index
+(the pattern of :mod:`streamlearn.algos._fd_son_kernels`, whose ``_find``, ``rehash``, ``_eigh``
+and ``_solve`` this module uses): ``keys[slot]`` (-1 = empty), ``tab[slot] = [w_bar, gbar,
+scratch x, mark, in-buffer flag, Z column (k), buffer column (nbmax)]``.
+"""
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from ..kernels._jit import INNER, KERNEL
+from ._fd_son_kernels import _eigh, _find, _solve, rehash
+from ._loss_kernels import loss_deriv, loss_value, target
+
+__all__ = ["SadaState", "SadaHyper", "sada_run", "rebase_all", "relist_buffer", "table_rows", "rehash", "C_W", "C_GB", "C_Z", "N_LEAD", "N_INTS"]
+
+EMPTY = -1
+C_W = 0  # w_bar (mirror forms)
+C_GB = 1  # gbar, the summed gradient (primal-dual forms)
+C_X = 2  # scratch: the example's value of the feature (duplicates summed)
+C_MK = 3  # mark: the example counter of the last example that touched the feature
+C_IB = 4  # 1.0 when the feature is in the buffer's slot list
+C_Z = 5  # first column of Z^T, then the buffer's columns
+N_LEAD = 5
+SHRINK_TOL = 1e-16  # an FD shrink lambda_tau <= SHRINK_TOL lambda_1 is round-off: 0 (NOTES_ADA)
+PINV_TOL = 1e-12  # rho + delta = 0: eigenvalues <= PINV_TOL lambda_1 count as 0 (pseudo-inverse)
+RES_TOL = 1e-12  # a residual ||g - V V^T g||^2 <= RES_TOL ||g||^2 is no new direction (Alg. 3 line 6)
+
+# ints
+I_T, I_OCC, I_R, I_NB, I_NBS, I_NZ, I_REB, I_SHR, I_FOLD, I_DEFER = range(10)
+N_INTS = 10
+# flt
+F_RHO, F_IHP = 0, 1
+
+
+class SadaState(NamedTuple):
+    """The learner's state: the per-feature table and the sketch's small matrices."""
+
+    keys: np.ndarray  # int64 (cap,): masked feature per slot, -1 = empty
+    tab: np.ndarray  # float64 (cap, N_LEAD + k + nbmax)
+    shift: int  # 64 - log2(cap)
+    ints: np.ndarray  # int64 (N_INTS,): examples learned, occupied, r (basis rows), nb (buffer rows), buffer slots,
+    #                   Z rows in use (0 or k), re-bases, shrinks, folds, fast FD shrink deferred (0/1)
+    flt: np.ndarray  # float64 (2,): rho_{1:t}, 1/h_perp of the last step (primal-dual predictions)
+    C: np.ndarray  # (R, k + nbmax): V = C [Z; G]
+    M: np.ndarray  # (R, R): the sketch in V's coordinates
+    U: np.ndarray  # (R, R): M's eigenvectors (columns, descending eigenvalues) on its first r rows
+    lam: np.ndarray  # (R,): M's eigenvalues, descending
+    b: np.ndarray  # (k,): mirror weights' Z coefficients
+    cb: np.ndarray  # (nbmax,): mirror weights' buffer coefficients
+    z: np.ndarray  # (R,): V gbar
+    e: np.ndarray  # (R,): U diag(1/h - 1/h_perp) U^T z of the last step (primal-dual predictions)
+    bslot: np.ndarray  # int64 (bcap,): the table slots with a nonzero buffer column
+    ctr: np.ndarray  # int64 (1,): examples read (the marks of the scratch column; not saved)
+
+
+class SadaHyper(NamedTuple):
+    mask: int
+    loss_code: int
+    tau: int
+    fast: bool  # fast FD (Alg. 3): 2 tau rows, one shrink per tau + 1 new directions
+    dual: bool  # primal-dual step (FTSL / FTFSL) instead of mirror descent (S-ADA)
+    eta: float
+    delta: float  # inside the root: G~ = S + (rho + delta) I
+    max_cond: float
+
+
+@njit(**INNER)
+def _sa_eig_desc(M, r, lam, U):
+    """lam[:r], U[:r, :r] <- the eigen-pairs of M[:r, :r], eigenvalues descending."""
+    A = np.empty((r, r))
+    for i in range(r):
+        for j in range(r):
+            A[i, j] = M[i, j]
+    w, Q = _eigh(A)
+    for j in range(r):
+        lam[j] = w[r - 1 - j]
+        for i in range(r):
+            U[i, j] = Q[i, r - 1 - j]
+
+
+@njit(**INNER)
+def _sa_coefs(lam, r, rho, delta, coef):
+    """App. A.1: G~^-1/2 = h_perp^-1 I + U diag(h^-1 - h_perp^-1) U^T, h = sqrt(lam + rho + delta),
+    h_perp = sqrt(rho + delta); returns 1/h_perp (0 for the pseudo-inverse when rho + delta = 0:
+    then directions with lam <= PINV_TOL lam_1 get no step)."""
+    hp2 = rho + delta
+    top = lam[0] if r > 0 else 0.0
+    if hp2 > 0.0:
+        ihp = 1.0 / math.sqrt(hp2)
+        for i in range(r):
+            coef[i] = 1.0 / math.sqrt(max(lam[i], 0.0) + hp2) - ihp
+        return ihp
+    for i in range(r):
+        coef[i] = 1.0 / math.sqrt(lam[i]) if (top > 0.0 and lam[i] > PINV_TOL * top) else 0.0
+    return 0.0
+
+
+@njit(**INNER)
+def _sa_rotate(C, M, U, lam, z, r, keep):
+    """Rotate the basis into M's eigenvectors and keep the first ``keep`` rows: C <- (U^T C)[:keep],
+    z <- (U^T z)[:keep], M <- diag(lam[:keep]), U <- I."""
+    nc = C.shape[1]
+    Cn = np.zeros((keep, nc))
+    zn = np.zeros(keep)
+    for j in range(keep):
+        for i in range(r):
+            u = U[i, j]
+            if u != 0.0:
+                zn[j] += u * z[i]
+                for q in range(nc):
+                    Cn[j, q] += u * C[i, q]
+    R = C.shape[0]
+    for i in range(R):
+        for q in range(nc):
+            C[i, q] = Cn[i, q] if i < keep else 0.0
+        z[i] = zn[i] if i < keep else 0.0
+        for j in range(R):
+            M[i, j] = 0.0
+            U[i, j] = 1.0 if i == j else 0.0
+        if i < keep:
+            M[i, i] = lam[i]
+        else:
+            lam[i] = 0.0
+
+
+@njit(**INNER)
+def _sa_clear_buffer(tab, ints, C, cb, bslot, k, nbmax):
+    for e in range(ints[I_NBS]):
+        sl = bslot[e]
+        tab[sl, C_IB] = 0.0
+        for q in range(nbmax):
+            tab[sl, C_Z + k + q] = 0.0
+    ints[I_NBS] = 0
+    ints[I_NB] = 0
+    for q in range(nbmax):
+        cb[q] = 0.0
+    for i in range(C.shape[0]):
+        for q in range(nbmax):
+            C[i, k + q] = 0.0
+
+
+@njit(**INNER)
+def _sa_cond(P):
+    """The 2-norm condition number of the square P (inf if singular)."""
+    n = P.shape[0]
+    if n == 0:
+        return 1.0
+    A = np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            acc = 0.0
+            for q in range(n):
+                acc += P[q, i] * P[q, j]
+            A[i, j] = acc
+    w, _ = _eigh(A)
+    if not w[0] > 0.0:
+        return np.inf
+    return math.sqrt(w[n - 1] / w[0])
+
+
+@njit(**INNER)
+def _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, k, nbmax):
+    """Re-base on every stored feature: Z <- C[:k] [Z; G] (the kept basis itself), w_bar absorbs
+    Z^T b + G^T cb, C = [I 0]. One pass, O((k + nb) k) per feature seen; each feature's update is its
+    own (no sum over features), so the result does not depend on the table's layout. V, M and z
+    are unchanged. The caller clears the buffer."""
+    nb = ints[I_NB]
+    zr = np.empty(k)
+    for sl in range(keys.shape[0]):
+        if keys[sl] == EMPTY:
+            continue
+        acc = 0.0
+        for q in range(k):
+            acc += b[q] * tab[sl, C_Z + q]
+        for q in range(nb):
+            acc += cb[q] * tab[sl, C_Z + k + q]
+        tab[sl, C_W] += acc
+        for i in range(k):
+            s = 0.0
+            for q in range(k + nb):
+                s += C[i, q] * tab[sl, C_Z + q]
+            zr[i] = s
+        for i in range(k):
+            tab[sl, C_Z + i] = zr[i]
+    for i in range(C.shape[0]):
+        for q in range(C.shape[1]):
+            C[i, q] = 1.0 if (i == q and i < k) else 0.0
+    for q in range(k):
+        b[q] = 0.0
+    ints[I_REB] += 1
+
+
+@njit(**INNER)
+def _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, k, nbmax, max_cond):
+    """Fold the buffer into Z once the basis is cut to k rows: C[:k] = [P1 P2];
+    Z += P1^-1 P2 G and w_bar += G^T (cb - (P1^-1 P2)^T b) on the buffer's features, C = [P1 0]
+    (the first fold: Z = P2 G, C = [I 0]); a re-base when cond(P1) passes max_cond."""
+    nb = ints[I_NB]
+    if nb == 0:
+        return
+    ints[I_FOLD] += 1
+    if k == 0:
+        for e in range(ints[I_NBS]):
+            sl = bslot[e]
+            acc = 0.0
+            for q in range(nb):
+                acc += cb[q] * tab[sl, C_Z + q]
+            tab[sl, C_W] += acc
+        _sa_clear_buffer(tab, ints, C, cb, bslot, k, nbmax)
+        return
+    P2 = np.empty((k, nb))
+    for i in range(k):
+        for q in range(nb):
+            P2[i, q] = C[i, k + q]
+    if ints[I_NZ] == 0:
+        A = P2
+        for i in range(k):
+            for j in range(k):
+                C[i, j] = 1.0 if i == j else 0.0
+        ints[I_NZ] = k
+        cA = 1.0
+    else:
+        P1 = np.empty((k, k))
+        for i in range(k):
+            for j in range(k):
+                P1[i, j] = C[i, j]
+        cA = _sa_cond(P1)
+        if not cA <= max_cond:
+            _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, k, nbmax)
+            _sa_clear_buffer(tab, ints, C, cb, bslot, k, nbmax)
+            return
+        A = _solve(P1, P2)
+    corr = np.empty(nb)  # cb - A^T b
+    for q in range(nb):
+        s = cb[q]
+        for i in range(k):
+            s -= A[i, q] * b[i]
+        corr[q] = s
+    for e in range(ints[I_NBS]):
+        sl = bslot[e]
+        acc = 0.0
+        for q in range(nb):
+            acc += corr[q] * tab[sl, C_Z + k + q]
+        tab[sl, C_W] += acc
+        for i in range(k):
+            s = 0.0
+            for q in range(nb):
+                s += A[i, q] * tab[sl, C_Z + k + q]
+            tab[sl, C_Z + i] += s
+    _sa_clear_buffer(tab, ints, C, cb, bslot, k, nbmax)
+
+
+@njit(**INNER)
+def _sa_shrink(tab, keys, ints, flt, C, M, U, lam, b, cb, z, bslot, k, nbmax, tau, max_cond):
+    """FD's shrink (Alg. 1 line 4 / Alg. 3 lines 14-16): rho += lambda_tau (0 when at or below
+    SHRINK_TOL lambda_1), lam <- max(lam - lambda_tau, 0) on the first tau - 1 eigenvectors, the
+    basis rotated into them and cut to k = tau - 1 rows; then the buffer is folded into Z."""
+    r = ints[I_R]
+    mu = lam[tau - 1]
+    if mu <= SHRINK_TOL * lam[0]:
+        mu = 0.0
+    if mu > 0.0:
+        ints[I_SHR] += 1
+    flt[F_RHO] += mu
+    for i in range(r):
+        lam[i] = max(lam[i] - mu, 0.0) if i < k else 0.0
+    _sa_rotate(C, M, U, lam, z, r, k)
+    ints[I_R] = k
+    _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, k, nbmax, max_cond)
+
+
+@njit(**KERNEL)
+def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyper, slot_buf, pred_out, loss_out):
+    """Sparse S-ADA / Fast S-ADA / FTSL / FTFSL over examples ``start..n-1``: predict, record, then,
+    if ``learn``, the label is not NaN and the weight h is > 0, learn from g = h l'(p, y) x.
+
+    Returns ``(next, learned)``; ``next < n``: the table or the buffer's slot list must grow before
+    example ``next`` (the caller grows them and calls again from ``next``)."""
+    keys, tab, shift, ints, flt, C, M, U, lam, b, cb, z, e, bslot, ctr = state
+    mask, loss_code, tau, fast, dual, eta, delta, max_cond = hyper
+    n = labels.shape[0]
+    R = C.shape[0]
+    k = tau - 1
+    nbmax = C.shape[1] - k
+    cap = keys.shape[0]
+    capmask = cap - 1
+    zx = np.zeros(k + nbmax)  # [Z x; G x]
+    vx = np.zeros(R)
+    cc = np.zeros(R)
+    coef = np.zeros(R)
+    tmp = np.zeros(R)
+    q = np.zeros(k + nbmax)
+    learned = 0
+    for i in range(start, n):
+        a = offsets[i]
+        s = offsets[i + 1] - a
+        lab = labels[i]
+        imp = weights[i]
+        do_learn = learn and (not math.isnan(lab)) and imp > 0.0
+        if do_learn and (ints[I_OCC] + s > (cap >> 1) or ints[I_NBS] + s > bslot.shape[0]):
+            return i, learned
+        ctr[0] += 1
+        mark = float(ctr[0])
+        # distinct slots, duplicates summed into the scratch column
+        ns = 0
+        for j in range(s):
+            key = np.int64(indices[a + j]) & mask
+            sl = _find(keys, key, shift, capmask)
+            if sl < 0:
+                if not do_learn:
+                    continue
+                sl = -1 - sl
+                keys[sl] = key
+                ints[I_OCC] += 1
+            if tab[sl, C_MK] != mark:
+                tab[sl, C_MK] = mark
+                tab[sl, C_X] = 0.0
+                slot_buf[ns] = sl
+                ns += 1
+            tab[sl, C_X] += values[a + j]
+        # [Z x; G x], w_bar.x, gbar.x, ||x||^2
+        r = ints[I_R]
+        nb = ints[I_NB]
+        nz = ints[I_NZ]
+        for qq in range(k + nb):
+            zx[qq] = 0.0
+        wx = 0.0
+        gx = 0.0
+        xx = 0.0
+        for j in range(ns):
+            sl = slot_buf[j]
+            v = tab[sl, C_X]
+            wx += tab[sl, C_W] * v
+            gx += tab[sl, C_GB] * v
+            xx += v * v
+            if nz > 0:
+                for qq in range(k):
+                    zx[qq] += tab[sl, C_Z + qq] * v
+            for qq in range(nb):
+                zx[k + qq] += tab[sl, C_Z + k + qq] * v
+        for ii in range(r):
+            acc = 0.0
+            for qq in range(k + nb):
+                acc += C[ii, qq] * zx[qq]
+            vx[ii] = acc
+        if dual:
+            acc = gx * flt[F_IHP]
+            for ii in range(r):
+                acc += vx[ii] * e[ii]
+            p = -eta * acc
+        else:
+            p = wx
+            for qq in range(k):
+                p += b[qq] * zx[qq]
+            for qq in range(nb):
+                p += cb[qq] * zx[k + qq]
+        pred_out[i] = p
+        loss_out[i] = loss_value(loss_code, p, target(loss_code, lab)) if not math.isnan(lab) else np.nan
+        if not do_learn:
+            continue
+        learned += 1
+        ints[I_T] += 1
+        # Alg. 3 lines 14-16 of the previous round, deferred past this round's prediction (the
+        # primal-dual prediction uses the basis before the cut); its rho enters now (line 15)
+        if ints[I_DEFER] == 1:
+            ints[I_DEFER] = 0
+            # x's coordinates in the rotated basis: vx <- U^T vx (the buffer is folded, so recompute)
+            _sa_shrink(tab, keys, ints, flt, C, M, U, lam, b, cb, z, bslot, k, nbmax, tau, max_cond)
+            r = ints[I_R]
+            nb = ints[I_NB]
+            for qq in range(k):
+                acc = 0.0
+                for j in range(ns):
+                    sl = slot_buf[j]
+                    acc += tab[sl, C_Z + qq] * tab[sl, C_X]
+                zx[qq] = acc
+            for ii in range(r):
+                acc = 0.0
+                for qq in range(k):
+                    acc += C[ii, qq] * zx[qq]
+                vx[ii] = acc
+        gl = imp * loss_deriv(loss_code, p, target(loss_code, lab))
+        gg = gl * gl * xx
+        for ii in range(r):
+            cc[ii] = gl * vx[ii]  # V g
+        gdot = 0.0
+        if dual:
+            for j in range(ns):
+                sl = slot_buf[j]
+                tab[sl, C_GB] += gl * tab[sl, C_X]
+                gdot += gl * tab[sl, C_X] * tab[sl, C_GB]
+            for ii in range(r):
+                z[ii] += cc[ii]
+        res = gg
+        for ii in range(r):
+            res -= cc[ii] * cc[ii]
+        rr = r
+        if gg > 0.0 and res > RES_TOL * gg and r < R and nb < nbmax:
+            # Alg. 3 lines 6-7 / Alg. 1 line 2: the new direction (g - V V^T g) / ||.|| as buffer row nb
+            nr = math.sqrt(res)
+            for qq in range(k + nb):
+                acc = 0.0
+                for ii in range(r):
+                    acc += cc[ii] * C[ii, qq]
+                C[r, qq] = -acc / nr
+            C[r, k + nb] = 1.0 / nr
+            for j in range(ns):
+                sl = slot_buf[j]
+                tab[sl, C_Z + k + nb] = gl * tab[sl, C_X]
+                if tab[sl, C_IB] == 0.0:
+                    tab[sl, C_IB] = 1.0
+                    bslot[ints[I_NBS]] = sl
+                    ints[I_NBS] += 1
+            cb[nb] = 0.0
+            cc[r] = nr
+            if dual:
+                acc = gdot
+                for ii in range(r):
+                    acc -= cc[ii] * z[ii]
+                z[r] = acc / nr
+            nb += 1
+            rr = r + 1
+            ints[I_NB] = nb
+            ints[I_R] = rr
+        # line 10: M += (V g)(V g)^T, line 11: its eigen-pairs
+        for ii in range(rr):
+            for jj in range(rr):
+                M[ii, jj] += cc[ii] * cc[jj]
+        _sa_eig_desc(M, rr, lam, U)
+        if not fast:
+            # Alg. 1 lines 3-4 (FD): rotate into the eigenvectors; at tau rows shrink and cut to tau - 1
+            for jj in range(rr):
+                acc = 0.0
+                for ii in range(rr):
+                    acc += U[ii, jj] * cc[ii]
+                tmp[jj] = acc  # g's coordinates in the rotated basis
+            if rr == tau:
+                mu = lam[tau - 1]
+                if mu <= SHRINK_TOL * lam[0]:
+                    mu = 0.0
+                if mu > 0.0:
+                    ints[I_SHR] += 1
+                flt[F_RHO] += mu
+                for ii in range(rr):
+                    lam[ii] = max(lam[ii] - mu, 0.0) if ii < k else 0.0
+                _sa_rotate(C, M, U, lam, z, rr, k)
+                rr = k
+                ints[I_R] = k
+            else:
+                _sa_rotate(C, M, U, lam, z, rr, rr)
+            for ii in range(rr):
+                cc[ii] = tmp[ii]
+        # the step with G~_t = V^T M V + (rho_{1:t} + delta) I (App. A.1)
+        ihp = _sa_coefs(lam, rr, flt[F_RHO], delta, coef)
+        if dual:
+            # FTSL Alg. 2 line 9 / FTFSL Alg. 3 line 13: x_{t+1} = -eta G~_t^-1/2 gbar_t, kept as (1/h_perp, e)
+            for jj in range(rr):
+                acc = 0.0
+                for ii in range(rr):
+                    acc += U[ii, jj] * z[ii]
+                tmp[jj] = coef[jj] * acc
+            for ii in range(rr):
+                acc = 0.0
+                for jj in range(rr):
+                    acc += U[ii, jj] * tmp[jj]
+                e[ii] = acc
+            for ii in range(rr, R):
+                e[ii] = 0.0
+            flt[F_IHP] = ihp
+        else:
+            # S-ADA: x_{t+1} = x_t - eta G~_t^-1/2 g_t = w - eta (g / h_perp + V^T U diag(coef) U^T V g)
+            for jj in range(rr):
+                acc = 0.0
+                for ii in range(rr):
+                    acc += U[ii, jj] * cc[ii]
+                tmp[jj] = coef[jj] * acc
+            nb = ints[I_NB]
+            for qq in range(k + nb):
+                q[qq] = 0.0
+            for ii in range(rr):
+                acc = 0.0
+                for jj in range(rr):
+                    acc += U[ii, jj] * tmp[jj]
+                if acc != 0.0:
+                    for qq in range(k + nb):
+                        q[qq] += acc * C[ii, qq]
+            for qq in range(k):
+                b[qq] -= eta * q[qq]
+            for qq in range(nb):
+                cb[qq] -= eta * q[k + qq]
+            st = eta * ihp * gl
+            for j in range(ns):
+                sl = slot_buf[j]
+                tab[sl, C_W] -= st * tab[sl, C_X]
+        if not fast:
+            if rr == k:
+                _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, k, nbmax, max_cond)
+        elif ints[I_R] == R:
+            ints[I_DEFER] = 1  # Alg. 3 line 14: r = 2 tau; shrink after the next prediction
+    return n, learned
+
+
+@njit(**KERNEL)
+def rebase_all(state, max_cond):
+    """Fold the buffer (if the basis is cut) and re-base on every feature (tests)."""
+    keys, tab, shift, ints, flt, C, M, U, lam, b, cb, z, e, bslot, ctr = state
+    k = b.shape[0]
+    nbmax = cb.shape[0]
+    if ints[I_NB] == 0 and ints[I_R] == k and ints[I_NZ] == k and k > 0:
+        _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, k, nbmax)
+
+
+@njit(**KERNEL)
+def relist_buffer(keys, tab, bslot):
+    """Rebuild the buffer's slot list from the table's in-buffer flags (after a rehash or a load);
+    returns its length."""
+    n = 0
+    for sl in range(keys.shape[0]):
+        if keys[sl] != EMPTY and tab[sl, C_IB] != 0.0:
+            bslot[n] = sl
+            n += 1
+    return n
+
+
+@njit(**KERNEL)
+def table_rows(keys, tab, shift, query, out):
+    """out[i] = tab's row of feature query[i] (zeros when not stored)."""
+    capmask = keys.shape[0] - 1
+    for i in range(query.shape[0]):
+        sl = _find(keys, query[i], shift, capmask)
+        for c in range(tab.shape[1]):
+            out[i, c] = tab[sl, c] if sl >= 0 else 0.0
