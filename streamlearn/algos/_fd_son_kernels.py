@@ -22,18 +22,17 @@ import numpy as np
 from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
+from ._feature_table_kernels import EMPTY, _find
 from ._loss_kernels import SQUARED, invariant_step, loss_deriv, loss_value, target
 
-__all__ = ["FdState", "FdHyper", "fd_run", "rehash", "table_lookup_rows", "remap_buffer", "rebuild_levels", "eigh", "key_order",
+__all__ = ["FdState", "FdHyper", "fd_run", "table_lookup_rows", "remap_buffer", "rebuild_levels", "eigh", "key_order",
            "HIST_MIN"]
 
-EMPTY = -1
 C_U = 0  # w_bar
 C_S = 1  # scratch: the example's value of each feature (duplicates summed)
 C_T = 2  # the feature's stamp: the number of recorded re-bases its w_bar and Z column have been through
 C_Z = 3  # first column of Z^T
 HIST_MIN = 64  # the smallest history capacity (re-bases recorded between compactions)
-HASH_MULT = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing
 RESID_TOL = 1e-11  # buffer residual directions below this share of ||G||_F^2 count as dependent
 DRIFT_TOL = 1e-9
 #: a re-base is done on every feature (and K recomputed from the table) when at least (features
@@ -83,34 +82,6 @@ class FdHyper(NamedTuple):
     max_cond: float  # re-base when cond(F) exceeds this
     invariant: bool  # importance-invariant step along A^-1 x (else the paper's u = w - A^-1 g)
     clip: bool  # squared loss: prediction and derivative clipped to the label range learned so far (flt[3:5])
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _find(keys, key, shift, capmask):
-    """Slot of ``key`` (>= 0), or ``-1 - slot`` of the empty slot where it would go."""
-    h = np.int64((np.uint64(key) * HASH_MULT) >> np.uint64(shift))
-    while True:
-        k = keys[h]
-        if k == key:
-            return h
-        if k == EMPTY:
-            return -1 - h
-        h = (h + 1) & capmask
-
-
-@njit(**KERNEL)
-def rehash(keys, tab, new_keys, new_tab, new_shift):
-    """Move every occupied slot of ``(keys, tab)`` into the larger empty table ``(new_keys, new_tab)``."""
-    capmask = new_keys.shape[0] - 1
-    ncol = tab.shape[1]
-    for s in range(keys.shape[0]):
-        key = keys[s]
-        if key == EMPTY:
-            continue
-        h = -1 - _find(new_keys, key, new_shift, capmask)
-        new_keys[h] = key
-        for c in range(ncol):
-            new_tab[h, c] = tab[s, c]
 
 
 @njit(**KERNEL)
@@ -1015,7 +986,6 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
     ev = _eigh(_mm(_tr(N1), N1))[0]  # squared singular values, ascending
     cond = math.sqrt(ev[m - 1] / ev[0]) if ev[0] > 0.0 else math.inf
     ok = cond <= max_cond
-    nbuf = ints[I_NBUF]
     tau = ints[I_TAU]
     if ok:
         Delta = _solve(N1, N2)

@@ -18,17 +18,16 @@ import numpy as np
 from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
+from ._feature_table_kernels import EMPTY, _find
 from ._loss_kernels import SQUARED, invariant_step, loss_deriv, loss_value, target
 
-__all__ = ["SonState", "SonHyper", "SonScratch", "son_run", "rehash", "rematerialize", "estimate_cond",
+__all__ = ["SonState", "SonHyper", "SonScratch", "son_run", "rematerialize", "estimate_cond",
            "table_lookup_rows"]
 
-EMPTY = -1
 C_U = 0  # u_bar (the weights outside the sketch subspace, Alg. 4)
 C_D = 1  # accumulated squared gradients D_t - 0.1 (Sec. 5.2)
 C_S = 2  # scratch (sums over duplicate indices of one example)
 C_Z = 3  # first column of Z^T (Alg. 5)
-HASH_MULT = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing
 D0 = 0.1  # D_1 = 0.1 I (Sec. 5.2)
 NAG_RESCALE = True
 REMAT_AMORTIZE = 8  # re-materialise at most once per (stored features / 8) learned examples ...
@@ -134,34 +133,6 @@ def _update_scale(tab, slot_buf, values, a, s, b, m, r, vwr):
                     tab[sl, cw] *= ratio ** (1.0 - 2.0 * r)
             tab[sl, cw + 2] = v * v
             _set_frame(tab, sl, m, r, vwr)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _find(keys, key, shift, capmask):
-    """Slot of ``key`` (>= 0), or ``-1 - slot`` of the empty slot where it would go."""
-    h = np.int64((np.uint64(key) * HASH_MULT) >> np.uint64(shift))
-    while True:
-        k = keys[h]
-        if k == key:
-            return h
-        if k == EMPTY:
-            return -1 - h
-        h = (h + 1) & capmask
-
-
-@njit(cache=True, nogil=True)
-def rehash(keys, tab, new_keys, new_tab, new_shift):
-    """Move every occupied slot of ``(keys, tab)`` into the larger empty table ``(new_keys, new_tab)``."""
-    capmask = new_keys.shape[0] - 1
-    ncol = tab.shape[1]
-    for s in range(keys.shape[0]):
-        key = keys[s]
-        if key == EMPTY:
-            continue
-        h = -1 - _find(new_keys, key, new_shift, capmask)
-        new_keys[h] = key
-        for c in range(ncol):
-            new_tab[h, c] = tab[s, c]
 
 
 @njit(cache=True, nogil=True)

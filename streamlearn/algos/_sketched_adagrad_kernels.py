@@ -39,12 +39,12 @@ import numpy as np
 from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
-from ._fd_son_kernels import _eigh, _find, _solve, rehash
+from ._fd_son_kernels import _eigh, _solve
+from ._feature_table_kernels import EMPTY, _find
 from ._loss_kernels import loss_deriv, loss_value, target
 
-__all__ = ["SadaState", "SadaHyper", "sada_run", "rebase_all", "relist_buffer", "table_rows", "rehash", "C_W", "C_GB", "C_Z", "N_LEAD", "N_INTS"]
+__all__ = ["SadaState", "SadaHyper", "sada_run", "rebase_all", "relist_buffer", "table_rows", "C_W", "C_GB", "C_Z", "N_LEAD", "N_INTS"]
 
-EMPTY = -1
 C_W = 0  # w_bar (mirror forms)
 C_GB = 1  # gbar, the summed gradient (primal-dual forms)
 C_X = 2  # scratch: the example's value of the feature (duplicates summed)

@@ -64,7 +64,7 @@ class AdaGrad(Learner):
               "rules neither adaptive nor normalized (as VW).", structural=True, low=0),
         Param("l1", float, None, "L1 regularization: VW's truncated gradient (default 0).", low=0),
         Param("l2", float, None, "L2 regularization: VW's weight shrinking (default 0).", low=0),
-        Param("no_clip", bool, False, "Do not clip predictions to VW's label range (squared loss: the labels "
+        Param("no_clip", bool, None, "Do not clip predictions to VW's label range (squared loss: the labels "
               "learned so far; logistic: [-50, 50]); the gradient is then taken at the raw prediction."),
         Param("quantile_tau", float, None, "Quantile of --loss_function quantile (default 0.5).",
               structural=True, low=0, high=1, low_open=True, high_open=True),

@@ -69,10 +69,10 @@ import numpy as np
 
 from ..kernels import kernel_array, lazy
 from .base import Learner, Param, adopt, require
+from .feature_table import MIN_CAP, FeatureTable
 
 __all__ = ["FDSON"]
 
-MIN_CAP = 1 << 10
 #: the largest --sketch_size (2m x 2m matrices; a row of m + 2 floats per feature)
 MAX_SKETCH_SIZE = 1024
 N_COLS_EXTRA = 3  # w_bar, scratch, re-base stamp
@@ -96,7 +96,7 @@ def _kernels_hist_min() -> int:
     return 64  # = _fd_son_kernels.HIST_MIN (not imported here: --help must not load numba)
 
 
-class FDSON(Learner):
+class FDSON(FeatureTable, Learner):
     """Sparse FD-SON (SON Alg. 1 + App. F's epoch Frequent Directions sketch)."""
 
     name = "fd-son"
@@ -223,21 +223,9 @@ class FDSON(Learner):
             self.hc[b:b + nblk] = oldc[a:a + nblk]
             lvl += 1
 
-    def _alloc_table(self, cap):
-        self.keys = np.full(cap, -1, np.int64)
-        self.tab = np.zeros((cap, self.ncol))
-        self.shift = 64 - (cap.bit_length() - 1)
-
     def _grow(self, needed):
-        cap = self.keys.shape[0]
-        while needed > (cap >> 1):
-            cap <<= 1
-        if cap == self.keys.shape[0]:
-            return
-        old_keys, old_tab = self.keys, self.tab
-        self._alloc_table(cap)
-        _kernels.rehash(old_keys, old_tab, self.keys, self.tab, self.shift)
-        _kernels.remap_buffer(self.keys, self.shift, self.bkey, self.bslot, int(self.ints[4]))
+        if super()._grow(needed):
+            _kernels.remap_buffer(self.keys, self.shift, self.bkey, self.bslot, int(self.ints[4]))
 
     def _grow_buffer(self, needed):
         cap = self.bval.shape[0]
@@ -415,11 +403,7 @@ class FDSON(Learner):
         require(np.isin(bkey, keys).all(), "array bkey: a buffer entry on a feature that is not stored")
         require(self.flt[1] >= 0 and self.flt[0] >= 0 and (self.robust or self.flt[0] == self.alpha),
                 "array flt: not this model's alpha")
-        cap = MIN_CAP
-        while len(keys) > (cap >> 1):
-            cap <<= 1
-        self._alloc_table(cap)
-        _kernels.rehash(np.array(keys, np.int64), rows, self.keys, self.tab, self.shift)
+        self._load_table(keys, rows)
         self._alloc_history(hcap)
         self.hP[:nhist] = hP0
         self.hc[:nhist] = hc0

@@ -74,10 +74,10 @@ import numpy as np
 
 from ..kernels import kernel_array, lazy
 from .base import Learner, Param, adopt, lazy_zeros, require
+from .feature_table import MIN_CAP, FeatureTable
 
 __all__ = ["OjaSON"]
 
-MIN_CAP = 1 << 10
 N_COLS_EXTRA = 3  # u_bar, D - 0.1, scratch
 #: the largest --sketch_size (m x m matrices: 8 MB each; a row of m + 8 floats per feature)
 MAX_SKETCH_SIZE = 1024
@@ -89,7 +89,7 @@ _kernels = lazy("streamlearn.algos._oja_son_kernels")
 OJA_CLIP = 0.05
 
 
-class OjaSON(Learner):
+class OjaSON(FeatureTable, Learner):
     """Sparse Oja-SON with diagonal pre-scaling (SON Alg. 4, 5, 11; App. G; Sec. 5.2)."""
 
     name = "oja-son"
@@ -235,22 +235,6 @@ class OjaSON(Learner):
         if not self.proj_c >= 0:
             raise ValueError(f"--projection_c must be >= 0, got {self.proj_c}")
 
-    # -- hash table ---------------------------------------------------------------------
-    def _alloc_table(self, cap):
-        self.keys = np.full(cap, -1, np.int64)
-        self.tab = np.zeros((cap, self.ncol))
-        self.shift = 64 - (cap.bit_length() - 1)
-
-    def _grow(self, needed):
-        cap = self.keys.shape[0]
-        while needed > (cap >> 1):
-            cap <<= 1
-        if cap == self.keys.shape[0]:
-            return
-        old_keys, old_tab = self.keys, self.tab
-        self._alloc_table(cap)
-        _kernels.rehash(old_keys, old_tab, self.keys, self.tab, self.shift)
-
     # -- learning -----------------------------------------------------------------------
     def _run(self, batch, learn):
         n = batch.n
@@ -377,11 +361,7 @@ class OjaSON(Learner):
         require(self.flt[0] >= 0 and self.flt[1] <= self.flt[2], "array flt: a negative bound or label range")
         require(not self.vw_rule or (self.flt[3] >= 0 and self.flt[4] >= 0), "array flt: a negative sum of VW's "
                 "normaliser")
-        cap = MIN_CAP
-        while len(keys) > (cap >> 1):
-            cap <<= 1
-        self._alloc_table(cap)
-        _kernels.rehash(np.array(keys, np.int64), rows, self.keys, self.tab, self.shift)
+        self._load_table(keys, rows)
 
 
 def _eye(m: int) -> np.ndarray:

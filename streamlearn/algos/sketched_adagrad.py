@@ -45,18 +45,18 @@ import numpy as np
 
 from ..kernels import kernel_array, lazy
 from .base import Learner, Param, adopt, require
+from .feature_table import MIN_CAP, FeatureTable
 
 __all__ = ["SketchedAdaGrad", "SADA", "FastSADA", "FTSL", "FTFSL", "MAX_SKETCH_SIZE"]
 
 _kernels = lazy("streamlearn.algos._sketched_adagrad_kernels")
-MIN_CAP = 1 << 10
 MAX_SKETCH_SIZE = 256
 N_LEAD = 5  # = _kernels.N_LEAD: w_bar, gbar, scratch, mark, in-buffer flag
 N_INTS = 10  # = _kernels.N_INTS
 _SMALL = ("ints", "flt", "C", "M", "U", "lam", "b", "cb", "z", "e")
 
 
-class SketchedAdaGrad(Learner):
+class SketchedAdaGrad(FeatureTable, Learner):
     """Base of the four learners: ``fast`` (fast FD, Alg. 3) and ``dual`` (primal-dual step)."""
 
     name = "s-ada"
@@ -133,19 +133,8 @@ class SketchedAdaGrad(Learner):
         self.e[:r] = U @ (coef * (U.T @ self.z[:r]))
 
     # -- table ------------------------------------------------------------------------------
-    def _alloc_table(self, cap):
-        self.keys = np.full(cap, -1, np.int64)
-        self.tab = np.zeros((cap, self.ncol))
-        self.shift = 64 - (cap.bit_length() - 1)
-
     def _grow(self, needed):
-        cap = self.keys.shape[0]
-        while needed > (cap >> 1):
-            cap <<= 1
-        if cap != self.keys.shape[0]:
-            old_keys, old_tab = self.keys, self.tab
-            self._alloc_table(cap)
-            _kernels.rehash(old_keys, old_tab, self.keys, self.tab, self.shift)
+        FeatureTable._grow(self, needed)
         if self.bslot.shape[0] < needed:
             self.bslot = np.zeros(max(needed, 2 * self.bslot.shape[0]), np.int64)
         self.ints[4] = _kernels.relist_buffer(self.keys, self.tab, self.bslot)
@@ -274,11 +263,7 @@ class SketchedAdaGrad(Learner):
                 and defer in (0, 1) and (defer == 0 or (self.fast and r == self.R)),
                 f"array ints: counters {list(self.ints)} out of range")
         require(((flags == 0) | (flags == 1)).all(), "array rows: a buffer flag is not 0 or 1")
-        cap = MIN_CAP
-        while len(keys) > (cap >> 1):
-            cap <<= 1
-        self._alloc_table(cap)
-        _kernels.rehash(np.array(keys, np.int64), np.array(rows, np.float64), self.keys, self.tab, self.shift)
+        self._load_table(keys, np.array(rows, np.float64))
         self.bslot = np.zeros(max(64, nbs), np.int64)
         self.ints[4] = _kernels.relist_buffer(self.keys, self.tab, self.bslot)
         self.ctr = np.zeros(1, np.int64)
