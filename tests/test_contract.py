@@ -14,6 +14,7 @@ SMALL = {
     "rfd-son": {"sketch_size": 3, "alpha0": 0.5},
     "bear": {"sketch_width": 200, "top_k": 20, "minibatch": 4},
     "mission": {"sketch_width": 200, "top_k": 20},
+    "compadagrad": {"subspace_dim": 3},
 }
 
 

@@ -13,6 +13,7 @@ from .base import COMMON_PARAMS, MULTICLASS_LOSSES, Learner, Param
 from .oja_son import OjaSON
 from .fd_son import FDSON, RFDSON
 from .bear import Bear
+from .compadagrad import CompAdaGrad
 from .mission import Mission
 from .multiclass import OneAgainstAll
 from .softmax import SoftmaxAdaGrad
@@ -27,6 +28,7 @@ LEARNERS: dict[str, type[Learner]] = {
     RFDSON.name: RFDSON,
     Bear.name: Bear,
     Mission.name: Mission,
+    CompAdaGrad.name: CompAdaGrad,
 }
 
 #: ``--loss_function multiclass_logistic``: the joint softmax learner of a binary learner
