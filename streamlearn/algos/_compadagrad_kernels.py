@@ -18,7 +18,7 @@ from ..kernels._jit import INNER, KERNEL
 from ._adagrad_kernels import X2_MIN, X_MIN, _sat32, _updates
 from ._loss_kernels import deriv_tau, scalar_target, value_tau
 
-__all__ = ["CompState", "CompHyper", "comp_run", "bucket_sign", "map_of", "jacobi_eigh", "eigh", "weights_of",
+__all__ = ["CompState", "CompHyper", "comp_run", "map_of", "eigh", "weights_of",
            "PINV_TOL"]
 
 #: with no ridge (--subspace_delta 0): eigenvalues of Pi G Pi^T <= PINV_TOL x the largest count as 0
@@ -47,7 +47,7 @@ def _mix(j, seed):
 
 
 @njit(**INNER)
-def bucket_sign(j, k, seed):
+def _bucket_sign(j, k, seed):
     """Coordinate ``j``'s bucket h(j) in [0, k) and sign s(j) = +-1 in the count-sketch map."""
     z = _mix(j, seed)
     r = np.int64((z & np.uint64(0xFFFFFFFF)) % np.uint64(k))
@@ -59,7 +59,7 @@ def bucket_sign(j, k, seed):
 def map_of(idx, k, seed, buckets, signs):
     """The map at the masked coordinates ``idx``: ``buckets[i], signs[i] = h(idx[i]), s(idx[i])``."""
     for i in range(idx.shape[0]):
-        r, s = bucket_sign(idx[i], k, seed)
+        r, s = _bucket_sign(idx[i], k, seed)
         buckets[i] = r
         signs[i] = s
 
@@ -99,7 +99,7 @@ def _weight(st, hp, j):
     Gj = st.G[j]
     if hp.k > 0:
         if Gj > 0.0:
-            r, s = bucket_sign(j, hp.k, hp.seed)
+            r, s = _bucket_sign(j, hp.k, hp.seed)
             wj += s * ((st.bsum[r] - st.bsnap[j]) + (st.rsum[r] - st.rsnap[j]) / _dc(Gj, hp.delta_c, hp.cw))
     elif st.lastt.shape[0] > 1:
         wj = _prox_rounds(wj, _dc(Gj, hp.delta_c, hp.cw), st.scal[2] - st.lastt[j], hp.eta, hp.l1, hp.l2)
@@ -114,7 +114,7 @@ def weights_of(idx, st, hp, out):
 
 
 @njit(**INNER)
-def jacobi_eigh(A, lam, V):
+def _jacobi_eigh(A, lam, V):
     """Eigen-decomposition of the symmetric k x k ``A`` by cyclic Jacobi rotations (Golub & Van
     Loan Alg. 8.5.3, with their stable rotation formulas): ``lam`` (unordered) and ``V`` (columns)
     with A = V diag(lam) V^T. ``A`` is overwritten. Sweeps until every off-diagonal entry is below
@@ -167,8 +167,8 @@ def jacobi_eigh(A, lam, V):
 
 @njit(**KERNEL)
 def eigh(A, lam, V):
-    """:func:`jacobi_eigh` called from Python (tests)."""
-    jacobi_eigh(A, lam, V)
+    """:func:`_jacobi_eigh` called from Python (tests)."""
+    _jacobi_eigh(A, lam, V)
 
 
 @njit(**INNER)
@@ -187,7 +187,7 @@ def _subspace_step(st, hp, z0, imp, us, gam, z, M, lam, V, tmp):
     for p in range(k):
         for q in range(k):
             M[p, q] = gam[p] * st.S0[p, q] * gam[q]
-    jacobi_eigh(M, lam, V)
+    _jacobi_eigh(M, lam, V)
     top = 0.0
     for r in range(k):
         top = max(top, lam[r])
@@ -287,7 +287,7 @@ def comp_run(offsets, indices, values, labels, weights, learn, st, hp, pred_out,
                 x2 = X2_MIN
             Gold = G[j]
             if k > 0:
-                r, s = bucket_sign(j, k, hp.seed)
+                r, s = _bucket_sign(j, k, hp.seed)
                 if Gold > 0.0:
                     Dold = _dc(Gold, hp.delta_c, hp.cw)
                     w[j] = _sat32(w[j] + s * ((st.bsum[r] - st.bsnap[j]) + (st.rsum[r] - st.rsnap[j]) / Dold))
@@ -326,7 +326,7 @@ def comp_run(offsets, indices, values, labels, weights, learn, st, hp, pred_out,
                     x = values[e]
                     if x * x < X2_MIN:
                         x = X_MIN if x > 0 else -X_MIN
-                    r, s = bucket_sign(j, k, hp.seed)
+                    r, s = _bucket_sign(j, k, hp.seed)
                     z0[r] += s * (dl * x)
             _subspace_step(st, hp, z0, imp, -(eta * imp), gam, z, M, lam, V, tmp)
         # 3. the complement step: diagonal AdaGrad's on x's features, then each touched bucket's
@@ -344,7 +344,7 @@ def comp_run(offsets, indices, values, labels, weights, learn, st, hp, pred_out,
                     v = np.float64(np.float32(v))
                 w[j] = v
                 if k > 0:
-                    r, s = bucket_sign(j, k, hp.seed)
+                    r, s = _bucket_sign(j, k, hp.seed)
                     psi[r] += s * step
                     touched[r] = True
         if k > 0:

@@ -46,11 +46,11 @@ The step decouples (Mehta Eq. 10-11): x_{t+1} - x_t = Pi^T a + y with
 
 * a = -eta imp K^+ Pi g, K = (Gamma S0 Gamma + delta_r I)^{1/2} (Lemma 5, unscaled map, lambda = 0): an
   eigen-decomposition of a k x k matrix (cyclic Jacobi, O(k^3) flops, ~k = 10);
-* y = argmin over Pi y = 0 of eta imp <g, y> + 1/2 y^T D y, i.e. (Lagrange, Lemma 6 with lambda = 0)
-  y_j = (delta_j + s_j c_r) / D_j, delta_j = -eta imp g_j... precisely: y_j = d_j + s_j c_r / D_j with
-  d_j = -eta imp g_j / D_j (diagonal AdaGrad's step, zero off x's features) and, per bucket r,
-  c_r = -(sum_{j in B_r} s_j d_j) / Phi_r, Phi_r = sum_{j in B_r, in map} 1 / D_j, which makes
-  sum_{j in B_r} s_j y_j = 0 (y is orthogonal to row r).
+* y = argmin over Pi y = 0 of eta imp <g, y> + 1/2 y^T D y (Lemma 6 with lambda = 0; the Lagrange
+  condition eta imp g + D y + Pi^T nu = 0): y_j = d_j + s_j c_r / D_j for j in bucket r, where
+  d_j = -eta imp g_j / D_j is diagonal AdaGrad's step (zero off x's features) and
+  c_r = -(sum_{j in B_r} s_j d_j) / Phi_r, Phi_r = sum_{j in B_r, in the map} 1 / D_j, the one value
+  that makes sum_{j in B_r} s_j y_j = 0 (y orthogonal to row r; buckets x does not touch get c_r = 0).
 
 Both moves reach every coordinate of a touched bucket, but only as s_j x (a bucket scalar) and
 s_j / D_j x (a bucket scalar), and D_j changes only when j is in an example. So the learner keeps,
