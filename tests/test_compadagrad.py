@@ -234,3 +234,50 @@ def test_cli_k_flag_and_usage_errors(tmp_path):
     assert bad.returncode == 2 and "-k 0" in bad.stderr
     big = run("--algo", "compadagrad", "-k", "100000")
     assert big.returncode == 2 and "subspace_dim" in big.stderr
+
+
+# -------------------------------------------------------------------------------- --subspace_map srht
+
+def _srht_dense_map(model):
+    from naive_sketched_adagrad import hadamard
+
+    return hadamard(len(model.w))[model.rows] * model.signs
+
+
+@pytest.mark.parametrize("k,dc,cw", [(4, 0.05, 1.0), (8, 0.01, 2.0)])
+def test_srht_is_mehta_eq5_exactly(k, dc, cw):
+    """--subspace_map srht is the paper's algorithm (complement diag(G_perp), unscaled SRHT over all 2^b
+    coordinates): equal to the dense reference with the same Pi to 1e-6 over 2,000 examples."""
+    d = 20
+    X, y = _stream(2000, d, seed=k + 1, density=0.5)
+    model = _learner("compadagrad", subspace_dim=k, subspace_map="srht", learning_rate=0.25,
+                     loss_function="logistic", subspace_delta=1e-4, complement_delta=dc, complement_weight=cw,
+                     bit_precision=5)
+    Xn = np.zeros((len(y), 32))
+    Xn[:, :d] = X
+    ref = DenseComp(32, _srht_dense_map(model), 0.25, 1e-4, dc, comp_weight=cw)
+    p_ref = ref.run(Xn, y)
+    p, _ = model.learn_batch(_batch(X, y))
+    assert np.abs(p).max() < 16
+    assert _rel(p, p_ref) < 1e-6
+    assert _rel(model.weights_at(np.arange(32)), ref.w) < 1e-6
+
+
+def test_srht_full_dimension_is_full_matrix_adagrad():
+    """k = n with the unscaled SRHT (Pi orthogonal): the complement is empty, full-matrix AdaGrad."""
+    X, y = _stream(600, 8, seed=9, density=0.6)
+    model = _learner("compadagrad", subspace_dim=8, subspace_map="srht", learning_rate=0.3,
+                     loss_function="logistic", subspace_delta=0.1, complement_delta=0.5, bit_precision=3)
+    p, _ = model.learn_batch(_batch(X, y))
+    assert _rel(p, FullAdaGrad(8, 0.3, 0.1).run(X, y)) < 1e-8
+
+
+def test_srht_limits_and_round_trip(tmp_path):
+    with pytest.raises(ValueError, match="-b at most 20"):
+        _learner("compadagrad", subspace_dim=4, subspace_map="srht", bit_precision=21)
+    X, y = _stream(300, 20, seed=1)
+    a = _learner("compadagrad", subspace_dim=4, subspace_map="srht", loss_function="logistic", bit_precision=6)
+    a.learn_batch(_batch(X[:150], y[:150]))
+    save_model(str(tmp_path / "s.slm"), a, {"quadratic": [], "constant": True})
+    c = load_model(str(tmp_path / "s.slm"))[0]
+    assert np.array_equal(a.learn_batch(_batch(X[150:], y[150:]))[0], c.learn_batch(_batch(X[150:], y[150:]))[0])

@@ -18,7 +18,7 @@ from ..kernels._jit import INNER, KERNEL
 from ._adagrad_kernels import X2_MIN, X_MIN, _sat32, _updates
 from ._loss_kernels import deriv_tau, scalar_target, value_tau
 
-__all__ = ["CompState", "CompHyper", "comp_run", "map_of", "eigh", "weights_of",
+__all__ = ["CompState", "CompHyper", "SrhtState", "comp_run", "srht_run", "map_of", "eigh", "weights_of",
            "PINV_TOL"]
 
 #: with no ridge (--subspace_delta 0): eigenvalues of Pi G Pi^T <= PINV_TOL x the largest count as 0
@@ -361,4 +361,193 @@ def comp_run(offsets, indices, values, labels, weights, learn, st, hp, pred_out,
                         mag = abs(rj) - eta * hp.l1
                         w[j] = (mag if rj > 0.0 else -mag) / (d + eta * hp.l2) if mag > 0.0 else 0.0
                     st.lastt[j] = t
+    return learned
+
+
+# -- the paper's SRHT map (--subspace_map srht): dense, O(k 2^b log 2^b) per example -----------
+
+SrhtState = namedtuple("SrhtState", ["w", "G", "signs", "rows", "S", "scal"])
+
+
+@njit(**INNER)
+def _fwht(v):
+    """In place: v <- H v with the orthogonal Walsh-Hadamard matrix H (Sylvester order, entries
+    +-1/sqrt(n)); n = len(v) a power of two. O(n log n)."""
+    n = v.shape[0]
+    h = 1
+    while h < n:
+        for i in range(0, n, 2 * h):
+            for j in range(i, i + h):
+                a = v[j]
+                b = v[j + h]
+                v[j] = a + b
+                v[j + h] = a - b
+        h *= 2
+    c = 1.0 / math.sqrt(n)
+    for i in range(n):
+        v[i] *= c
+
+
+@njit(**INNER)
+def _pi(v, signs, rows, out, tmp):
+    """out = Pi v = R H Sigma v (k values)."""
+    for i in range(v.shape[0]):
+        tmp[i] = signs[i] * v[i]
+    _fwht(tmp)
+    for r in range(rows.shape[0]):
+        out[r] = tmp[rows[r]]
+
+
+@njit(**INNER)
+def _pi_t(c, signs, rows, out):
+    """out = Pi^T c = Sigma H R^T c (n values)."""
+    out[:] = 0.0
+    for r in range(rows.shape[0]):
+        out[rows[r]] = c[r]
+    _fwht(out)
+    for i in range(out.shape[0]):
+        out[i] *= signs[i]
+
+
+@njit(**KERNEL)
+def srht_run(offsets, indices, values, labels, weights, learn, st, hp, pred_out, loss_out, raw_out):
+    """Mehta Eq. 5 exactly, with the unscaled SRHT Pi = R H Sigma (orthonormal rows) over all n = 2^b
+    coordinates: K = (Pi G Pi^T + delta_r I)^{1/2}, D = cw (diag(G_perp)^{1/2} + delta_c), the step by
+    Lemma 5 (a = -eta imp K^+ Pi g) and Lemma 6 (y = -D^-1 (eta imp P_perp g + Pi^T nu), nu making
+    Pi y = 0: a k x k system Pi D^-1 Pi^T, k transforms). Dense: O(k n log n) per example."""
+    k = hp.k
+    n = st.w.shape[0]
+    mask = hp.mask
+    code = hp.code
+    eta = hp.eta
+    signs = st.signs
+    rows = st.rows
+    scal = st.scal
+    w = st.w
+    g = np.zeros(n)
+    tmp = np.zeros(n)
+    pg = np.zeros(n)
+    y = np.zeros(n)
+    dinv = np.zeros(n)
+    pig = np.zeros(k)
+    z = np.zeros(k)
+    M = np.zeros((k, k))
+    lam = np.zeros(k)
+    V = np.zeros((k, k))
+    tk = np.zeros(k)
+    C = np.zeros((k, k))
+    rhs = np.zeros(k)
+    learned = 0
+    for i in range(labels.shape[0]):
+        a0 = offsets[i]
+        b0 = offsets[i + 1]
+        lab = labels[i]
+        labeled = not math.isnan(lab)
+        yy = scalar_target(code, lab) if labeled else 0.0
+        if learn and labeled:
+            if yy < scal[0]:
+                scal[0] = yy
+            if yy > scal[1]:
+                scal[1] = yy
+        p = 0.0
+        for e in range(a0, b0):
+            p += w[np.int64(indices[e]) & mask] * values[e]
+        raw_out[i] = p
+        if p < scal[0]:
+            p = scal[0]
+        elif p > scal[1]:
+            p = scal[1]
+        pred_out[i] = p
+        if not labeled:
+            loss_out[i] = math.nan
+            continue
+        lv = value_tau(code, p, yy, 0.5)
+        loss_out[i] = lv
+        if not learn:
+            continue
+        imp = weights[i]
+        learned += 1
+        if imp <= 0.0:
+            continue
+        scal[2] += 1.0
+        if not _updates(code, p, yy, lv):
+            continue
+        dl = deriv_tau(code, p, yy, 0.5)
+        if imp * dl * dl == 0.0:
+            continue
+        g[:] = 0.0
+        for e in range(a0, b0):
+            g[np.int64(indices[e]) & mask] += dl * values[e]
+        us = -(eta * imp)
+        _pi(g, signs, rows, pig, tmp)  # Pi g
+        _pi_t(pig, signs, rows, pg)  # P g
+        for j in range(n):
+            pg[j] = g[j] - pg[j]  # P_perp g
+            st.G[j] += imp * pg[j] * pg[j]
+            d = hp.cw * (math.sqrt(st.G[j]) + hp.delta_c)
+            dinv[j] = 1.0 / d if d > 0.0 else 0.0
+        # subspace: S += imp (Pi g)(Pi g)^T, a = us K^+ Pi g, x += Pi^T a
+        for r in range(k):
+            z[r] = pig[r]
+        for pp in range(k):
+            for q in range(k):
+                st.S[pp, q] += imp * pig[pp] * pig[q]
+                M[pp, q] = st.S[pp, q]
+        _jacobi_eigh(M, lam, V)
+        top = 0.0
+        for r in range(k):
+            top = max(top, lam[r])
+        for r in range(k):
+            lr = max(lam[r], 0.0)
+            acc = 0.0
+            for q in range(k):
+                acc += V[q, r] * z[q]
+            if hp.delta_r > 0.0:
+                tk[r] = acc / math.sqrt(lr + hp.delta_r)
+            elif lr > PINV_TOL * top and lr > 0.0:
+                tk[r] = acc / math.sqrt(lr)
+            else:
+                tk[r] = 0.0
+        for r in range(k):
+            acc = 0.0
+            for q in range(k):
+                acc += V[r, q] * tk[q]
+            z[r] = us * acc
+        _pi_t(z, signs, rows, y)
+        for j in range(n):
+            w[j] += y[j]
+        # complement: y = D^-1 (us P_perp g - Pi^T nu), nu = (Pi D^-1 Pi^T)^-1 Pi D^-1 us P_perp g
+        for c in range(k):  # column c of Pi D^-1 Pi^T
+            for r in range(k):
+                tk[r] = 1.0 if r == c else 0.0
+            _pi_t(tk, signs, rows, y)
+            for j in range(n):
+                y[j] *= dinv[j]
+            _pi(y, signs, rows, rhs, tmp)
+            for r in range(k):
+                C[r, c] = rhs[r]
+        for j in range(n):
+            y[j] = dinv[j] * (us * pg[j])
+        _pi(y, signs, rows, rhs, tmp)
+        # nu = C^+ rhs (C symmetric PSD): eigen-decomposition
+        for pp in range(k):
+            for q in range(k):
+                M[pp, q] = C[pp, q]
+        _jacobi_eigh(M, lam, V)
+        top = 0.0
+        for r in range(k):
+            top = max(top, lam[r])
+        for r in range(k):
+            acc = 0.0
+            for q in range(k):
+                acc += V[q, r] * rhs[q]
+            tk[r] = acc / lam[r] if lam[r] > PINV_TOL * top and lam[r] > 0.0 else 0.0
+        for r in range(k):
+            acc = 0.0
+            for q in range(k):
+                acc += V[r, q] * tk[q]
+            z[r] = acc
+        _pi_t(z, signs, rows, tmp)
+        for j in range(n):
+            w[j] += dinv[j] * (us * pg[j] - tmp[j])
     return learned

@@ -89,8 +89,14 @@ lazy form is O(s), so ``--l1`` / ``--l2`` with ``-k > 0`` is a usage error.
 
 Cost per learned example: O(s + k^2) plus the O(k^3) Jacobi eigen step (small at k ~ 10); memory
 four float64 tables of 2^b (w, G, and the two snapshots; allocated lazily, only pages touched become
-resident) and O(k^2). ``--subspace_map srht`` (the paper's SRHT, dense, O(2^b) per example) is not
-offered.
+resident) and O(k^2).
+
+``--subspace_map srht``: the paper's own algorithm for small dense d, exactly Eq. 5 (diag(G_perp) in
+the complement) with the unscaled SRHT Pi = R H Sigma over all n = 2^b coordinates (the analysis'
+orthonormal rows; NOTES_ADA: the printed sqrt(n/k) scaling shrinks the subspace step by (n/k)^1.5):
+dense weights, the step by Lemma 5 and Lemma 6 with k + 3 fast Walsh-Hadamard transforms,
+O(k 2^b b) per example (-b at most 20). Equal to the dense reference
+``CompAdaGrad(..., Pi=H[rows] * signs)`` (``tests/test_compadagrad.py``).
 
 Options: ``-k/--subspace_dim`` (0..256), ``-l/--learning_rate`` eta, ``--subspace_delta`` delta_r
 (inside the root, Eq. 5), ``--complement_delta`` delta_c (outside), ``--complement_weight`` cw,
@@ -108,6 +114,8 @@ __all__ = ["CompAdaGrad", "MAX_SUBSPACE_DIM"]
 
 #: the largest -k (k x k matrices and an O(k^3) eigen step per example)
 MAX_SUBSPACE_DIM = 256
+#: the largest -b of --subspace_map srht (dense: k transforms of 2^b entries per example)
+MAX_SRHT_BITS = 20
 
 _kernels = lazy("streamlearn.algos._compadagrad_kernels")
 
@@ -126,6 +134,10 @@ class CompAdaGrad(Learner):
               "--algo adagrad --adaptive bit for bit).", short="-k", structural=True, low=0,
               high=MAX_SUBSPACE_DIM, why="an O(k^3) eigen step per example"),
         Param("learning_rate", float, 0.5, "Step size eta.", short="-l", low=0, low_open=True),
+        Param("subspace_map", ("countsketch", "srht"), "countsketch", "CompAdaGrad's subspace map: countsketch "
+              "(the features seen, O(s + k^2) per example) or srht (the paper's subsampled randomised Hadamard "
+              "transform of all 2^b coordinates, exact Mehta Eq. 5: dense, O(k 2^b b) per example; -b <= 20).",
+              structural=True),
         Param("subspace_seed", int, 0, "Seed of the subspace map's hash (with --random_seed).", structural=True,
               low=0, high=2**64 - 1),
         Param("subspace_delta", float, 1e-6, "CompAdaGrad: delta_r inside the subspace root, "
@@ -153,6 +165,16 @@ class CompAdaGrad(Learner):
         self.seed = (int(h["subspace_seed"]) + 0x9E3779B97F4A7C15 * int(h["random_seed"])) & 0xFFFFFFFFFFFFFFFF
         size = 1 << self.bits
         kk = max(self.k, 1)
+        self.srht = h["subspace_map"] == "srht" and self.k > 0
+        if self.srht:
+            if self.bits > MAX_SRHT_BITS:
+                raise ValueError(f"--algo compadagrad: --subspace_map srht is dense, O(k 2^b b) per example: "
+                                 f"-b at most {MAX_SRHT_BITS}, got {self.bits}")
+            if self.k > size:
+                raise ValueError(f"--algo compadagrad: -k {self.k} is more than the 2^b = {size} coordinates")
+            rng = np.random.default_rng(self.seed)
+            self.signs = rng.choice(np.array([-1.0, 1.0]), size=size)
+            self.rows = np.sort(rng.choice(size, size=self.k, replace=False)).astype(np.int64)
         self.w = lazy_zeros(size, np.float64)
         self.G = lazy_zeros(size, np.float64)
         self.bsnap = lazy_zeros(size if self.k else 1, np.float64)
@@ -196,15 +218,21 @@ class CompAdaGrad(Learner):
         offsets = kernel_array(batch.offsets, np.int64)
         indices, values = kernel_array(batch.indices, np.uint32), kernel_array(batch.values, np.float64)
         labels, weights = kernel_array(batch.labels, np.float64), kernel_array(batch.weights, np.float64)
-        learned = _kernels.comp_run(offsets, indices, values, labels, weights, bool(learn), self._state(),
-                                    self._hp(), pred, loss, raw)
+        if self.srht:
+            st = _kernels.SrhtState(self.w, self.G, self.signs, self.rows, self.S0, self.scal)
+            learned = _kernels.srht_run(offsets, indices, values, labels, weights, bool(learn), st, self._hp(),
+                                        pred, loss, raw)
+        else:
+            learned = _kernels.comp_run(offsets, indices, values, labels, weights, bool(learn), self._state(),
+                                        self._hp(), pred, loss, raw)
         self.examples_learned += int(learned)
         self.last_raw = raw
         return pred, loss
 
     # -- introspection (tests, benchmarks, --readable_model) ----------------------------------
     def subspace_map(self, idx):
-        """``(buckets, signs)`` of the masked coordinates ``idx`` (the unnormalised map Pi0)."""
+        """``(buckets, signs)`` of the masked coordinates ``idx`` (the unnormalised count-sketch map
+        Pi0; with --subspace_map srht, Pi is ``H[rows] * signs``)."""
         idx = np.asarray(idx, np.int64)
         b = np.empty(len(idx), np.int64)
         s = np.empty(len(idx), np.float64)
@@ -217,6 +245,8 @@ class CompAdaGrad(Learner):
     def weights_at(self, idx):
         """The current weights x_j of the masked coordinates ``idx`` (the lazy parts applied)."""
         idx = np.ascontiguousarray(idx, np.int64)
+        if self.srht:
+            return self.w[idx].copy()
         out = np.empty(len(idx))
         _kernels.weights_of(idx, self._state(), self._hp(), out)
         return out
@@ -226,7 +256,7 @@ class CompAdaGrad(Learner):
     def readable_weights(self):
         """``(indices, [weights])`` where the weight is non-zero (float32, as adagrad's table)."""
         idx = self.pages.entries() if self.pages.worth_it() else np.arange(len(self.w))
-        idx = idx[self.G[idx] > 0]
+        idx = idx[self.G[idx] > 0] if not self.srht else idx
         wts = self.weights_at(idx)
         nz = wts != 0
         return idx[nz], [wts[nz].astype(np.float32)]
@@ -256,9 +286,14 @@ class CompAdaGrad(Learner):
                "lastt": ((size if prox else 1,), np.float64), "S0": ((k, k), np.float64),
                "scal": ((3,), np.float64)}
         out.update({f: ((kk,), np.float64) for f in ("bsum", "rsum", "phi", "nseen")})
+        if hyper.get("subspace_map") == "srht" and k > 0:
+            out = {"w": ((size,), np.float64), "G": ((size,), np.float64), "signs": ((size,), np.float64),
+                   "rows": ((k,), np.int64), "S0": ((k, k), np.float64), "scal": ((3,), np.float64)}
         return out
 
     def _arrays(self):
+        if self.srht:
+            return {f: getattr(self, f) for f in ("w", "G", "signs", "rows", "S0", "scal")}
         pages = self.pages
         out = {}
         entries = pages.entries() if pages.worth_it() else None
@@ -270,6 +305,15 @@ class CompAdaGrad(Learner):
         return out
 
     def _load_arrays(self, arrays):
+        if self.srht:  # the map is the model's: rows distinct in range, signs +-1
+            for f in ("w", "G", "signs", "rows", "S0", "scal"):
+                setattr(self, f, np.array(arrays[f], dtype=getattr(self, f).dtype).reshape(getattr(self, f).shape))
+            require(bool(np.isin(self.signs, (-1.0, 1.0)).all()), "array signs: not +-1")
+            require(bool(((self.rows >= 0) & (self.rows < len(self.w))).all()) and len(np.unique(self.rows)) == self.k,
+                    "array rows: out of range or repeated")
+            require(all_nonnegative(self.G), "array G: a negative entry")
+            require(np.array_equal(self.S0, self.S0.T), "array S0: not symmetric")
+            return
         # shapes / dtypes / finiteness are checked (saved_shapes, Learner.check_saved); the kernels
         # index the tables with ``hash & mask`` and buckets < k only: no index array to check
         for f in _TABLES:
