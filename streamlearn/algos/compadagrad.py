@@ -229,7 +229,7 @@ class CompAdaGrad(Learner):
         self.last_raw = raw
         return pred, loss
 
-    # -- introspection (tests, benchmarks, --readable_model) ----------------------------------
+    # -- introspection (tests, benchmarks) ------------------------------------------------------
     def subspace_map(self, idx):
         """``(buckets, signs)`` of the masked coordinates ``idx`` (the unnormalised count-sketch map
         Pi0; with --subspace_map srht, Pi is ``H[rows] * signs``)."""
@@ -250,16 +250,6 @@ class CompAdaGrad(Learner):
         out = np.empty(len(idx))
         _kernels.weights_of(idx, self._state(), self._hp(), out)
         return out
-
-    per_hash_weights = True
-
-    def readable_weights(self):
-        """``(indices, [weights])`` where the weight is non-zero (float32, as adagrad's table)."""
-        idx = self.pages.entries() if self.pages.worth_it() else np.arange(len(self.w))
-        idx = idx[self.G[idx] > 0] if not self.srht else idx
-        wts = self.weights_at(idx)
-        nz = wts != 0
-        return idx[nz], [wts[nz].astype(np.float32)]
 
     def label_range(self):
         return float(self.scal[0]), float(self.scal[1])
