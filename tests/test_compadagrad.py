@@ -182,15 +182,20 @@ def test_map_is_seeded_and_balanced():
     assert counts.min() > 1800 and counts.max() < 2200 and abs(sa.mean()) < 0.03
 
 
-def test_nothing_is_2b_per_example_at_b30():
-    """-b 30: the tables are lazy (2^30 float64 entries never become resident) and a run touches only
-    the features' pages; learning 3,000 lines needs no scan of the table (a scan of 2^30 entries
-    alone would take seconds; here the whole run's state stays small)."""
+def test_b30_touches_only_the_features_pages(tmp_path):
+    """-b 30: four tables of 2^30 float64 entries (32 GiB) are allocated lazily; learning touches the
+    features' pages only (every feature joins the map exactly once) and the saved model holds only
+    those pages (a dense table anywhere would not fit in memory or in the file bound)."""
     batch = _a9a_batch()
     model = _learner("compadagrad", subspace_dim=10, learning_rate=0.3, loss_function="logistic", bit_precision=30)
     model.learn_batch(batch)
     assert model.pages.active and model.pages.worth_it()
     assert int(model.nseen.sum()) == len(np.unique(batch.indices))
+    path = tmp_path / "b30.slm"
+    save_model(str(path), model, {"quadratic": [], "constant": True})
+    assert path.stat().st_size < 8 << 20
+    back = load_model(str(path))[0]
+    assert np.array_equal(back.predict_batch(batch)[0], model.predict_batch(batch)[0])
 
 
 def test_jacobi_eigh_matches_numpy():
