@@ -31,9 +31,10 @@ PINV_TOL = 1e-12
 #: steps were last applied; size 1 unless k = 0 with --l1/--l2). Per bucket: ``bsum`` (sum of
 #: gamma_r a_r: the subspace steps, per unit of s_j), ``rsum`` (the complement corrections, per
 #: unit of s_j / D_j), ``phi`` (sum of 1 / D_j over its features), ``nseen`` (its features).
-#: ``S0``: Pi0 G Pi0^T with the unnormalised +-1 map. ``scal``: [min label, max label, rounds].
+#: ``S0``: Pi0 G Pi0^T with the unnormalised +-1 map. ``scal``: [min label, max label, rounds]. ``V``: the
+#: eigenvectors of the last Gamma S0 Gamma (the next eigen step starts from them).
 CompState = namedtuple("CompState", ["w", "G", "bsnap", "rsnap", "lastt", "bsum", "rsum", "phi", "nseen", "S0",
-                                     "scal"])
+                                     "scal", "V"])
 CompHyper = namedtuple("CompHyper", ["mask", "code", "k", "seed", "eta", "delta_r", "delta_c", "cw", "l1", "l2"])
 
 
@@ -114,15 +115,18 @@ def weights_of(idx, st, hp, out):
 
 
 @njit(**INNER)
-def _jacobi_eigh(A, lam, V):
+def _jacobi_eigh(A, lam, V, warm=False):
     """Eigen-decomposition of the symmetric k x k ``A`` by cyclic Jacobi rotations (Golub & Van
     Loan Alg. 8.5.3, with their stable rotation formulas): ``lam`` (unordered) and ``V`` (columns)
     with A = V diag(lam) V^T. ``A`` is overwritten. Sweeps until every off-diagonal entry is below
-    1e-15 of the Frobenius norm (at most 50 sweeps)."""
+    1e-15 of the Frobenius norm (at most 50 sweeps). ``warm``: ``A`` is W^T B W for the orthogonal
+    ``W`` given in ``V`` (a previous eigenbasis: A nearly diagonal, few sweeps); the rotations are
+    accumulated into it, so that B = V diag(lam) V^T."""
     n = A.shape[0]
-    for i in range(n):
-        for j in range(n):
-            V[i, j] = 1.0 if i == j else 0.0
+    if not warm:
+        for i in range(n):
+            for j in range(n):
+                V[i, j] = 1.0 if i == j else 0.0
     fro = 0.0
     for i in range(n):
         for j in range(n):
@@ -172,7 +176,7 @@ def eigh(A, lam, V):
 
 
 @njit(**INNER)
-def _subspace_step(st, hp, z0, imp, us, gam, z, M, lam, V, tmp):
+def _subspace_step(st, hp, z0, imp, us, gam, z, M, lam, V, tmp, tmp2):
     """Full-matrix AdaGrad on the bucket coordinates (Mehta Lemma 5 with lambda = 0, unscaled map):
     S0 += imp z0 z0^T, S = Gamma S0 Gamma, z = Gamma z0, a = us K^+ z (us = -eta imp) with K = (S + delta_r I)^{1/2};
     each bucket's features move by s_j gamma_r a_r: ``bsum[r] += gamma_r a_r``."""
@@ -186,8 +190,28 @@ def _subspace_step(st, hp, z0, imp, us, gam, z, M, lam, V, tmp):
             st.S0[p, q] += imp * z0[p] * z0[q]
     for p in range(k):
         for q in range(k):
-            M[p, q] = gam[p] * st.S0[p, q] * gam[q]
-    _jacobi_eigh(M, lam, V)
+            tmp2[p, q] = gam[p] * st.S0[p, q] * gam[q]
+    W = st.V  # M = W^T (Gamma S0 Gamma) W: nearly diagonal in the last eigenbasis
+    for p in range(k):
+        for q in range(k):
+            acc = 0.0
+            for r in range(k):
+                acc += tmp2[p, r] * W[r, q]
+            V[p, q] = acc
+    for p in range(k):
+        for q in range(p, k):
+            acc = 0.0
+            for r in range(k):
+                acc += W[r, p] * V[r, q]
+            M[p, q] = acc
+            M[q, p] = acc
+    for p in range(k):
+        for q in range(k):
+            V[p, q] = W[p, q]
+    _jacobi_eigh(M, lam, V, True)
+    for p in range(k):
+        for q in range(k):
+            W[p, q] = V[p, q]
     top = 0.0
     for r in range(k):
         top = max(top, lam[r])
@@ -228,6 +252,7 @@ def comp_run(offsets, indices, values, labels, weights, learn, st, hp, pred_out,
     M = np.zeros((kk, kk))
     lam = np.zeros(kk)
     V = np.zeros((kk, kk))
+    M2 = np.zeros((kk, kk))
     tmp = np.zeros(kk)
     scal = st.scal
     w = st.w
@@ -328,7 +353,7 @@ def comp_run(offsets, indices, values, labels, weights, learn, st, hp, pred_out,
                         x = X_MIN if x > 0 else -X_MIN
                     r, s = _bucket_sign(j, k, hp.seed)
                     z0[r] += s * (dl * x)
-            _subspace_step(st, hp, z0, imp, -(eta * imp), gam, z, M, lam, V, tmp)
+            _subspace_step(st, hp, z0, imp, -(eta * imp), gam, z, M, lam, V, tmp, M2)
         # 3. the complement step: diagonal AdaGrad's on x's features, then each touched bucket's
         #    correction (rsum) that keeps the step orthogonal to the map's rows
         for e in range(a0, b0):

@@ -65,7 +65,8 @@ exactly the dense x_j: every round since j was last materialised added s_j gamma
 s_j c_r / D_j with this same D_j (j was in no example, so G_jj did not change). A learning round
 materialises x's features with their old D_j (and snapshots the sums), adds imp g_j^2 to G_jj,
 updates Phi and the map, takes the subspace step (``bsum``), d_j on x's features and c_r into
-``rsum``: O(s + k^2) plus the k x k eigen step, nothing O(2^b) (O(k) per touched bucket).
+``rsum``: O(s + k^2) plus the k x k eigen step (Jacobi started from the last eigenbasis, where
+Gamma S0 Gamma + imp z z^T is nearly diagonal: a few sweeps), nothing O(2^b) (O(k) per touched bucket).
 ``tests/test_compadagrad.py`` checks the lazy weights against the dense definition.
 
 k = 0 is diagonal AdaGrad
@@ -120,7 +121,7 @@ MAX_SRHT_BITS = 20
 _kernels = lazy("streamlearn.algos._compadagrad_kernels")
 
 _TABLES = ("w", "G", "bsnap", "rsnap", "lastt")
-_SMALL = ("bsum", "rsum", "phi", "nseen", "S0", "scal")
+_SMALL = ("bsum", "rsum", "phi", "nseen", "S0", "scal", "V")
 
 
 class CompAdaGrad(Learner):
@@ -185,6 +186,7 @@ class CompAdaGrad(Learner):
         self.phi = np.zeros(kk)
         self.nseen = np.zeros(kk)
         self.S0 = np.zeros((self.k, self.k))
+        self.V = np.eye(self.k)
         self.scal = np.zeros(3)
         if self.loss.name == "logistic":
             self.scal[0], self.scal[1] = -50.0, 50.0  # VW's prediction range for logistic loss (as adagrad)
@@ -273,7 +275,7 @@ class CompAdaGrad(Learner):
         kk = max(k, 1)
         out = {"w": ((size,), np.float64), "G": ((size,), np.float64),
                "bsnap": ((size if k else 1,), np.float64), "rsnap": ((size if k else 1,), np.float64),
-               "lastt": ((size if prox else 1,), np.float64), "S0": ((k, k), np.float64),
+               "lastt": ((size if prox else 1,), np.float64), "S0": ((k, k), np.float64), "V": ((k, k), np.float64),
                "scal": ((3,), np.float64)}
         out.update({f: ((kk,), np.float64) for f in ("bsum", "rsum", "phi", "nseen")})
         if hyper.get("subspace_map") == "srht" and k > 0:
@@ -318,5 +320,6 @@ class CompAdaGrad(Learner):
                 and bool((self.nseen == np.floor(self.nseen)).all()) and float(self.nseen.sum()) <= len(self.w),
                 "array phi / nseen: out of range")
         require(np.array_equal(self.S0, self.S0.T), "array S0: not symmetric")
+        require(self.k == 0 or float(np.abs(self.V.T @ self.V - np.eye(self.k)).max()) < 1e-6, "array V: not orthogonal")
         sc = self.scal
         require(sc[0] <= sc[1] and sc[2] >= 0, "array scal: label range or round count out of range")
