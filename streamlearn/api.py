@@ -58,7 +58,9 @@ class RunConfig:
     probabilities: bool = False  # multiclass: -p writes every class's probability (VW's --probabilities)
     test_only: bool = False
     passes: int = 1
-    progress: str = "2.0"
+    progress: str = "2.0"  # VW's -P: when the table's rows (and --history_file's) fall
+    table: bool = True  # VW's progress table on the log (unless quiet, or a monitor shows progress)
+    history_file: str | None = None  # --history_file: the table's rows as JSON lines (streamlearn.history)
     quiet: bool = False
     strict: bool = False
     metrics: str | None = None
@@ -211,7 +213,8 @@ def _output_plan(cfg: RunConfig, learn: bool) -> OutputPlan:
             ("-p", cfg.predictions, "predictions"), ("-r", cfg.raw_predictions, "raw predictions"),
             ("--readable_model", cfg.readable_model, "readable model"),
             ("--invert_hash", cfg.invert_hash, "readable model"),
-            ("--select_out", cfg.select_out, "selected features"), ("--metrics", cfg.metrics, "metrics")]
+            ("--select_out", cfg.select_out, "selected features"), ("--metrics", cfg.metrics, "metrics"),
+            ("--history_file", cfg.history_file, "history")]
     inputs = [(None, p) for p in cfg.data] + [("-i", cfg.initial_model)]
     return OutputPlan(outs, inputs, may_share={("-f", "-i")}, stdout_users=["--audit"] if cfg.audit else [])
 
@@ -293,17 +296,8 @@ def _reader_config(cfg: RunConfig, reader: dict, keep_names: bool):
                         max_example_features=cfg.max_example_features)
 
 
-def _batches(cfg: RunConfig, rc, unit_norm: bool):
-    """The run's batches: ``cfg.passes`` passes over ``cfg.data`` (directories expand to
-    their ``*.parquet`` files), read ahead on a background thread (bounded queue) while
-    worker threads parse text chunks in parallel, so reading, decompression and parsing
-    overlap learning (the parse and learn kernels release the GIL). ``cfg.prefetch_depth``,
-    ``cfg.parse_threads`` and ``cfg.chunk_bytes`` set the queue depth, the parsing threads and
-    the bytes of text per batch (results depend on none of them)."""
-    from .io import read_batches
-    from .io.prefetch import prefetch
-    from .memory import bounded
-
+def _input_paths(cfg: RunConfig) -> list:
+    """``cfg.data`` with directories expanded to their ``*.parquet`` files."""
     paths = []
     for p in cfg.data:
         if p != "-" and os.path.isdir(p):
@@ -311,10 +305,29 @@ def _batches(cfg: RunConfig, rc, unit_norm: bool):
             paths.extend(expand_paths(p))
         else:
             paths.append(p)
+    return paths
+
+
+def _batches(cfg: RunConfig, rc, unit_norm: bool, paths=None):
+    """The run's batches: ``cfg.passes`` passes over ``cfg.data`` (directories expand to
+    their ``*.parquet`` files), read ahead on a background thread (bounded queue) while
+    worker threads parse text chunks in parallel, so reading, decompression and parsing
+    overlap learning (the parse and learn kernels release the GIL). ``cfg.prefetch_depth``,
+    ``cfg.parse_threads`` and ``cfg.chunk_bytes`` set the queue depth, the parsing threads and
+    the bytes of text per batch (results depend on none of them). Each batch is stamped with
+    its pass (``extra["input_pass"]``) beside the reader's position (:mod:`streamlearn.io.position`)."""
+    from .io import read_batches
+    from .io.prefetch import prefetch
+    from .memory import bounded
+
+    if paths is None:
+        paths = _input_paths(cfg)
 
     def passes():
-        for _ in range(cfg.passes):
-            yield from read_batches(paths, rc)
+        for k in range(cfg.passes):
+            for b in read_batches(paths, rc):
+                b.extra["input_pass"] = k
+                yield b
 
     depth = cfg.prefetch_depth
     stream = bounded(prefetch(passes(), depth) if depth > 0 else passes())
@@ -324,7 +337,7 @@ def _batches(cfg: RunConfig, rc, unit_norm: bool):
     yield from stream
 
 
-def _run(cfg: RunConfig, learn: bool, log=None):
+def _run(cfg: RunConfig, learn: bool, log=None, monitor=None):
     log = log or (lambda line: None)
     _check_passes(cfg)
     _check_inputs(cfg.data)
@@ -381,8 +394,15 @@ def _run(cfg: RunConfig, learn: bool, log=None):
         schedule = ProgressSchedule(cfg.progress)
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    if cfg.quiet:
-        schedule = None
+    history = None
+    if cfg.history_file:
+        from .history import HistoryRecorder, run_label
+        given = _given_options(cfg, learner, reader)
+        history = HistoryRecorder({"label": run_label(learner.name, given), "algo": learner.name,
+                                   "loss_function": learner.loss_name, "options": given,
+                                   "hyper": dict(learner.hyper), "data": list(cfg.data), "passes": cfg.passes,
+                                   "test_only": bool(not learn or cfg.test_only), "version": __version__})
+    paths = _input_paths(cfg)
 
     # the sinks open their files at the first prediction (a run that fails before leaves none)
     sink = raw_sink = on_predictions = None
@@ -395,7 +415,11 @@ def _run(cfg: RunConfig, learn: bool, log=None):
 
     header_done = [False]
 
-    def emit_row(*row):
+    def emit_row(*row, **extra):
+        if history is not None:
+            history.row(*row, **extra)
+        if not table:
+            return
         if not header_done[0]:
             for h in table_header():
                 log(h)
@@ -418,14 +442,28 @@ def _run(cfg: RunConfig, learn: bool, log=None):
         if learner.compiles_on_first_use():
             log(f"compiling the {learner.name} kernels: first run only, cached afterwards "
                 "(streamlearn warmup compiles them ahead of time)...")
+    shown = False  # progress shown by the monitor (a bar) instead of the table
+    if monitor is not None and not cfg.quiet:
+        from .io.position import Extents
+        extents = Extents(paths, cfg.passes)
+        shown = bool(monitor.start(extents.total, extents.unit))
+    on_batch = None
+    if shown:
+        def on_batch(ev, batch):
+            stamp = batch.extra.get("input_pos") if batch.extra else None
+            pos = extents.position(stamp, batch.extra.get("input_pass", 0)) if stamp is not None else None
+            monitor.update(ev, pos)
+    table = cfg.table and not cfg.quiet and not shown
+    if not (table or history):
+        schedule = None
     failed = True
     try:
         with InterruptGuard() as guard:
             try:
-                stream, on_predictions = _inspected(_batches(cfg, rc, bool(reader.get("unit_norm"))),
+                stream, on_predictions = _inspected(_batches(cfg, rc, bool(reader.get("unit_norm")), paths),
                                                     on_predictions, inspect)
                 ev = run_stream(learner, stream, learn=learn and not cfg.test_only,
-                                schedule=schedule, emit_row=emit_row,
+                                schedule=schedule, emit_row=emit_row, on_batch=on_batch,
                                 on_predictions=on_predictions, on_errors=on_errors, guard=guard, strict=cfg.strict,
                                 binary=binary, on_raw=raw_sink, log_loss=_reports_log_loss(learner, cfg))
             except KeyboardInterrupt:
@@ -439,6 +477,8 @@ def _run(cfg: RunConfig, learn: bool, log=None):
                 raise
         failed = False
     finally:
+        if shown:
+            monitor.close(failed)
         # a closed reader of the predictions (| head) ends only the printing: the sinks never
         # raise for it, so the model and metrics below are still written
         try:
@@ -454,10 +494,15 @@ def _run(cfg: RunConfig, learn: bool, log=None):
     summary["model_bytes"] = None
     try:
         _stage_outputs(plan, cfg, learner, reader, summary, inspect)
+        if history is not None:
+            plan.stage("--history_file", lambda f: history.write_to(f, summary))
         plan.commit()
     except BaseException:
         plan.discard()
         raise
+    finally:
+        if history is not None:
+            history.close()
     if not cfg.quiet:
         hidden = sum(max(0, n - WARNINGS_PER_REASON) for n in warned.values())
         if hidden:
@@ -466,6 +511,25 @@ def _run(cfg: RunConfig, learn: bool, log=None):
         for line in summary_lines(summary):
             log(line)
     return summary
+
+
+def _given_options(cfg: RunConfig, learner, reader: dict) -> dict:
+    """The options a run was given (learner hyper-parameters set explicitly, and reader flags),
+    for a ``--history_file`` header and its label; a run continued from ``-i`` names its model."""
+    out = {k: v for k, v in cfg.hyper.items() if v is not None}
+    for k in ("quadratic",) + tuple(_NS_SETTINGS):
+        if reader.get(k):
+            out[k] = list(reader[k])
+    if not reader.get("constant", True):
+        out["noconstant"] = True
+    for k in ("unit_norm", "binary"):
+        if reader.get(k):
+            out[k] = True
+    if cfg.passes > 1:
+        out["passes"] = cfg.passes
+    if cfg.initial_model:
+        out["initial_model"] = cfg.initial_model
+    return out
 
 
 def _stage_outputs(plan: OutputPlan, cfg: RunConfig, learner, reader: dict, summary: dict, inspect: dict):
@@ -527,17 +591,24 @@ def _reports_log_loss(learner, cfg: RunConfig) -> bool:
     return bool(learner.multiclass and (learner.native_multiclass or cfg.probabilities))
 
 
-def train(cfg: RunConfig, log=None) -> dict:
-    """One progressive-validation pass (``cfg.passes`` passes) over ``cfg.data``; returns the summary."""
-    return _run(cfg, learn=True, log=log)
+def train(cfg: RunConfig, log=None, monitor=None) -> dict:
+    """One progressive-validation pass (``cfg.passes`` passes) over ``cfg.data``; returns the summary.
+
+    ``monitor`` (optional) shows progress instead of the table: ``monitor.start(total, unit)``
+    is called before the first batch with the inputs' size (None when unknown; ``unit``
+    ``"bytes"`` or ``"rows"``, :class:`streamlearn.io.position.Extents`) and returns whether it
+    shows progress (then the table is not logged); then ``monitor.update(evaluation, position)``
+    after every batch (the running :class:`~streamlearn.evaluate.Evaluation`; ``position`` in
+    ``unit``, or None) and ``monitor.close(failed)`` at the end of the stream, before the summary."""
+    return _run(cfg, learn=True, log=log, monitor=monitor)
 
 
-def predict(cfg: RunConfig, log=None) -> dict:
-    """Test-only run of ``cfg.initial_model`` over ``cfg.data`` (no updates)."""
+def predict(cfg: RunConfig, log=None, monitor=None) -> dict:
+    """Test-only run of ``cfg.initial_model`` over ``cfg.data`` (no updates); ``monitor`` as :func:`train`."""
     if not cfg.initial_model:
         raise ConfigError("predict needs a model: -i MODEL")
     cfg.test_only = True
-    return _run(cfg, learn=False, log=log)
+    return _run(cfg, learn=False, log=log, monitor=monitor)
 
 
 def select(model: str, top_k: int | None = None, fmt: str = "tsv", out: str = "-") -> int:

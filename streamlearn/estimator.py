@@ -838,30 +838,30 @@ def load(path):
 
 
 def progressive_val(stream, estimator, every=None):
-    """Progressive validation of ``estimator`` over ``stream``, an iterable of ``(X, y)``
-    batches (``X`` any input the estimators take; ``y`` may be None for VW text lines): each
-    batch is predicted, scored, then learned (:meth:`partial_fit`; ``classes`` must be known
-    from the first batch or given with ``estimator.partial_fit`` beforehand). Yields a dict
-    of the figures the command line's progress table shows (``average_loss``, ``since_last``,
-    ``examples``, ``example_weight``, ``current_label``, ``current_prediction``,
-    ``current_features``; labels and predictions as the learner sees them: -1/+1, class ids) at VW's rows: 1, 2, 4, ... examples
-    (``every=N``: every N examples; ``every=2.0`` is the doubling), and a last one
-    (``final=True``) for the whole stream, equal to the summary's."""
+    """Progressive validation of ``estimator`` over ``stream``, an iterable of ``(X, y)`` or
+    ``(X, y, sample_weight)`` batches (``X`` any input the estimators take; ``y`` may be None
+    for VW text lines): each batch is predicted, scored, then learned (:meth:`partial_fit`;
+    ``classes`` must be known from the first batch or given with ``estimator.partial_fit``
+    beforehand). Yields a dict of the figures the command line's progress table shows
+    (``average_loss``, ``since_last``, ``examples``, ``example_weight`` (the cumulative weight,
+    as VW's column), ``current_label``, ``current_prediction``, ``current_features``; labels and
+    predictions as the learner sees them: -1/+1, class ids) plus ``error_rate`` so far and
+    ``seconds``, at VW's rows: cumulative weight 1, 2, 4, ... (``every=N``: every N; ``every=2.0``
+    is the doubling), and a last one (``final=True``) for the whole stream, equal to the
+    summary's. ``--history_file`` files hold the same rows."""
     from .evaluate import Evaluation, ProgressSchedule, run_stream
 
     schedule = ProgressSchedule("2.0" if every is None else str(every))
     rows = []
     ev = None
 
-    def emit(*row):
-        rows.append(row)
+    def emit(*row, **extra):
+        rows.append((row, extra))
 
-    for X, y in stream:
+    for item in stream:
+        X, y, sw = item if len(item) == 3 else (*item, None)
         first = getattr(estimator, "_learner", None) is None
-        if first:
-            estimator._prepare_fit(X, y, None, first=True)
-        else:
-            estimator._prepare_fit(X, y, None, first=False)
+        estimator._prepare_fit(X, y, sw, first=first)
         b = estimator._batch_
         del estimator._batch_
         lrn = estimator._learner
@@ -874,16 +874,16 @@ def progressive_val(stream, estimator, every=None):
             run_stream(lrn, [b], learn=True, schedule=schedule, emit_row=emit, evaluation=ev, strict=True)
         except StreamlearnError as e:
             raise ValueError(str(e)) from None
-        for r in rows:
-            yield _row_dict(r)
+        for r, extra in rows:
+            yield _row_dict(r, extra)
         rows.clear()
     if ev is not None:
         s = ev.summary(estimator._learner.loss)
         yield {"final": True, "examples": s["examples"], "weighted_examples": s["weighted_examples"],
-               "average_loss": s["average_loss"], "error_rate": s["error_rate"]}
+               "average_loss": s["average_loss"], "error_rate": s["error_rate"], "seconds": s["seconds"]}
 
 
-def _row_dict(row) -> dict:
+def _row_dict(row, extra) -> dict:
     keys = ("average_loss", "since_last", "examples", "example_weight", "current_label", "current_prediction",
             "current_features")
-    return {"final": False, **dict(zip(keys, row))}
+    return {"final": False, **dict(zip(keys, row)), "error_rate": extra.get("error"), "seconds": extra.get("seconds")}

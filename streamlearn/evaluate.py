@@ -24,8 +24,11 @@ __all__ = ["ProgressSchedule", "Evaluation", "run_stream", "binary_outputs", "In
 
 @dataclass
 class ProgressSchedule:
-    """VW's ``-P``: a float is multiplicative (default 2.0: rows at 1, 2, 4, ...),
-    an integer additive (every N examples)."""
+    """VW's ``-P``: a float is multiplicative (default 2.0), an integer additive, both over the
+    cumulative example weight, as VW's ``shared_data::update_dump_interval``: a row is printed
+    at the first example whose cumulative weight reaches ``next_at`` (initially 1, or N for
+    ``-P N``), and the next is due at that weight times 2.0 (or plus N). With unit weights the
+    rows fall at examples 1, 2, 4, ... (every N)."""
 
     spec: str = "2.0"
     next_at: float = 1.0
@@ -37,15 +40,17 @@ class ProgressSchedule:
             self.step = float(s)
         except ValueError:
             raise ValueError(f"-P/--progress must be a number (2.0: rows at 1, 2, 4, ...; 100: every "
-                             f"100 examples), got {s!r}") from None
+                             f"100 examples) or auto, bar, table or off, got {s!r}") from None
         if not math.isfinite(self.step):
             raise ValueError(f"-P/--progress must be a finite number, got {s}")
         if self.step <= (1.0 if self.multiplicative else 0.0):
             raise ValueError(f"-P/--progress must be > {'1.0' if self.multiplicative else '0'}, got {s}")
         self.next_at = 1.0 if self.multiplicative else self.step
 
-    def advance(self):
-        self.next_at = self.next_at * self.step if self.multiplicative else self.next_at + self.step
+    def advance(self, weight: float):
+        """The next row's cumulative weight after a row at ``weight`` (VW keeps it as a float32)."""
+        w, step = np.float32(weight), np.float32(self.step)
+        self.next_at = float(w * step if self.multiplicative else w + step)
 
 
 @dataclass
@@ -88,6 +93,7 @@ class Evaluation:
         if n == 0:
             return
         labeled = ~np.isnan(batch.labels)
+        prev = (self.binary_labels, self.label_lo, self.err_sum_half)  # before this batch (rows' error rates)
         w = np.where(labeled, batch.weights, 0.0)
         lab = np.where(labeled, batch.labels, 0.0)
         wl = np.where(labeled, loss, 0.0) * w
@@ -114,25 +120,9 @@ class Evaluation:
                     self.label_lo = min(self.label_lo, float(lab[labeled].min()))
                 self.err_sum_half += float((((lab > 0.5) != (pred > 0.5)) * w).sum())
                 err = ((lab > 0) != (pred > 0)).astype(np.float64) * w
-        if schedule is not None and emit_row is not None:
-            cw = np.cumsum(w)
-            cl = np.cumsum(wl)
-            base_count = self.examples
-            while schedule.next_at <= base_count + n:
-                i = int(math.ceil(schedule.next_at)) - base_count - 1
-                i = max(i, 0)
-                tot_w = self.weighted_labeled + cw[i]
-                tot_l = self.loss_sum + cl[i]
-                avg = tot_l / tot_w if tot_w > 0 else float("nan")
-                dw = tot_w - self.last_row_weight
-                since = (tot_l - self.last_row_loss) / dw if dw > 0 else float("nan")
-                self.last_row_loss, self.last_row_weight = tot_l, tot_w
-                shown = float(pred[i])
-                if probs is not None and not math.isnan(shown):
-                    shown = f"{int(shown)}({100 * probs[i, int(shown) - 1]:.0f}%)"
-                emit_row(avg, since, base_count + i + 1, float(batch.weights[i]),
-                         float(batch.labels[i]), shown, int(nfeat[i]))
-                schedule.advance()
+        if schedule is not None and emit_row is not None and (
+                schedule.next_at <= (self.weighted_examples + float(batch.weights.sum())) * (1 + 1e-12)):
+            self._rows(batch, pred, w, wl, err, lab, labeled, nfeat, schedule, emit_row, probs, prev)
         self.examples += n
         self.labeled += int(labeled.sum())
         self.weighted_examples += float(batch.weights.sum())
@@ -146,6 +136,44 @@ class Evaluation:
         self.loss_sum += float(wl.sum())
         self.err_sum += float(err.sum())
         self.total_features += int(batch.nnz)
+
+    def _rows(self, batch, pred, w, wl, err, lab, labeled, nfeat, schedule, emit_row, probs, prev):
+        """VW's progress rows falling in this batch (:class:`ProgressSchedule`): the average loss,
+        the loss since the last row, the example counter, the cumulative example weight (VW's
+        ``weighted_examples()``: labeled and unlabeled), the example's label, prediction and
+        feature count; and, as keywords, the error rate so far and the seconds since the start."""
+        tot_all = self.weighted_examples + np.cumsum(batch.weights)  # VW: every example's weight
+        cw = np.cumsum(w)
+        cl = np.cumsum(wl)
+        ce = np.cumsum(err)
+        half = None
+        if not (self.multiclass or self.classification):
+            # squared loss: the error rate's threshold follows the labels seen so far (0.5 for
+            # {0,1} labels, else 0), and there is none once a label is not -1, 0 or +1 (summary)
+            half = np.cumsum(((lab > 0.5) != (pred > 0.5)) * w)
+            lo = np.minimum(prev[1], np.minimum.accumulate(np.where(labeled, lab, np.inf)))
+            nonbinary = np.cumsum(labeled & (lab != 1.0) & (lab != -1.0) & (lab != 0.0))
+        while schedule.next_at <= tot_all[-1]:
+            i = int(np.searchsorted(tot_all, schedule.next_at, side="left"))
+            tot_w = self.weighted_labeled + cw[i]
+            tot_l = self.loss_sum + cl[i]
+            avg = tot_l / tot_w if tot_w > 0 else float("nan")
+            dw = tot_w - self.last_row_weight
+            since = (tot_l - self.last_row_loss) / dw if dw > 0 else float("nan")
+            self.last_row_loss, self.last_row_weight = tot_l, tot_w
+            error = None
+            if tot_w > 0:
+                if half is None:
+                    error = (self.err_sum + ce[i]) / tot_w
+                elif prev[0] and nonbinary[i] == 0:
+                    errs = prev[2] + half[i] if lo[i] >= 0 else self.err_sum + ce[i]
+                    error = errs / tot_w
+            shown = float(pred[i])
+            if probs is not None and not math.isnan(shown):
+                shown = f"{int(shown)}({100 * probs[i, int(shown) - 1]:.0f}%)"
+            emit_row(avg, since, self.examples + i + 1, float(tot_all[i]), float(batch.labels[i]), shown,
+                     int(nfeat[i]), error=error, seconds=time.perf_counter() - self.t0)
+            schedule.advance(float(tot_all[i]))
 
     def summary(self, loss) -> dict:
         secs = time.perf_counter() - self.t0
@@ -431,14 +459,16 @@ def binary_outputs(batch, pred, loss):
 
 def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on_predictions=None,
                on_errors=None, evaluation=None, guard=None, strict=False, binary=False, on_raw=None,
-               log_loss=None):
+               log_loss=None, on_batch=None):
     """Run the learner over ``batches``; returns the :class:`Evaluation`.
 
     ``on_predictions(batch, pred)`` receives every batch's recorded predictions (for ``-p``; with
     ``binary``, VW's -1/+1 and 0/1 loss: :func:`binary_outputs`), ``on_raw(batch, raw)`` the
     scores before clipping and ``binary`` (the learner's ``last_raw``, else the predictions; ``-r``);
     ``on_errors(list)`` the malformed lines a reader skipped in each batch, and the examples
-    whose label the learner cannot use (skipped the same way; ``strict``: an InputError). With
+    whose label the learner cannot use (skipped the same way; ``strict``: an InputError);
+    ``on_batch(evaluation, batch)`` is called after each batch of ``batches`` is folded in (a
+    progress display; the reader's ``batch.extra`` is the batch's). With
     ``guard`` (an entered :class:`InterruptGuard`), interrupts are taken only between batches.
     Input that is not what it claims to be is an :class:`~streamlearn.errors.InputError` (exit 1):
     when the first ``BAD_HEAD_LINES`` lines, or all lines of a non-empty stream, are malformed
@@ -506,6 +536,8 @@ def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on
                 skipped(errs, None, labels=True)
         if ev.examples == 0 and head.count >= BAD_HEAD_LINES:
             raise head.error(learner, whole=False)
+        if on_batch is not None:
+            on_batch(ev, batch)
         guard.check()
     if head.count and (ev.labeled if learn else ev.examples) == 0:
         raise head.error(learner, whole=True, total=ev.skipped_lines, labeled=learn)

@@ -35,7 +35,7 @@ def test_progress_rows_at_doubling_counts_whatever_the_batches():
     sched = ProgressSchedule("2.0")
     for a in range(0, 100, 7):
         n = min(7, 100 - a)
-        ev.add(_batch(np.ones(n)), np.zeros(n), np.full(n, 1.0), sched, lambda *r: rows.append(r))
+        ev.add(_batch(np.ones(n)), np.zeros(n), np.full(n, 1.0), sched, lambda *r, **kw: rows.append(r))
     assert [r[2] for r in rows] == [1, 2, 4, 8, 16, 32, 64]
     assert all(r[0] == 1.0 for r in rows)
     assert ev.summary(get_loss("squared"))["average_loss"] == 1.0

@@ -27,7 +27,7 @@ def cli():
       streamlearn predict -i model.slm test.vw -p preds.txt
       streamlearn train -i model.slm more.vw -f model2.slm
 
-    Run 'streamlearn COMMAND --help' for a command's options, 'man man/streamlearn.1' for all.
+    Run 'streamlearn COMMAND --help' for a command's options, 'man streamlearn' for all.
     """
 
 
@@ -46,6 +46,12 @@ def _register():
     from .warmup import warmup
 
     cli.add_command(warmup)
+    from .plot import plot
+
+    cli.add_command(plot)
+    from .merge import merge
+
+    cli.add_command(merge)
     try:
         from .convert import convert
     except ImportError:  # pragma: no cover

@@ -75,7 +75,9 @@ def _restore_signals(old: dict) -> None:
         signal.signal(sig, h)
 
 
-def run_api(fn, cfg):
+def run_api(fn, cfg, monitor=None):
+    """Run ``fn(cfg, log=...)`` (with ``monitor``: a progress display, :mod:`.progress`, whose
+    ``log`` prints above it) and map library errors to exit codes."""
     # the CLI owns its process, so it tunes glibc's malloc for the reader pipeline (heap reuse
     # instead of fresh mmaps; see bound_malloc); a program calling the Python API keeps its own
     # malloc settings (the API still trims the heap every 32 batches)
@@ -85,7 +87,9 @@ def run_api(fn, cfg):
     bound_malloc()
     old_handlers = _own_signals()
     try:
-        return fn(cfg, log=stderr_log)
+        if monitor is None:
+            return fn(cfg, log=stderr_log)
+        return fn(cfg, log=monitor.log, monitor=monitor)
     except ConfigError as e:
         raise click.UsageError(str(e)) from None
     except StreamlearnError as e:

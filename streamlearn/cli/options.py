@@ -8,16 +8,41 @@ from __future__ import annotations
 
 import click
 
-__all__ = ["input_options", "limit_options", "output_options", "learner_options", "learner_params", "collect_hyper",
+__all__ = ["grouped", "INPUT", "FEATURES", "LEARNER", "OUTPUT", "REPORT", "INSPECT", "VW_COMPAT", "input_options", "limit_options", "output_options", "learner_options", "learner_params", "collect_hyper",
            "algo_names", "namespace_options", "inspect_options", "vw_compat_options", "NAMESPACE_FIELDS",
            "PredictCommand", "VWCommand", "VW_ONLY_OPTIONS"]
 
 
-def _apply(opts, f):
-    """Decorate ``f`` with the click options ``opts``, listed in the order ``--help`` shows them."""
+def _apply(opts, f, group=None):
+    """Decorate ``f`` with the click options ``opts``, listed in the order ``--help`` shows them,
+    each in the ``--help`` section ``group`` unless it names its own (:func:`grouped`)."""
+    before = len(getattr(f, "__click_params__", ()))
     for o in reversed(opts):
         f = o(f)
+    if group:
+        for p in f.__click_params__[before:]:
+            if getattr(p, "help_group", None) is None:
+                p.help_group = group
     return f
+
+
+# -- grouped --help ----------------------------------------------------------------------------
+# Each option belongs to the --help section of the helper that declares it (the ``group`` of
+# :func:`_apply`), or to the one :func:`grouped` names; a learner option to its learners' section
+# (:func:`learner_options`); anything else to its command's own section (``VWCommand``'s
+# ``own_group``). A new option therefore lands in a section by where it is declared: no list
+# of option names to keep in step.
+INPUT, FEATURES, LEARNER, OUTPUT, REPORT, INSPECT, VW_COMPAT = (
+    "Input", "Features and interactions", "Learner (every --algo)", "Output", "Progress and reports",
+    "Inspection", "Accepted from VW, no effect")
+
+
+def grouped(group, *decorators):
+    """Decorators ``decorators`` (click options) whose options go to ``--help`` section ``group``:
+    ``@grouped(FEATURES, click.option("--noconstant", ...))``."""
+    def deco(f):
+        return _apply(list(decorators), f, group)
+    return deco
 
 
 def _kebab(name):
@@ -95,6 +120,7 @@ def learner_options(f):
     params = learner_params()
     for p in reversed(params):
         help_txt = _option_help(p)
+        users = _users(p.name)
         if p.type is bool:
             opt = click.option(*_names(p.name, p.short), p.name, is_flag=True, default=None, help=help_txt)
         elif isinstance(p.type, tuple):
@@ -102,7 +128,8 @@ def learner_options(f):
                                help=help_txt)
         else:
             opt = click.option(*_names(p.name, p.short), p.name, type=p.type, default=None, help=help_txt)
-        f = opt(f)
+        every = users is None or len(users) == len(algo_names())  # COMMON_PARAMS, or declared by each learner
+        f = _apply([opt], f, LEARNER if every else "Learner: " + ", ".join(users))
     return f
 
 
@@ -126,13 +153,26 @@ def input_options(f):
         click.option("--label_column", "--label-column", "label_column", default=None,
                      help="Parquet wide schema: the column holding the label."),
         click.option("--strict", is_flag=True, help="Stop at the first malformed line (exit 1) instead of skipping it."),
-        click.option("-P", "--progress", "progress", default="2.0", show_default=True,
-                     help="Progress rows: a float multiplies the interval (2.0: 1, 2, 4, ...), an integer adds."),
-        click.option("--quiet", is_flag=True, help="Nothing on stderr except errors."),
-        click.option("--metrics", type=click.Path(dir_okay=False, allow_dash=True), default=None,
-                     help="Write the run's figures as JSON to this file ('-' = stdout)."),
+        grouped(REPORT,
+                click.option("-P", "--progress", "progress", multiple=True, metavar="MODE|N",
+                             default=(), show_default="auto, 2.0",
+                             help="How progress is shown: auto (a bar with an ETA when stderr is a terminal "
+                                  "and the input's size is known: bytes of files, compressed for gzip, rows "
+                                  "of Parquet; else VW's table), bar, table or off (--quiet: off). A number "
+                                  "is VW's -P, where the table's and --history_file's rows fall: a float "
+                                  "multiplies the cumulative example weight (2.0: 1, 2, 4, ...), an integer "
+                                  "adds. May repeat: -P bar -P 1000."),
+                click.option("--quiet", is_flag=True, help="Nothing on stderr except errors."),
+                click.option("--metrics", type=click.Path(dir_okay=False, allow_dash=True), default=None,
+                             help="Write the run's figures as JSON to this file ('-' = stdout)."),
+                click.option("--history_file", "--history-file", "history_file",
+                             type=click.Path(dir_okay=False), default=None,
+                             help="Write the learning curve as JSON lines to this file (written atomically at "
+                                  "the end): a header naming the learner and options, one line per progress-table "
+                                  "row (examples, weighted examples, average and since-last loss, error rate, "
+                                  "seconds; shown or not), and a final one. 'streamlearn plot' draws them.")),
     ]
-    return _apply(opts, f)
+    return _apply(opts, f, INPUT)
 
 
 def limit_options(f):
@@ -153,7 +193,7 @@ def limit_options(f):
                           "together (2^22): a line or Parquet row with more is malformed (skipped and "
                           "reported; --strict: exit 1), found before its -q / --cubic products are made."),
     ]
-    return _apply(opts, f)
+    return _apply(opts, f, INPUT)
 
 
 def output_options(f):
@@ -172,7 +212,7 @@ def output_options(f):
                           "multiclass_logistic, bear, mission: the softmax of the class scores), and the summary adds the average multiclass "
                           "log loss."),
     ]
-    return _apply(opts, f)
+    return _apply(opts, f, OUTPUT)
 
 
 #: the RunConfig fields of :func:`namespace_options` (stored in the model, like -q)
@@ -202,7 +242,7 @@ def namespace_options(f):
         click.option("--ignore_linear", "--ignore-linear", "ignore_linear", multiple=True, metavar="NS",
                      help="Drop the namespaces' own (linear) features but keep them in interactions."),
     ]
-    return _apply(opts, f)
+    return _apply(opts, f, FEATURES)
 
 
 def inspect_options(f):
@@ -220,7 +260,7 @@ def inspect_options(f):
         click.option("--readable_model", "--readable-model", "readable_model", type=click.Path(dir_okay=False),
                      default=None, help="At the end, write VW's readable model (header, index:w G [N]) [adagrad]."),
     ]
-    return _apply(opts, f)
+    return _apply(opts, f, INSPECT)
 
 
 def vw_compat_options(f):
@@ -236,7 +276,7 @@ def vw_compat_options(f):
         click.option("--cache_file", "--cache-file", "cache_file", default=None, metavar="FILE",
                      help="Accepted and ignored (no file is written), as -c."),
     ]
-    return _apply(opts, f)
+    return _apply(opts, f, VW_COMPAT)
 
 
 #: Vowpal Wabbit options people type that streamlearn does not have (a usage error says so
@@ -275,7 +315,26 @@ def _close(name, possibilities):
 class VWCommand(click.Command):
     """A command whose unknown-option error does not point a VW user at an unrelated option:
     a VW option streamlearn does not have says so; other suggestions are kept only when close
-    to what was typed."""
+    to what was typed. Its ``--help`` lists the options in sections (an option's ``help_group``,
+    else ``own_group``: the command's own options), in the order they are declared."""
+
+    def __init__(self, *args, own_group: str = "Run", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.own_group = own_group
+
+    def format_options(self, ctx, formatter):
+        sections: dict = {}
+        help_option = self.get_help_option(ctx)
+        for p in self.get_params(ctx):
+            record = p.get_help_record(ctx)
+            if record is None:
+                continue
+            group = "Other" if p is help_option else getattr(p, "help_group", None) or self.own_group
+            sections.setdefault(group, []).append(record)
+        for group, records in sections.items():
+            with formatter.section(f"{group} options" if not group.startswith(("Learner:", "Accepted"))
+                                   else group):
+                formatter.write_dl(records)
 
     def parse_args(self, ctx, args):
         try:

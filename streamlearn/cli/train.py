@@ -3,27 +3,31 @@ from __future__ import annotations
 
 import click
 
-from .options import (NAMESPACE_FIELDS, VWCommand, algo_names, collect_hyper, input_options, inspect_options,
-                      learner_options, limit_options, namespace_options, output_options, vw_compat_options)
+from .options import (FEATURES, LEARNER, NAMESPACE_FIELDS, OUTPUT, VWCommand, algo_names, collect_hyper, grouped,
+                      input_options, inspect_options, learner_options, limit_options, namespace_options,
+                      output_options, vw_compat_options)
 
 
-@click.command(cls=VWCommand, short_help="Learn from a stream with progressive validation.")
+@click.command(cls=VWCommand, own_group="Model and passes", short_help="Learn from a stream with progressive validation.")
 @input_options
-@click.option("--algo", type=click.Choice(algo_names()), default=None,
-              help="Learning algorithm (default: adagrad, or the model's with -i).")
+@grouped(LEARNER, click.option("--algo", type=click.Choice(algo_names()), default=None,
+                               help="Learning algorithm (default: adagrad, or the model's with -i)."))
 @learner_options
-@click.option("-q", "--quadratic", "quadratic", multiple=True, metavar="AB",
-              help="Quadratic interactions between namespaces starting with letters A and B (may repeat; "
-                   "':' is VW's wildcard: '-q ::' pairs every namespace seen, '-q a:' a with each).")
+@grouped(FEATURES, click.option(
+    "-q", "--quadratic", "quadratic", multiple=True, metavar="AB",
+    help="Quadratic interactions between namespaces starting with letters A and B (may repeat; "
+         "':' is VW's wildcard: '-q ::' pairs every namespace seen, '-q a:' a with each)."))
 @namespace_options
 @limit_options
-@click.option("--noconstant", is_flag=True, help="Do not add the constant (bias) feature.")
-@click.option("--unit_norm", "--unit-norm", "unit_norm", is_flag=True,
-              help="Scale every example's feature vector (constant and -q pairs included) to unit L2 "
-                   "norm; stored in the model, so predict does the same. For BEAR on raw counts.")
-@click.option("--binary", is_flag=True,
-              help="VW's --binary: predictions are -1/+1 (sign of the score) and the reported loss is 0/1 "
-                   "(labels -1/+1); kept in the model, so predict does the same.")
+@grouped(FEATURES,
+         click.option("--noconstant", is_flag=True, help="Do not add the constant (bias) feature."),
+         click.option("--unit_norm", "--unit-norm", "unit_norm", is_flag=True,
+                      help="Scale every example's feature vector (constant and -q pairs included) to unit L2 "
+                           "norm; stored in the model, so predict does the same. For BEAR on raw counts."))
+@grouped(OUTPUT, click.option(
+    "--binary", is_flag=True,
+    help="VW's --binary: predictions are -1/+1 (sign of the score) and the reported loss is 0/1 "
+         "(labels -1/+1); kept in the model, so predict does the same."))
 @click.option("-i", "--initial_regressor", "--initial-regressor", "initial_model", type=click.Path(dir_okay=False),
               default=None, help="Start from this model file (continue training).")
 @click.option("-f", "--final_regressor", "--final-regressor", "final_model", type=click.Path(dir_okay=False, allow_dash=True),
@@ -42,6 +46,20 @@ from .options import (NAMESPACE_FIELDS, VWCommand, algo_names, collect_hyper, in
                    "a second signal stops at once, without it).")
 @click.option("--select_out", "--select-out", "select_out", type=click.Path(dir_okay=False), default=None,
               help="Feature-selection learners: write the selected features (TSV) here at the end.")
+@click.option("--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True,
+              help="local: one process. dask: iterative parameter mixing on dask.distributed (each pass, "
+                   "every partition learned from the merged state on a worker, the states merged; "
+                   "pip install 'streamlearn[dask]').")
+@click.option("--scheduler", default=None, metavar="ADDR",
+              help="--engine dask: the address of a running Dask scheduler (tcp://host:8786); default: an "
+                   "embedded LocalCluster started and stopped by the run.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="--engine dask: worker processes of the embedded LocalCluster (default: the cores).")
+@click.option("--skip_bad_partitions", "--skip-bad-partitions", "skip_bad_partitions", is_flag=True,
+              help="--engine dask: leave out (with a warning) a partition that fails to parse, instead of "
+                   "failing the run.")
+@click.option("--save_every_pass", "--save-every-pass", "save_every_pass", is_flag=True,
+              help="--engine dask: also write -f (atomically) after every pass, with the merged state so far.")
 def train(files, data, algo, quadratic, noconstant, unit_norm, binary, **kw):
     """Train on FILES (VW text, LIBSVM or Parquet; gzip ok; '-' or none = stdin).
 
@@ -50,8 +68,10 @@ def train(files, data, algo, quadratic, noconstant, unit_norm, binary, **kw):
     """
     from ..api import RunConfig, train as api_train
     from .common import run_api, run_settings
+    from .progress import progress_display
 
     hyper = collect_hyper(kw)
+    interval, table, monitor = progress_display(kw["progress"], kw["quiet"])
     for k in ("holdout_off", "cache", "cache_file"):  # accepted for VW scripts; no effect here
         kw.pop(k, None)
     ns = {k: (kw.pop(k) if isinstance(kw[k], bool) else tuple(kw.pop(k))) for k in NAMESPACE_FIELDS}
@@ -60,10 +80,20 @@ def train(files, data, algo, quadratic, noconstant, unit_norm, binary, **kw):
                     initial_model=kw["initial_model"], final_model=kw["final_model"],
                     predictions=kw["predictions"], raw_predictions=kw["raw_predictions"], binary=binary,
                     link=kw["link"], probabilities=kw["probabilities"], test_only=kw["test_only"],
-                    passes=kw["passes"], progress=kw["progress"], quiet=kw["quiet"], strict=kw["strict"],
+                    passes=kw["passes"], progress=interval, table=table, history_file=kw["history_file"],
+                    quiet=kw["quiet"], strict=kw["strict"],
                     metrics=kw["metrics"], save_on_interrupt=kw["save_on_interrupt"],
                     select_out=kw["select_out"], label_column=kw["label_column"], audit=kw["audit"],
                     invert_hash=kw["invert_hash"], readable_model=kw["readable_model"], **ns,
                     max_line_bytes=kw["max_line_bytes"], max_example_features=kw["max_example_features"],
                     **run_settings())
-    run_api(api_train, cfg)
+    engine = {k: kw.pop(k) for k in ("engine", "scheduler", "workers", "skip_bad_partitions", "save_every_pass")}
+    if engine.pop("engine") == "dask":
+        from ..distributed.engine import train_dask
+
+        run_api(lambda c, log: train_dask(c, log=log, **engine), cfg)
+        return
+    given = [f"--{k}" for k, v in engine.items() if v]
+    if given:
+        raise click.UsageError(f"{', '.join(given)}: only with --engine dask")
+    run_api(api_train, cfg, monitor=monitor)

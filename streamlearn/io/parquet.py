@@ -706,11 +706,12 @@ def _open(source, name=None):
             spool.close()
 
 
-def read_parquet_file(source, cfg, batch_rows=None, name=None):
+def read_parquet_file(source, cfg, batch_rows=None, name=None, row_groups=None):
     """Yield :class:`Batch` objects of one Parquet file (one per Arrow record batch).
 
     ``source`` is a path, ``"-"`` or a binary file object (copied to a temporary file first
-    if not seekable)."""
+    if not seekable). ``row_groups``: only these row groups (consecutive, in order; a
+    partition of :mod:`streamlearn.distributed`), row numbers in messages still the file's."""
     import pyarrow as pa
 
     pf, src, spool = _open(source, name)
@@ -719,7 +720,13 @@ def read_parquet_file(source, cfg, batch_rows=None, name=None):
         keep_names = bool(cfg.keep_names)
         plan = _plan(pf.schema_arrow, src, cfg, (keep_names, bool(cfg.inter) or bool(cfg.inter.nsflags.any())))
         rows = int(batch_rows or cfg.parquet_batch_rows or DEFAULT_BATCH_ROWS)
-        it = pf.iter_batches(batch_size=rows, columns=plan.columns, use_threads=True)
+        kw = {}
+        if row_groups is not None:
+            row_groups = [int(g) for g in row_groups]
+            md = pf.metadata
+            first = sum(md.row_group(g).num_rows for g in range(row_groups[0])) if row_groups else 0
+            kw["row_groups"] = row_groups
+        it = pf.iter_batches(batch_size=rows, columns=plan.columns, use_threads=True, **kw)
         for rb in it:
             if rb.num_rows == 0:
                 continue

@@ -701,7 +701,7 @@ def read_batches(paths: str | Iterable[str], cfg: ReaderConfig | None = None) ->
         paths = [paths]
     if cfg.fmt != "auto":
         _reader_for(cfg.fmt)  # unknown format -> ConfigError before any I/O
-    for path in paths:
+    for k, path in enumerate(paths):
         src = open_input(path)
         try:
             fmt = cfg.fmt
@@ -709,7 +709,7 @@ def read_batches(paths: str | Iterable[str], cfg: ReaderConfig | None = None) ->
                 # the decompressed head: a gzip'd Parquet file is Parquet
                 fmt = _magic_format(src.content_head()) or "auto"
             if fmt in TEXT_FORMATS:
-                yield from text_batches(src.stream, src.name, cfg, fmt, src.flush_after)
+                yield from _stamped(text_batches(src.stream, src.name, cfg, fmt, src.flush_after), k, src)
                 continue
             try:
                 reader = _reader_for(fmt)
@@ -718,6 +718,27 @@ def read_batches(paths: str | Iterable[str], cfg: ReaderConfig | None = None) ->
                     raise InputError(f"{src.name}: looks like {fmt}, but no {fmt} reader is "
                                      "available") from None
                 raise
-            yield from reader(src.stream, src.name, cfg)
+            yield from _stamped(reader(src.stream, src.name, cfg), k, None)
         finally:
             src.close()
+
+
+def _stamped(batches, k: int, src):
+    """``batches`` of input ``k``, each stamped with how far the input is read,
+    ``batch.extra["input_pos"] = (k, position)`` (:mod:`streamlearn.io.position`): a text
+    input's bytes (gzip: the compressed bytes consumed), a binary one's rows (``src`` None)."""
+    from .position import raw_position
+
+    pos = 0
+    fd = None
+    if src is not None and src.gz:
+        fd = 0 if src.path == "-" else src._own.fileno()
+    for b in batches:
+        if src is None:
+            pos += b.n + len(b.extra.get("errors") or ())
+        elif fd is not None:
+            pos = raw_position(fd)
+        else:
+            pos += b.extra.get("bytes", 0)
+        b.extra["input_pos"] = (k, pos)
+        yield b

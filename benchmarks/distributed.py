@@ -1,0 +1,241 @@
+"""``train --engine dask`` (issue 19) against one sequential run.
+
+Accuracy (``--skip-accuracy`` to leave out): a9a, ijcnn1, news20_binary and covtype (20k subset:
+every 5th row held out as its test set), each training file written as Parquet in 1, 2, 4 and 8
+files of consecutive rows (the partitions), for every mergeable learner (adagrad, mission, bear;
+logistic loss, defaults otherwise). Sequential: ``train`` with ``--passes 1`` and ``--passes 3``
+over the same files in the same order. Engine: 3 passes of iterative parameter mixing on a
+LocalCluster of 2 worker processes (one cluster for the whole section; the model after pass 1 is
+taken from the run). Columns: progressive error of pass 1 (sequential / engine), test error after
+1 and 3 passes (sequential / engine) and the gaps in points, bytes per merge (the largest
+accumulator a task sends), peak worker RSS.
+
+Throughput (``--skip-speed``): 1,000,000 examples, gen_sparse.py's 200,000-example file five times, as Parquet (one file,
+its row groups the partitions), one pass of adagrad: the single-process CLI, and the CLI with
+``--engine dask --workers 1`` and ``2`` (embedded cluster, started and stopped by the run):
+wall seconds, examples/s, CPU-seconds per example (the command's own CPU and its children's,
+workers included) and the ratios to the CLI; the engine's fixed overhead per pass is the pass
+time on a 3,000-example input (same ``-b``), and its start-up + shutdown the rest of the wall.
+
+Run: ``python3 benchmarks/distributed.py`` (needs ../shared and ``pip install 'dask[distributed]'``).
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+_HERE = str(Path(__file__).resolve().parent)
+if sys.path and os.path.abspath(sys.path[0]) == _HERE:  # this file is named like the dask.distributed package:
+    sys.path.append(sys.path.pop(0))                      # look here last
+from _common import CACHE, DATASETS, ROOT, gen_sparse, need_shared, table  # noqa: E402
+
+sys.path.insert(0, str(ROOT))
+
+SETS = {
+    "a9a": ("a9a/a9a_train.libsvm.gz", "a9a/a9a_test.libsvm.gz"),
+    "ijcnn1": ("ijcnn1/ijcnn1_train.libsvm.gz", "ijcnn1/ijcnn1_test.libsvm.gz"),
+    "news20_binary": ("news20/news20_binary_train.vw.gz", "news20/news20_binary_test.vw.gz"),
+    "covtype": ("covtype_subset20k/covtype_subset20k.libsvm.gz", None),
+}
+LEARNERS = ("adagrad", "mission", "bear")
+PARTS = (1, 2, 4, 8)
+
+
+def _lines(path):
+    with gzip.open(path, "rt") as f:
+        return f.readlines()
+
+
+def prepare(name, parts):
+    """``(dir of `parts` Parquet files, test file)`` of data set ``name`` (cached)."""
+    from streamlearn.api import ConvertConfig, convert
+
+    train, test = SETS[name]
+    base = CACHE / "distributed" / name
+    out = base / f"p{parts}"
+    test_path = base / ("test" + (".vw" if train.endswith(".vw.gz") else ".libsvm"))
+    if out.exists() and test_path.exists():
+        return out, test_path
+    base.mkdir(parents=True, exist_ok=True)
+    lines = _lines(DATASETS / train)
+    if test is None:  # covtype: every 5th row is the test set
+        test_lines = lines[4::5]
+        lines = [ln for i, ln in enumerate(lines) if i % 5 != 4]
+    else:
+        test_lines = _lines(DATASETS / test)
+    test_path.write_text("".join(test_lines))
+    out.mkdir(exist_ok=True)
+    n = len(lines)
+    ext = ".vw" if train.endswith(".vw.gz") else ".libsvm"
+    for i in range(parts):
+        chunk = base / f"chunk{ext}"
+        chunk.write_text("".join(lines[i * n // parts:(i + 1) * n // parts]))
+        convert(ConvertConfig(inputs=[str(chunk)], output=str(out / f"part{i:02d}.parquet"), quiet=True))
+        chunk.unlink()
+    return out, test_path
+
+
+def test_error(model, test):
+    from streamlearn.api import RunConfig, predict
+    return predict(RunConfig(data=[str(test)], initial_model=str(model), quiet=True))["error_rate"]
+
+
+def accuracy(args):
+    from distributed import LocalCluster
+
+    from streamlearn.api import RunConfig, train
+    from streamlearn.distributed.engine import _write_model, train_dask
+
+    rows = []
+    work = CACHE / "distributed" / "models"
+    work.mkdir(parents=True, exist_ok=True)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                      silence_logs=50) as cluster:
+        for name in args.sets:
+            for algo in args.learners:
+                hyper = {"loss_function": "logistic"}
+                seq = {}
+                d1, test = prepare(name, 1)
+                for passes in (1, 3):
+                    m = work / f"seq{passes}.slm"
+                    s = train(RunConfig(data=[str(d1)], algo=algo, hyper=hyper, passes=passes, quiet=True,
+                                        final_model=str(m)))
+                    seq[passes] = (s["error_rate"], test_error(m, test))
+                for parts in args.parts:
+                    d, _ = prepare(name, parts)
+                    m1 = work / "eng1.slm"
+                    m3 = work / "eng3.slm"
+
+                    def keep(p, state, m1=m1):
+                        if p == 1:
+                            _write_model(str(m1), state)
+                    t0 = time.perf_counter()
+                    s = train_dask(RunConfig(data=[str(d)], algo=algo, hyper=hyper, passes=3, quiet=True,
+                                             final_model=str(m3)), scheduler=cluster.scheduler_address,
+                                   on_pass=keep)
+                    wall = time.perf_counter() - t0
+                    e = s["engine"]["passes"]
+                    t1, t3 = test_error(m1, test), test_error(m3, test)
+                    rows.append({
+                        "data": name, "algo": algo, "parts": parts,
+                        "prog1 seq": f"{seq[1][0]:.4f}", "prog1 eng": f"{e[0]['progressive_error']:.4f}",
+                        "prog3 eng": f"{e[2]['progressive_error']:.4f}",
+                        "test1 seq": f"{seq[1][1]:.4f}", "test1 eng": f"{t1:.4f}",
+                        "gap1 pt": f"{100 * (t1 - seq[1][1]):+.2f}",
+                        "test3 seq": f"{seq[3][1]:.4f}", "test3 eng": f"{t3:.4f}",
+                        "gap3 pt": f"{100 * (t3 - seq[3][1]):+.2f}",
+                        "merge MB": f"{max(p['merge_bytes'] for p in e) / 1e6:.2f}",
+                        "s/pass": f"{wall / 3:.1f}",
+                        "worker RSS MB": f"{max(p['peak_worker_rss'] for p in e) / 1e6:.0f}",
+                    })
+                    print(table(rows[-1:], list(rows[-1])), flush=True) if args.verbose else None
+    cols = list(rows[0]) if rows else []
+    print("\nAccuracy: sequential vs --engine dask (2 workers, iterative parameter mixing), logistic loss; "
+          "error rates; gap = engine - sequential test error, in points")
+    print(table(rows, cols))
+    within = [r for r in rows if abs(float(r["gap3 pt"])) <= 0.5]
+    print(f"\nwithin 0.5 point after 3 passes: {len(within)}/{len(rows)}")
+
+
+def _run_timed(cmd):
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                       cwd=str(CACHE))  # not here: python -m puts the cwd first, and this file is named distributed.py
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if r.returncode:
+        sys.exit(f"failed: {' '.join(map(str, cmd))}\n{r.stderr[-3000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, r.stderr
+
+
+def speed(args):
+    # gen_sparse.py's 200,000-example file five times over (generating 1,000,000 distinct
+    # examples takes gen_sparse.py an hour on a loaded 2-core machine; throughput is the same)
+    n = 1_000_000
+    _, ls = gen_sparse(200_000)
+    pq = CACHE / "gs200000x5.parquet"
+    if not pq.exists():
+        subprocess.run([sys.executable, "-m", "streamlearn", "convert", *[str(ls)] * 5, "-o", str(pq)], check=True,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    import pyarrow.parquet as pqm
+    groups = pqm.ParquetFile(pq).metadata.num_row_groups
+    small = CACHE / "distributed" / "gs_small.parquet"
+    if not small.exists():
+        small.parent.mkdir(parents=True, exist_ok=True)
+        head = CACHE / "distributed" / "gs_small.libsvm"
+        with open(ls) as f, open(head, "w") as g:
+            for i, line in zip(range(3000), f):
+                g.write(line)
+        subprocess.run([sys.executable, "-m", "streamlearn", "convert", str(head), "-o", str(small)], check=True,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    cli = [sys.executable, "-m", "streamlearn", "train"]
+    out = CACHE / "distributed" / "speed.slm"
+    metrics = CACHE / "distributed" / "speed.json"
+    rows = []
+    base = None
+    for label, extra in (("CLI (one process)", []), ("--engine dask --workers 1", ["--engine", "dask", "--workers", "1"]),
+                         ("--engine dask --workers 2", ["--engine", "dask", "--workers", "2"])):
+        best = None
+        for _ in range(args.repeat):
+            wall, cpu, err = _run_timed(cli + [str(pq), "-f", str(out), "--metrics", str(metrics)] + extra)
+            m = json.loads(metrics.read_text())
+            if best is None or wall < best[0]:
+                best = (wall, cpu, m)
+        wall, cpu, m = best
+        ex = m["examples"]
+        row = {"run": label, "wall s": f"{wall:.2f}", "ex/s": f"{ex / wall:,.0f}",
+               "CPU us/ex": f"{1e6 * cpu / ex:.2f}", "avg loss": f"{m['average_loss']:.4f}"}
+        if "engine" in m:
+            p = m["engine"]["passes"][0]
+            row["pass s"] = f"{p['seconds']:.2f}"
+            row["merge MB"] = f"{p['merge_bytes'] / 1e6:.1f}"
+            row["worker RSS MB"] = f"{p['peak_worker_rss'] / 1e6:.0f}"
+        if base is None:
+            base = (wall, cpu)
+        row["ex/s vs CLI"] = f"{base[0] / wall:.2f}x"
+        row["CPU/ex vs CLI"] = f"{cpu / base[1]:.2f}x"
+        rows.append(row)
+    over = []
+    for w in (1, 2):
+        _run_timed(cli + [str(small), "-f", str(out), "--metrics", str(metrics), "--engine", "dask",
+                          "--workers", str(w), "--passes", "3"])
+        m = json.loads(metrics.read_text())
+        over.append(f"{w} worker{'s' if w > 1 else ''}: " + ", ".join(f"{p['seconds']:.2f}" for p in m["engine"]["passes"]))
+    print(f"\nThroughput: gen_sparse.py n=200,000 x 5 = {n:,} examples as one Parquet file ({pq.stat().st_size / 1e6:.0f} MB, {groups} row "
+          f"groups), adagrad (VW's default rule, C kernel), one pass, -b 18; best of {args.repeat}; "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print(table(rows, ["run", "wall s", "ex/s", "ex/s vs CLI", "CPU us/ex", "CPU/ex vs CLI", "pass s", "merge MB",
+                       "worker RSS MB", "avg loss"]))
+    print("engine fixed overhead per pass (seconds per pass of 3 on 3,000 examples, the first with the workers' "
+          "imports): " + "; ".join(over))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
+    ap.add_argument("--learners", nargs="+", default=list(LEARNERS), choices=list(LEARNERS))
+    ap.add_argument("--parts", nargs="+", type=int, default=list(PARTS))
+    ap.add_argument("--skip-accuracy", action="store_true")
+    ap.add_argument("--skip-speed", action="store_true")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--verbose", action="store_true")
+    args = ap.parse_args()
+    need_shared()
+    print(f"load average at start: {os.getloadavg()[0]:.1f}")
+    if not args.skip_speed:
+        speed(args)
+    if not args.skip_accuracy:
+        accuracy(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,336 @@
+"""``train --engine dask``: iterative parameter mixing on ``dask.distributed``.
+
+Every pass (McDonald, Hall & Mann 2010, iterative parameter mixing; the merge is VW's AllReduce
+rule for adaptive updates, Agarwal et al. 2014): each partition
+(:mod:`~streamlearn.distributed.partitions`) is learned in one task, one progressive-validation
+pass from the current merged state, on the worker that reads it (the client moves no data,
+only states); the tasks' accumulators (:func:`~streamlearn.distributed.merge.lift`) are summed by
+a tree of tasks, ``split_every`` = 8 at a time, into the next merged state, which is broadcast
+to the next pass. The progressive loss each pass reports is *per-pass progressive loss under
+mixing*: every example is predicted by its worker's model, which has learned from the merged
+state plus the part of its own partition read so far, not from the whole stream before it.
+
+Faults: tasks are pure functions of (state, partition, settings) and write nothing, so Dask
+re-runs a task whose worker was lost; a partition that fails to parse fails the run naming its
+file (``skip_bad_partitions``: it is left out of that pass and named in a warning); the model is
+written, atomically, at the end (``save_every_pass``: after every pass too).
+
+Embedded cluster: without a scheduler address, a ``LocalCluster`` of ``workers`` processes
+(default: the cores), one thread each, each with an equal share of the memory as its limit,
+starts and stops inside the run; its dashboard address is logged.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import fields
+
+
+from ..errors import ConfigError, InputError, StreamlearnError
+from .merge import MergeError, State, _rule, combine, finish, learner_of, lift, state_nbytes, state_of
+from .partitions import plan_partitions
+
+__all__ = ["train_dask", "train_partition", "SPLIT_EVERY", "INSTALL_HINT", "require_dask"]
+
+SPLIT_EVERY = 8
+INSTALL_HINT = ("--engine dask needs dask.distributed, an optional extra: "
+                "pip install 'streamlearn[dask]' (or pip install 'dask[distributed]')")
+
+#: RunConfig fields that the engine does not take (outputs written per example or in order)
+_UNSUPPORTED = (("predictions", "-p"), ("raw_predictions", "-r"), ("audit", "--audit"),
+                ("invert_hash", "--invert_hash"), ("readable_model", "--readable_model"),
+                ("test_only", "-t"), ("save_on_interrupt", "--save_on_interrupt"),
+                ("probabilities", "--probabilities"), ("select_out", "--select_out"))
+
+
+def require_dask():
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise ConfigError(INSTALL_HINT) from None
+    return distributed
+
+
+# -- the tasks (pure: same inputs, same outputs; nothing written) ------------------------------
+
+
+def _evaluation_fields(ev) -> dict:
+    return {f.name: getattr(ev, f.name) for f in fields(ev) if f.name != "t0"}
+
+
+def train_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, use_c: bool = True):
+    """One pass of the learner ``base`` over partition ``part``: ``(accumulator, stats)``
+    (``accumulator`` None for a skipped partition). ``use_c``: the client's kernel backend
+    choice (``STREAMLEARN_NO_C``), which the worker's kernel seam follows."""
+    import resource
+
+    from .. import kernels
+
+    from ..memory import bound_malloc
+
+    if kernels._use_c != bool(use_c):
+        kernels.configure(use_c=bool(use_c))
+    bound_malloc()  # the CLI's malloc tuning for the reader pipeline (once per worker process)
+
+    from ..api import _reader_config
+    from ..evaluate import run_stream
+    from ..io.source import read_batches
+
+    t0 = time.perf_counter()
+    cpu0 = time.process_time()
+    learner = learner_of(base)
+    rc = _reader_config(cfg, base.reader, keep_names)
+    rc.parse_threads = 1
+
+    def batches():
+        if part.parquet:
+            from ..io.parquet import read_parquet_file
+            yield from read_parquet_file(part.path, rc, row_groups=part.row_groups)
+        else:
+            yield from read_batches([part.path], rc)
+
+    from ..io.prefetch import prefetch
+
+    stream = prefetch(batches(), 1)  # read (and decode) ahead on a thread while the learner runs, as the CLI does
+    if base.reader.get("unit_norm"):
+        from ..batch import unit_norm_rows
+        stream = map(unit_norm_rows, stream)
+    stats = {"partitions": 1, "skipped": [], "warnings": []}
+    errors = []
+    try:
+        ev = run_stream(learner, stream, learn=True, strict=cfg.strict, binary=bool(base.reader.get("binary")),
+                        on_errors=lambda errs: errors.extend(errs[:10 - len(errors)]))
+    except StreamlearnError as e:
+        msg = str(e) if part.path in str(e) else f"{part}: {e}"
+        if not skip_bad:
+            raise InputError(msg) from None
+        stats["skipped"] = [msg]
+        return None, stats
+    acc = lift(state_of(learner, base.reader), base)
+    stats.update(ev=_evaluation_fields(ev), warnings=[f"{s}:{ln}: {r}" for s, ln, r in errors],
+                 seconds=time.perf_counter() - t0, cpu=time.process_time() - cpu0,
+                 acc_bytes=state_nbytes(acc), max_acc_bytes=state_nbytes(acc),
+                 rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    return acc, stats
+
+
+def _add_stats(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        if k not in out:
+            out[k] = v
+        elif k == "ev":
+            e = dict(out[k])
+            for f, x in v.items():
+                if f == "binary_labels":
+                    e[f] = e[f] and x
+                elif f == "label_lo":
+                    e[f] = min(e[f], x)
+                elif isinstance(x, (int, float)) and not isinstance(x, bool):
+                    e[f] = e[f] + x
+            out[k] = e
+        elif k in ("rss", "max_acc_bytes"):
+            out[k] = max(out[k], v)
+        elif isinstance(v, list):
+            out[k] = out[k] + v
+        elif isinstance(v, (int, float)):
+            out[k] = out[k] + v
+    return out
+
+
+def combine_results(*results):
+    """Sum ``(accumulator, stats)`` pairs (a tree node: associative)."""
+    accs = [a for a, _ in results if a is not None]
+    stats = results[0][1]
+    for _, s in results[1:]:
+        stats = _add_stats(stats, s)
+    return (combine(accs) if accs else None), stats
+
+
+def finish_pass(result, base: State):
+    """The merged state of a pass (``base`` if every partition was skipped) and its stats."""
+    acc, stats = result
+    return (base if acc is None else finish(acc, base)), stats
+
+
+# -- the client -------------------------------------------------------------------------------
+
+
+def _start_cluster(scheduler, workers, log):
+    distributed = require_dask()
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        client = Client(scheduler)
+        log(f"dask: scheduler {scheduler} ({len(client.scheduler_info().get('workers', {}))} workers), "
+            f"dashboard {client.dashboard_link}")
+        return client, None
+    from ..memory import physical_memory
+
+    n = int(workers or os.cpu_count() or 1)
+    ram = physical_memory()
+    limit = int(ram * 0.9 / n) if ram else "auto"
+    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=limit,
+                           dashboard_address=":0", silence_logs=40)
+    client = Client(cluster)
+    log(f"dask: LocalCluster of {n} worker processes (memory limit "
+        f"{'auto' if limit == 'auto' else f'{limit / 2**30:.1f} GiB'} each), dashboard {client.dashboard_link}"
+        f" (dask.distributed {distributed.__version__})")
+    return client, cluster
+
+
+def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, save_every_pass=False, log=None,
+               on_pass=None):
+    """``train`` over ``cfg`` (:class:`streamlearn.api.RunConfig`) with iterative parameter
+    mixing on Dask (module docstring); returns the run summary (``summary['engine']``: per-pass
+    losses, partitions, bytes per merge, seconds, peak worker RSS). ``on_pass(p, state)`` is
+    called with each pass's merged :class:`~streamlearn.distributed.merge.State` (p from 1)."""
+    from ..api import _check_inputs, _output_plan, _reader_settings, load_model, make_learner
+    from ..evaluate import Evaluation, ProgressSchedule
+    from ..io.model_file import encode_model
+    from ..report import settings_lines, summary_lines
+
+    log = log or (lambda line: None)
+    require_dask()
+    for name, flag in _UNSUPPORTED:
+        if getattr(cfg, name):
+            raise ConfigError(f"{flag} is not available with --engine dask (the workers predict in parallel; "
+                              "run 'streamlearn predict' on the model afterwards)")
+    if workers is not None and scheduler:
+        raise ConfigError("--workers sizes the embedded cluster; with --scheduler the cluster's workers are used")
+    if workers is not None and workers < 1:
+        raise ConfigError("--workers must be >= 1")
+    if cfg.passes < 1:
+        raise ConfigError("--passes must be >= 1")
+    try:
+        ProgressSchedule(cfg.progress)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    _check_inputs(cfg.data)
+    plan = _output_plan(cfg, True)
+    if cfg.initial_model:
+        learner, reader, _ = load_model(cfg.initial_model)
+        if cfg.algo and cfg.algo != learner.name:
+            raise ConfigError(f"--algo {cfg.algo} differs from the model's {learner.name}")
+        try:
+            learner.override(**cfg.hyper)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+    else:
+        learner = make_learner(cfg.algo or "adagrad", cfg.hyper)
+        reader = _reader_settings(cfg)
+    base = state_of(learner, reader)
+    try:
+        _rule(base)
+    except MergeError as e:
+        raise ConfigError(f"{e}: --engine dask cannot mix it") from None
+    keep_names = bool(cfg.keep_names if cfg.keep_names is not None else learner.wants_names)
+    n_hint = workers or (None if scheduler else os.cpu_count()) or 1
+    parts = plan_partitions(cfg.data, min_parts=int(n_hint), log=log, skip_bad=skip_bad_partitions)
+    if not cfg.quiet:
+        for line in settings_lines(cfg, learner, reader, True):
+            log(line)
+        log(f"engine = dask, {len(parts)} partitions, {cfg.passes} passes of iterative parameter mixing")
+    from .. import kernels
+
+    use_c = kernels._use_c
+    client, cluster = _start_cluster(scheduler, workers, log if not cfg.quiet else (lambda line: None))
+    t_start = time.perf_counter()
+    total_ev = None
+    per_pass = []
+    try:
+        if scheduler and not client.scheduler_info().get("workers"):
+            client.wait_for_workers(1, timeout=60)
+        client.run(_prepare_worker)  # imports on every worker at once, before the first pass is timed
+        for p in range(cfg.passes):
+            t0 = time.perf_counter()
+            bf = client.scatter(base, broadcast=True, hash=False)
+            level = [client.submit(train_partition, bf, part, cfg, keep_names, skip_bad_partitions, use_c,
+                                   key=f"streamlearn-pass{p}-part{i}-{id(bf)}", pure=False)
+                     for i, part in enumerate(parts)]
+            depth = 0
+            while len(level) > 1:
+                depth += 1
+                level = [client.submit(combine_results, *level[i:i + SPLIT_EVERY],
+                                       key=f"streamlearn-pass{p}-merge{depth}-{i}-{id(bf)}", pure=False)
+                         for i in range(0, len(level), SPLIT_EVERY)]
+            root = client.submit(finish_pass, level[0], bf, key=f"streamlearn-pass{p}-finish-{id(bf)}", pure=False)
+            try:
+                base, stats = root.result()
+            except StreamlearnError:
+                raise
+            except Exception as e:  # a task's own error (not a lost worker: those are re-run)
+                raise StreamlearnError(f"--engine dask: pass {p + 1} failed: {type(e).__name__}: {e}") from None
+            secs = time.perf_counter() - t0
+            for msg in stats.get("skipped", []):
+                log(f"warning: skipped partition (--skip_bad_partitions): {msg}")
+            if not cfg.quiet:
+                for w in stats.get("warnings", [])[:10]:
+                    log(f"warning: {w}; line skipped")
+            ev = stats.get("ev")
+            if ev is None:
+                raise InputError("every partition failed to parse (skipped): nothing was learned")
+            total_ev = ev if total_ev is None else _add_stats({"ev": total_ev}, {"ev": ev})["ev"]
+            avg = ev["loss_sum"] / ev["weighted_labeled"] if ev["weighted_labeled"] > 0 else float("nan")
+            err = ev["err_sum"] / ev["weighted_labeled"] if ev["weighted_labeled"] > 0 else float("nan")
+            per_pass.append({"pass": p + 1, "examples": ev["examples"], "progressive_loss": avg,
+                             "progressive_error": err,
+                             "seconds": secs, "task_seconds": stats.get("seconds", 0.0),
+                             "task_cpu_seconds": stats.get("cpu", 0.0),
+                             "merge_bytes": stats.get("max_acc_bytes", 0), "state_bytes": state_nbytes(base),
+                             "peak_worker_rss": stats.get("rss", 0), "skipped_partitions": len(stats.get("skipped", []))})
+            if not cfg.quiet:
+                log(f"pass {p + 1}: per-pass progressive loss under mixing {avg:.6f} over {ev['examples']} examples, "
+                    f"{len(parts)} partitions, {secs:.2f} s")
+            if on_pass is not None:
+                on_pass(p + 1, base)
+            if save_every_pass and cfg.final_model and p + 1 < cfg.passes:
+                _write_model(cfg.final_model, base)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    learner = learner_of(base)
+    ev = Evaluation(learner.loss_name, learner.loss.classification, learner.multiclass,
+                    bool(learner.multiclass and learner.native_multiclass))
+    for k, v in total_ev.items():
+        setattr(ev, k, v)
+    ev.t0 = t_start
+    summary = ev.summary(learner.loss)
+    summary.update(algo=learner.name, learner=learner.extra_summary(), model_bytes=None,
+                   engine={"name": "dask", "partitions": len(parts), "passes": per_pass,
+                           "loss_note": "per-pass progressive loss under mixing"})
+    try:
+        if cfg.final_model:
+            meta, arrays = learner.state_dict()
+            model = encode_model(learner.name, meta, arrays, base.reader)
+            summary["model_bytes"] = model.size
+            plan.stage("-f", model.write_to)
+        summary["model_array_bytes"] = learner.model_arrays_bytes
+        if cfg.metrics:
+            from ..outputs import metrics_text
+            plan.stage("--metrics", lambda f: f.write(metrics_text(summary).encode()))
+        plan.commit()
+    finally:
+        plan.discard()
+    if not cfg.quiet:
+        for line in summary_lines(summary):
+            log(line)
+        log("(average loss: the progressive loss of all passes, each under mixing: every example predicted by "
+            "its worker's model, not by one model that saw every example before it)")
+    return summary
+
+
+def _prepare_worker() -> None:
+    """Import what a task needs (a worker that joins later imports it in its first task)."""
+    from .. import api  # noqa: F401
+    from ..io import parquet  # noqa: F401
+
+
+def _write_model(path: str, state: State) -> None:
+    """``--save_every_pass``: the merged state so far, written atomically."""
+    from ..io.model_file import encode_model, write_encoded
+
+    learner = learner_of(state)
+    meta, arrays = learner.state_dict()
+    write_encoded(path, encode_model(learner.name, meta, arrays, state.reader))

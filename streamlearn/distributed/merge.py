@@ -1,0 +1,563 @@
+"""Mergeable model states: per learner, a pure merge of saved states (plain NumPy arrays).
+
+A :class:`State` is what a model file holds (``algo``, ``meta``, ``arrays``, the reader's
+hashing settings) with every array dense and NumPy: it pickles (and cloudpickles) as plain
+data, and no numba object crosses the wire. :func:`merge_states` combines the states that
+nodes reached from one common ``base`` (the state they all started from; a fresh learner
+when the models were trained from scratch) into one. It is written as
+``finish(combine(lift(s) for s in states))`` so that a tree reduction (Dask's ``split_every``)
+gives exactly what one flat merge gives: :func:`lift` turns a state into an accumulator of
+sums, :func:`combine` adds accumulators (associative and commutative), :func:`finish` turns the
+total into a state.
+
+Rules (each tested on its own against its definition, ``tests/test_distributed.py``):
+
+* **adagrad** (VW's ``gd``, any of its rules), **one-against-all** (per class) and the softmax
+  learner: VW's AllReduce / ``vw-merge`` rule for adaptive updates (``accumulate.cc``,
+  ``accumulate_weighted_avg`` / ``do_weighting``; ``gd.cc``, ``merge_weights_with_save_resume``):
+  with ``G_i`` node i's accumulated squared gradients of a coordinate,
+  ``w = sum_i G_i w_i / sum_i G_i``, ``G = sum_i G_i^2 / sum_i G_i`` and the normalizer
+  ``N = sum_i G_i N_i / sum_i G_i`` (VW's "crude max"); where ``sum_i G_i = 0`` the weight is 0
+  and ``N`` the sum (VW leaves it unweighted). Note that VW's rule, which the issue calls
+  "accumulators summed", gives the G-weighted mean of ``G``, not its sum: the sum would grow
+  K-fold on every mixing round. Without ``--adaptive`` the weights (and ``N``) are averaged
+  in proportion to the examples each node learned (VW's ``merge_weights_simple``).
+  VW's additive scalars (``normalized_sum_norm_x``, ``total_weight``, t) and the example
+  counts are summed over what each node added to the base; the label range is the union.
+  ``--l1`` / ``--l2`` states are folded into the weights first (VW's ``sync_weights``).
+* **bear / mission**: a Count Sketch is linear, so the merged sketch is exactly the sketch of
+  the merged weights: cell by cell the average of the node sketches weighted by the examples
+  each learned (a sum with unit weights; same seeds and width required, and checked). The
+  top-k heap is rebuilt from the merged sketch over the union of the nodes' heap members
+  (QUERYed, the k largest ``|w|`` kept, names kept); HyperLogLog registers take their maximum
+  (an exact union); BEAR's oLBFGS history is restarted (its pairs belong to one trajectory);
+  iteration counts are summed.
+* **oja-son, fd-son, rfd-son**: no merge rule yet (:class:`MergeError`). Their weights live in
+  per-feature hash tables beside the sketch (``w = u_bar + Z^T b``); :func:`fd_merge` is the
+  mergeable-summary step their merge will use (Liberty 2013; Ghashami et al. 2016: stacking two
+  frequent-directions sketches and shrinking keeps the FD error bound).
+
+States must agree on the learner, every hyper-parameter and the hashing settings
+(:func:`check_compatible` names the first difference).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["State", "MergeError", "state_of", "learner_of", "fresh_state", "check_compatible", "lift",
+           "combine", "finish", "merge_states", "fd_merge", "murmur3_u32", "sketch_positions",
+           "sketch_query", "state_nbytes"]
+
+
+class MergeError(ValueError):
+    """States that cannot be merged (different learners, hyper-parameters, hashing settings, or
+    a learner without a merge rule)."""
+
+
+@dataclass
+class State:
+    """A learner's saved state as plain data: ``algo``, JSON-able ``meta``, dense NumPy
+    ``arrays`` and the ``reader`` (hashing) settings of the model file."""
+
+    algo: str
+    meta: dict
+    arrays: dict
+    reader: dict = field(default_factory=dict)
+
+    @property
+    def examples(self) -> int:
+        return int(self.meta.get("examples_learned", 0))
+
+
+def state_nbytes(obj) -> int:
+    """Bytes of the arrays in a state or accumulator (what a merge moves)."""
+    if isinstance(obj, State):
+        return sum(int(a.nbytes) for a in obj.arrays.values())
+    if isinstance(obj, dict):
+        return sum(state_nbytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(state_nbytes(v) for v in obj)
+    if isinstance(obj, np.ndarray):
+        return int(obj.nbytes)
+    return 0
+
+
+def _dense(a):
+    from ..memory import SparseTable
+
+    if isinstance(a, SparseTable):
+        return np.array(a.dense(), copy=True)
+    return np.array(a, copy=True)
+
+
+def state_of(learner, reader: dict) -> State:
+    """The :class:`State` of ``learner`` (buffered updates learned first: ``finish()``)."""
+    learner.finish()
+    meta, arrays = learner.state_dict()
+    import json
+
+    meta = json.loads(json.dumps(meta))  # plain JSON data, as a model file holds it
+    return State(learner.name, meta, {k: _dense(v) for k, v in arrays.items()}, dict(reader))
+
+
+def learner_of(state: State):
+    """The learner of ``state`` (``ValueError`` for a state that does not fit its learner)."""
+    from ..algos import learner_from_state
+
+    return learner_from_state(state.algo, state.meta, state.arrays)
+
+
+def fresh_state(like: State) -> State:
+    """The state of a new learner with ``like``'s hyper-parameters (what training from
+    scratch starts from)."""
+    from ..algos import make_learner
+
+    return state_of(make_learner(like.algo, dict(like.meta["hyper"])), like.reader)
+
+
+# -- compatibility ------------------------------------------------------------------------------
+
+
+#: arrays whose shape may differ between nodes: BEAR's oLBFGS ring (its capacity grows; restarted)
+_FREE_ARRAYS = ("rs_keys", "rs_vals", "rr_keys", "rr_vals")
+
+
+def check_compatible(states, names=None) -> None:
+    """:class:`MergeError` naming the first difference between the states (and which inputs,
+    ``names``) in learner, reduction, hyper-parameters, update rule or hashing settings."""
+    names = names or [f"model {i + 1}" for i in range(len(states))]
+    a, na = states[0], names[0]
+    if a.algo not in _RULES:
+        raise MergeError(f"{na}: --algo {a.algo} has no merge rule yet (mergeable: {', '.join(_RULES)})")
+    for b, nb in zip(states[1:], names[1:]):
+        def differ(what, x, y):
+            raise MergeError(f"{na} and {nb} differ in {what}: {x!r} vs {y!r}; only models trained with the "
+                             "same learner, hyper-parameters and hashing settings can be merged")
+        if a.algo != b.algo:
+            differ("--algo", a.algo, b.algo)
+        for k in ("reduction", "update_rule"):
+            if a.meta.get(k) != b.meta.get(k):
+                differ(k.replace("_", " "), a.meta.get(k), b.meta.get(k))
+        ha, hb = a.meta.get("hyper", {}), b.meta.get("hyper", {})
+        for k in sorted(set(ha) | set(hb)):
+            if ha.get(k) != hb.get(k):
+                differ(f"--{k}", ha.get(k), hb.get(k))
+        for k in sorted(set(a.reader) | set(b.reader)):
+            if a.reader.get(k) != b.reader.get(k):
+                differ(f"the hashing setting {k}", a.reader.get(k), b.reader.get(k))
+        for k in sorted(set(a.arrays) | set(b.arrays)):
+            if k.rsplit(".", 1)[-1] in _FREE_ARRAYS or k.rsplit(".", 1)[-1].startswith("pend_"):
+                continue  # restarted (BEAR's ring) or required empty (a pending minibatch)
+            x, y = a.arrays.get(k), b.arrays.get(k)
+            if x is None or y is None or x.shape != y.shape or x.dtype != y.dtype:
+                differ(f"the array {k}", None if x is None else (x.shape, str(x.dtype)),
+                       None if y is None else (y.shape, str(y.dtype)))
+        if "seeds" in a.arrays and not np.array_equal(a.arrays["seeds"], b.arrays["seeds"]):
+            differ("the Count Sketch seeds", "…", "…")
+
+
+# -- AdaGrad family: VW's do_weighting ----------------------------------------------------------
+
+
+def _linear_lift(w, G, N, lam, adaptive: bool, has_n=None) -> dict:
+    """Accumulator of one weight table (``w``, its squared-gradient sums ``G``, normalizer ``N``)."""
+    w = np.asarray(w, np.float64)
+    N = np.asarray(N, np.float64)
+    if has_n is None:
+        has_n = N.shape[0] > 1 or N.shape == w.shape
+    if adaptive:
+        G = np.asarray(G, np.float64)
+        out = {"wG": w * G, "G": G.copy(), "GG": G * G}
+        if has_n:
+            out["NG"] = (N.reshape(-1, 1) * G.reshape(N.shape[0], -1)).reshape(-1) if N.shape != G.shape else N * G
+            out["Nsum"] = N.copy()
+        return out
+    out = {"wl": lam * w, "lam": np.array([lam]), "wsum": w.copy(), "n": np.array([1.0])}
+    if has_n:
+        out["Nl"], out["Nsum"] = lam * N, N.copy()
+    return out
+
+
+def _sparse_sum(a: dict, b: dict) -> dict:
+    """The sum of two sparse column sets ``{"idx": sorted indices, col: values}``."""
+    idx = np.concatenate([a["idx"], b["idx"]])
+    order = np.argsort(idx, kind="stable")
+    idx = idx[order]
+    uniq, start = np.unique(idx, return_index=True)
+    out = {"idx": uniq}
+    for k in a:
+        if k != "idx":
+            out[k] = np.add.reduceat(np.concatenate([a[k], b[k]])[order], start) if len(idx) else a[k][:0]
+    return out
+
+
+def _linear_finish(acc: dict, adaptive: bool, w_shape, G_shape, N_shape, n_rows=None):
+    """``(w, G, N)`` (float32) of a summed :func:`_linear_lift` accumulator."""
+    if adaptive:
+        Gs = acc["G"]
+        pos = Gs > 0
+        safe = np.where(pos, Gs, 1.0)
+        w = np.where(pos, acc["wG"] / safe, 0.0)  # VW: *weight = 0 where no node has a gradient
+        G = np.where(pos, acc["GG"] / safe, 0.0)
+        if "NG" in acc:
+            Grow = Gs if Gs.shape == acc["Nsum"].shape else Gs.reshape(acc["Nsum"].shape[0], -1).sum(axis=1)
+            NG = acc["NG"] if acc["NG"].shape == acc["Nsum"].shape else \
+                acc["NG"].reshape(acc["Nsum"].shape[0], -1).sum(axis=1)
+            rpos = Grow > 0
+            N = np.where(rpos, NG / np.where(rpos, Grow, 1.0), acc["Nsum"])
+        else:
+            N = np.zeros(N_shape)
+    else:
+        G = np.zeros(G_shape)
+        lam = float(acc["lam"][0])
+        if lam > 0:
+            w = acc["wl"] / lam
+            N = acc["Nl"] / lam if "Nl" in acc else np.zeros(N_shape)
+        else:  # no node learned anything: the plain mean
+            n = float(acc["n"][0])
+            w = acc["wsum"] / n
+            N = acc["Nsum"] / n if "Nsum" in acc else np.zeros(N_shape)
+    return (w.astype(np.float32).reshape(w_shape), G.astype(np.float32).reshape(G_shape),
+            N.astype(np.float32).reshape(N_shape))
+
+
+#: AdaGrad's ``scal``: which entries add (sum_norm_x, total_weight, t), which are the label range
+_SCAL_ADD = (0, 1, 4)
+
+
+def _adagrad_lift(meta, arrays, base_meta, base_arrays, lam) -> dict:
+    """Sparse: only the coordinates where a node's ``w``, ``G`` or ``N`` is non-zero travel."""
+    w, G, N, scal = arrays["w"], arrays["G"], arrays["N"], np.asarray(arrays["scal"], np.float64)
+    if scal[5] != 0.0 or scal[6] != 1.0:
+        raise MergeError("an adagrad state with unfolded --l1/--l2 terms (learner.finish() folds them)")
+    n = w.shape[0]
+    adaptive = G.shape[0] == n
+    has_n = N.shape[0] == n
+    nz = w != 0
+    if adaptive:
+        nz |= G != 0
+    if has_n:
+        nz |= N != 0
+    idx = np.flatnonzero(nz)
+    cols = _linear_lift(w[idx], G[idx] if adaptive else G, N[idx] if has_n else N, lam, adaptive, has_n)
+    acc = {k: cols.pop(k) for k in ("lam", "n") if k in cols}
+    acc["sp"] = dict(cols, idx=idx)
+    bs = np.asarray(base_arrays["scal"], np.float64)
+    acc["dscal"] = np.array([scal[i] - bs[i] for i in _SCAL_ADD])
+    acc["lo"], acc["hi"] = np.array([scal[2]]), np.array([scal[3]])
+    return acc
+
+
+def _adagrad_finish(acc, base_meta, base_arrays):
+    bw, bG, bN = base_arrays["w"], base_arrays["G"], base_arrays["N"]
+    n = bw.shape[0]
+    adaptive, has_n = bG.shape[0] == n, bN.shape[0] == n
+    sp = dict(acc["sp"])
+    idx = sp.pop("idx")
+    sub = dict(sp, **{k: acc[k] for k in ("lam", "n") if k in acc})
+    w_, G_, N_ = _linear_finish(sub, adaptive, idx.shape, idx.shape if adaptive else bG.shape,
+                                idx.shape if has_n else bN.shape)
+    w = np.zeros(n, np.float32)
+    w[idx] = w_
+    G = np.zeros(bG.shape, np.float32)
+    N = np.zeros(bN.shape, np.float32)
+    if adaptive:
+        G[idx] = G_
+    if has_n:
+        N[idx] = N_
+    scal = np.array(base_arrays["scal"], np.float64)
+    for j, i in enumerate(_SCAL_ADD):
+        scal[i] += acc["dscal"][j]
+    scal[2], scal[3] = acc["lo"][0], acc["hi"][0]
+    scal[5], scal[6] = 0.0, 1.0
+    return {"w": w, "G": G, "N": N, "scal": scal}
+
+
+def _softmax_lift(meta, arrays, base_meta, base_arrays, lam) -> dict:
+    acc = _linear_lift(arrays["W"], arrays["G"], arrays["N"], lam, True)
+    s, bs = np.asarray(arrays["scal"], np.float64), np.asarray(base_arrays["scal"], np.float64)
+    acc["dscal"] = s - bs  # sum h ||x/N||^2, sum h: additive
+    return acc
+
+
+def _softmax_finish(acc, base_meta, base_arrays):
+    W, G, N = _linear_finish(acc, True, base_arrays["W"].shape, base_arrays["G"].shape, base_arrays["N"].shape)
+    return {"W": W, "G": G, "N": N, "scal": np.asarray(base_arrays["scal"], np.float64) + acc["dscal"]}
+
+
+# -- Count Sketch family -------------------------------------------------------------------------
+
+_M32 = np.uint64(0xFFFFFFFF)
+
+
+def _rotl(x, r):
+    return ((x << np.uint64(r)) | (x >> np.uint64(32 - r))) & _M32
+
+
+def murmur3_u32(keys, seed) -> np.ndarray:
+    """MurmurHash3 x86_32 of each uint32 key as 4 little-endian bytes (vectorised; the Count
+    Sketch's hash, ``_sketch_kernels._murmur3_u32``)."""
+    k = np.asarray(keys, np.uint64) & _M32
+    h = np.full(k.shape, np.uint64(int(seed) & 0xFFFFFFFF))
+    c1, c2 = np.uint64(0xCC9E2D51), np.uint64(0x1B873593)
+    k = (k * c1) & _M32
+    k = _rotl(k, 15)
+    k = (k * c2) & _M32
+    h ^= k
+    h = _rotl(h, 13)
+    h = (h * np.uint64(5) + np.uint64(0xE6546B64)) & _M32
+    h ^= np.uint64(4)
+    h ^= h >> np.uint64(16)
+    h = (h * np.uint64(0x85EBCA6B)) & _M32
+    h ^= h >> np.uint64(13)
+    h = (h * np.uint64(0xC2B2AE35)) & _M32
+    h ^= h >> np.uint64(16)
+    return h
+
+
+def sketch_positions(keys, seeds, width):
+    """``(buckets, signs)``, each ``(R, len(keys))``: the Count Sketch cells of the keys
+    (bucket ``(h * W) >> 32``, sign from the top bit of the sign hash)."""
+    keys = np.asarray(keys, np.uint32)
+    R = seeds.shape[0]
+    bk = np.empty((R, len(keys)), np.int64)
+    sg = np.empty((R, len(keys)))
+    for r in range(R):
+        hb = murmur3_u32(keys, seeds[r, 0])
+        hs = murmur3_u32(keys, seeds[r, 1])
+        bk[r] = ((hb * np.uint64(width)) >> np.uint64(32)).astype(np.int64)
+        sg[r] = np.where((hs >> np.uint64(31)) == 0, 1.0, -1.0)
+    return bk, sg
+
+
+def sketch_query(sk, seeds, keys) -> np.ndarray:
+    """QUERY one class's ``R x W`` sketch: the median over rows of ``sign * cell``."""
+    if len(keys) == 0:
+        return np.zeros(0)
+    bk, sg = sketch_positions(keys, seeds, sk.shape[1])
+    vals = sg * sk[np.arange(sk.shape[0])[:, None], bk]
+    return np.median(vals, axis=0)
+
+
+_FIB = np.uint64(0x9E3779B1)
+
+
+def _heap_arrays(keys, w, names, name_len, k, T):
+    """One class's heap (``hkeys, hw, htpos, hname, htbl, size, names, name_len``) of the
+    members ``keys`` with weights ``w``: sorted by ``|w|`` ascending (a valid min-heap), the
+    position map filled by linear probing from each key's home entry, name ids in slot order."""
+    n = len(keys)
+    hkeys = np.zeros(k, np.uint32)
+    hw = np.zeros(k)
+    htpos = np.zeros(k, np.int32)
+    hname = np.arange(k, dtype=np.int32)
+    htbl = np.full(T, -1, np.int32)
+    nm = np.zeros((k, names.shape[1]), np.uint8)
+    nl = np.zeros(k, np.int32)
+    order = np.lexsort((keys, np.abs(w)))
+    hkeys[:n], hw[:n] = keys[order], w[order]
+    nm[:n], nl[:n] = names[order], name_len[order]
+    tmask = T - 1
+    homes = (((hkeys[:n].astype(np.uint64) * _FIB) & _M32) >> np.uint64(8)).astype(np.int64) & tmask
+    for s in range(n):
+        i = int(homes[s])
+        while htbl[i] >= 0:
+            i = (i + 1) & tmask
+        htbl[i] = s
+        htpos[s] = i
+    return hkeys, hw, htpos, hname, htbl, n, nm, nl
+
+
+def _sketch_lift(meta, arrays, base_meta, base_arrays, lam) -> dict:
+    if len(arrays["pend_offsets"]) > 1:
+        raise MergeError("a bear/mission state with a pending minibatch (learner.finish() learns it)")
+    sk = np.asarray(arrays["sketch"], np.float64)
+    kc = sk.shape[0]
+    cand = []
+    for c in range(kc):
+        n = int(arrays["hsize"][c])
+        ids = arrays["hname"][c, :n]
+        cand.append((arrays["hkeys"][c, :n].copy(), arrays["names"][c, ids].copy(), arrays["name_len"][c, ids].copy()))
+    cnt, bc = arrays["counters"], base_arrays["counters"]
+    return {"S": lam * sk, "lam": np.array([lam]), "Ssum": sk.copy(), "n": np.array([1.0]), "cand": cand,
+            "hll": arrays["hll"].copy(), "dt": np.array([cnt[0] - bc[0], cnt[3] - bc[3]], np.int64),
+            "lo": np.array([arrays["lrange"][0]]), "hi": np.array([arrays["lrange"][1]])}
+
+
+def _union_candidates(a, b):
+    out = []
+    for (ka, na, la), (kb, nb, lb) in zip(a, b):
+        keys = np.concatenate([ka, kb])
+        _, first = np.unique(keys, return_index=True)
+        first = np.sort(first)
+        out.append((keys[first], np.concatenate([na, nb])[first], np.concatenate([la, lb])[first]))
+    return out
+
+
+def _sketch_finish(acc, base_meta, base_arrays):
+    out = {k: np.array(v, copy=True) for k, v in base_arrays.items()}
+    lam = float(acc["lam"][0])
+    sk = acc["S"] / lam if lam > 0 else acc["Ssum"] / float(acc["n"][0])
+    out["sketch"] = sk
+    seeds = base_arrays["seeds"]
+    kc, k = base_arrays["hkeys"].shape
+    T = base_arrays["htbl"].shape[1]
+    for c in range(kc):
+        keys, names, lens = acc["cand"][c]
+        w = sketch_query(sk[c], seeds, keys)
+        keep = w != 0.0  # the heap never holds a zero weight (_heap_offer)
+        keys, w, names, lens = keys[keep], w[keep], names[keep], lens[keep]
+        if len(keys) > k:
+            top = np.lexsort((keys, -np.abs(w)))[:k]
+            keys, w, names, lens = keys[top], w[top], names[top], lens[top]
+        hk, hw, hp, hn, ht, n, nm, nl = _heap_arrays(keys, w, names, lens, k, T)
+        out["hkeys"][c], out["hw"][c], out["htpos"][c], out["hname"][c] = hk, hw, hp, hn
+        out["htbl"][c], out["hsize"][c], out["names"][c], out["name_len"][c] = ht, n, nm, nl
+    out["hll"] = acc["hll"]
+    cnt = np.array(base_arrays["counters"], np.int64)
+    cnt[0] += acc["dt"][0]
+    cnt[3] += acc["dt"][1]
+    cnt[1] = cnt[2] = 0  # BEAR's oLBFGS ring restarts
+    out["counters"] = cnt
+    out["lrange"] = np.array([acc["lo"][0], acc["hi"][0]])
+    for f in ("rs_len", "rr_len", "ring_sr", "ring_rr", "rs_keys", "rs_vals", "rr_keys", "rr_vals"):
+        if f in out:
+            out[f][...] = 0
+    return out
+
+
+#: algo -> (lift, finish) of one (binary) learner's arrays
+_RULES = {"adagrad": (_adagrad_lift, _adagrad_finish), "bear": (_sketch_lift, _sketch_finish),
+          "mission": (_sketch_lift, _sketch_finish)}
+
+
+def _combine_acc(a, b):
+    if isinstance(a, list):  # per-class accumulators (oaa) or candidate lists
+        if a and isinstance(a[0], tuple):
+            return _union_candidates(a, b)
+        return [_combine_acc(x, y) for x, y in zip(a, b)]
+    out = {}
+    for k, x in a.items():
+        y = b[k]
+        if k == "lo":
+            out[k] = np.minimum(x, y)
+        elif k in ("hi", "hll"):
+            out[k] = np.maximum(x, y)
+        elif k == "sp":
+            out[k] = _sparse_sum(x, y)
+        elif k == "cand" or isinstance(x, (list, dict)):
+            out[k] = _combine_acc(x, y)
+        else:
+            out[k] = x + y
+    return out
+
+
+# -- the merge -----------------------------------------------------------------------------------
+
+
+def _unit(state: State):
+    """``(kind, units)``: the per-learner pieces of a state: ``[(meta, arrays)]`` for a plain
+    learner, one per class for one-against-all."""
+    kind = state.meta.get("reduction")
+    if kind == "oaa":
+        K = len(state.meta["classes"])
+        units = []
+        for c in range(K):
+            pre = f"class{c + 1}."
+            units.append((state.meta["classes"][c], {k[len(pre):]: v for k, v in state.arrays.items()
+                                                     if k.startswith(pre)}))
+        return kind, units
+    return kind, [(state.meta, state.arrays)]
+
+
+def _rule(state: State):
+    kind = state.meta.get("reduction")
+    if kind == "softmax":
+        return _softmax_lift, _softmax_finish
+    if kind not in (None, "oaa") or state.algo not in _RULES:
+        raise MergeError(f"--algo {state.algo}" + (f" ({kind})" if kind else "")
+                         + f" has no merge rule yet (mergeable: {', '.join(_RULES)}, their --oaa)")
+    return _RULES[state.algo]
+
+
+def lift(state: State, base: State) -> dict:
+    """The accumulator of ``state``, a node's state reached from ``base``."""
+    lift_fn, _ = _rule(state)
+    _, units = _unit(state)
+    _, bunits = _unit(base)
+    lam = float(max(state.examples - base.examples, 0))
+    accs = []
+    for (m, a), (bm, ba) in zip(units, bunits):
+        ex = max(int(m.get("examples_learned", 0)) - int(bm.get("examples_learned", 0)), 0)
+        acc = lift_fn(m, a, bm, ba, float(ex) if len(units) > 1 else lam)
+        acc["examples"] = np.array([ex], np.int64)
+        accs.append(acc)
+    return {"units": accs, "examples": np.array([state.examples - base.examples], np.int64),
+            "nodes": np.array([1], np.int64)}
+
+
+def combine(accs) -> dict:
+    """The sum of accumulators (associative, commutative: any tree gives the same)."""
+    accs = list(accs)
+    out = accs[0]
+    for a in accs[1:]:
+        out = _combine_acc(out, a)
+    return out
+
+
+def finish(acc: dict, base: State) -> State:
+    """The merged :class:`State` of a summed accumulator of nodes that started from ``base``."""
+    _, fin = _rule(base)
+    kind, bunits = _unit(base)
+    meta = dict(base.meta)
+    meta["examples_learned"] = base.examples + int(acc["examples"][0])
+    arrays = {}
+    if kind == "oaa":
+        meta["classes"] = []
+        for c, ((bm, ba), ua) in enumerate(zip(bunits, acc["units"])):
+            cm = dict(bm)
+            cm["examples_learned"] = int(bm.get("examples_learned", 0)) + int(ua["examples"][0])
+            meta["classes"].append(cm)
+            arrays.update({f"class{c + 1}.{k}": v for k, v in fin(ua, bm, ba).items()})
+    else:
+        arrays = fin(acc["units"][0], base.meta, base.arrays)
+    return State(base.algo, meta, arrays, dict(base.reader))
+
+
+def merge_states(states, base: State | None = None, names=None) -> State:
+    """Merge ``states`` (nodes that all started from ``base``; None: from scratch, a fresh
+    learner of the same hyper-parameters) by the learner's rule (module docstring)."""
+    states = list(states)
+    if not states:
+        raise MergeError("nothing to merge")
+    check_compatible(states, names)
+    _rule(states[0])
+    if base is None:
+        base = fresh_state(states[0])
+    return finish(combine(lift(s, base) for s in states), base)
+
+
+# -- frequent directions (FD-SON / RFD-SON / FTSL, when they merge) -------------------------------
+
+
+def fd_merge(sketches, ell: int) -> np.ndarray:
+    """Merge frequent-directions sketches (rows: directions; Liberty 2013, Ghashami, Liberty,
+    Phillips & Woodruff 2016, Sec. 3 "mergeability"): stack them, take the SVD
+    ``B = U S V^T`` and shrink, ``B' = sqrt(max(S^2 - s_ell^2, 0)) V^T`` (``s_ell`` the
+    ``ell``-th largest singular value), keeping ``ell`` rows. If every input satisfies
+    ``0 <= A_i^T A_i - B_i^T B_i <= Delta_i I``, the merge satisfies it for the stacked data
+    with ``Delta = sum Delta_i + s_ell^2`` and, overall, ``||A^T A - B^T B||_2 <= ||A||_F^2 / ell``
+    (for sketches of ``ell`` rows built the same way)."""
+    B = np.vstack([np.asarray(s, np.float64) for s in sketches])
+    d = B.shape[1]
+    _, s, Vt = np.linalg.svd(B, full_matrices=False)
+    out = np.zeros((ell, d))
+    if len(s) <= ell:
+        out[:len(s)] = s[:, None] * Vt
+        return out
+    delta = s[ell - 1] ** 2
+    shrunk = np.sqrt(np.maximum(s[:ell] ** 2 - delta, 0.0))
+    out[:] = shrunk[:, None] * Vt[:ell]
+    return out

@@ -1,0 +1,532 @@
+"""Distributed training (issue 19): merge rules against their definitions, ``streamlearn
+merge``, partitions, and ``train --engine dask`` on a 2-worker LocalCluster (processes)."""
+from __future__ import annotations
+
+import gzip
+import os
+import pickle
+import signal
+import struct
+import threading
+import time
+
+import mmh3
+import numpy as np
+import pytest
+
+from conftest import A9A, ROOT
+
+from streamlearn.algos import make_learner
+from streamlearn.distributed import merge as M
+
+# -- references written from the definitions -----------------------------------------------------
+
+
+def vw_do_weighting(nodes):
+    """VW's accumulate_weighted_avg (accumulate.cc / do_weighting), one coordinate at a time:
+    total = sum_i G_i; node i scales (w, G, N) by G_i / total (w set to 0 where total is 0),
+    then everything is summed."""
+    n = len(nodes[0]["w"])
+    w, G, N = np.zeros(n), np.zeros(n), np.zeros(n)
+    for j in range(n):
+        total = sum(float(nd["G"][j]) for nd in nodes)
+        for nd in nodes:
+            wj, gj, nj = float(nd["w"][j]), float(nd["G"][j]), float(nd["N"][j])
+            if total > 0:
+                ratio = gj / total
+                wj, gj, nj = wj * ratio, gj * ratio, nj * ratio
+            else:
+                wj = 0.0
+            w[j] += wj
+            G[j] += gj
+            N[j] += nj
+    return w, G, N
+
+
+def ref_hash(key, seed):
+    return mmh3.hash(struct.pack("<I", int(key)), int(seed), signed=False)
+
+
+def ref_sketch(weights: dict, seeds, W):
+    """The Count Sketch of the weight vector ``{key: w}``: ADD w * sign into every row's bucket."""
+    sk = np.zeros((seeds.shape[0], W))
+    for key, w in weights.items():
+        for r in range(seeds.shape[0]):
+            b = (ref_hash(key, seeds[r, 0]) * W) >> 32
+            s = 1.0 if ref_hash(key, seeds[r, 1]) >> 31 == 0 else -1.0
+            sk[r, b] += s * w
+    return sk
+
+
+def adagrad_state(rng, hyper, touched=0.5, examples=100, scal=None):
+    lrn = make_learner("adagrad", hyper)
+    st = M.state_of(lrn, {"quadratic": [], "constant": True, "unit_norm": False})
+    n = st.arrays["w"].shape[0]
+    on = rng.random(n) < touched
+    st.arrays["w"] = np.where(on, rng.normal(size=n), 0).astype(np.float32)
+    if st.arrays["G"].shape[0] == n:
+        st.arrays["G"] = np.where(on, rng.random(n) * 3, 0).astype(np.float32)
+    if st.arrays["N"].shape[0] == n:
+        st.arrays["N"] = np.where(on, rng.random(n) + 0.5, 0).astype(np.float32)
+    st.arrays["scal"][[0, 1, 4]] = rng.random(3) * 10
+    st.arrays["scal"][2:4] = sorted(rng.normal(size=2))
+    st.meta["examples_learned"] = examples
+    return st
+
+
+# -- rules ---------------------------------------------------------------------------------------
+
+
+def test_murmur3_matches_mmh3():
+    keys = np.array([0, 1, 2, 40, 0xFFFFFFFF, 123456789, 2**31], np.uint32)
+    for seed in (0, 1, 0x9E3779B1):
+        got = M.murmur3_u32(keys, seed)
+        assert [int(x) for x in got] == [ref_hash(k, seed) for k in keys]
+
+
+def test_adagrad_merge_is_vw_weighted_average():
+    rng = np.random.default_rng(1)
+    hyper = {"bit_precision": 5, "loss_function": "logistic"}
+    nodes = [adagrad_state(rng, hyper, examples=e) for e in (10, 30, 7)]
+    merged = M.merge_states(nodes)
+    w, G, N = vw_do_weighting([{k: s.arrays[k] for k in ("w", "G", "N")} for s in nodes])
+    np.testing.assert_allclose(merged.arrays["w"], w, rtol=2e-6, atol=1e-7)
+    np.testing.assert_allclose(merged.arrays["G"], G, rtol=2e-6, atol=1e-7)
+    np.testing.assert_allclose(merged.arrays["N"], N, rtol=2e-6, atol=1e-7)
+    none = np.all([s.arrays["G"] == 0 for s in nodes], axis=0)
+    assert none.any() and (merged.arrays["w"][none] == 0).all()
+    sc = [s.arrays["scal"] for s in nodes]
+    ms = merged.arrays["scal"]
+    for i in (0, 1, 4):  # VW: normalized_sum_norm_x, total_weight (and t) are additive
+        assert ms[i] == pytest.approx(sum(s[i] for s in sc))
+    assert ms[2] == min(s[2] for s in sc) and ms[3] == max(s[3] for s in sc)
+    assert merged.examples == 47
+    M.learner_of(merged)  # a valid adagrad state
+
+
+def test_adagrad_sgd_merge_averages_by_examples():
+    rng = np.random.default_rng(2)
+    hyper = {"bit_precision": 4, "sgd": True}
+    a, b = adagrad_state(rng, hyper, examples=30), adagrad_state(rng, hyper, examples=10)
+    m = M.merge_states([a, b])
+    want = (30 * a.arrays["w"].astype(np.float64) + 10 * b.arrays["w"]) / 40
+    np.testing.assert_allclose(m.arrays["w"], want, rtol=1e-6)
+
+
+def test_merge_from_a_common_base_adds_what_each_node_added():
+    rng = np.random.default_rng(3)
+    hyper = {"bit_precision": 4}
+    base = adagrad_state(rng, hyper, examples=50)
+    nodes = []
+    for e in (20, 5):
+        s = adagrad_state(rng, hyper, examples=50 + e)
+        nodes.append(s)
+    m = M.merge_states(nodes, base=base)
+    assert m.examples == 75
+    for i in (0, 1, 4):
+        want = base.arrays["scal"][i] + sum(s.arrays["scal"][i] - base.arrays["scal"][i] for s in nodes)
+        assert m.arrays["scal"][i] == pytest.approx(want)
+
+
+def test_tree_of_merges_equals_one_merge():
+    rng = np.random.default_rng(4)
+    hyper = {"bit_precision": 6}
+    nodes = [adagrad_state(rng, hyper, examples=int(rng.integers(1, 99))) for _ in range(7)]
+    base = M.fresh_state(nodes[0])
+    flat = M.finish(M.combine(M.lift(s, base) for s in nodes), base)
+    accs = [M.lift(s, base) for s in nodes]
+    tree = M.finish(M.combine([M.combine(accs[:3]), M.combine(accs[3:5]), M.combine(accs[5:])]), base)
+    for k in flat.arrays:
+        np.testing.assert_allclose(tree.arrays[k], flat.arrays[k], rtol=1e-6, atol=1e-12)
+
+
+def test_oaa_merges_class_by_class():
+    rng = np.random.default_rng(5)
+    hyper = {"bit_precision": 6, "oaa": 3}
+    states = []
+    for e in (12, 20):
+        st = M.state_of(make_learner("adagrad", hyper), {"quadratic": []})
+        for k, a in st.arrays.items():
+            if k.endswith((".w", ".G", ".N")) and a.shape[0] > 1:
+                st.arrays[k] = (rng.random(a.shape) * (rng.random(a.shape) < 0.6)).astype(np.float32)
+        st.meta["examples_learned"] = e
+        for c in st.meta["classes"]:
+            c["examples_learned"] = e
+        states.append(st)
+    m = M.merge_states(states)
+    for c in (1, 2, 3):
+        nodes = [{k: s.arrays[f"class{c}.{k}"] for k in ("w", "G", "N")} for s in states]
+        w, G, _ = vw_do_weighting(nodes)
+        np.testing.assert_allclose(m.arrays[f"class{c}.w"], w, rtol=2e-6, atol=1e-7)
+        np.testing.assert_allclose(m.arrays[f"class{c}.G"], G, rtol=2e-6, atol=1e-7)
+    assert M.learner_of(m).n_classes == 3
+
+
+def sketch_state(algo, weights: dict, examples: int, hyper, names=None):
+    """A bear/mission state whose sketch is ``ref_sketch(weights)`` and whose heap holds the
+    keys of ``names`` (built by the merge's own heap builder from a fresh learner)."""
+    lrn = make_learner(algo, hyper)
+    st = M.state_of(lrn, {"quadratic": []})
+    seeds = st.arrays["seeds"]
+    W = st.arrays["sketch"].shape[2]
+    st.arrays["sketch"][0] = ref_sketch(weights, seeds, W)
+    keys = np.array(sorted(names or []), np.uint32)
+    nm = np.zeros((len(keys), 64), np.uint8)
+    for i, k in enumerate(keys):
+        b = f"f{k}".encode()
+        nm[i, :len(b)] = list(b)
+    k = st.arrays["hkeys"].shape[1]
+    T = st.arrays["htbl"].shape[1]
+    w = M.sketch_query(st.arrays["sketch"][0], seeds, keys)
+    hk, hw, hp, hn, ht, n, names_, nl = M._heap_arrays(keys, w, nm, np.array([len(f"f{x}") for x in keys], np.int32),
+                                                       k, T)
+    for f, v in zip(("hkeys", "hw", "htpos", "hname", "htbl", "names", "name_len"), (hk, hw, hp, hn, ht, names_, nl)):
+        st.arrays[f][0] = v
+    st.arrays["hsize"][0] = n
+    st.arrays["counters"][0] = examples // 10
+    st.meta["examples_learned"] = examples
+    return st
+
+
+@pytest.mark.parametrize("algo", ["mission", "bear"])
+def test_count_sketch_merge_is_the_sketch_of_the_merged_weights(algo):
+    rng = np.random.default_rng(6)
+    hyper = {"sketch_width": 64, "sketch_rows": 3, "top_k": 4, "loss_function": "logistic"}
+    wa = {int(k): float(rng.normal()) for k in rng.integers(0, 2**32, 30)}
+    wb = {int(k): float(rng.normal()) for k in rng.integers(0, 2**32, 30)}
+    a = sketch_state(algo, wa, 30, hyper, names=list(wa)[:4])
+    b = sketch_state(algo, wb, 10, hyper, names=list(wb)[:4])
+    m = M.merge_states([a, b])
+    seeds = a.arrays["seeds"]
+    avg = {}
+    for wd, lam in ((wa, 30 / 40), (wb, 10 / 40)):
+        for k, v in wd.items():
+            avg[k] = avg.get(k, 0.0) + lam * v
+    np.testing.assert_allclose(m.arrays["sketch"][0], ref_sketch(avg, seeds, 64), atol=1e-12)
+    # the heap: the top_k of |QUERY(merged sketch)| over the union of both heaps' members
+    cand = sorted(set(list(wa)[:4]) | set(list(wb)[:4]))
+    q = {k: float(np.median([(1.0 if ref_hash(k, seeds[r, 1]) >> 31 == 0 else -1.0)
+                             * m.arrays["sketch"][0, r, (ref_hash(k, seeds[r, 0]) * 64) >> 32] for r in range(3)]))
+         for k in cand}
+    want = sorted((k for k in cand if q[k] != 0), key=lambda k: (-abs(q[k]), k))[:4]
+    n = int(m.arrays["hsize"][0])
+    assert sorted(int(x) for x in m.arrays["hkeys"][0, :n]) == sorted(want)
+    for s in range(n):
+        key = int(m.arrays["hkeys"][0, s])
+        assert m.arrays["hw"][0, s] == pytest.approx(q[key])
+        nid = m.arrays["hname"][0, s]
+        assert bytes(m.arrays["names"][0, nid, :m.arrays["name_len"][0, nid]]).decode() == f"f{key}"
+    assert m.arrays["counters"][0] == 4 and m.arrays["counters"][1] == m.arrays["counters"][2] == 0
+    assert (m.arrays["hll"] == np.maximum(a.arrays["hll"], b.arrays["hll"])).all()
+    lrn = M.learner_of(m)  # the loader checks the heap's position map and the seeds
+    if algo == "bear":
+        assert (lrn.rs_len == 0).all() and (lrn.ring_sr == 0).all()
+
+
+def test_merge_refuses_what_differs():
+    rng = np.random.default_rng(7)
+    a = adagrad_state(rng, {"bit_precision": 5})
+    with pytest.raises(M.MergeError, match="--bit_precision"):
+        M.merge_states([a, adagrad_state(rng, {"bit_precision": 6})])
+    with pytest.raises(M.MergeError, match="--learning_rate"):
+        M.merge_states([a, adagrad_state(rng, {"bit_precision": 5, "learning_rate": 0.1})])
+    b = adagrad_state(rng, {"bit_precision": 5})
+    b.reader = dict(b.reader, quadratic=["ab"])
+    with pytest.raises(M.MergeError, match="hashing setting quadratic"):
+        M.merge_states([a, b])
+    s1 = sketch_state("mission", {}, 1, {"sketch_width": 16, "random_seed": 1})
+    s2 = sketch_state("mission", {}, 1, {"sketch_width": 16, "random_seed": 2})
+    with pytest.raises(M.MergeError, match="--random_seed"):
+        M.merge_states([s1, s2])
+    o = M.state_of(make_learner("oja-son", {"bit_precision": 8}), {})
+    with pytest.raises(M.MergeError, match="no merge rule"):
+        M.merge_states([o, o])
+
+
+def fd_reference(A, ell):
+    """Frequent directions (Liberty 2013) with a 2*ell buffer, shrinking by the ell-th
+    singular value squared."""
+    B = np.zeros((0, A.shape[1]))
+    for row in A:
+        B = np.vstack([B, row])
+        if len(B) == 2 * ell:
+            _, s, Vt = np.linalg.svd(B, full_matrices=False)
+            s2 = np.maximum(s[:ell] ** 2 - s[ell - 1] ** 2, 0)
+            B = np.sqrt(s2)[:, None] * Vt[:ell]
+    return B
+
+
+def test_fd_merge_keeps_the_frequent_directions_bound():
+    rng = np.random.default_rng(8)
+    d, ell = 20, 5
+    P = rng.normal(size=(3, d))  # rank 3 plus noise: what a sketch of 5 directions can hold
+    A1 = 3 * rng.normal(size=(200, 3)) @ P + 0.1 * rng.normal(size=(200, d))
+    A2 = 3 * rng.normal(size=(150, 3)) @ P + 0.1 * rng.normal(size=(150, d))
+    B = M.fd_merge([fd_reference(A1, ell), fd_reference(A2, ell)], ell)
+    assert B.shape == (ell, d)
+    A = np.vstack([A1, A2])
+    E = A.T @ A - B.T @ B
+    eig = np.linalg.eigvalsh(E)
+    assert eig.min() > -1e-8 * np.abs(eig).max()  # B^T B never exceeds A^T A
+    assert eig.max() <= (A ** 2).sum() / ell  # ||A^T A - B^T B||_2 <= ||A||_F^2 / ell
+    # and it is a sketch worth the name: much better than nothing
+    assert eig.max() < 0.01 * np.linalg.eigvalsh(A.T @ A).max()
+
+
+def test_states_cross_the_wire_as_plain_data():
+    cloudpickle = pytest.importorskip("cloudpickle")
+    rng = np.random.default_rng(9)
+    st = adagrad_state(rng, {"bit_precision": 5})
+    acc = M.lift(st, M.fresh_state(st))
+    sk = sketch_state("bear", {5: 1.0}, 3, {"sketch_width": 16})
+    for obj in (st, acc, sk):
+        for dumps in (pickle.dumps, cloudpickle.dumps):
+            blob = dumps(obj)
+            assert b"numba" not in blob
+            back = pickle.loads(blob)
+            if isinstance(obj, M.State):
+                assert back.meta == obj.meta and back.reader == obj.reader
+                assert all(type(back.arrays[k]) is np.ndarray and np.array_equal(back.arrays[k], v)
+                           for k, v in obj.arrays.items())
+
+
+# -- the merge command ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def halves(tmp_path_factory):
+    d = tmp_path_factory.mktemp("halves")
+    lines = gzip.open(A9A, "rt").read().splitlines(True)
+    out = []
+    for i, part in enumerate((lines[:1500], lines[1500:])):
+        p = d / f"h{i}.svm"
+        p.write_text("".join(part))
+        out.append(p)
+    return out
+
+
+def test_merge_command_writes_vw_merge_and_refuses_differences(halves, tmp_path, invoke_cli):
+    models = []
+    for i, h in enumerate(halves):
+        m = tmp_path / f"m{i}.slm"
+        r = invoke_cli("train", h, "--loss_function", "logistic", "-f", m, "--quiet")
+        assert r.exit_code == 0, r.output
+        models.append(m)
+    out = tmp_path / "merged.slm"
+    r = invoke_cli("merge", *models, "-f", out)
+    assert r.exit_code == 0, r.output
+    from streamlearn.api import load_model
+    states = [M.state_of(*load_model(str(m))[:2]) for m in models]
+    merged = M.state_of(*load_model(str(out))[:2])
+    w, G, _ = vw_do_weighting([{k: s.arrays[k] for k in ("w", "G", "N")} for s in states])
+    nz = np.flatnonzero(w)
+    assert len(nz) > 50
+    np.testing.assert_allclose(merged.arrays["w"][nz], w[nz], rtol=2e-6)
+    assert merged.examples == 3000
+    # a model of other hyper-parameters: usage error naming the option; the output is untouched
+    other = tmp_path / "other.slm"
+    assert invoke_cli("train", halves[0], "--loss_function", "logistic", "-l", "0.1", "-f", other,
+                      "--quiet").exit_code == 0
+    before = out.read_bytes()
+    r = invoke_cli("merge", models[0], other, "-f", out)
+    assert r.exit_code == 2 and "--learning_rate" in r.output and "other.slm" in r.output
+    assert out.read_bytes() == before
+    r = invoke_cli("merge", models[0], models[0], "-f", models[0])
+    assert r.exit_code == 2
+
+
+# -- partitions ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def parquet_dir(tmp_path_factory, halves):
+    """sample_data's a9a as 4 Parquet files of 750 rows (one row group each)."""
+    from streamlearn.api import ConvertConfig, convert
+    d = tmp_path_factory.mktemp("pq")
+    lines = gzip.open(A9A, "rt").read().splitlines(True)
+    for i in range(4):
+        src = d / f"p{i}.svm"
+        src.write_text("".join(lines[750 * i:750 * (i + 1)]))
+        (d / "pq").mkdir(exist_ok=True)
+        convert(ConvertConfig(inputs=[str(src)], output=str(d / "pq" / f"p{i}.parquet"), quiet=True))
+        src.unlink()
+    return d / "pq"
+
+
+def test_parquet_split_by_row_group_covers_every_row_once(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from streamlearn.distributed.partitions import plan_partitions
+    from streamlearn.io import ReaderConfig
+    from streamlearn.io.parquet import read_parquet_file
+
+    n = 1000
+    t = pa.table({"label": np.where(np.arange(n) % 3, 1.0, -1.0), "indices": [[i % 50, 60 + i % 7] for i in range(n)],
+                  "values": [[1.0, float(i)] for i in range(n)]})
+    f = tmp_path / "one.parquet"
+    pq.write_table(t, f, row_group_size=100)
+    parts = plan_partitions([str(f)], min_parts=4)
+    assert len(parts) >= 4 and all(p.parquet for p in parts)
+    groups = [g for p in parts for g in p.row_groups]
+    assert groups == list(range(10))
+    assert sum(p.rows for p in parts) == n
+    rc = ReaderConfig()
+    whole = [b for b in read_parquet_file(str(f), rc)]
+    pieces = [b for p in parts for b in read_parquet_file(p.path, rc, row_groups=p.row_groups)]
+    assert np.array_equal(np.concatenate([b.labels for b in whole]), np.concatenate([b.labels for b in pieces]))
+    assert np.array_equal(np.concatenate([b.values for b in whole]), np.concatenate([b.values for b in pieces]))
+    # a big target keeps the file whole; text files are one partition each
+    assert len(plan_partitions([str(f)], min_parts=1)) == 1
+    txt = tmp_path / "a.vw"
+    txt.write_text("1 | a\n")
+    (p,) = plan_partitions([str(txt)], min_parts=4)
+    assert not p.parquet and p.row_groups is None
+
+
+def test_one_big_text_file_suggests_convert(tmp_path, monkeypatch):
+    from streamlearn.distributed import partitions
+    txt = tmp_path / "big.vw"
+    txt.write_text("1 | a\n")
+    monkeypatch.setattr(partitions.os.path, "getsize", lambda p: 1 << 30)
+    said = []
+    partitions.plan_partitions([str(txt)], min_parts=2, log=said.append)
+    assert said and "streamlearn convert" in said[0] and "big.vw" in said[0]
+
+
+# -- the engine ----------------------------------------------------------------------------------
+
+pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A LocalCluster of 2 worker processes shared by the engine tests (the last one kills a worker)."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                      silence_logs=50) as c:
+        yield c
+
+
+def test_engine_equals_merge_of_models_trained_by_hand(parquet_dir, tmp_path, invoke_cli):
+    """An embedded cluster of 2 worker processes, 4 Parquet partitions, one pass: the engine's
+    model is the merge of the 4 models trained on the partitions one by one (same bytes, so
+    the same predictions)."""
+    import json
+
+    from streamlearn.api import RunConfig
+    from streamlearn.distributed.engine import train_dask
+
+    hand = []
+    for f in sorted(parquet_dir.iterdir()):
+        m = tmp_path / (f.stem + ".slm")
+        assert invoke_cli("train", f, "--loss_function", "logistic", "-f", m, "--quiet").exit_code == 0
+        hand.append(m)
+    assert invoke_cli("merge", *hand, "-f", tmp_path / "hand.slm", "--quiet").exit_code == 0
+    said = []
+    summary = train_dask(RunConfig(data=[str(parquet_dir)], hyper={"loss_function": "logistic"},
+                                   final_model=str(tmp_path / "dask.slm"), metrics=str(tmp_path / "m.json")),
+                         workers=2, log=said.append)
+    text = "\n".join(said)
+    assert "LocalCluster of 2 worker processes" in text and "dashboard" in text
+    assert "per-pass progressive loss under mixing" in text
+    assert (tmp_path / "dask.slm").read_bytes() == (tmp_path / "hand.slm").read_bytes()
+    m = json.loads((tmp_path / "m.json").read_text())
+    assert m["examples"] == 3000 == summary["examples"] and m["engine"]["partitions"] == 4
+    assert m["engine"]["passes"][0]["merge_bytes"] > 0
+    preds = []
+    for model in ("dask.slm", "hand.slm"):
+        r = invoke_cli("predict", "-i", tmp_path / model, parquet_dir, "-p", tmp_path / f"{model}.txt", "--quiet")
+        assert r.exit_code == 0
+        preds.append((tmp_path / f"{model}.txt").read_text())
+    assert preds[0] == preds[1]
+
+
+@pytest.mark.slow
+def test_engine_cli_on_a_running_scheduler(parquet_dir, tmp_path, cluster, run_cli, cli_ok):
+    r = cli_ok(run_cli("train", parquet_dir, "--engine", "dask", "--scheduler", cluster.scheduler_address,
+                       "--passes", 2, "--save_every_pass", "-f", tmp_path / "m.slm", text=True))
+    assert "pass 2: per-pass progressive loss under mixing" in r.stderr and "number of examples = 6000" in r.stderr
+    cli_ok(run_cli("predict", "-i", tmp_path / "m.slm", parquet_dir, "--quiet"))
+
+
+def test_engine_usage_errors(parquet_dir, tmp_path, invoke_cli):
+    r = invoke_cli("train", parquet_dir, "--engine", "dask", "--algo", "oja-son", "-f", tmp_path / "x.slm")
+    assert r.exit_code == 2 and "no merge rule" in r.output
+    r = invoke_cli("train", parquet_dir, "--engine", "dask", "-p", tmp_path / "p.txt")
+    assert r.exit_code == 2 and "-p" in r.output
+    r = invoke_cli("train", parquet_dir, "--workers", "2")
+    assert r.exit_code == 2 and "--engine dask" in r.output
+    assert not (tmp_path / "x.slm").exists()
+
+
+def test_engine_without_dask_says_how_to_install(run_cli, parquet_dir, tmp_path):
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "distributed.py").write_text("raise ImportError('no dask here')\n")
+    r = run_cli("train", parquet_dir, "--engine", "dask", env={"PYTHONPATH": f"{ROOT}{os.pathsep}{shim}"}, text=True)
+    # the checkout first, then the shim, which shadows the installed package
+    assert r.returncode == 2 and "pip install 'streamlearn[dask]'" in r.stderr
+
+
+def _bad_partition_dir(parquet_dir, tmp_path):
+    import shutil
+    d = tmp_path / "withbad"
+    shutil.copytree(parquet_dir, d)
+    (d / "p9.parquet").write_bytes(b"PAR1 this is not parquet PAR1")
+    return d
+
+
+def test_engine_bad_partition_fails_naming_it_or_is_skipped(parquet_dir, tmp_path, cluster):
+    from streamlearn.api import RunConfig
+    from streamlearn.distributed.engine import train_dask
+    from streamlearn.errors import InputError
+
+    d = _bad_partition_dir(parquet_dir, tmp_path)
+    out = tmp_path / "m.slm"
+    with pytest.raises(InputError, match="p9.parquet"):
+        train_dask(RunConfig(data=[str(d)], final_model=str(out), quiet=True), scheduler=cluster.scheduler_address)
+    assert not out.exists()
+    said = []
+    s = train_dask(RunConfig(data=[str(d)], final_model=str(out), quiet=True), scheduler=cluster.scheduler_address,
+                   skip_bad_partitions=True, log=said.append)
+    assert s["examples"] == 3000 and out.exists()
+    assert any("p9.parquet" in line and "skipped partition" in line for line in said)
+
+
+def _kill_a_busy_worker(client, done):
+    """Kill (SIGKILL) the first worker process seen running a partition task."""
+    pids = client.run(os.getpid)
+    while not done.is_set():
+        for addr, keys in client.processing().items():
+            if any("-part" in str(k) for k in keys) and addr in pids:
+                os.kill(pids[addr], signal.SIGKILL)
+                return addr
+        time.sleep(0.005)
+    return None
+
+
+def test_engine_survives_a_worker_killed_mid_pass(parquet_dir, tmp_path, cluster):
+    from distributed import Client
+
+    from streamlearn.api import RunConfig
+    from streamlearn.distributed.engine import train_dask
+
+    out = tmp_path / "m.slm"
+    with Client(cluster) as client:
+        done = threading.Event()
+        killed = []
+        t = threading.Thread(target=lambda: killed.append(_kill_a_busy_worker(client, done)))
+        t.start()
+        try:
+            summary = train_dask(RunConfig(data=[str(parquet_dir)], final_model=str(out), quiet=True,
+                                           hyper={"loss_function": "logistic"}, passes=2),
+                                 scheduler=cluster.scheduler_address)
+        finally:
+            done.set()
+            t.join()
+    assert killed and killed[0] is not None  # a worker died while it ran a partition
+    assert summary["examples"] == 6000 and out.exists()
+    from streamlearn.api import load_model
+    assert load_model(str(out))[0].examples_learned == 6000
