@@ -547,22 +547,47 @@ class CompAdaGrad(_Linear):
     if A is singular, delta = 0) or ``l1_quadratic_min`` (l1 > 0), the LASSO form of Mehta
     Sec. 4.2. k = 0: A is the diagonal D = comp_weight (sqrt(G) + delta_c) and the step is written
     elementwise in DiagAdaGrad's order, x - eta g / D (or the soft-threshold closed form with l1),
-    so k = 0, comp_weight = 1, delta_c = 0, no regulariser gives ``DiagAdaGrad`` bit for bit."""
+    so k = 0, comp_weight = 1, delta_c = 0, no regulariser gives ``DiagAdaGrad`` bit for bit.
 
-    def __init__(self, d, Pi, eta, delta_r, delta_c, comp_weight=1.0, l2=0.0, l1=0.0, loss="logistic"):
+    The sparse learner's definition (streamlearn.algos.compadagrad): ``complement="diag"`` puts
+    diag(G_t) in A^(c) in place of diag(G_perp_t); ``map_on_seen=True`` takes ``Pi`` as the
+    unnormalised count-sketch (one +-1 per column) and uses, in round t, its columns of the
+    coordinates some gradient has reached (diag(G_t) > 0), rows scaled to unit length, and
+    S = Pi_t G_t Pi_t^T."""
+
+    def __init__(self, d, Pi, eta, delta_r, delta_c, comp_weight=1.0, l2=0.0, l1=0.0, loss="logistic",
+                 complement="perp", map_on_seen=False):
         super().__init__(d, eta, loss)
         Pi = np.asarray(Pi, dtype=np.float64).reshape(-1, self.d)
-        self.Pi, self.k = Pi, Pi.shape[0]
+        self.Pi0, self.Pi, self.k = Pi, Pi, Pi.shape[0]
         self.delta_r, self.delta_c, self.cw = float(delta_r), float(delta_c), float(comp_weight)
         self.l2, self.l1 = float(l2), float(l1)
-        self.P = Pi.T @ np.linalg.pinv(Pi @ Pi.T) @ Pi if self.k else np.zeros((self.d, self.d))
-        self.Pperp = np.eye(self.d) - self.P
+        assert complement in ("perp", "diag")
+        self.complement, self.map_on_seen = complement, bool(map_on_seen)
+        self._set_map(Pi)
         self.S = np.zeros((self.k, self.k))  # Pi G_t Pi^T
         self.Gperp = np.zeros(self.d)  # diag(G_perp_t)
+        self.Gdiag = np.zeros(self.d)  # diag(G_t)
+        self.Gfull = np.zeros((self.d, self.d))  # G_t (map_on_seen: S = Pi_t G_t Pi_t^T)
+
+    def _set_map(self, Pi):
+        self.Pi = Pi
+        self.P = Pi.T @ np.linalg.pinv(Pi @ Pi.T) @ Pi if self.k else np.zeros((self.d, self.d))
+        self.Pperp = np.eye(self.d) - self.P
+
+    def seen_map(self):
+        """``map_on_seen``: Pi0's columns of the coordinates a gradient has reached (diag(G) > 0), the
+        others zero, each non-empty row scaled to unit length (streamlearn.algos.compadagrad)."""
+        Pi = self.Pi0 * (self.Gdiag > 0)[None, :]
+        norms = np.linalg.norm(Pi, axis=1)
+        return Pi / np.where(norms > 0, norms, 1.0)[:, None]
 
     def A(self):
-        """A_t = A^(r) + comp_weight A^(c) as an explicit d x d matrix."""
-        D = self.cw * (np.sqrt(self.Gperp) + self.delta_c)
+        """A_t = A^(r) + comp_weight A^(c) as an explicit d x d matrix (``complement="diag"``: A^(c)
+        with diag(G_t) in place of diag(G_perp_t), the lazily computable variant of
+        streamlearn.algos.compadagrad)."""
+        Gc = self.Gperp if self.complement == "perp" else self.Gdiag
+        D = self.cw * (np.sqrt(Gc) + self.delta_c)
         lam, U = eig_desc(self.S)
         K = (U * np.sqrt(np.maximum(lam, 0.0) + self.delta_r)) @ U.T  # (Pi G Pi^T + delta_r I)^{1/2}
         return self.Pi.T @ K @ self.Pi + self.Pperp @ np.diag(D) @ self.Pperp
@@ -580,8 +605,14 @@ class CompAdaGrad(_Linear):
                 r = D[nz] * self.w[nz] - eta * g[nz]
                 self.w[nz] = np.sign(r) * np.maximum(np.abs(r) - eta * self.l1, 0.0) / den
             return
-        pg = self.Pi @ g
-        self.S += np.outer(pg, pg)
+        self.Gdiag = self.Gdiag + g * g
+        if self.map_on_seen:  # the map grows by the coordinates g reaches; S = Pi_t G_t Pi_t^T
+            self.Gfull += np.outer(g, g)
+            self._set_map(self.seen_map())
+            self.S = self.Pi @ self.Gfull @ self.Pi.T
+        else:
+            pg = self.Pi @ g
+            self.S += np.outer(pg, pg)
         gp = self.Pperp @ g
         self.Gperp = self.Gperp + gp * gp
         A = self.A()

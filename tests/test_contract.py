@@ -18,6 +18,7 @@ SMALL = {
     "fast-s-ada": {"sketch_size": 3},
     "ftsl": {"sketch_size": 3},
     "ftfsl": {"sketch_size": 3},
+    "compadagrad": {"subspace_dim": 3},
 }
 
 

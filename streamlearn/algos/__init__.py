@@ -13,6 +13,7 @@ from .base import COMMON_PARAMS, MULTICLASS_LOSSES, Learner, Param
 from .oja_son import OjaSON
 from .fd_son import FDSON, RFDSON
 from .bear import Bear
+from .compadagrad import CompAdaGrad
 from .mission import Mission
 from .multiclass import OneAgainstAll
 from .softmax import SoftmaxAdaGrad
@@ -29,6 +30,7 @@ LEARNERS: dict[str, type[Learner]] = {
     Bear.name: Bear,
     Mission.name: Mission,
     SADA.name: SADA, FastSADA.name: FastSADA, FTSL.name: FTSL, FTFSL.name: FTFSL,
+    CompAdaGrad.name: CompAdaGrad,
 }
 
 #: ``--loss_function multiclass_logistic``: the joint softmax learner of a binary learner

@@ -282,7 +282,7 @@ def vw_compat_options(f):
 #: Vowpal Wabbit options people type that streamlearn does not have (a usage error says so
 #: instead of suggesting an unrelated option); a test checks that none is a real option
 VW_ONLY_OPTIONS = frozenset("""
---kill_cache -k --save_resume --bfgs --ftrl --nn --lrq --decay_learning_rate
+--kill_cache --save_resume --bfgs --ftrl --nn --lrq --decay_learning_rate
 --min_prediction --max_prediction --sort_features --hash_seed --permutations --ngram --skips --redefine
 --daemon --port --named_labels --ect --csoaa --csoaa_ldf --wap_ldf --compressed --hash --constant
 --holdout_period --holdout_after --early_terminate --feature_mask --sparse_weights --onethread
