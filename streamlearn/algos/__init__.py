@@ -16,6 +16,7 @@ from .bear import Bear
 from .mission import Mission
 from .multiclass import OneAgainstAll
 from .softmax import SoftmaxAdaGrad
+from .ftsl_shampoo import FTSLShampoo
 
 __all__ = ["LEARNERS", "SOFTMAX_LEARNERS", "Learner", "Param", "COMMON_PARAMS", "MULTICLASS_LOSSES",
            "get_learner_class", "make_learner", "learner_from_state"]
@@ -27,6 +28,7 @@ LEARNERS: dict[str, type[Learner]] = {
     RFDSON.name: RFDSON,
     Bear.name: Bear,
     Mission.name: Mission,
+    FTSLShampoo.name: FTSLShampoo,
 }
 
 #: ``--loss_function multiclass_logistic``: the joint softmax learner of a binary learner

@@ -1,0 +1,434 @@
+"""Compiled kernels of :mod:`streamlearn.algos.ftsl_shampoo`: FTSL-Shampoo (Yang et al. 2025,
+Alg. 5 with Alg. 4's general Frequent Directions) for the K x d weight matrix of softmax regression,
+sparse in d.
+
+Per example (unique features a, importance h, class y): scores ``s = W x`` with the dual-averaging
+weights of Yang Eq. 3, ``W = -eta L~^{-1/4} Gbar R~^{-1/4}``, never stored:
+
+* ``L~ = U diag(sigL^2) U^T + cL I`` (K x K, ``cL = eps + rho^L``; U orthonormal K x ellL, dense),
+  ``L~^{-1/4} y = cL^{-1/4} y + U (dL * U^T y)``, ``dL = (sigL^2 + cL)^{-1/4} - cL^{-1/4}``;
+* ``R~ = V^T diag(sigR^2) V + cR I`` (d x d), V (ellR x d, orthonormal rows) kept as ``V = F Z``
+  (SON App. F's sparse basis, Luo et al. 2016): Z has ``rmax`` rows stored per feature seen (a hash
+  table of the features seen, open addressing with Fibonacci hashing, the pattern of
+  :mod:`streamlearn.algos._fd_son_kernels`), F is small (ellR x r);
+  ``Gbar R~^{-1/4} x = cR^{-1/4} Gbar x + Q F^T (dR * F (Z x))`` with ``Q = Gbar Z^T`` (K x r)
+  kept incrementally.
+
+The gradient of the cross-entropy is rank one, ``G = h q a^T`` (``q = p - e_y``), so Alg. 4's
+eigendecomposition of ``B B^T + G G^T`` (left) or ``B B^T + G^T G`` (right) is that of a thin
+matrix: with the sketch ``B = U diag(sig)`` and the new vector v (``h ||a|| q`` left, ``h ||q|| a``
+right) split as ``v = U t + n u`` (u a unit vector orthogonal to U), ``[B, v] = [U, u] C`` with
+``C = [[diag sig, t], [0, n]]``, and the eigen-pairs come from the (ell + 1) x (ell + 1) matrix
+``C C^T`` (:func:`_fd_step`). The first tau are kept, shrunk by the tau-th eigenvalue lambda_tau
+(Alg. 4 line 3; a lambda_tau at or below 1e-16 lambda_1 counts as 0, as NOTES_ADA's guard), which
+joins rho; directions shrunk to 0 are dropped from the basis (their term in the inverse roots is 0).
+
+The right basis update ``V_new = A V + b a^T`` is sparse: ``F_new = [A F, b]`` and a is written as
+a new row of Z on a's features (a rank-one sparse update). When Z's rows are all used (or F grows
+large), a re-base ``Z <- F Z, F = I`` over the features seen (O(ellR rmax n)) empties them; it also
+recomputes ``Q`` from the table and re-orthonormalises V if rounding has moved its Gram matrix
+off I. Per example O(s rmax + K rmax + (tau + 1)^3 + K (tauL + 1)^2) (s features); a re-base every
+``rmax - ellR`` new directions. Nothing is O(2^b).
+"""
+import math
+
+import numpy as np
+from numba import njit
+
+from ..kernels._jit import INNER, KERNEL
+
+__all__ = ["shampoo_run", "rehash", "N_INTS"]
+
+EMPTY = -1
+HASH_MULT = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing (as _fd_son_kernels)
+SHRINK_TOL = 1e-16  # a shrink lambda_tau <= SHRINK_TOL lambda_1 is round-off: 0 (NOTES_ADA)
+NEW_DIR_TOL = 1e-10  # v has a new direction when ||v - U U^T v||^2 > NEW_DIR_TOL ||v||^2
+F_MAX = 1e8  # re-base when an entry of F exceeds this
+ORTH_TOL = 1e-10  # re-orthonormalise V at a re-base when its Gram matrix is this far from I
+
+# ints: occupied keys, ellR, r (rows of Z in use), ellL, re-bases, re-orthonormalisations
+I_N, I_ELLR, I_R, I_ELLL, I_REBASE, I_ORTH = 0, 1, 2, 3, 4, 5
+N_INTS = 6
+
+
+@njit(**INNER)
+def _find(keys, key, shift, capmask):
+    """Slot of ``key`` (>= 0), or ``-1 - slot`` of the empty slot where it would go."""
+    h = np.int64((np.uint64(key) * HASH_MULT) >> np.uint64(shift))
+    while True:
+        k = keys[h]
+        if k == key:
+            return h
+        if k == EMPTY:
+            return -1 - h
+        h = (h + 1) & capmask
+
+
+@njit(**KERNEL)
+def rehash(keys, tab, new_keys, new_tab, new_shift):
+    """Move every occupied slot of ``(keys, tab)`` into the larger empty table ``(new_keys, new_tab)``."""
+    capmask = new_keys.shape[0] - 1
+    ncol = tab.shape[1]
+    for s in range(keys.shape[0]):
+        key = keys[s]
+        if key == EMPTY:
+            continue
+        h = -1 - _find(new_keys, key, new_shift, capmask)
+        new_keys[h] = key
+        for c in range(ncol):
+            new_tab[h, c] = tab[s, c]
+
+
+@njit(**INNER)
+def _fd_step(sig2, ell, t, n, beta, tau, Y, sig2_new):
+    """Alg. 4 lines 2-3 for ``B B^T + v v^T`` with ``B = U diag(sqrt(sig2[:ell]))`` and ``v = beta
+    (U t + n u)``: eigen-pairs of ``C C^T`` (m = ell + (n > 0)), descending; the first tau kept and
+    shrunk by lambda_tau. Writes the kept eigenvectors (coordinates in ``[U, u]``) to ``Y[:m, :k]``
+    and their shrunk eigenvalues to ``sig2_new[:k]``; returns ``(k, lambda_tau)``."""
+    m = ell + (1 if n > 0.0 else 0)
+    if m == 0:
+        return 0, 0.0
+    S = np.zeros((m, m))
+    c = np.empty(m)
+    for i in range(ell):
+        S[i, i] = sig2[i]
+        c[i] = beta * t[i]
+    if n > 0.0:
+        c[ell] = beta * n
+    for i in range(m):
+        for j in range(m):
+            S[i, j] += c[i] * c[j]
+    lam, U = np.linalg.eigh(S)
+    lam1 = max(lam[m - 1], 0.0)
+    lam_tau = 0.0
+    if m >= tau:
+        lam_tau = max(lam[m - tau], 0.0)
+        if lam_tau <= SHRINK_TOL * lam1:
+            lam_tau = 0.0
+    k = 0
+    for i in range(min(m, tau)):
+        li = max(lam[m - 1 - i], 0.0) - lam_tau
+        if li <= 0.0:
+            break
+        sig2_new[k] = li
+        for j in range(m):
+            Y[j, k] = U[j, m - 1 - i]
+        k += 1
+    return k, lam_tau
+
+
+@njit(**INNER)
+def _left_update(UL, sig2L, ints, flt, v, beta, tau, Y, sig2_new):
+    """The left sketch (K x K, dense) takes ``beta^2 v v^T`` (``v = h q``, ``beta = ||a||``)."""
+    K = UL.shape[0]
+    ell = ints[I_ELLL]
+    t = np.zeros(ell)
+    r = v.copy()
+    for _ in range(2):  # Gram-Schmidt twice
+        for i in range(ell):
+            dot = 0.0
+            for c in range(K):
+                dot += UL[c, i] * r[c]
+            t[i] += dot
+            for c in range(K):
+                r[c] -= dot * UL[c, i]
+    vv = 0.0
+    rr = 0.0
+    for c in range(K):
+        vv += v[c] * v[c]
+        rr += r[c] * r[c]
+    n = math.sqrt(rr) if rr > NEW_DIR_TOL * vv else 0.0
+    k, lam_tau = _fd_step(sig2L, ell, t, n, beta, tau, Y, sig2_new)
+    new = np.zeros((K, k))
+    for i in range(k):
+        for c in range(K):
+            acc = 0.0
+            for j in range(ell):
+                acc += UL[c, j] * Y[j, i]
+            if n > 0.0:
+                acc += r[c] / n * Y[ell, i]
+            new[c, i] = acc
+    for i in range(UL.shape[1]):
+        for c in range(K):
+            UL[c, i] = new[c, i] if i < k else 0.0
+        sig2L[i] = sig2_new[i] if i < k else 0.0
+    ints[I_ELLL] = k
+    flt[0] += lam_tau
+
+
+@njit(**INNER)
+def _rebase(keys, tab, K, F, Q, ints):
+    """``Z <- F Z`` on every feature seen, ``F = I``; ``Q = Gbar Z^T`` recomputed from the table; V
+    re-orthonormalised (``Z <- Gram^{-1/2} Z``) when rounding moved its Gram matrix off I."""
+    ell = ints[I_ELLR]
+    r = ints[I_R]
+    rmax = tab.shape[1] - K
+    z = np.empty(ell)
+    gram = np.zeros((ell, ell))
+    for s in range(keys.shape[0]):
+        if keys[s] == EMPTY:
+            continue
+        for i in range(ell):
+            acc = 0.0
+            for j in range(r):
+                acc += F[i, j] * tab[s, K + j]
+            z[i] = acc
+        for i in range(rmax):
+            tab[s, K + i] = z[i] if i < ell else 0.0
+        for i in range(ell):
+            for j in range(ell):
+                gram[i, j] += z[i] * z[j]
+    off = 0.0
+    for i in range(ell):
+        for j in range(ell):
+            off = max(off, abs(gram[i, j] - (1.0 if i == j else 0.0)))
+    if off > ORTH_TOL and ell > 0:
+        lam, U = np.linalg.eigh(gram)
+        T = np.zeros((ell, ell))
+        for i in range(ell):
+            for j in range(ell):
+                acc = 0.0
+                for k in range(ell):
+                    acc += U[i, k] * U[j, k] / math.sqrt(max(lam[k], 1e-300))
+                T[i, j] = acc
+        for s in range(keys.shape[0]):
+            if keys[s] == EMPTY:
+                continue
+            for i in range(ell):
+                acc = 0.0
+                for j in range(ell):
+                    acc += T[i, j] * tab[s, K + j]
+                z[i] = acc
+            for i in range(ell):
+                tab[s, K + i] = z[i]
+        ints[I_ORTH] += 1
+    for c in range(K):
+        for i in range(Q.shape[1]):
+            Q[c, i] = 0.0
+    for s in range(keys.shape[0]):
+        if keys[s] == EMPTY:
+            continue
+        for c in range(K):
+            g = tab[s, c]
+            if g != 0.0:
+                for i in range(ell):
+                    Q[c, i] += g * tab[s, K + i]
+    for i in range(F.shape[0]):
+        for j in range(F.shape[1]):
+            F[i, j] = 1.0 if i == j and i < ell else 0.0
+    ints[I_R] = ell
+    ints[I_REBASE] += 1
+
+
+@njit(**KERNEL)
+def shampoo_run(offsets, indices, values, labels, weights, mask, learn, keys, tab, shift, F, sig2R, Q,
+                UL, sig2L, ints, flt, eta, eps, tau_l, tau_r, pred_out, loss_out, prob_out):
+    """Predict (argmax class id 1..K, ties to the lowest), record the cross-entropy and the
+    probabilities (``prob_out``: ``(n, K)``, or ``(0, K)`` for none), then (if ``learn``) update,
+    for every example in order. Features are ``index & mask``; the table ``(keys, tab)`` must have
+    room for every new feature of the batch (the caller grows it). ``tab``: per feature ``[Gbar
+    (K), Z (rmax)]``; ``F``: (tau_r + 1, rmax); ``Q``: (K, rmax); ``UL``: (K, tau_l);
+    ``flt = [rho^L, rho^R]``. Returns the examples learned."""
+    n_ex = labels.shape[0]
+    K = UL.shape[0]
+    rmax = tab.shape[1] - K
+    capmask = keys.shape[0] - 1
+    keep = prob_out.shape[0] > 0
+    maxs = 1
+    for i in range(n_ex):
+        maxs = max(maxs, offsets[i + 1] - offsets[i])
+    slots = np.empty(maxs, np.int64)
+    vals = np.empty(maxs)
+    uslot = np.empty(maxs, np.int64)
+    ua = np.empty(maxs)
+    s = np.empty(K)
+    p = np.empty(K)
+    Gx = np.empty(K)
+    zx = np.zeros(rmax)
+    vx = np.zeros(rmax)
+    w = np.zeros(rmax)
+    y = np.empty(K)
+    out = np.empty(K)
+    mr = tau_r + 1
+    YR = np.zeros((mr, mr))
+    YL = np.zeros((tau_l + 1, tau_l + 1))
+    sigR_new = np.zeros(mr)
+    sigL_new = np.zeros(tau_l + 1)
+    learned = 0
+    for ex in range(n_ex):
+        a0 = offsets[ex]
+        a1 = offsets[ex + 1]
+        lab = labels[ex]
+        ins = learn and not math.isnan(lab)
+        # the example's features: slots (inserted when learning), duplicates summed
+        cnt = 0
+        for k in range(a0, a1):
+            key = np.int64(indices[k]) & mask
+            sl = _find(keys, key, shift, capmask)
+            if sl < 0:
+                if not ins:
+                    continue
+                sl = -1 - sl
+                keys[sl] = key
+                ints[I_N] += 1
+            slots[cnt] = sl
+            vals[cnt] = values[k]
+            cnt += 1
+        order = np.argsort(slots[:cnt])
+        nu = 0
+        for k in range(cnt):
+            sl = slots[order[k]]
+            if nu > 0 and uslot[nu - 1] == sl:
+                ua[nu - 1] += vals[order[k]]
+            else:
+                uslot[nu] = sl
+                ua[nu] = vals[order[k]]
+                nu += 1
+        ellR = ints[I_ELLR]
+        r = ints[I_R]
+        ellL = ints[I_ELLL]
+        # scores s = -eta L~^{-1/4} (Gbar R~^{-1/4} x)
+        for c in range(K):
+            Gx[c] = 0.0
+        for i in range(r):
+            zx[i] = 0.0
+        a2 = 0.0
+        for u in range(nu):
+            sl = uslot[u]
+            x = ua[u]
+            a2 += x * x
+            for c in range(K):
+                Gx[c] += tab[sl, c] * x
+            for i in range(r):
+                zx[i] += tab[sl, K + i] * x
+        for i in range(ellR):
+            acc = 0.0
+            for j in range(r):
+                acc += F[i, j] * zx[j]
+            vx[i] = acc
+        cR = eps + flt[1]
+        qR = cR ** -0.25
+        for j in range(r):
+            w[j] = 0.0
+        for i in range(ellR):
+            di = ((sig2R[i] + cR) ** -0.25 - qR) * vx[i]
+            if di != 0.0:
+                for j in range(r):
+                    w[j] += F[i, j] * di
+        for c in range(K):
+            acc = qR * Gx[c]
+            for j in range(r):
+                acc += Q[c, j] * w[j]
+            y[c] = acc
+        cL = eps + flt[0]
+        qL = cL ** -0.25
+        for c in range(K):
+            out[c] = qL * y[c]
+        for i in range(ellL):
+            acc = 0.0
+            for c in range(K):
+                acc += UL[c, i] * y[c]
+            acc *= (sig2L[i] + cL) ** -0.25 - qL
+            for c in range(K):
+                out[c] += UL[c, i] * acc
+        for c in range(K):
+            s[c] = -eta * out[c]
+        best = 0
+        for c in range(1, K):
+            if s[c] > s[best]:
+                best = c
+        smax = s[best]
+        z = 0.0
+        for c in range(K):
+            p[c] = math.exp(s[c] - smax)
+            z += p[c]
+        for c in range(K):
+            p[c] /= z
+        pred_out[ex] = best + 1.0
+        if math.isnan(smax):
+            pred_out[ex] = math.nan
+        if keep:
+            for c in range(K):
+                prob_out[ex, c] = p[c]
+        if math.isnan(lab):
+            loss_out[ex] = math.nan
+            continue
+        yc = np.int64(lab) - 1
+        loss_out[ex] = math.log(z) + smax - s[yc]
+        if not learn:
+            continue
+        learned += 1
+        h = weights[ex]
+        if h <= 0.0:
+            continue
+        # the gradient G = qh a^T, qh = h (p - e_y)
+        p[yc] -= 1.0
+        qq = 0.0
+        for c in range(K):
+            p[c] *= h
+            qq += p[c] * p[c]
+        if qq == 0.0 or a2 == 0.0:
+            continue
+        # Gbar += qh a^T; Q += qh (Z a)^T (Z before this example's change)
+        for u in range(nu):
+            sl = uslot[u]
+            x = ua[u]
+            for c in range(K):
+                tab[sl, c] += p[c] * x
+        for c in range(K):
+            for j in range(r):
+                Q[c, j] += p[c] * zx[j]
+        # right sketch: B B^T + ||qh||^2 a a^T, a = V^T vx + n u
+        vv = 0.0
+        for i in range(ellR):
+            vv += vx[i] * vx[i]
+        n2 = a2 - vv
+        nr = math.sqrt(n2) if n2 > NEW_DIR_TOL * a2 else 0.0
+        fbig = False
+        for i in range(ellR):
+            for j in range(r):
+                if abs(F[i, j]) > F_MAX:
+                    fbig = True
+        if (nr > 0.0 and r >= rmax) or fbig:
+            _rebase(keys, tab, K, F, Q, ints)
+            r = ints[I_R]
+            vv = 0.0
+            for i in range(r):  # (F Z) x, as re-orthonormalised
+                acc = 0.0
+                for u in range(nu):
+                    acc += tab[uslot[u], K + i] * ua[u]
+                vx[i] = acc
+                vv += acc * acc
+            n2 = a2 - vv
+            nr = math.sqrt(n2) if n2 > NEW_DIR_TOL * a2 else 0.0
+        k, lam_tau = _fd_step(sig2R, ellR, vx, nr, math.sqrt(qq), tau_r, YR, sigR_new)
+        # V_new = A V + b a^T: A[i, j] = Y[j, i] - Y[ell, i] vx[j] / n, b[i] = Y[ell, i] / n
+        Fn = np.zeros((k, r + 1))
+        for i in range(k):
+            for jj in range(r):
+                acc = 0.0
+                for j in range(ellR):
+                    aij = YR[j, i]
+                    if nr > 0.0:
+                        aij -= YR[ellR, i] * vx[j] / nr
+                    acc += aij * F[j, jj]
+                Fn[i, jj] = acc
+            if nr > 0.0:
+                Fn[i, r] = YR[ellR, i] / nr
+        if nr > 0.0:  # a becomes row r of Z; Q's column r = Gbar a (Gbar updated)
+            for u in range(nu):
+                tab[uslot[u], K + r] = ua[u]
+            for c in range(K):
+                Q[c, r] = Gx[c] + p[c] * a2
+            r += 1
+        for i in range(F.shape[0]):
+            for j in range(rmax):
+                F[i, j] = Fn[i, j] if i < k and j < r else 0.0
+            if i < sig2R.shape[0]:
+                sig2R[i] = sigR_new[i] if i < k else 0.0
+        ints[I_ELLR] = k
+        ints[I_R] = r
+        flt[1] += lam_tau
+        # left sketch: B B^T + ||a||^2 qh qh^T
+        _left_update(UL, sig2L, ints, flt, p, math.sqrt(a2), tau_l, YL, sigL_new)
+    return learned
