@@ -36,6 +36,7 @@ import numpy as np
 from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
+from ._fd_son_kernels import _eigh  # numba's np.linalg.eigh needs scipy's LAPACK, which the CLI does not load
 
 __all__ = ["shampoo_run", "rehash", "N_INTS"]
 
@@ -98,7 +99,7 @@ def _fd_step(sig2, ell, t, n, beta, tau, Y, sig2_new):
     for i in range(m):
         for j in range(m):
             S[i, j] += c[i] * c[j]
-    lam, U = np.linalg.eigh(S)
+    lam, U = _eigh(S)
     lam1 = max(lam[m - 1], 0.0)
     lam_tau = 0.0
     if m >= tau:
@@ -183,7 +184,7 @@ def _rebase(keys, tab, K, F, Q, ints):
         for j in range(ell):
             off = max(off, abs(gram[i, j] - (1.0 if i == j else 0.0)))
     if off > ORTH_TOL and ell > 0:
-        lam, U = np.linalg.eigh(gram)
+        lam, U = _eigh(gram)
         T = np.zeros((ell, ell))
         for i in range(ell):
             for j in range(ell):
