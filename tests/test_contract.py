@@ -14,6 +14,7 @@ SMALL = {
     "rfd-son": {"sketch_size": 3, "alpha0": 0.5},
     "bear": {"sketch_width": 200, "top_k": 20, "minibatch": 4},
     "mission": {"sketch_width": 200, "top_k": 20},
+    "ftsl-shampoo": {"sketch_size": 3},
 }
 
 
@@ -55,7 +56,8 @@ def _cases():
     (``--loss_function multiclass_logistic``): a new learner joins all of them."""
     out = []
     for name in sorted(LEARNERS):
-        out.append(pytest.param(name, 0, id=name))
+        if not getattr(LEARNERS[name], "multiclass_only", False):  # e.g. ftsl-shampoo: softmax only
+            out.append(pytest.param(name, 0, id=name))
         out.append(pytest.param(name, 3, id=f"{name}-oaa3"))
         if name in SOFTMAX_LEARNERS:
             out.append(pytest.param(name, "softmax", id=f"{name}-softmax3"))
