@@ -47,9 +47,10 @@ NEW_DIR_TOL = 1e-10  # v has a new direction when ||v - U U^T v||^2 > NEW_DIR_TO
 F_MAX = 1e8  # re-base when an entry of F exceeds this
 ORTH_TOL = 1e-10  # re-orthonormalise V at a re-base when its Gram matrix is this far from I
 
-# ints: occupied keys, ellR, r (rows of Z in use), ellL, re-bases, re-orthonormalisations
-I_N, I_ELLR, I_R, I_ELLL, I_REBASE, I_ORTH = 0, 1, 2, 3, 4, 5
-N_INTS = 6
+# ints: occupied keys, ellR, r (rows of Z in use), ellL, re-bases, re-orthonormalisations, the
+# re-base count at the last flush (history base), Z's rows right after the last re-base, flushes
+I_N, I_ELLR, I_R, I_ELLL, I_REBASE, I_ORTH, I_HBASE, I_RBASE, I_FLUSH = 0, 1, 2, 3, 4, 5, 6, 7, 8
+N_INTS = 9
 
 
 @njit(**INNER)
@@ -158,40 +159,77 @@ def _left_update(UL, sig2L, ints, flt, v, beta, tau, Y, sig2_new):
 
 
 @njit(**INNER)
-def _rebase(keys, tab, K, F, Q, ints):
-    """``Z <- F Z`` on every feature seen, ``F = I``; ``Q = Gbar Z^T`` recomputed from the table; V
-    re-orthonormalised (``Z <- Gram^{-1/2} Z``) when rounding moved its Gram matrix off I."""
-    ell = ints[I_ELLR]
-    r = ints[I_R]
-    rmax = tab.shape[1] - K
-    z = np.empty(ell)
+def _current(tab, s, K, S, ints, z):
+    """Feature ``s``'s column of Z in the current representation (into ``z``, length rmax): its
+    stored column if its stamp is the current re-base, else the suffix product S[g] of the re-bases
+    since its stamp g applied to it (rows past the re-based ones are 0: the feature was in no
+    example since)."""
+    rmax = z.shape[0]
+    st = np.int64(tab[s, K + rmax])
+    if st == ints[I_REBASE]:
+        for i in range(rmax):
+            z[i] = tab[s, K + i]
+        return
+    g = st - ints[I_HBASE]
+    rb = ints[I_RBASE]
+    for i in range(rmax):
+        acc = 0.0
+        if i < rb:
+            for j in range(rmax):
+                acc += S[g, i, j] * tab[s, K + j]
+        z[i] = acc
+
+
+@njit(**INNER)
+def _bring(tab, s, K, S, ints, z):
+    """Bring feature ``s`` to the current representation in place (column and stamp)."""
+    rmax = z.shape[0]
+    if np.int64(tab[s, K + rmax]) == ints[I_REBASE]:
+        return
+    _current(tab, s, K, S, ints, z)
+    for i in range(rmax):
+        tab[s, K + i] = z[i]
+    tab[s, K + rmax] = ints[I_REBASE]
+
+
+@njit(**INNER)
+def _inv_sqrt_sym(G):
+    n = G.shape[0]
+    lam, U = _eigh(G)
+    T = np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            acc = 0.0
+            for k in range(n):
+                acc += U[i, k] * U[j, k] / math.sqrt(max(lam[k], 1e-300))
+            T[i, j] = acc
+    return T
+
+
+@njit(**INNER)
+def _flush(keys, tab, K, Q, Kz, S, ints):
+    """Every feature brought to the current representation, the history emptied, ``Q = Gbar Z^T``
+    and ``Kz = Z Z^T`` recomputed from the table, V re-orthonormalised (``Z <- Kz^{-1/2} Z``) if
+    rounding moved its Gram matrix off I. O(n rmax (tau + K)) for n features seen."""
+    rmax = Kz.shape[0]
+    ell = ints[I_R]  # = ellR, F = I (right after a re-base)
+    z = np.zeros(rmax)
+    for s in range(keys.shape[0]):
+        if keys[s] != EMPTY:
+            _bring(tab, s, K, S, ints, z)
     gram = np.zeros((ell, ell))
     for s in range(keys.shape[0]):
         if keys[s] == EMPTY:
             continue
         for i in range(ell):
-            acc = 0.0
-            for j in range(r):
-                acc += F[i, j] * tab[s, K + j]
-            z[i] = acc
-        for i in range(rmax):
-            tab[s, K + i] = z[i] if i < ell else 0.0
-        for i in range(ell):
             for j in range(ell):
-                gram[i, j] += z[i] * z[j]
+                gram[i, j] += tab[s, K + i] * tab[s, K + j]
     off = 0.0
     for i in range(ell):
         for j in range(ell):
             off = max(off, abs(gram[i, j] - (1.0 if i == j else 0.0)))
     if off > ORTH_TOL and ell > 0:
-        lam, U = _eigh(gram)
-        T = np.zeros((ell, ell))
-        for i in range(ell):
-            for j in range(ell):
-                acc = 0.0
-                for k in range(ell):
-                    acc += U[i, k] * U[j, k] / math.sqrt(max(lam[k], 1e-300))
-                T[i, j] = acc
+        T = _inv_sqrt_sym(gram)
         for s in range(keys.shape[0]):
             if keys[s] == EMPTY:
                 continue
@@ -203,26 +241,137 @@ def _rebase(keys, tab, K, F, Q, ints):
             for i in range(ell):
                 tab[s, K + i] = z[i]
         ints[I_ORTH] += 1
-    for c in range(K):
-        for i in range(Q.shape[1]):
+    for i in range(rmax):
+        for j in range(rmax):
+            Kz[i, j] = 0.0
+        for c in range(K):
             Q[c, i] = 0.0
     for s in range(keys.shape[0]):
         if keys[s] == EMPTY:
             continue
-        for c in range(K):
-            g = tab[s, c]
-            if g != 0.0:
-                for i in range(ell):
-                    Q[c, i] += g * tab[s, K + i]
+        for i in range(ell):
+            zi = tab[s, K + i]
+            for j in range(ell):
+                Kz[i, j] += zi * tab[s, K + j]
+            for c in range(K):
+                Q[c, i] += tab[s, c] * zi
+    ints[I_HBASE] = ints[I_REBASE]
+    ints[I_FLUSH] += 1
+
+
+@njit(**INNER)
+def _rebase(keys, tab, K, F, Q, Kz, S, ints, uslot, nu):
+    """A re-base ``Z <- T Z``, ``F = I`` with ``T = F`` (times ``(F Kz F^T)^{-1/2}`` when rounding
+    moved V's Gram matrix off I): recorded in the history of suffix products S (``S[g]`` takes a
+    feature stamped with re-base ``hbase + g`` to the current one) and applied to the features of
+    the current example (``uslot[:nu]``) only; the others catch up when next read (:func:`_current`).
+    ``Q <- Q T^T`` and ``Kz <- T Kz T^T`` follow exactly. Once the history holds
+    max(16, sqrt(n / 5)) re-bases (or is full) every feature is brought up to date
+    (:func:`_flush`): per example amortised O(tau^2 rmax sqrt(n)) at most, with O(tau rmax) per
+    stale feature read."""
+    ell = ints[I_ELLR]
+    r = ints[I_R]
+    rmax = Kz.shape[0]
+    T = np.zeros((ell, rmax))
+    for i in range(ell):
+        for j in range(r):
+            T[i, j] = F[i, j]
+    # Gram of V = F Z
+    TK = np.zeros((ell, rmax))
+    for i in range(ell):
+        for j in range(r):
+            acc = 0.0
+            for k in range(r):
+                acc += T[i, k] * Kz[k, j]
+            TK[i, j] = acc
+    gram = np.zeros((ell, ell))
+    off = 0.0
+    for i in range(ell):
+        for j in range(ell):
+            acc = 0.0
+            for k in range(r):
+                acc += TK[i, k] * T[j, k]
+            gram[i, j] = acc
+            off = max(off, abs(acc - (1.0 if i == j else 0.0)))
+    if off > ORTH_TOL and ell > 0:
+        T2 = _inv_sqrt_sym(gram)
+        T3 = np.zeros((ell, rmax))
+        for i in range(ell):
+            for j in range(r):
+                acc = 0.0
+                for k in range(ell):
+                    acc += T2[i, k] * T[k, j]
+                T3[i, j] = acc
+        T = T3
+        ints[I_ORTH] += 1
+    # Kz <- T Kz T^T, Q <- Q T^T
+    newK = np.zeros((ell, ell))
+    for i in range(ell):
+        for j in range(ell):
+            acc = 0.0
+            for k in range(r):
+                s2 = 0.0
+                for l in range(r):
+                    s2 += Kz[k, l] * T[j, l]
+                acc += T[i, k] * s2
+            newK[i, j] = acc
+    for i in range(rmax):
+        for j in range(rmax):
+            Kz[i, j] = newK[i, j] if i < ell and j < ell else 0.0
+    K2 = Q.shape[0]
+    newQ = np.zeros((K2, ell))
+    for c in range(K2):
+        for i in range(ell):
+            acc = 0.0
+            for j in range(r):
+                acc += Q[c, j] * T[i, j]
+            newQ[c, i] = acc
+    for c in range(K2):
+        for i in range(rmax):
+            Q[c, i] = newQ[c, i] if i < ell else 0.0
+    # history: S[g] <- T[:, :rb] S[g]; S[G] = T
+    G = ints[I_REBASE] - ints[I_HBASE]
+    rb = ints[I_RBASE]
+    tmp = np.zeros((ell, rmax))
+    for g in range(G):
+        for i in range(ell):
+            for j in range(rmax):
+                acc = 0.0
+                for k in range(rb):
+                    acc += T[i, k] * S[g, k, j]
+                tmp[i, j] = acc
+        for i in range(S.shape[1]):
+            for j in range(rmax):
+                S[g, i, j] = tmp[i, j] if i < ell else 0.0
+    for i in range(S.shape[1]):
+        for j in range(rmax):
+            S[G, i, j] = T[i, j] if i < ell else 0.0
+    # the current example's features (current before): apply T now
+    z = np.zeros(rmax)
+    for u in range(nu):
+        s = uslot[u]
+        for i in range(ell):
+            acc = 0.0
+            for j in range(r):
+                acc += T[i, j] * tab[s, K + j]
+            z[i] = acc
+        for i in range(rmax):
+            tab[s, K + i] = z[i] if i < ell else 0.0
+        tab[s, K + rmax] = ints[I_REBASE] + 1
     for i in range(F.shape[0]):
         for j in range(F.shape[1]):
             F[i, j] = 1.0 if i == j and i < ell else 0.0
     ints[I_R] = ell
+    ints[I_RBASE] = ell
     ints[I_REBASE] += 1
+    G += 1
+    trig = max(16, np.int64(math.sqrt(ints[I_N] / 5.0)))
+    if G >= min(trig, S.shape[0]):
+        _flush(keys, tab, K, Q, Kz, S, ints)
 
 
 @njit(**KERNEL)
-def shampoo_run(offsets, indices, values, labels, weights, mask, learn, keys, tab, shift, F, sig2R, Q,
+def shampoo_run(offsets, indices, values, labels, weights, mask, learn, keys, tab, shift, F, sig2R, Q, Kz, S,
                 UL, sig2L, ints, flt, eta, eps, tau_l, tau_r, pred_out, loss_out, prob_out):
     """Predict (argmax class id 1..K, ties to the lowest), record the cross-entropy and the
     probabilities (``prob_out``: ``(n, K)``, or ``(0, K)`` for none), then (if ``learn``) update,
@@ -232,7 +381,7 @@ def shampoo_run(offsets, indices, values, labels, weights, mask, learn, keys, ta
     ``flt = [rho^L, rho^R]``. Returns the examples learned."""
     n_ex = labels.shape[0]
     K = UL.shape[0]
-    rmax = tab.shape[1] - K
+    rmax = tab.shape[1] - K - 1
     capmask = keys.shape[0] - 1
     keep = prob_out.shape[0] > 0
     maxs = 1
@@ -246,6 +395,7 @@ def shampoo_run(offsets, indices, values, labels, weights, mask, learn, keys, ta
     p = np.empty(K)
     Gx = np.empty(K)
     zx = np.zeros(rmax)
+    zt = np.zeros(rmax)
     vx = np.zeros(rmax)
     w = np.zeros(rmax)
     y = np.empty(K)
@@ -271,6 +421,7 @@ def shampoo_run(offsets, indices, values, labels, weights, mask, learn, keys, ta
                     continue
                 sl = -1 - sl
                 keys[sl] = key
+                tab[sl, K + rmax] = ints[I_REBASE]
                 ints[I_N] += 1
             slots[cnt] = sl
             vals[cnt] = values[k]
@@ -298,10 +449,13 @@ def shampoo_run(offsets, indices, values, labels, weights, mask, learn, keys, ta
             sl = uslot[u]
             x = ua[u]
             a2 += x * x
+            if ins:
+                _bring(tab, sl, K, S, ints, zt)
+            _current(tab, sl, K, S, ints, zt)
             for c in range(K):
                 Gx[c] += tab[sl, c] * x
             for i in range(r):
-                zx[i] += tab[sl, K + i] * x
+                zx[i] += zt[i] * x
         for i in range(ellR):
             acc = 0.0
             for j in range(r):
@@ -391,7 +545,7 @@ def shampoo_run(offsets, indices, values, labels, weights, mask, learn, keys, ta
                 if abs(F[i, j]) > F_MAX:
                     fbig = True
         if (nr > 0.0 and r >= rmax) or fbig:
-            _rebase(keys, tab, K, F, Q, ints)
+            _rebase(keys, tab, K, F, Q, Kz, S, ints, uslot, nu)
             r = ints[I_R]
             vv = 0.0
             for i in range(r):  # (F Z) x, as re-orthonormalised
@@ -399,6 +553,7 @@ def shampoo_run(offsets, indices, values, labels, weights, mask, learn, keys, ta
                 for u in range(nu):
                     acc += tab[uslot[u], K + i] * ua[u]
                 vx[i] = acc
+                zx[i] = acc
                 vv += acc * acc
             n2 = a2 - vv
             nr = math.sqrt(n2) if n2 > NEW_DIR_TOL * a2 else 0.0
@@ -416,11 +571,15 @@ def shampoo_run(offsets, indices, values, labels, weights, mask, learn, keys, ta
                 Fn[i, jj] = acc
             if nr > 0.0:
                 Fn[i, r] = YR[ellR, i] / nr
-        if nr > 0.0:  # a becomes row r of Z; Q's column r = Gbar a (Gbar updated)
+        if nr > 0.0:  # a becomes row r of Z; Q's column r = Gbar a (Gbar updated); Kz = Z Z^T
             for u in range(nu):
                 tab[uslot[u], K + r] = ua[u]
             for c in range(K):
                 Q[c, r] = Gx[c] + p[c] * a2
+            for i in range(r):
+                Kz[i, r] = zx[i]
+                Kz[r, i] = zx[i]
+            Kz[r, r] = a2
             r += 1
         for i in range(F.shape[0]):
             for j in range(rmax):

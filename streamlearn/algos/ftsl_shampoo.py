@@ -40,8 +40,10 @@ _kernels = lazy("streamlearn.algos._ftsl_shampoo_kernels")
 
 MIN_CAP = 1 << 10
 MAX_SKETCH = 256
-N_INTS = 6  # = _ftsl_shampoo_kernels.N_INTS (not imported: --help must not load numba)
-_SMALL = ("F", "sig2R", "Q", "UL", "sig2L", "ints", "flt")
+N_INTS = 9  # = _ftsl_shampoo_kernels.N_INTS (not imported: --help must not load numba)
+#: the re-bases the history holds at most (it is emptied at max(16, sqrt(features seen / 5)))
+HIST_MAX = 256
+_SMALL = ("F", "sig2R", "Q", "Kz", "UL", "sig2L", "ints", "flt")
 
 
 class FTSLShampoo(Learner):
@@ -94,6 +96,8 @@ class FTSLShampoo(Learner):
         self.F = np.zeros((self.tau_r, self.rmax))
         self.sig2R = np.zeros(self.tau_r)
         self.Q = np.zeros((K, self.rmax))
+        self.Kz = np.zeros((self.rmax, self.rmax))
+        self.S = np.zeros((HIST_MAX, self.tau_r, self.rmax))
         self.UL = np.zeros((K, self.tau_l))
         self.sig2L = np.zeros(self.tau_l)
         self.ints = np.zeros(N_INTS, np.int64)
@@ -118,7 +122,7 @@ class FTSLShampoo(Learner):
 
     def _alloc_table(self, cap):
         self.keys = np.full(cap, -1, np.int64)
-        self.tab = np.zeros((cap, self.n_classes + self.rmax))
+        self.tab = np.zeros((cap, self.n_classes + self.rmax + 1))  # Gbar, Z, stamp
         self.shift = 64 - (cap.bit_length() - 1)
 
     def _grow(self, needed):
@@ -159,7 +163,7 @@ class FTSLShampoo(Learner):
                 kernel_array(batch.offsets, np.int64), kernel_array(batch.indices, np.uint32),
                 kernel_array(batch.values, np.float64), kernel_array(batch.labels, np.float64),
                 kernel_array(batch.weights, np.float64), self.row_mask, bool(learn), self.keys, self.tab,
-                self.shift, self.F, self.sig2R, self.Q, self.UL, self.sig2L, self.ints, self.flt, self.eta,
+                self.shift, self.F, self.sig2R, self.Q, self.Kz, self.S, self.UL, self.sig2L, self.ints, self.flt, self.eta,
                 self.eps, self.tau_l, self.tau_r, pred, loss, probs)
             self.examples_learned += int(learned)
         self.last_probabilities = probs if self.probabilities else None
@@ -178,7 +182,7 @@ class FTSLShampoo(Learner):
             s = pos.get(int(k))
             if s is not None:
                 Gb[:, i] = self.tab[s, :K]
-                Z[:, i] = self.tab[s, K:]
+                Z[:, i] = self._current(s)
         V = self.F[:ell, :r] @ Z[:r]
         cR = self.eps + self.flt[1]
         dR = (self.sig2R[:ell] + cR) ** -0.25 - cR ** -0.25
@@ -190,19 +194,34 @@ class FTSLShampoo(Learner):
         dL = (self.sig2L[:ellL] + cL) ** -0.25 - cL ** -0.25
         return -self.eta * (cL ** -0.25 * Y + U @ (dL[:, None] * (U.T @ Y)))
 
+    def _current(self, s):
+        """Feature slot s's column of Z in the current representation (the kernel's _current)."""
+        K, rmax = self.n_classes, self.rmax
+        z = self.tab[s, K:K + rmax]
+        st = int(self.tab[s, K + rmax])
+        if st == int(self.ints[4]):
+            return z.copy()
+        out = np.zeros(rmax)
+        rb = int(self.ints[7])
+        out[:rb] = self.S[st - int(self.ints[6])][:rb] @ z
+        return out
+
     @property
     def n_rebase(self) -> int:
         return int(self.ints[4])
 
     def extra_summary(self) -> dict:
         return {"oaa_classes": self.n_classes, "features_seen": int(self.ints[0]), "rebases": self.n_rebase,
+                "rebases_on_every_feature": int(self.ints[8]),
                 "right_directions": int(self.ints[1]), "left_directions": int(self.ints[3])}
 
     # -- state ---------------------------------------------------------------------------------
     def _arrays(self):
         occ = np.flatnonzero(self.keys >= 0)
         order = occ[np.argsort(self.keys[occ], kind="stable")]
-        return {"keys": self.keys[order], "rows": self.tab[order], **{f: getattr(self, f) for f in _SMALL}}
+        G = int(self.ints[4] - self.ints[6])  # the history's re-bases
+        return {"keys": self.keys[order], "rows": self.tab[order], "S": self.S[:G],
+                **{f: getattr(self, f) for f in _SMALL}}
 
     @classmethod
     def saved_shapes(cls, hyper):
@@ -211,6 +230,7 @@ class FTSLShampoo(Learner):
         tl, tr = cls._taus(hyper)
         rmax = 3 * tr + 1
         return {"F": ((tr, rmax), np.float64), "sig2R": ((tr,), np.float64), "Q": ((K, rmax), np.float64),
+                "Kz": ((rmax, rmax), np.float64),
                 "UL": ((K, tl), np.float64), "sig2L": ((tl,), np.float64), "ints": ((N_INTS,), np.int64),
                 "flt": ((2,), np.float64)}
 
@@ -220,37 +240,47 @@ class FTSLShampoo(Learner):
 
     def _load_arrays(self, arrays):
         """The saved state, checked where the kernel indexes with it: the counters (directions within
-        the sketch sizes, Z's rows within rmax), the keys (distinct, ascending, within the mask, one
-        row of K + rmax floats each), every float finite and the sketches' eigenvalues and shrinks
-        nonnegative."""
-        for f in _SMALL + ("keys", "rows"):
+        the sketch sizes, Z's rows within rmax, the history within its bound), the keys (distinct,
+        ascending, within the mask, one row of K + rmax + 1 floats each, whose re-base stamp lies in
+        the history), every float finite and the sketches' eigenvalues and shrinks nonnegative."""
+        for f in _SMALL + ("keys", "rows", "S"):
             require(f in arrays, f"array {f} is missing")
         ints = np.asarray(arrays["ints"])
         keys = np.asarray(arrays["keys"])
         rows = np.asarray(arrays["rows"])
-        K = self.n_classes
+        S = np.asarray(arrays["S"])
+        K, rmax = self.n_classes, self.rmax
         require(keys.ndim == 1 and keys.dtype.kind in "iu", "array keys is not a vector of integers")
-        require(rows.shape == (len(keys), K + self.rmax), f"array rows has shape {rows.shape}, "
-                f"expected ({len(keys)}, {K + self.rmax})")
+        require(rows.shape == (len(keys), K + rmax + 1), f"array rows has shape {rows.shape}, "
+                f"expected ({len(keys)}, {K + rmax + 1})")
         require(bool(np.all((keys >= 0) & (keys <= self.row_mask))), "array keys: a key outside the mask")
         require(bool(np.all(np.diff(keys) > 0)), "array keys is not strictly ascending")
         require(int(ints[0]) == len(keys), "ints[0] is not the number of keys")
-        require(0 <= int(ints[1]) <= self.tau_r and int(ints[1]) <= int(ints[2]) <= self.rmax,
+        require(0 <= int(ints[1]) <= self.tau_r and int(ints[1]) <= int(ints[2]) <= rmax,
                 "ints: right directions or Z rows out of range")
         require(0 <= int(ints[3]) <= self.tau_l, "ints: left directions out of range")
         require(bool(np.all(ints[4:] >= 0)), "ints: a negative counter")
-        for f in _SMALL + ("rows",):
+        G = int(ints[4]) - int(ints[6])
+        require(0 <= G < HIST_MAX and int(ints[7]) <= min(self.tau_r, rmax), "ints: the re-base history is out of range")
+        require(S.shape == (G, self.tau_r, rmax), f"array S has shape {S.shape}, expected ({G}, {self.tau_r}, {rmax})")
+        for f in _SMALL + ("rows", "S"):
             a = np.asarray(arrays[f])
             require(a.dtype.kind != "f" or bool(np.all(np.isfinite(a))), f"array {f}: a non-finite entry")
         for f in ("sig2R", "sig2L", "flt"):
             require(bool(np.all(np.asarray(arrays[f]) >= 0)), f"array {f}: a negative entry")
+        if len(keys):
+            st = rows[:, -1]
+            require(bool(np.all((st == np.round(st)) & (st >= ints[6]) & (st <= ints[4]))),
+                    "array rows: a re-base stamp outside the history")
         for f in _SMALL:
             setattr(self, f, np.array(arrays[f], dtype=getattr(self, f).dtype))
+        self.S = np.zeros((HIST_MAX, self.tau_r, rmax))
+        self.S[:G] = S
         self.ints[0] = 0
         self._alloc_table(MIN_CAP)
         self._grow(2 * len(keys))
-        tmp_keys = np.full(len(keys), -1, np.int64) if len(keys) == 0 else np.asarray(keys, np.int64)
-        _kernels.rehash(tmp_keys, np.ascontiguousarray(rows, np.float64), self.keys, self.tab, self.shift)
+        _kernels.rehash(np.asarray(keys, np.int64), np.ascontiguousarray(rows, np.float64), self.keys, self.tab,
+                        self.shift)
         self.ints[0] = len(keys)
 
     def state_dict(self):
