@@ -24,11 +24,17 @@ right) split as ``v = U t + n u`` (u a unit vector orthogonal to U), ``[B, v] = 
 joins rho; directions shrunk to 0 are dropped from the basis (their term in the inverse roots is 0).
 
 The right basis update ``V_new = A V + b a^T`` is sparse: ``F_new = [A F, b]`` and a is written as
-a new row of Z on a's features (a rank-one sparse update). When Z's rows are all used (or F grows
-large), a re-base ``Z <- F Z, F = I`` over the features seen (O(ellR rmax n)) empties them; it also
-recomputes ``Q`` from the table and re-orthonormalises V if rounding has moved its Gram matrix
-off I. Per example O(s rmax + K rmax + (tau + 1)^3 + K (tauL + 1)^2) (s features); a re-base every
-``rmax - ellR`` new directions. Nothing is O(2^b).
+a new row of Z on a's features (a rank-one sparse update). When Z's ``rmax = 3 tau + 1`` rows are
+used (or F grows large) a re-base ``Z <- F Z, F = I`` empties them (F's condition number grows by
+a factor of 10^2 to 10^3 per step on real data, so SON's ``Z += c a^T`` with ``F_new = A F`` would need
+a re-base nearly every step). A re-base is lazy, as FD-SON's (:mod:`._fd_son_kernels`): recorded in
+a history of suffix products (``S[g]`` takes a feature whose stamp is re-base ``hbase + g`` to the
+current representation, O(tau^2 rmax) per held re-base to keep up to date) and applied to a feature
+when it is next read (O(tau rmax)); once the history holds max(16, sqrt(n / 5)) re-bases every
+feature is brought up to date, ``Q`` and ``Kz = Z Z^T`` (kept for V's orthonormality check) are
+recomputed from the table and V is re-orthonormalised if rounding moved its Gram matrix off I. Per
+example O(s rmax + K rmax + (tau + 1)^3 + K (tauL + 1)^2) (s features) plus O(tau rmax) per stale
+feature read and an amortised O(tau^2 sqrt(n)) for n features seen; nothing is O(2^b).
 """
 import math
 
