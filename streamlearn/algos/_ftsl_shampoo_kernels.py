@@ -311,15 +311,18 @@ def _rebase(keys, tab, K, F, Q, Kz, S, ints, uslot, nu):
         T = T3
         ints[I_ORTH] += 1
     # Kz <- T Kz T^T, Q <- Q T^T
+    for i in range(ell):  # T Kz (T as re-orthonormalised)
+        for j in range(r):
+            acc = 0.0
+            for k in range(r):
+                acc += T[i, k] * Kz[k, j]
+            TK[i, j] = acc
     newK = np.zeros((ell, ell))
     for i in range(ell):
         for j in range(ell):
             acc = 0.0
             for k in range(r):
-                s2 = 0.0
-                for l in range(r):
-                    s2 += Kz[k, l] * T[j, l]
-                acc += T[i, k] * s2
+                acc += TK[i, k] * T[j, k]
             newK[i, j] = acc
     for i in range(rmax):
         for j in range(rmax):
