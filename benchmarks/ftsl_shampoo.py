@@ -97,14 +97,16 @@ def main():
     ap.add_argument("--sets", default="satimage,letter,mnist,news20")
     ap.add_argument("--steps", default="-10:4", help="exponents lo:hi of the step grid 2^lo..2^hi")
     ap.add_argument("--no_vw", action="store_true")
-    ap.add_argument("--timing_sets", default="satimage,news20", help="sets for the -b 24 / -b 18 timing")
+    ap.add_argument("--timing_sets", default="satimage,news20", help="sets for the -b 24 / -b 18 timing ('' = none)")
+    ap.add_argument("--timing_step", type=float, default=None,
+                    help="the step of the timing runs (default: FTSL-Shampoo's best on the set, else 2^-4)")
     args = ap.parse_args()
     need_shared()
     lo, hi = map(int, args.steps.split(":"))
     steps = [2.0 ** e for e in range(lo, hi + 1)]
     print(f"load average at start: {os.getloadavg()}; steps 2^{lo}..2^{hi}", flush=True)
     best_step = {}
-    for name in args.sets.split(","):
+    for name in filter(None, args.sets.split(",")):
         batch, vwfile, K, d = _prepare(name)
         full = SETS[name][4]
         rows = []
@@ -131,9 +133,9 @@ def main():
         print()
     # -b 24 vs -b 18 time per example (warm kernels)
     trows = []
-    for name in args.timing_sets.split(","):
+    for name in filter(None, args.timing_sets.split(",")):
         batch, _, K, d = _prepare(name)
-        st = best_step.get((name, "ftsl-shampoo tau=10"), 2.0 ** -4)
+        st = best_step.get((name, "ftsl-shampoo tau=10"), args.timing_step or 2.0 ** -4)
         per = {}
         for b in (18, 24):
             times = []
@@ -146,8 +148,9 @@ def main():
                       "error -b 24 %": f"{100 * per[24][1]:.2f}", "features seen 18/24":
                       f"{per[18][2]['features_seen']}/{per[24][2]['features_seen']}",
                       "rebases 18/24": f"{per[18][2]['rebases']}/{per[24][2]['rebases']}"})
-    print("ftsl-shampoo tau=10 time per example, -b 24 vs -b 18 (best of 3, warm)")
-    print(table(trows, list(trows[0])))
+    if trows:
+        print("ftsl-shampoo tau=10 time per example, -b 24 vs -b 18 (best of 3, warm)")
+        print(table(trows, list(trows[0])))
     print(f"\nload average at end: {os.getloadavg()}")
 
 
