@@ -136,6 +136,9 @@ def main():
     for name in filter(None, args.timing_sets.split(",")):
         batch, _, K, d = _prepare(name)
         st = best_step.get((name, "ftsl-shampoo tau=10"), args.timing_step or 2.0 ** -4)
+        from streamlearn.batch import Batch  # warm the kernels (compiled on a first use) before timing
+        warm = Batch.from_dense(np.eye(3), np.array([1.0, 2.0, 1.0]))
+        make_learner("ftsl-shampoo", {"oaa": K}).learn_batch(warm)
         per = {}
         for b in (18, 24):
             times = []
