@@ -98,8 +98,14 @@ def main():
     ap.add_argument("--steps", default="", help="BEAR,MISSION steps: skip the tuning")
     ap.add_argument("--steps_1c", default="1e-7,1e-6,1e-5,1e-4,1e-3,1e-2,3e-2,1e-1,2e-1")
     ap.add_argument("--skip_1ab", action="store_true")
+    ap.add_argument("--no_clip", action="store_true",
+                    help="both learners without the label-range clip (the papers' algorithms as printed)")
     a = ap.parse_args()
     bear_extra = {} if a.damping is None else {"curvature_damping": a.damping}
+    mission_extra = {}
+    if a.no_clip:
+        bear_extra["no_clip"] = mission_extra["no_clip"] = True
+        print("# --no_clip: squared-loss gradients at the raw scores (no label-range clip)")
     t00 = time.time()
     with ProcessPoolExecutor(a.jobs) as pool:
         w3 = int(round(P / 3 / ROWS))  # CF 3: 3 x 111
@@ -113,7 +119,7 @@ def main():
             scores = []
             for lr in grid:
                 ok, err, used = evaluate(pool, algo, w3, lr, b, a.tune_trials, a.passes,
-                                         bear_extra if algo == "bear" else {}, seed0=1)
+                                         bear_extra if algo == "bear" else mission_extra, seed0=1)
                 scores.append((ok, -err, lr))
                 print(f"  {algo:8s} b={b:3d} lr={lr:<7g} success={ok:.2f} median l2={err:.3g} passes={used:.1f}", flush=True)
             best[algo] = (max(scores)[2], b)
@@ -128,8 +134,8 @@ def main():
             W = max(1, int(round(frac * P / ROWS)))
             cf = P / (ROWS * W)
             rb = evaluate(pool, "bear", W, *best["bear"], a.trials, a.passes, bear_extra)
-            rm = evaluate(pool, "mission", W, *best["mission"], a.trials, a.passes, {})
-            re = evaluate(pool, "mission", W, *best["bear"], a.trials, a.passes, {})
+            rm = evaluate(pool, "mission", W, *best["mission"], a.trials, a.passes, mission_extra)
+            re = evaluate(pool, "mission", W, *best["bear"], a.trials, a.passes, mission_extra)
             print(f"| {100 * frac:.0f}% | {ROWS} x {W} | {cf:.2f} | {rb[0]:.2f} | {rb[1]:.3g} | "
                   f"{rm[0]:.2f} | {rm[1]:.3g} | {re[0]:.2f} | {re[1]:.3g} |", flush=True)
         if a.skip_1c:
@@ -140,7 +146,7 @@ def main():
         print("|---|---|---|")
         for lr in [float(x) for x in a.steps_1c.split(",")]:
             rb = evaluate(pool, "bear", 150, lr, 10, a.trials, a.passes, bear_extra)
-            rm = evaluate(pool, "mission", 150, lr, 30, a.trials, a.passes, {})
+            rm = evaluate(pool, "mission", 150, lr, 30, a.trials, a.passes, mission_extra)
             print(f"| {lr:g} | {rb[0]:.2f} | {rm[0]:.2f} |", flush=True)
     print(f"\n# total {time.time() - t00:.0f} s")
 

@@ -2,7 +2,7 @@
 """FD-SON and RFD-SON (issue 17, "Shown by"): accuracy on the SON synthetic design and on real
 data, alpha0 sensitivity, and cost, each next to AdaGrad, Oja-SON and VW in the same run.
 
-Sections (``--section synthetic,alpha0,real,cost``; default all):
+Sections (``--section synthetic,alpha0,real,cost,defaults``; default the first four):
 
 * ``synthetic``: SON Sec. 5.1's design (``tests/naive_fd_son.py``'s ``son_synthetic``: d = 100,
   T = 5,000, kappa in {10, 50, 100, 200}, seeds 0-4), written once per (kappa, seed) as LIBSVM
@@ -34,6 +34,11 @@ Sections (``--section synthetic,alpha0,real,cost``; default all):
   AdaGrad (VW's rule) and vs VW ``--OjaNewton --sketch_size 10`` (logistic) on that file, whole
   processes, best of ``--repeat``, ratios from the same run; and the eigen steps' share of a
   pass, derived as described in :func:`eigen_share`.
+* ``defaults``: every binary set of ../shared/datasets (``vs_vw.BINARY``: shuffled copies of
+  label-sorted ones, the constant feature), both losses, no option but the loss: FD-SON and RFD-SON
+  at their defaults next to VW's default (``vw_run``), AdaGrad (VW's rule) and Oja-SON, and the two
+  as they were before their defaults changed (the paper's step and no clip: FD-SON diverged with
+  squared loss); ``--variants`` adds columns; a summary of the gaps to VW and AdaGrad.
 
 Runs of the streamlearn CLI are made in this process (``streamlearn.cli.main(argv)``; one import
 and one numba cache load for thousands of short runs) unless ``--subprocess``; cost timings always
@@ -98,7 +103,7 @@ def sl_cmd(*args):
 def sl(data, *args, preds=None) -> dict | str:
     """``streamlearn train data args --quiet --metrics ...``: the metrics dict, or SKIP / FAIL plus
     the message (a str)."""
-    mj = OUT / "run_metrics.json"
+    mj = OUT / f"run_metrics.{os.getpid()}.json"  # per process: two sections may run at once
     argv = ["train", str(data), *map(str, args), "--quiet", "--metrics", str(mj)]
     if preds is not None:
         argv += ["-p", str(preds)]
@@ -436,16 +441,22 @@ def dense_check(res, kappas, files, seeds):
 ALPHA0S = [1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0]
 
 
+#: --alpha0-opts: options added to every run of the alpha0 section (e.g. "--no_invariant --no_clip": the paper's step)
+ALPHA0_OPTS: list = []
+
+
 def alpha0(seeds, kappas, losses):
     t0 = time.perf_counter()
     files = [(k, s, synthetic_file(k, s)) for k in kappas for s in seeds]
     for loss in losses:
         print(f"\n== alpha0: max/min progressive error over alpha0 (FD-SON: --alpha) in "
               f"{{{', '.join(f'{a:g}' for a in ALPHA0S)}}}, --sigma_eta 1, m = 10, {loss} loss, synthetic files"
-              + (" (RFD-SON also at alpha0 = 0)" if loss == "squared" else ""), flush=True)
+              + (" (RFD-SON also at alpha0 = 0)" if loss == "squared" else "")
+              + (f"; with {' '.join(ALPHA0_OPTS)}" if ALPHA0_OPTS else "; defaults otherwise (the invariant step, the clip)"),
+              flush=True)
         rows, n_rfd, n_fd, n_both = [], 0, 0, 0
         for k, s, f in files:
-            base = ["--sketch_size", 10, "--sigma_eta", 1, "--loss_function", loss, "--noconstant"]
+            base = ["--sketch_size", 10, "--sigma_eta", 1, "--loss_function", loss, "--noconstant", *ALPHA0_OPTS]
             rfd = {a: err_of(sl(f, "--algo", "rfd-son", "--alpha0", a, *base)) for a in ALPHA0S}
             fd = {a: err_of(sl(f, "--algo", "fd-son", "--alpha", a, *base)) for a in ALPHA0S}
             rfd_vals = list(rfd.values())
@@ -576,6 +587,92 @@ def real(only, losses):
     for loss, e in splice.items():
         _check(e <= 0.235, f"splice, {loss} loss: FD-SON m=10 tuned {pct(e)}% <= 23.5% (SON Table 2: 22.6%, squared)")
     print(f"(real section: {time.perf_counter() - t0:.0f} s)")
+
+
+# -- section 5: untuned defaults ---------------------------------------------------------------------
+#: the learners of the defaults section: label, options (per loss: a dict, or one list for both)
+PAPER_OLD = {"squared": ["--no_invariant", "--no_clip", "--alpha0", "0", "--sigma_eta", "1"],
+             "logistic": ["--no_invariant", "--no_clip", "--alpha0", "0.001", "--sigma_eta", "1"]}
+
+
+def default_learners(extra):
+    cols = [("AdaGrad", ["--algo", "adagrad"]),
+            ("Oja-SON", ["--algo", "oja-son"]),
+            ("FD-SON", ["--algo", "fd-son"]),
+            ("RFD-SON", ["--algo", "rfd-son"]),
+            ("FD-SON before (paper, alpha 1)", ["--algo", "fd-son", "--no_invariant", "--no_clip", "--alpha", "1",
+                                                "--sigma_eta", "1"]),
+            ("RFD-SON before (paper)", {k: ["--algo", "rfd-son", *v] for k, v in PAPER_OLD.items()})]
+    for v in extra:
+        cols.append((v, v.split()))
+    return cols
+
+
+def defaults(only, losses, extra):
+    """Every binary set of ../shared/datasets (``vs_vw.BINARY``; shuffled copies of label-sorted ones, the
+    constant feature as VW adds it), one pass, progressive error (%) from the predictions, no option but
+    the loss: VW's default (vw_run), AdaGrad (streamlearn's default: VW's rule), Oja-SON, FD-SON and
+    RFD-SON at their defaults, and FD-SON / RFD-SON as they were before the defaults changed (the paper's
+    step, no clip, FD alpha 1, to-sketch scale 1; RFD alpha0 0, 1e-3 for logistic)."""
+    from vs_vw import BINARY, _err, _vw_text, source
+
+    t0 = time.perf_counter()
+    cols = default_learners(extra)
+    print(f"\n== defaults: every binary set, one pass, progressive error (%), no option but the loss; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    rows, gaps, fails = [], {}, {}
+    for name, rel in BINARY:
+        if only and name not in only:
+            continue
+        src, _ = source(name, rel)
+        vwfile = _vw_text(name, src)
+        y = labels_of(vwfile)
+        for loss in losses:
+            lf = ["--loss_function", loss]
+            row = {"dataset": name, "n": len(y), "loss": loss}
+            vp = OUT / f"def.{name}.{loss}.vw.pred"
+            try:
+                run_rss(vw_cmd(vwfile, *lf, "-p", vp))
+                ev = _err(read_preds(vp), y, loss == "squared")
+                row["VW"] = pct(ev)
+            except RuntimeError:
+                ev, row["VW"] = math.nan, FAIL
+            ada = None
+            for lab, opts in cols:
+                o = opts[loss] if isinstance(opts, dict) else opts
+                sp = OUT / f"def.{name}.{loss}.{os.getpid()}.pred"
+                r = sl(src, *o, *lf, preds=sp)
+                if isinstance(r, str):
+                    row[lab] = "div" if "NaN" in r or "nan" in r or "inf" in r else FAIL
+                    fails[lab] = fails.get(lab, 0) + 1
+                    continue
+                e = _err(read_preds(sp), y, loss == "squared")
+                row[lab] = pct(e)
+                if lab == "AdaGrad":
+                    ada = e
+                g = gaps.setdefault(lab, [])
+                g.append((100 * (e - ev), 100 * (e - ada) if ada is not None else math.nan, name, loss))
+            rows.append(row)
+        print(f"  done {name} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    labs = [lab for lab, _ in cols]
+    print(table(rows, ["dataset", "n", "loss", "VW"] + labs))
+    print("('div': the run stopped on NaN/inf state; 'failed': another error)")
+    srows = []
+    for lab in labs:
+        g = gaps.get(lab, [])
+        gv = [x[0] for x in g if math.isfinite(x[0])]
+        ga = [x[1] for x in g if math.isfinite(x[1])]
+        worst = max(g, key=lambda x: x[0]) if g else None
+        srows.append({"learner": lab, "runs": len(g) + fails.get(lab, 0), "diverged/failed": fails.get(lab, 0),
+                      "mean vs VW (pts)": f"{np.mean(gv):+.2f}" if gv else "-",
+                      "median vs VW": f"{np.median(gv):+.2f}" if gv else "-",
+                      "mean vs AdaGrad": f"{np.mean(ga):+.2f}" if ga else "-",
+                      "worst vs VW": f"{worst[0]:+.2f} ({worst[2]}, {worst[3]})" if worst else "-",
+                      "within 1 pt of VW": f"{sum(x <= 1.0 for x in gv)}/{len(g) + fails.get(lab, 0)}"})
+    print("\nSummary over the runs that finished (error minus VW's / AdaGrad's, percentage points; + = worse)")
+    print(table(srows, ["learner", "runs", "diverged/failed", "mean vs VW (pts)", "median vs VW", "mean vs AdaGrad",
+                        "worst vs VW", "within 1 pt of VW"]))
+    print(f"(defaults section: {time.perf_counter() - t0:.0f} s)")
 
 
 # -- section 4: cost ---------------------------------------------------------------------------------
@@ -781,14 +878,19 @@ def _a9a_vw():
 
 
 def main():
-    global SUBPROCESS, DENSE_GRID
+    global SUBPROCESS, DENSE_GRID, ALPHA0_OPTS
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--section", default="synthetic,alpha0,real,cost")
+    ap.add_argument("--section", default="synthetic,alpha0,real,cost",
+                    help="comma-separated: synthetic, alpha0, real, cost, defaults (not run unless named)")
+    ap.add_argument("--variants", nargs="*", default=[],
+                    help="defaults section: extra option strings to run as columns (e.g. \"--algo fd-son --alpha 8\")")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--seeds", default=None, help="comma-separated seeds (default 0-4; --quick 0,1)")
     ap.add_argument("--kappas", default=",".join(map(str, KAPPAS)))
     ap.add_argument("--losses", default=None, help="real section's losses (default squared,logistic; --quick squared)")
     ap.add_argument("--alpha0-losses", default="logistic,squared")
+    ap.add_argument("--alpha0-opts", default="", help="alpha0 section: options added to every run "
+                    "(\"--no_invariant --no_clip\": the paper's step, as before the defaults changed)")
     ap.add_argument("--only", default=None, help="real section: comma-separated data set names")
     ap.add_argument("--dense-seeds", type=int, default=None,
                     help="seeds the dense reference runs on a MISS (default 1; --quick 0 = none)")
@@ -807,6 +909,7 @@ def main():
     OUT.mkdir(parents=True, exist_ok=True)
     SUBPROCESS = a.subprocess
     DENSE_GRID = a.dense_grid
+    ALPHA0_OPTS = a.alpha0_opts.split()
     seeds = [int(s) for s in a.seeds.split(",")] if a.seeds else ([0, 1] if a.quick else [0, 1, 2, 3, 4])
     kappas = [int(k) for k in a.kappas.split(",")]
     losses = a.losses.split(",") if a.losses else (["squared"] if a.quick else ["squared", "logistic"])
@@ -822,7 +925,7 @@ def main():
     t0 = time.perf_counter()
     sections = a.section.split(",")
     for s in sections:
-        if s not in ("synthetic", "alpha0", "real", "cost"):
+        if s not in ("synthetic", "alpha0", "real", "cost", "defaults"):
             sys.exit(f"unknown section {s!r}")
     if "synthetic" in sections:
         synthetic(seeds, kappas, dense_seeds)
@@ -832,6 +935,9 @@ def main():
         real(only, losses)
     if "cost" in sections:
         cost(a.repeat, a.quick)
+    if "defaults" in sections:
+        defaults(set(a.only.split(",")) if a.only else None, a.losses.split(",") if a.losses else
+                 ["squared", "logistic"], a.variants)
     print(f"\ntotal {time.perf_counter() - t0:.0f} s")
 
 

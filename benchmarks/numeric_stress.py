@@ -25,7 +25,9 @@ LEARNERS = {
     "adagrad --adaptive": ["--adaptive"],
     "oja-son m=10": ["--algo", "oja-son", "--sketch_size", "10"],
     "bear": ["--algo", "bear"],
+    "bear --no_clip": ["--algo", "bear", "--no_clip"],
     "mission": ["--algo", "mission"],
+    "mission --no_clip": ["--algo", "mission", "--no_clip"],
 }
 
 

@@ -118,11 +118,12 @@ def _vw_invariant_update(loss, p, y, us, ppu):
 
 
 def vw_gd_reference(X, y, loss_name, *, adaptive=None, normalized=None, invariant=None, sgd=False, lr=None,
-                    power_t=0.5, initial_t=None, l1=0.0, l2=0.0, tau=0.5, imp=None):
+                    power_t=0.5, initial_t=None, l1=0.0, l2=0.0, tau=0.5, imp=None, clip=True):
     """VW 9's gd reduction (gd.cc: gd_setup, predict, compute_update, pred_per_update_feature,
     train; scorer.cc's label range; loss_functions.cc) with VW's command-line semantics, literally,
     one example at a time on dense features (zero entries absent, as in a sparse example).
-    Returns (clipped predictions, raw scores). Weights, G and N are float32 as in VW."""
+    Returns (clipped predictions, raw scores). Weights, G and N are float32 as in VW.
+    ``clip=False`` (streamlearn's ``--no_clip``, not a VW option): the prediction is the raw score."""
     loss = get_loss(loss_name, tau)
     named = bool(sgd or adaptive or normalized or invariant)
     if not named:
@@ -153,7 +154,7 @@ def vw_gd_reference(X, y, loss_name, *, adaptive=None, normalized=None, invarian
         if l1 > 0:
             wx = np.where(np.abs(wx) > gravity, wx - np.sign(wx) * gravity, 0.0)
         raw = float(wx @ x) * contraction
-        p = min(max(raw, lo), hi)
+        p = min(max(raw, lo), hi) if clip else raw
         preds[i], raws[i] = p, raw
         t_prev, t = t, t + imp[i]
         if loss.name == "logistic":  # VW computes the loss in float32

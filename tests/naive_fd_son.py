@@ -27,7 +27,7 @@ weights onto |w^T x| <= C in the A-norm (Lemma 1/2; C = 0 turns the projection o
 """
 import numpy as np
 
-__all__ = ["FDSketch", "FullSketch", "NaiveFDSON", "deriv", "son_synthetic"]
+__all__ = ["FDSketch", "FullSketch", "NaiveFDSON", "deriv", "invariant_update", "son_synthetic"]
 
 RANK_TOL = 1e-9  # eigenvalues of A = S^T S <= RANK_TOL * the largest count as zero (alpha = 0 only)
 
@@ -40,6 +40,29 @@ def deriv(loss, p, y):
         return -y / (1.0 + np.exp(y * p))
     if loss == "hinge":
         return -y if y * p < 1.0 else 0.0
+    raise ValueError(loss)
+
+
+def invariant_update(loss, p, y, h, q):
+    """Importance-invariant update (Karampatziakis & Langford 2011, "Online importance weight aware
+    updates"): the change of the prediction p after h units of continuous gradient flow of the loss
+    along a direction that moves the prediction q per unit of -l'(p) (q = x^T A^-1 x for the step
+    along A^-1 x). Squared (p - y)^2: dp/ds = -2 (p - y) q, so p - y decays as exp(-2 q s). Logistic:
+    the margin z = y p grows as dz/ds = q / (1 + e^z); the change d of the margin after h solves
+    d + e^z (e^d - 1) = h q (integrate (1 + e^z) dz = q ds), found here by bisection. Hinge: the margin
+    grows at rate q until it reaches 1."""
+    if loss == "squared":
+        return (y - p) * (1.0 - np.exp(-2.0 * h * q))
+    if loss == "logistic":
+        z, a = y * p, h * q
+        f = lambda d: d + np.exp(z) * np.expm1(d) - a  # noqa: E731 - increasing in d, f(0) = -a <= 0
+        lo, hi = 0.0, max(a, 1.0)
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if f(mid) < 0 else (lo, mid)
+        return y * 0.5 * (lo + hi)
+    if loss == "hinge":
+        return y * min(h * q, max(1.0 - y * p, 0.0))
     raise ValueError(loss)
 
 
@@ -150,8 +173,14 @@ class NaiveFDSON:
     """SON Alg. 1 on dense vectors, with ``sketch`` one of "full" (ONS), "fd" (Alg. 2), "fd-epoch"
     (Alg. 6), "rfd" (RFD Alg. 3) or "rfd-epoch" (RFD's update in the 2m-row epoch sketch)."""
 
-    def __init__(self, d, m, alpha, sketch="fd", c=1.0, C=0.0, loss="squared"):
+    def __init__(self, d, m, alpha, sketch="fd", c=1.0, C=0.0, loss="squared", clip=False, invariant=False):
         self.d, self.loss, self.c, self.C = d, loss, float(c), float(C)
+        # streamlearn's defaults (off = the paper): ``clip``, squared loss only: the prediction reported and
+        # the derivative are taken at p clipped to [min, max] of the labels learned so far (from [0, 0]; the
+        # derivative's range includes this round's label); ``invariant``: the step along A^-1 x moves the
+        # prediction by invariant_update() instead of -l'(p) q
+        self.clip, self.invariant = clip and loss == "squared", invariant
+        self.lo = self.hi = 0.0
         if sketch == "full":
             self.sk = FullSketch(d, alpha)
         else:
@@ -182,13 +211,23 @@ class NaiveFDSON:
         x = np.asarray(x, dtype=float)
         w = self._project(self.u, x)  # line 4
         p = float(w @ x)  # line 5
+        out = min(max(p, self.lo), self.hi) if self.clip else p
         if not learn:
-            return p
-        g = deriv(self.loss, p, y) * x  # line 6
+            return out
+        if self.clip:
+            self.lo, self.hi = min(self.lo, y), max(self.hi, y)
+            p = min(max(p, self.lo), self.hi)
+        dl = deriv(self.loss, p, y)
+        g = dl * x  # line 6
         self.sk.insert(np.sqrt(self.c) * g)  # line 7
         self.Ainv = _inverse(self.sk.psd(), self.sk.alpha)
-        self.u = w - self.Ainv @ g  # line 8
-        return p
+        step = self.Ainv @ g
+        if self.invariant and dl != 0.0:
+            q = float(x @ self.Ainv @ x)
+            if q > 0.0:  # the prediction moves by invariant_update() along A^-1 x
+                step = -invariant_update(self.loss, p, y, 1.0, q) / q * (self.Ainv @ x)
+        self.u = w - step  # line 8
+        return out
 
     def run(self, X, y):
         return np.array([self.step(X[i], y[i]) for i in range(len(y))])

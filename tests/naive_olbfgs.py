@@ -47,11 +47,14 @@ def dense_grad(X, y, w, B, code, K, lrange=None):
 
 
 def dense_olbfgs(X, y, K, code, b, eta, passes, tau=5, eps=1e-8, second_order=True, w=None,
-                 damping=0.0, mask_r=False, clip=True):
+                 damping=0.0, mask_r=False, clip=True, clip_r=False):
     """Plain minibatch oLBFGS (or SGD) over dense weights: the reference BEAR and MISSION
     must equal when the sketch has no collisions and k >= p. As in BEAR, the secant pair is
     taken on the features in the model before the step (the non-zero weights: all but at
-    t = 0, where s = 0 and the pair is dropped), and r is damped to r + damping * s."""
+    t = 0, where s = 0 and the pair is dropped), and r is damped to r + damping * s. With ``clip``
+    (squared loss) the step's gradient is taken at the scores clipped to the label range, while
+    ``r`` is the change of the unclipped gradient (issue 21: a clip binding at one end only makes
+    ``r`` no secant of any function); ``clip_r=True`` clips both ends of ``r`` too (the defect)."""
     n, p = X.shape
     w = np.ones(n) if w is None else w
     B = np.zeros((max(K, 1), p))
@@ -66,8 +69,10 @@ def dense_olbfgs(X, y, K, code, b, eta, passes, tau=5, eps=1e-8, second_order=Tr
             z = dense_two_loop(G.ravel(), list(pairs)).reshape(G.shape) if second_order else G
             B1 = B - eta * z
             B1m = np.where(B != 0, B1, 0.0)  # the same top-k set (all non-zero weights)
-            G1, _ = dense_grad(X[idx], y[idx], w[idx], B1m, code, K, lrange)
-            s, r = (B1m - B).ravel(), (G1 - G).ravel()
+            rr = lrange if clip_r else None
+            G0 = G if clip_r else dense_grad(X[idx], y[idx], w[idx], B, code, K, None)[0]
+            G1, _ = dense_grad(X[idx], y[idx], w[idx], B1m, code, K, rr)
+            s, r = (B1m - B).ravel(), (G1 - G0).ravel()
             if mask_r:  # Bear.secant_topk: r only on the top-k set (the non-zero weights)
                 r = np.where(B.ravel() != 0, r, 0.0)
             r = r + damping * s

@@ -6,8 +6,10 @@ Conventions shared with the sparse learner (see its module docstring):
 
 * Gamma_t = gamma_c / (t + t0) I_m (V's step capped at Gamma_t ||g^||^2 <= oja_clip when given), to-sketch vector g^ = sqrt(sigma_eta * h) l'(p) x~,
   gradient g = h l'(p) x~ (h = importance weight); with ``invariant`` (the learner's default) the
-  step uses VW's importance-invariant coefficient in place of h l'(p); squared loss takes l' at p
-  clipped to the label range seen so far.
+  step uses VW's importance-invariant coefficient in place of h l'(p).
+* Squared loss, ``clip=False`` (the paper's algorithm): the prediction p is reported and l' taken
+  at it. ``clip=True`` (the learner's default, as VW): both use p clipped to the range of the
+  labels learned so far (from [0, 0]), the range growing with each label before its derivative.
 * Diagonal pre-scaling in the paper's order (Sec. 5.2): x~_t = D_t^{-1/2} x_t, D_1 = 0.1 I,
   D_{t+1} = D_t + h (l'(p_t) x_t)^2 after round t.
 * V_0 = given m x d matrix with orthonormal rows; "orth" is Gram-Schmidt of the rows in order
@@ -65,7 +67,8 @@ class NaiveSON:
 
     def __init__(self, d, m, alpha, V0=None, sigma_eta=0.125, gamma_c=1.0, gamma_t0=0.0,
                  proj_c=0.0, diag=True, loss="squared", diag_order="paper", sketch_scale="paper", step_power=0.0,
-                 diag_frame="data", diag_power=0.5, invariant=True, oja_clip=0.0, diag_rule="nag"):
+                 diag_frame="data", diag_power=0.5, invariant=True, oja_clip=0.0, diag_rule="nag",
+                 clip=False):
         self.d, self.m, self.alpha = d, m, alpha
         self.sigma_eta, self.gamma_c, self.gamma_t0 = sigma_eta, gamma_c, gamma_t0
         self.C, self.diag, self.loss = proj_c, diag, loss
@@ -74,6 +77,7 @@ class NaiveSON:
         self.step_power = step_power
         self.invariant = invariant
         self.oja_clip = oja_clip  # cap on Oja's step Gamma ||g^||^2 on V (0 = none)
+        self.clip = clip and loss == "squared"  # clip p to the label range (not in the paper)
         self.avg = sketch_scale == "avg" or (sketch_scale == "auto" and diag)
         self.u = np.zeros(d)  # Alg. 1 line 1
         self.t = 0  # Alg. 3 SketchInit
@@ -154,13 +158,13 @@ class NaiveSON:
             p = self.wo @ x
         else:
             p = w @ xt  # line 6
-        # squared loss: the reported prediction is clipped to the label range learned so far
-        pc = min(max(p, self.lrange[0]), self.lrange[1]) if self.loss == "squared" else p
+        # clip: the reported prediction is clipped to the label range learned so far
+        pc = min(max(p, self.lrange[0]), self.lrange[1]) if self.clip else p
         if not learn:
             return pc
         y = _target(self.loss, label)
         pg = p
-        if self.loss == "squared":  # derivative at p clipped to the label range seen (from [0, 0])
+        if self.clip:  # derivative at p clipped to the label range seen (from [0, 0])
             self.lrange = (min(self.lrange[0], y), max(self.lrange[1], y))
             pg = min(max(p, self.lrange[0]), self.lrange[1])
         dl = _deriv(self.loss, pg, y)

@@ -203,3 +203,21 @@ def test_adaptive_alone_is_plain_duchi_adagrad():
     a = AdaGrad(loss_function="logistic", adaptive=True, learning_rate=0.3, bit_precision=10)
     pred, _ = a.learn_batch(Batch.from_dense(X, y))
     np.testing.assert_allclose(pred, adagrad_reference(X, y, "logistic", 0.3), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+def test_no_clip_equals_reference_without_the_clip(loss):
+    """--no_clip (issue 21): the prediction is the raw score and the update is taken at it; equal to
+    VW's gd reference with its clip removed. The data make the clip bind (scores far outside the
+    labels' range [-1, 1] early on), so the default's predictions differ."""
+    X, y = _data(n=400, seed=5)
+    X = X * 30.0
+    L = AdaGrad(loss_function=loss, no_clip=True)
+    assert not L._c_serves()
+    p, _ = L.learn_batch(Batch.from_dense(X, y))
+    np.testing.assert_array_equal(p, L.last_raw)
+    ref, raw = vw_gd_reference(X, y, loss, clip=False)
+    np.testing.assert_allclose(p, ref, rtol=1e-5, atol=1e-6)
+    if loss == "squared":
+        d, _ = AdaGrad(loss_function=loss).learn_batch(Batch.from_dense(X, y))
+        assert np.max(np.abs(d)) <= 1.0 < np.max(np.abs(p))

@@ -384,3 +384,66 @@ def test_select_module_and_command(tmp_path, invoke_cli):
     M.finish()
     r3 = select_rows(M)
     assert {r.cls for r in r3} <= {1, 2, 3} and "\tclass" in format_rows(r3).splitlines()[0]
+
+
+# -- issue 21 defect 1: the label-range clip must not enter the curvature pairs ---------------
+def _sec6_problem(seed, P=1000, N=900, k=8):
+    """BEAR Sec. 6's design as benchmarks/bear_fig1.py draws it: y = X beta*, beta* 8-sparse."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(N, P))
+    beta = np.zeros(P)
+    sup = rng.choice(P, k, replace=False)
+    beta[sup] = rng.uniform(0.8, 1.2, k)
+    keys = rng.permutation(np.unique(rng.integers(0, 2**32, 2 * P).astype(np.uint32)))[:P]
+    return Batch.from_dense(X, X @ beta, hashes=keys)
+
+
+@pytest.mark.parametrize("seed", [1000, 1013])
+def test_clip_does_not_blow_up_curvature_pairs(seed):
+    """Compression factor 3 (3 x 111 cells for 1,000 features), step 0.1, --sketch_seed 0 (the CLI's
+    default), up to 50 passes: with the clip inside both gradients of r = g(beta1) - g(beta0), these
+    two data seeds reached weights of 7e27 and 1e5 (losses 1e56 and 1e10). With r from the
+    unclipped derivative every weight stays below 10 (the true weights are in [0.8, 1.2])."""
+    batch = _sec6_problem(seed)
+    L = Bear(sketch_rows=3, sketch_width=111, sketch_seed=0, top_k=8, minibatch=10, learning_rate=0.1)
+    for _ in range(50):
+        _, loss = L.learn_batch(batch)
+        L.finish()
+        assert np.all(np.isfinite(loss))
+        if np.mean(loss) < 1e-12:
+            break
+    _, _, w, _ = L.top_features()
+    assert np.max(np.abs(w)) < 10.0
+    assert np.mean(loss) < 100.0
+
+
+def test_curvature_pairs_unclipped_equal_reference(collision_free_keys, learner_weights):
+    """Squared loss with a step large enough that the clip binds: BEAR (no collisions, k >= p)
+    equals the dense oLBFGS whose step uses the clipped gradient and whose r uses the unclipped
+    one, and not the one that clips r too (the defect); --no_clip equals the reference without
+    any clip."""
+    rng = np.random.default_rng(11)
+    n, p, R, W = 200, 20, 3, 80
+    X = rng.normal(size=(n, p)) * 2.0
+    y = X[:, :3] @ np.array([1.0, -1.0, 0.5])
+    keys = collision_free_keys(p, R, W, seed=4)
+    Bref, pref = dense_olbfgs(X, y, 0, 0, 10, 0.3, 1)
+    Bold, _ = dense_olbfgs(X, y, 0, 0, 10, 0.3, 1, clip_r=True)
+    Bnc, pnc = dense_olbfgs(X, y, 0, 0, 10, 0.3, 1, clip=False)
+    assert not np.allclose(Bref, Bold) and not np.allclose(Bref, Bnc)
+    for kw, (Bexp, pexp) in (({}, (Bref, pref)), ({"no_clip": True}, (Bnc, pnc))):
+        L = Bear(sketch_rows=R, sketch_width=W, top_k=p, minibatch=10, learning_rate=0.3, **kw)
+        pred = L.learn_batch(Batch.from_dense(X, y, hashes=keys))[0]
+        L.finish()
+        np.testing.assert_allclose(pred, pexp, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(learner_weights(L, keys), Bexp, rtol=1e-8, atol=1e-10)
+
+
+def test_mb_gradient_clip_flag():
+    """The kernel's gradient: clipped to the label range learned so far (and says so) or not."""
+    args = (np.array([0, 1], np.int64), np.array([2.0]), np.array([1.0]), np.array([1.0]),
+            np.array([0], np.int64), 1, np.array([0], np.int64), np.array([[5.0]]))
+    Gc, Gu = np.zeros((1, 1)), np.zeros((1, 1))
+    assert sk.mb_gradient(0, *args, Gc, np.zeros(2), True) is True
+    assert sk.mb_gradient(0, *args, Gu, np.zeros(2), False) is False
+    assert Gc[0, 0] == 0.0 and Gu[0, 0] > 0.0  # clipped to the label 1: no error

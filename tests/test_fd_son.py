@@ -10,9 +10,13 @@ from streamlearn.algos import make_learner
 from streamlearn.batch import Batch
 
 
+#: the paper's algorithm (the dense reference's default): the plain step, no label-range clip
+PAPER = {"no_invariant": True, "no_clip": True}
+
+
 def _learner(m, alpha, c, C=0.0, loss="logistic", **extra):
     return make_learner("fd-son", {"sketch_size": m, "alpha": alpha, "sigma_eta": c, "projection_c": C,
-                                   "loss_function": loss, "bit_precision": 18, **extra})
+                                   "loss_function": loss, "bit_precision": 18, **PAPER, **extra})
 
 
 def _batch(X, y):
@@ -164,7 +168,7 @@ def test_sketch_size_out_of_range_is_refused(m):
 
 def _rfd(m, alpha0, c, loss="logistic", **extra):
     return make_learner("rfd-son", {"sketch_size": m, "alpha0": alpha0, "sigma_eta": c, "loss_function": loss,
-                                    "bit_precision": 18, **extra})
+                                    "bit_precision": 18, **PAPER, **extra})
 
 
 # Hinge with alpha0 = 0: a buffer of zero gradients (margin met) has an m-th eigenvalue of rounding
@@ -205,12 +209,13 @@ def test_rfd_alpha0_zero_m_d_plus_1_is_pseudo_inverse_online_newton(loss, C):
 
 
 def test_rfd_refuses_logistic_with_alpha0_zero():
-    """Logistic loss with alpha0 = 0 and no projection diverges: refused when given, and the default
-    alpha0 is then 1e-3 (0 for the other losses)."""
+    """Logistic loss with alpha0 = 0 and no projection diverges: refused when given. The default alpha0
+    is 0.25 for every loss (a model saved with alpha0 unset keeps that version's default, 1e-3 for
+    logistic loss without projection, else 0: test_model_saved_before_the_options_continues_as_it_was)."""
     with pytest.raises(ValueError, match="alpha0"):
         _rfd(5, 0.0, 0.5, "logistic")
-    assert make_learner("rfd-son", {"loss_function": "logistic"}).flt[0] == 1e-3
-    assert make_learner("rfd-son", {"loss_function": "hinge"}).flt[0] == 0.0
+    assert make_learner("rfd-son", {"loss_function": "logistic"}).flt[0] == 0.25
+    assert make_learner("rfd-son", {"loss_function": "hinge"}).flt[0] == 0.25
 
 
 def test_table_growth_mid_epoch_changes_nothing():
@@ -315,3 +320,104 @@ def test_squared_loss_predictions_are_not_clipped():
     p, _ = _learner(m, 20.0, 0.5, loss="squared").learn_batch(_batch(X, y))
     assert np.abs(p).max() > 1.0 and (np.abs(p) > 0.5).sum() >= 30
     assert _rel(p, ref).max() <= 1e-8
+
+
+# -- streamlearn's defaults: the importance-invariant step and the label-range clip ----------------
+
+# (learner, loss, alpha or alpha0, C, projection): against the reference with clip=True, invariant=True.
+DEFAULTS = [("fd-son", "squared", 1.0, 0.0), ("fd-son", "logistic", 1.0, 0.0), ("fd-son", "hinge", 2.0, 0.0),
+            ("fd-son", "logistic", 1.0, 1.0), ("rfd-son", "squared", 0.0, 0.0), ("rfd-son", "logistic", 0.5, 0.0)]
+
+
+@pytest.mark.parametrize("algo,loss,alpha,C", DEFAULTS)
+def test_invariant_clipped_defaults_equal_the_dense_reference(algo, loss, alpha, C):
+    """The default step (importance-invariant along A^-1 x, q = x^T A^-1 x; A^+ while RFD's alpha is 0)
+    and the squared loss's clip (prediction and derivative in the label range learned so far) against
+    the reference written that way (``NaiveFDSON(clip=True, invariant=True)``), on unscaled rows
+    (||x||^2 about 60) where the paper's step overshoots; and both differ from the paper's."""
+    d, m, T = 16, 5, 600
+    X, y = _synthetic(T, d, seed=21)
+    X = X * 4
+    if loss == "squared":
+        y = np.clip(X @ np.linspace(-1, 1, d) / 8, -1, 2)
+    sk = "rfd-epoch" if algo == "rfd-son" else "fd-epoch"
+    ref = NaiveFDSON(d, m, alpha, sketch=sk, c=0.5, C=C, loss=loss, clip=True, invariant=True).run(X, y)
+    opts = {"sketch_size": m, "sigma_eta": 0.5, "projection_c": C, "loss_function": loss, "bit_precision": 18,
+            ("alpha0" if algo == "rfd-son" else "alpha"): alpha}
+    L = make_learner(algo, opts)
+    assert L.invariant and L.clip == (True)
+    p, _ = L.learn_batch(_batch(X, y))
+    # squared loss: rounding grows along the stream (1.3e-6 relative at round 600 for FD-SON), as in the
+    # paper's squared-loss runs with projection (SETTINGS above)
+    assert np.isfinite(p).all() and _rel(p, ref).max() <= (1e-5 if loss == "squared" else 1e-6)
+    paper = NaiveFDSON(d, m, alpha, sketch=sk, c=0.5, C=C, loss=loss).run(X[:20], y[:20])  # (squared: inf within 100 rounds)
+    assert _rel(p[:20], paper).max() > 1e-2
+    if loss == "squared":
+        lo = np.minimum.accumulate(np.r_[0.0, y[:-1]])
+        hi = np.maximum.accumulate(np.r_[0.0, y[:-1]])
+        assert (p >= lo).all() and (p <= hi).all()
+
+
+def test_sketch_size_0_invariant_is_normalised_gradient_descent():
+    """m = 0 with the invariant step: q = ||x||^2 / alpha, squared loss moves the prediction by
+    (y - p)(1 - exp(-2 q)): never past the label, whatever the scale of x."""
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((200, 6)) * 30
+    y = X @ np.linspace(-1, 1, 6) / 30
+    L = make_learner("fd-son", {"sketch_size": 0, "alpha": 1.0, "loss_function": "squared", "no_clip": True,
+                                "bit_precision": 18})
+    w = np.zeros(6)
+    ref = []
+    for x, yi in zip(X, y):
+        p = w @ x
+        ref.append(p)
+        q = x @ x
+        w = w + (yi - p) * -np.expm1(-2 * q) / q * x
+    p, _ = L.learn_batch(_batch(X, y))
+    assert _rel(p, np.array(ref)).max() <= 1e-9
+
+
+def test_default_fd_son_learns_unscaled_squared_without_diverging(invoke_cli, tmp_path):
+    """The paper's step with alpha = 1 overshoots by about ||x||^2 on a9a (14 binary features and the
+    constant) and diverges with squared loss (the CLI then stops on NaN); the defaults learn."""
+    from pathlib import Path
+    data = Path(__file__).parent.parent / "sample_data" / "a9a_train_3k.libsvm.gz"
+    mj = tmp_path / "m.json"
+    for algo in ("fd-son", "rfd-son"):
+        r = invoke_cli("train", data, "--algo", algo, "--quiet", "--metrics", mj)
+        assert r.exit_code == 0, r.output
+        import json
+        assert json.loads(mj.read_text())["error_rate"] < 0.2
+    r = invoke_cli("train", data, "--algo", "fd-son", "--alpha", "1", "--sigma_eta", "1", "--no_invariant",
+                   "--no_clip", "--quiet")
+    assert r.exit_code != 0
+
+
+@pytest.mark.parametrize("name", ["fd", "rfd"])
+def test_model_saved_before_the_options_continues_as_it_was(name, tmp_path, invoke_cli):
+    """Models written before --no_invariant / --no_clip existed (tests/data/fd_son_v1/make.sh, main at
+    73a6abf: the paper's step, no clip, flt of 3 floats, sigma_eta / alpha0 unset) continue training
+    exactly as that version did; the continued model keeps both switches on explicitly."""
+    from pathlib import Path
+
+    from streamlearn.api import load_model
+    v1 = Path(__file__).parent / "data" / "fd_son_v1"
+    data = Path(__file__).parent.parent / "sample_data" / "a9a_test_1k.libsvm.gz"
+    out, model = tmp_path / "cont.txt", tmp_path / "cont.slm"
+    r = invoke_cli("train", "-i", v1 / f"{name}_squared.slm", data, "-p", out, "-f", model, "--quiet")
+    assert r.exit_code == 0, r.output
+    assert out.read_text() == (v1 / f"{name}_squared.continue.txt").read_text()
+    learner, _, header = load_model(model)
+    hyper = header["meta"]["hyper"]
+    assert hyper["no_invariant"] is True and hyper["no_clip"] is True
+    assert not learner.invariant and not learner.clip and learner.flt.shape == (3,)
+    assert learner.sigma_eta == 1.0 and (name == "fd" or learner._alpha_given() == 0.0)
+
+
+def test_no_clip_and_no_invariant_options():
+    """--no_clip drops the label range from the state (flt of 3 floats, as the paper's learner);
+    --no_invariant takes the paper's step; both are off by default."""
+    L = make_learner("fd-son", {"sketch_size": 3})
+    assert L.invariant and L.clip and L.flt.shape == (5,)
+    P = make_learner("fd-son", {"sketch_size": 3, **PAPER})
+    assert not P.invariant and not P.clip and P.flt.shape == (3,)

@@ -98,3 +98,21 @@ def test_oaa_bad_labels_mask_and_api_error():
     b = Batch.from_dense(np.ones((2, 2)), np.array([1.0, 4.0]))
     with pytest.raises(ValueError, match=r"label 4 is not a class of --oaa 3 \(1\.\.3\)"):
         L.learn_batch(b)
+
+
+def test_no_clip_equals_unclipped_sgd(collision_free_keys, learner_weights):
+    """--no_clip: the gradient at the raw scores, equal to the reference without the clip (on
+    the stream where the clip binds, so the default would not equal it)."""
+    rng = np.random.default_rng(5)
+    n, p, R, W = 120, 20, 3, 80
+    X = rng.normal(size=(n, p)) * 3.0
+    y = X[:, :3] @ np.array([1.0, -1.0, 0.5])
+    keys = collision_free_keys(p, R, W, seed=3)
+    Bnc, pnc = dense_olbfgs(X, y, 0, 0, 4, 0.01, 1, second_order=False, clip=False)
+    Bc, _ = dense_olbfgs(X, y, 0, 0, 4, 0.01, 1, second_order=False)
+    assert not np.allclose(Bc, Bnc)
+    L = Mission(sketch_rows=R, sketch_width=W, top_k=p, minibatch=4, learning_rate=0.01, no_clip=True)
+    pred = L.learn_batch(Batch.from_dense(X, y, hashes=keys))[0]
+    L.finish()
+    np.testing.assert_allclose(pred, pnc, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(learner_weights(L, keys), Bnc, rtol=1e-9, atol=1e-12)

@@ -137,3 +137,19 @@ def test_son_synthetic_design():
     ev200 = np.linalg.eigvalsh(X200.T @ X200 / 4000)
     assert ev200.max() / ev10.max() == pytest.approx(20.0, rel=0.2)
     assert ev200[-11] < 2.0 and ev200[-10] > 15.0
+
+
+@pytest.mark.parametrize("loss,p,y,h,q", [("squared", 0.3, 1.0, 1.0, 0.01), ("squared", -2.0, 1.0, 2.0, 5.0),
+                                          ("logistic", 0.5, -1.0, 1.0, 3.0), ("logistic", -4.0, 1.0, 0.5, 40.0),
+                                          ("hinge", 0.2, 1.0, 1.0, 0.3), ("hinge", -1.0, -1.0, 1.0, 5.0)])
+def test_invariant_update_is_the_gradient_flow(loss, p, y, h, q):
+    """invariant_update() (the step of the learners' default --invariant) is h units of gradient flow
+    dp/ds = -l'(p) q: against an explicit Euler integration with 200,000 small steps; and for small h q it
+    is the plain step -h l'(p) q."""
+    from naive_fd_son import deriv, invariant_update
+    n = 200_000
+    z = p
+    for _ in range(n):
+        z -= deriv(loss, z, y) * q * h / n
+    assert invariant_update(loss, p, y, h, q) == pytest.approx(z - p, rel=1e-3, abs=1e-6)
+    assert invariant_update(loss, p, y, 1e-6, q) == pytest.approx(-1e-6 * deriv(loss, p, y) * q, rel=1e-4)

@@ -78,7 +78,8 @@ def dense_run(learner_kw, X, y, weights=None, learn_mask=None, sparse=None):
                  diag_order=learner_kw.get("diag_order", OjaSON.default_hyper("diag_order")),
                  sketch_scale=learner_kw.get("sketch_scale", OjaSON.default_hyper("sketch_scale")),
                  step_power=L.step_power, diag_frame=L.hyper["diag_frame"], diag_power=L.dpow,
-                 invariant=L.invariant, oja_clip=L.oja_clip, diag_rule=rule_of(L))
+                 invariant=L.invariant, oja_clip=L.oja_clip, diag_rule=rule_of(L),
+                 clip=not L.hyper["no_clip"])
     p_dense = np.array([R.step(X[i], y[i], w[i]) for i in range(T)])
     return L, R, p_sparse, p_dense
 
@@ -103,7 +104,8 @@ def test_matches_dense_reference_10k(m, diag):
     if diag == "vw":
         kw.update(diag_frame="precond")
     if diag == "paper":
-        kw.update(diag_order="paper", diag_frame="data", diag_power=0.5, sketch_scale="paper", no_invariant=True)
+        kw.update(diag_order="paper", diag_frame="data", diag_power=0.5, sketch_scale="paper", no_invariant=True,
+                  no_clip=True)
     elif diag == "data-vw":
         kw.update(diag_frame="data", diag_power=0.5)
     L, R, ps, pd = dense_run(kw, X, y)
@@ -188,7 +190,7 @@ def test_reference_setting_is_stable(kw):
         R = NaiveSON(40, 10, L.alpha, V0=V0, diag_order=L.hyper["diag_order"], sketch_scale=L.hyper["sketch_scale"],
                      sigma_eta=L.sigma_eta, step_power=L.step_power,
                      diag_frame=L.hyper["diag_frame"], diag_power=L.dpow, invariant=L.invariant,
-                     oja_clip=L.oja_clip, diag_rule=rule_of(L))
+                     oja_clip=L.oja_clip, diag_rule=rule_of(L), clip=True)
         out.append(np.array([R.step(Xi[i], y[i]) for i in range(len(y))]))
     rel = np.abs(out[0] - out[1]) / np.maximum(np.abs(out[0]), 1e-2)
     assert rel.max() < RTOL / 10
@@ -212,7 +214,8 @@ def test_duplicate_indices_are_summed():
     ps, _ = L.learn_batch(b)
     R = NaiveSON(12, 4, 1.0, V0=v0_of(L, 12), diag_order=L.hyper["diag_order"], sketch_scale=L.hyper["sketch_scale"],
                      sigma_eta=L.sigma_eta, step_power=L.step_power,
-                     diag_frame=L.hyper["diag_frame"], diag_power=L.dpow, oja_clip=L.oja_clip, diag_rule=rule_of(L))
+                     diag_frame=L.hyper["diag_frame"], diag_power=L.dpow, oja_clip=L.oja_clip, diag_rule=rule_of(L),
+                     clip=True)
     pd = np.array([R.step(X[i], y[i]) for i in range(500)])
     assert_close(ps, pd, rtol=1e-9)
 
@@ -679,3 +682,55 @@ def test_m0_with_vw_rule_is_vws_default_learner(loss, tmp_path, invoke_cli):
                    *lf, "-p", tmp_path / "nag.txt", "--quiet")
     assert r.exit_code == 0, r.output
     assert np.abs(np.loadtxt(tmp_path / "nag.txt") - a).max() > 1e-2
+
+
+PAPER_EXACT = dict(diag_order="paper", diag_frame="data", diag_power=0.5, sketch_scale="paper", no_invariant=True,
+                   no_clip=True)
+
+
+def test_paper_flag_set_is_the_paper_algorithm_for_squared_loss():
+    """Issue 21: the flag set README calls the paper's algorithm (with ``--no_clip``) equals SON Alg. 1 +
+    Oja's sketch as printed (no label-range clip: NaiveSON(clip=False)) on a squared-loss stream where
+    the clip binds; without ``--no_clip`` the learner equals the clipped variant of the reference
+    instead, and the two differ by far more than the tolerance."""
+    X, y = ill_conditioned(3000, 40, seed=7)
+    L, R, ps, pd = dense_run(dict(sketch_size=5, alpha=1.0, **PAPER_EXACT), X, y)
+    assert R.clip is False
+    assert_close(ps, pd, rtol=1e-9)
+    assert np.max(np.abs(ps)) > 1.0  # predictions leave the label range [-1, 1]: the clip would bind
+    Lc, Rc, pc, pdc = dense_run(dict(sketch_size=5, alpha=1.0, **{**PAPER_EXACT, "no_clip": False}), X, y)
+    assert Rc.clip is True
+    assert_close(pc, pdc, rtol=1e-9)
+    assert np.max(np.abs(pc)) <= 1.0
+    assert np.max(np.abs(pc - ps)) > 0.1
+
+
+@pytest.mark.parametrize("m", [0, 5])
+def test_no_clip_is_saved_and_overridable(m, tmp_path):
+    """--no_clip travels in the model and may be turned on when training continues."""
+    X, y = ill_conditioned(600, 12, seed=2)
+    b = Batch.from_dense(X[:300], 3 * y[:300])
+    L = OjaSON(sketch_size=m, alpha=1.0, no_clip=True, no_invariant=True)
+    L.learn_batch(b)
+    L2 = OjaSON.from_state(*L.state_dict())
+    assert L2.hyper["no_clip"] is True
+    rest = Batch.from_dense(X[300:], 3 * y[300:])
+    np.testing.assert_array_equal(L.learn_batch(rest)[0], L2.learn_batch(rest)[0])
+
+
+def test_random_seed_changes_the_starting_sketch():
+    """Issue 21: --random_seed picks the features Oja-SON's sketch starts on (seed 0: the first m
+    learned from, as before); each seed's run still equals the dense reference started from that
+    sketch, the same seed gives bit-identical predictions, and seeds give different ones."""
+    X, y = ill_conditioned(2000, 40, seed=3)
+    kw = dict(sketch_size=5, alpha=1.0, **PAPER_EXACT)
+    runs = {}
+    for seed in (0, 1, 2):
+        L, R, ps, pd = dense_run(dict(kw, random_seed=seed), X, y)
+        assert_close(ps, pd, rtol=1e-9)
+        runs[seed] = (tuple(L.assigned), ps)
+    assert runs[0][0] == (0, 1, 2, 3, 4)  # dense rows hash column j to feature j
+    assert len({runs[s][0] for s in runs}) == 3
+    assert np.max(np.abs(runs[1][1] - runs[0][1])) > 1e-3
+    L2 = OjaSON(random_seed=1, **kw)
+    np.testing.assert_array_equal(L2.learn_batch(Batch.from_dense(X, y))[0], runs[1][1])

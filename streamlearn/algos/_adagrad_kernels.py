@@ -262,6 +262,7 @@ def _gd_run(offsets, indices, values, labels, weights, w, G, N, scal, mask, code
     l2 = hp[2]
     tau = hp[3]
     g0 = hp[4]
+    clip = not (hp.shape[0] > 5 and hp[5] != 0.0)  # --no_clip: hp[5] = 1
     reg = l1 > 0.0 or l2 > 0.0
     nnp = power_t - 1.0 if adaptive else -1.0  # VW's neg_norm_power
     n = labels.shape[0]
@@ -290,10 +291,11 @@ def _gd_run(offsets, indices, values, labels, weights, w, G, N, scal, mask, code
         if reg:
             p *= scal[6]
         raw_out[i] = p
-        if p < scal[2]:
-            p = scal[2]
-        elif p > scal[3]:
-            p = scal[3]
+        if clip:
+            if p < scal[2]:
+                p = scal[2]
+            elif p > scal[3]:
+                p = scal[3]
         pred_out[i] = p
         if not labeled:
             loss_out[i] = math.nan
@@ -396,8 +398,9 @@ def adagrad_run(offsets, indices, values, labels, weights, w, G, N, scal, mask, 
     number of examples learned from.
 
     ``rule``: bits :data:`ADAPTIVE`, :data:`NORMALIZED`, :data:`INVARIANT`, :data:`SQRT_RATE`
-    (``--power_t 0.5``), :data:`LEGACY`. ``hp``: ``[power_t, l1, l2, quantile_tau, G0]`` (``G0``:
-    the ``--initial_t`` every adaptive ``G`` starts from, as VW; not stored in ``G``).
+    (``--power_t 0.5``), :data:`LEGACY`. ``hp``: ``[power_t, l1, l2, quantile_tau, G0, no_clip]`` (``G0``:
+    the ``--initial_t`` every adaptive ``G`` starts from, as VW; not stored in ``G``; ``no_clip`` = 1:
+    the prediction is not clipped to VW's label range ``scal[2:4]``, which still grows).
     ``scal``: ``[sum_norm_x, total_weight, min_label, max_label, t, l1 gravity, l2 contraction, 0]``
     (VW's ``normalized_sum_norm_x``, ``total_weight``, label range, ``t``, ``gravity``,
     ``contraction``). ``raw_out``: the score before clipping (VW's ``partial_prediction``, ``-r``).

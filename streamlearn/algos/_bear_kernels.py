@@ -261,7 +261,7 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     P = np.empty((nmb, K), np.float64)
     _mb_predict(offsets, values, mb, nmb, loc, beta0, P)
     G0 = np.empty((K, nA), np.float64)
-    _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, state.lrange)
+    bound = _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, state.lrange, hyper.clip)
     # line 5: the direction on the coordinates (c, h), flattened class-major
     ckeys = np.empty(D, np.int64)
     g = np.empty(D, np.float64)
@@ -285,7 +285,17 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     if not hyper.same_set:  # the set after it
         _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta1, inheap, tmp)
     _mb_predict(offsets, values, mb, nmb, loc, beta1, P)
-    _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, state.lrange)  # G0 <- G1
+    # the secant pair takes the unclipped derivative at both ends: a clip binding at one end
+    # only would make r = g(beta1) - g(beta0) no secant of any function (issue 21: such pairs
+    # blew the weights up to 1e27 on the Sec. 6 design); the clip stays in the step's gradient
+    if bound:  # g <- the unclipped gradient at beta0 (P still holds its scores until here)
+        _mb_predict(offsets, values, mb, nmb, loc, beta0, P)
+        _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, state.lrange, False)
+        for c in range(K):
+            for a in range(nA):
+                g[c * nA + a] = G0[c, a]
+        _mb_predict(offsets, values, mb, nmb, loc, beta1, P)
+    _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, state.lrange, False)  # G0 <- G1
     # lines 8-9: s = beta1 - beta0, r = G1 - G (g holds G), flattened as ckeys (loops: array
     # expressions compile a ufunc kernel each)
     s = np.empty(D, np.float64)

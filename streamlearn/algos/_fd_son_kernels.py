@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
-from ._loss_kernels import loss_deriv, loss_value, target
+from ._loss_kernels import SQUARED, invariant_step, loss_deriv, loss_value, target
 
 __all__ = ["FdState", "FdHyper", "fd_run", "rehash", "table_lookup_rows", "remap_buffer", "rebuild_levels", "eigh", "key_order",
            "HIST_MIN"]
@@ -64,8 +64,8 @@ class FdState(NamedTuple):
     H: np.ndarray  # (2m, 2m): (alpha I + S S^T)^-1
     ZG: np.ndarray  # (m, m): Z G^T
     GG: np.ndarray  # (m, m): G G^T
-    flt: np.ndarray  # float64 (3,): alpha now (RFD: alpha0 + half the shrinks), sum of the shrinks Sigma_mm,
-    #                  the example count t at the last re-base on every feature
+    flt: np.ndarray  # float64 (3,) or with the clip (5,): alpha now (RFD: alpha0 + half the shrinks), sum of the
+    #                  shrinks Sigma_mm, the example count t at the last re-base on every feature[, the label range]
     boff: np.ndarray  # int64 (m + 1,): buffer row offsets into buf_*
     bslot: np.ndarray  # int64 (bcap,): table slot of each buffer entry
     bkey: np.ndarray  # int64 (bcap,): its feature
@@ -81,6 +81,8 @@ class FdHyper(NamedTuple):
     sigma_eta: float  # to-sketch scale: g^ = sqrt(sigma_eta h) l'(p) x
     proj_c: float  # |w^T x| <= C (0 = off)
     max_cond: float  # re-base when cond(F) exceeds this
+    invariant: bool  # importance-invariant step along A^-1 x (else the paper's u = w - A^-1 g)
+    clip: bool  # squared loss: prediction and derivative clipped to the label range learned so far (flt[3:5])
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -715,6 +717,45 @@ def _pinv_step(F, D, ZG, GG, tau, sx, gl, b, c, h):
 
 
 @njit(**INNER)
+def _xainvx(H, sx, xx, alpha, F, D, ZG, GG, tau, h):
+    """``q = x^T A^-1 x = (||x||^2 - Sx^T H Sx) / alpha``; for alpha = 0 ``x^T A^+ x = sum_k (U_k . Sx)^2 /
+    lam_k^2`` over the eigenpairs of S S^T above the rank threshold (as :func:`_pinv_step`)."""
+    n = sx.shape[0]
+    if alpha > 0.0:
+        sh = 0.0
+        for r in range(n):
+            acc = 0.0
+            for j in range(n):
+                acc += H[r, j] * sx[j]
+            sh += sx[r] * acc
+        return (xx - sh) / alpha
+    lam, U, top = _ss_eig(F, D, ZG, GG, tau)
+    q = 0.0
+    if top > 0.0:
+        for k in range(n):
+            if lam[k] > RANK_TOL * top:
+                proj = 0.0
+                for i in range(n):
+                    proj += U[i, k] * sx[i]
+                q += proj * proj / (lam[k] * lam[k])
+    return q
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _invariant_coef(code, p, y, imp, q, gl):
+    """Importance-invariant step (the default; ``--no_invariant`` for the paper's): the gradient coefficient
+    ``c`` of ``u = w - c A^-1 x`` that moves this example's prediction by ``-c q`` (``q = x^T A^-1 x``) as h
+    infinitesimal steps would (Karampatziakis & Langford 2011, as VW and Oja-SON): ``h l'(p)`` for small
+    ``h q``, and never past the label (squared), the margin (hinge) or the logistic loss's flow."""
+    if not q > 0.0:
+        return gl
+    upd = invariant_step(code, p, y, imp, q)
+    if not math.isfinite(upd):
+        return gl
+    return -upd
+
+
+@njit(**INNER)
 def _key_order(keys):
     """The occupied slots in ascending order of their keys (>= 0, distinct): an LSD radix sort, 8 bits
     a pass, O(cap + n bits / 8)."""
@@ -1093,7 +1134,8 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
     ``next`` (the caller grows them and calls again from ``next``).
     """
     (keys, tab, shift, ints, F, K, D, b, c, H, ZG, GG, flt, boff, bslot, bkey, bval, hP, hc) = state
-    mask, loss_code, robust, sigma_eta, proj_c, max_cond = hyper
+    mask, loss_code, robust, sigma_eta, proj_c, max_cond, invariant, clip = hyper
+    clip = clip and loss_code == SQUARED
     n = labels.shape[0]
     m = D.shape[0]
     cap = keys.shape[0]
@@ -1192,12 +1234,15 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
             elif p0 < -proj_c:
                 ptau = p0 + proj_c
         p = p0 - ptau
-        pred_out[i] = p
+        # --no_clip off (squared loss): the prediction reported and scored is clipped to the range of the
+        # labels learned so far (flt[3:5], from [0, 0]), as VW's squared loss
+        pc = min(max(p, flt[3]), flt[4]) if clip else p
+        pred_out[i] = pc
         if math.isnan(lab):
             loss_out[i] = math.nan
             continue
         y = target(loss_code, lab)
-        loss_out[i] = loss_value(loss_code, p, y)
+        loss_out[i] = loss_value(loss_code, pc, y)
         if not do_learn:
             continue
         learned += 1
@@ -1222,12 +1267,19 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
                 for k in range(s):
                     tab[slot_buf[k], C_U] -= gam * values[a + k]
                 _apply_ainv(H, sx, m, gam, F, D, b, c, h, tmp)
-        # Alg. 1 line 6-7: g = h l'(p) x, g^ = sqrt(sigma_eta h) l'(p) x into the buffer
+        # Alg. 1 line 6-7: g = h l'(p) x, g^ = sqrt(sigma_eta h) l'(p) x into the buffer; with the clip the
+        # derivative is taken at p clipped to the label range including this label (|l'| <= 2 (max - min))
+        if clip:
+            flt[3] = min(flt[3], y)
+            flt[4] = max(flt[4], y)
+            p = min(max(p, flt[3]), flt[4])
         dl = loss_deriv(loss_code, p, y)
         gl = imp * dl
         gs = dl * math.sqrt(sigma_eta * imp)
         ints[I_T] += 1
         if m == 0:  # no sketch: A = alpha I, online gradient descent with step 1/alpha (SON's m = 0)
+            if invariant and gl != 0.0:
+                gl = _invariant_coef(loss_code, p, y, imp, xx / flt[0], gl)
             coef = gl / flt[0]
             if coef != 0.0:
                 for k in range(s):
@@ -1279,6 +1331,8 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
         else:
             _sx(F, D, z, gx, tau + 1, m, sx)
         alpha = flt[0]
+        if invariant and gl != 0.0:  # q = x^T A^-1 x (A^+ for alpha = 0) of the new sketch
+            gl = _invariant_coef(loss_code, p, y, imp, _xainvx(H, sx, xx, alpha, F, D, ZG, GG, ints[I_TAU], h), gl)
         coef = gl / alpha if alpha > 0.0 else 0.0
         if gl != 0.0 and alpha == 0.0:
             # RFD with alpha = 0 (NOTES_FD item 7): u = w - A^+ g, A = S^T S, A^+ = S^T (S S^T)^+2 S,

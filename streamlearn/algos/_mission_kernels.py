@@ -38,7 +38,7 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
     P = np.empty((nmb, K), np.float64)
     _mb_predict(offsets, values, mb, nmb, loc, beta, P)
     G = np.empty((K, nA), np.float64)
-    _mb_gradient(hyper.code, offsets, values, labels, weights, mb, nmb, loc, P, G, state.lrange)
+    _mb_gradient(hyper.code, offsets, values, labels, weights, mb, nmb, loc, P, G, state.lrange, hyper.clip)
     for a in range(nA):
         _hll_add(state.hll, akeys[a])
         for c in range(K):

@@ -439,6 +439,18 @@ class SonState(NamedTuple):
     assigned: np.ndarray  # int64 (m,): feature of each initial unit row of Z, -1 = pending
 
 
+@njit(**INNER)
+def _init_pick(key, salt):
+    """Whether a new feature takes a pending sketch row under ``--random_seed`` (salt != 0): a
+    splitmix64 finaliser of ``key ^ salt``, kept with probability 1/2, so each seed starts the
+    sketch on a different set of the first features learned from."""
+    x = np.uint64(key) ^ salt
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    x = x ^ (x >> np.uint64(31))
+    return (x & np.uint64(1)) == np.uint64(0)
+
+
 class SonHyper(NamedTuple):
     """Oja-SON's hyper-parameters as the kernel takes them (options of :mod:`..oja_son`)."""
 
@@ -459,6 +471,8 @@ class SonHyper(NamedTuple):
     invariant: bool  # importance-invariant step
     oja_clip: float  # cap on Oja's step Gamma ||g^||^2 (0 = none)
     vw_rule: bool  # --diag_rule vw (precond mode; flt[3:5] = sum h ||x / s||^2, sum h)
+    clip: bool  # squared loss: clip to the label range learned so far (not --no_clip)
+    init_salt: np.uint64  # --random_seed's salt (0: Z's rows on the first m features learned from)
 
 
 class SonScratch(NamedTuple):
@@ -481,7 +495,7 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
     """
     keys, tab, shift, ints, flt, F, K, lam, b, assigned = state
     (mask, loss_code, alpha, sigma_eta, gamma_c, gamma_t0, proj_c, diag, diag_vw, max_cond,
-     sketch_avg, step_power, precond, dpow, invariant, oja_clip, vw_rule) = hyper
+     sketch_avg, step_power, precond, dpow, invariant, oja_clip, vw_rule, clip, init_salt) = hyper
     slot_buf, xt_buf, wt_buf = scratch
     n = labels.shape[0]
     m = lam.shape[0]
@@ -527,7 +541,7 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
                     keys[r] = key
                     ints[2] += 1
                     na = ints[1]
-                    if na < m:
+                    if na < m and (init_salt == 0 or _init_pick(key, init_salt)):
                         # SketchInit: row na of Z is the unit vector of this feature
                         tab[r, C_Z + na] = 1.0
                         assigned[na] = key
@@ -580,7 +594,7 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
         p = p0 - tau
         # squared loss: the prediction reported (and scored) is clipped to the range of the labels
         # learned so far, as VW reports it (its OjaNewton too); the model's own p is unchanged
-        pc = min(max(p, flt[1]), flt[2]) if loss_code == SQUARED else p
+        pc = min(max(p, flt[1]), flt[2]) if loss_code == SQUARED and clip else p
         pred_out[i] = pc
         if math.isnan(lab):
             loss_out[i] = math.nan
@@ -630,7 +644,8 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
                 flt[1] = y
             if y > flt[2]:
                 flt[2] = y
-            pg = min(max(p, flt[1]), flt[2])
+            if clip:
+                pg = min(max(p, flt[1]), flt[2])
         dl = loss_deriv(loss_code, pg, y)
         gcoef = imp * dl  # g = gcoef * x~
         gs = dl * math.sqrt(sigma_eta * imp)  # to-sketch vector g^ = gs * x~

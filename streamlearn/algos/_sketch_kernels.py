@@ -43,8 +43,9 @@ __all__ = [
 
 #: The minibatch driver's hyper-parameters, the first fields of every sketch learner's hyper
 #: tuple: loss code (``_loss_kernels``; 3 = softmax for ``--oaa``), step ``eta0``, ``schedule``
-#: (0 constant, 1 inverse: ``eta0 * t0 / (t0 + t)``), ``t0`` and the minibatch size ``b``.
-DRIVER_HYPER = ("code", "eta0", "schedule", "t0", "b")
+#: (0 constant, 1 inverse: ``eta0 * t0 / (t0 + t)``), ``t0``, the minibatch size ``b`` and ``clip``
+#: (squared loss: derivatives at the score clipped to the label range; ``--no_clip`` turns it off).
+DRIVER_HYPER = ("code", "eta0", "schedule", "t0", "b", "clip")
 
 
 class SketchState(NamedTuple):
@@ -515,22 +516,24 @@ def _mb_loss_and_pred(code, p, K, label, out):
 
 
 @njit(**INNER)
-def _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G, lrange):
+def _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G, lrange, clip):
     """Mean minibatch gradient (Alg. 2 lines 4 and 8): ``G[c, a]`` = (1/b) sum_i w_i
     dl_i/dp_c x_ia, with ``G`` zeroed first. Softmax: dl/dp_c = pi_c - [y = c].
 
     Squared loss: ``lrange = [min, max]`` of the labels learned so far (starting at [0, 0],
-    extended by this minibatch's labels) and the derivative is taken at the score clipped to
-    that range, as VW clips squared-loss predictions to its label range. It only binds when a
-    score leaves the labels' range, and keeps SGD on the sketch from running away
-    geometrically on extreme feature values (1e30): the step grows at most linearly."""
+    extended by this minibatch's labels); with ``clip`` the derivative is taken at the score
+    clipped to that range, as VW clips squared-loss predictions to its label range. It only
+    binds when a score leaves the labels' range, and keeps SGD on the sketch from running away
+    geometrically on extreme feature values (1e30): the step grows at most linearly. Returns
+    whether the clip bound for some example (then ``clip=False`` gives a different ``G``)."""
     K = G.shape[0]
     nA = G.shape[1]
     for c in range(K):
         for a in range(nA):
             G[c, a] = 0.0
+    bound = False
     if nmb == 0:
-        return
+        return bound
     if code == SQUARED:
         for q in range(nmb):
             y = labels[mb[q]]
@@ -558,7 +561,9 @@ def _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G, lra
                 coef[c] = imp * (coef[c] / z - (1.0 if c == y else 0.0))
         else:
             pq = P[q, 0]
-            if code == SQUARED:
+            if clip and code == SQUARED:
+                if pq < lrange[0] or pq > lrange[1]:
+                    bound = True
                 pq = min(max(pq, lrange[0]), lrange[1])
             coef[0] = imp * loss_deriv(code, pq, target(code, labels[i]))
         for k in range(offsets[i], offsets[i + 1]):
@@ -567,6 +572,7 @@ def _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G, lra
             for c in range(K):
                 G[c, a] += coef[c] * x
             e += 1
+    return bound
 
 
 @njit(**INNER)
@@ -735,6 +741,6 @@ def mb_predict(offsets, values, mb, nmb, loc, beta, P):
 
 
 @njit(**KERNEL)
-def mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G, lrange):
+def mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G, lrange, clip=True):
     """:func:`_mb_gradient` callable from Python (tests, benchmarks)."""
-    return _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G, lrange)
+    return _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G, lrange, clip)

@@ -64,6 +64,8 @@ class AdaGrad(Learner):
               "rules neither adaptive nor normalized (as VW).", structural=True, low=0),
         Param("l1", float, None, "L1 regularization: VW's truncated gradient (default 0).", low=0),
         Param("l2", float, None, "L2 regularization: VW's weight shrinking (default 0).", low=0),
+        Param("no_clip", bool, False, "Do not clip predictions to VW's label range (squared loss: the labels "
+              "learned so far; logistic: [-50, 50]); the gradient is then taken at the raw prediction."),
         Param("quantile_tau", float, None, "Quantile of --loss_function quantile (default 0.5).",
               structural=True, low=0, high=1, low_open=True, high_open=True),
     )
@@ -137,7 +139,11 @@ class AdaGrad(Learner):
         else:
             self.rule &= ~SQRT_RATE
         g0 = self._initial_t() if self.rule & ADAPTIVE and not self.legacy else 0.0
-        self.hp = np.array([power_t, float(h["l1"] or 0.0), float(h["l2"] or 0.0), self.tau, g0], np.float64)
+        if h.get("no_clip") and self.legacy:
+            raise ValueError("--no_clip: this model was saved before VW's default update became the default; "
+                             "its rule always clips")
+        self.hp = np.array([power_t, float(h["l1"] or 0.0), float(h["l2"] or 0.0), self.tau, g0,
+                            1.0 if h.get("no_clip") else 0.0], np.float64)
         self.last_raw = None
 
     def _run(self, batch, learn):

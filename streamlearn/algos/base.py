@@ -166,7 +166,8 @@ COMMON_PARAMS = (
           "adagrad only); with --oaa: of each class's binary learner; multiclass_logistic: softmax "
           "cross-entropy over the --oaa K classes, one joint learner (adagrad).", structural=True),
     Param("random_seed", int, 0, "Seed of every random choice a learner makes (bear/mission: the Count "
-          "Sketch hash functions); the same data, options and seed give byte-identical models.",
+          "Sketch hash functions; oja-son: the features its sketch starts on, seed 0 the first learned from); the same "
+          "data, options and seed give byte-identical models.",
           structural=True, low=0, high=2**64 - 1),
     Param("oaa", int, None, "Multiclass with K classes (labels 1..K; others are skipped): one-against-all "
           "over K binary learners, each with -b minus ceil(log2 K) bits as VW's --oaa (bear, mission: "

@@ -89,7 +89,7 @@ class Bear(SketchLearner):
             raise ValueError("--curvature_damping must be >= 0")
 
     def _hyper_tuple(self):
-        return _kernels.BearHyper(self.loss_code, self.eta, self.schedule, self.t0, self.b, self.eps,
+        return _kernels.BearHyper(self.loss_code, self.eta, self.schedule, self.t0, self.b, self.clip, self.eps,
                                   self.damping, self.same_set, self.secant_topk)
 
     def _extra_state(self):

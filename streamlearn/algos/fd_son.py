@@ -33,11 +33,29 @@ eigen step in V's coordinates; the drift guard re-orthonormalises V's active row
 Options (``--name``): ``sketch_size`` m (0..1024; 0 = online gradient descent with step 1/alpha: no
 sketch, A = alpha I), ``alpha`` (A = alpha I + S^T S), ``sigma_eta`` (the to-sketch scale:
 ``g^ = sqrt(sigma_eta h) l'(p) x``, held constant), ``projection_c`` (Alg. 1 line 4, SON Lemma 1:
-|w^T x| <= C; 0 = off), ``max_cond`` (re-base when the new F's condition number exceeds it). The
-paper's algorithm as the dense reference ``tests/naive_fd_son.py`` (``sketch="fd-epoch"``) runs it:
-no diagonal pre-scaling, no label-range clip for squared loss, the plain step ``u = w - A^-1 g``.
-Importance weight h: the step of the loss h l, whose gradient is ``g = h l'(p) x`` and whose
-exp-concavity is sigma / h, hence the sketched ``sqrt(sigma_eta h) l'(p) x``.
+|w^T x| <= C; 0 = off), ``max_cond`` (re-base when the new F's condition number exceeds it),
+``no_invariant``, ``no_clip``. Importance weight h: the step of the loss h l, whose gradient is
+``g = h l'(p) x`` and whose exp-concavity is sigma / h, hence the sketched ``sqrt(sigma_eta h) l'(p) x``.
+
+Deviations from the paper (defaults; ``--no_invariant --no_clip`` with ``--alpha`` / ``--alpha0`` and
+``--sigma_eta`` given is the paper's algorithm exactly, as the dense reference ``tests/naive_fd_son.py``
+runs it, ``sketch="fd-epoch"`` / ``"rfd-epoch"``):
+
+* **Importance-invariant step** (``--no_invariant`` for the paper's ``u = w - A^-1 g``): the step
+  along ``A^-1 x`` moves the prediction as h infinitesimal gradient steps would (Karampatziakis &
+  Langford 2011, VW's default update, Oja-SON's), with ``q = x^T A^-1 x`` (``A^+`` while RFD's alpha
+  is 0): the plain step when ``h l'' q`` is small, never past the label (squared), the margin (hinge)
+  or the logistic flow. The paper's step overshoots by about ``||x||^2 / alpha`` off the sketch (a9a:
+  15 non-zeros) and diverges with squared loss on raw data.
+* **Squared loss clipped** (``--no_clip``): the prediction reported and the derivative are taken at p
+  clipped to the range of the labels learned so far (as VW's squared loss; saved in the model).
+* **Defaults from a benchmark over every binary set** (``benchmarks/fd_son.py --section defaults``):
+  ``--sigma_eta 1/8`` (the paper's sigma for squared loss with C = 1, Oja-SON's without the
+  diagonal), FD-SON ``--alpha 8`` and RFD-SON ``--alpha0 0.25`` (0 gives the pseudo-inverse start, which
+  with the logistic loss overshoots on unscaled features). Models saved before these options continue
+  as they were trained (the paper's step, no clip, sigma_eta 1, alpha0 0 / 0.001).
+* Not done: diagonal pre-scaling (Oja-SON's ``--diag_frame precond``); without it the off-sketch step
+  is 1/alpha for every feature, and sparse text (many rare features) stays behind AdaGrad.
 
 RFD-SON (:class:`RFDSON`, Luo et al. 2019, Alg. 3 in the epoch sketch): the same learner whose alpha
 grows by half of every shrink from ``--alpha0``; while alpha = 0 the step is the pseudo-inverse one
@@ -64,6 +82,10 @@ _SMALL_STATE = ("ints", "F", "K", "D", "b", "c", "H", "ZG", "GG", "flt", "boff")
 _kernels = lazy("streamlearn.algos._fd_son_kernels")
 #: RFD-SON's default alpha_0 for logistic loss without projection (alpha_0 = 0 diverges there)
 LOGISTIC_ALPHA0 = 1e-3
+#: defaults chosen by ``benchmarks/fd_son.py --section defaults`` (every binary set, both losses)
+DEFAULT_ALPHA, DEFAULT_ALPHA0, DEFAULT_SIGMA_ETA = 8.0, 0.25, 0.125
+#: the to-sketch scale of models saved with sigma_eta unset (before 2026-11-26)
+OLD_SIGMA_ETA = 1.0
 
 
 #: = _fd_son_kernels.FULL_REBASE_RATIO
@@ -85,14 +107,23 @@ class FDSON(Learner):
               "with step 1/alpha).", short="-m", structural=True, low=0, high=MAX_SKETCH_SIZE,
               why="2m x 2m matrices, m + 2 floats per feature seen, O(m^2) work per example and an O(m^3) "
                   "eigen step every m examples"),
-        Param("alpha", float, 1.0, "FD-SON regulariser alpha: A_t = alpha I + S^T S (1/alpha is the step size "
-              "off the sketch).", low=0, low_open=True),
-        Param("sigma_eta", float, None, "FD-SON / RFD-SON: to-sketch scale sigma+eta, g^ = sqrt(sigma+eta) g "
-              "(default 1).", low=0),
+        Param("alpha", float, DEFAULT_ALPHA, "FD-SON regulariser alpha: A_t = alpha I + S^T S (1/alpha is the step "
+              "size off the sketch; the paper's runs tune it).", low=0, low_open=True),
+        Param("sigma_eta", float, DEFAULT_SIGMA_ETA, "FD-SON / RFD-SON: to-sketch scale sigma+eta, "
+              "g^ = sqrt(sigma+eta) g (1/8: the paper's sigma for squared loss with C = 1).", low=0),
         Param("projection_c", float, 0.0, "FD-SON / RFD-SON: projection constant C of SON Alg. 1 "
               "(|w^T x| <= C); 0 = no projection.", low=0),
         Param("max_cond", float, 1e4, "FD-SON / RFD-SON: re-base the sketch's representation V = F Z when "
               "cond(F) exceeds this.", low=1, finite=False),
+        Param("no_invariant", bool, False,
+              "FD-SON / RFD-SON: take the paper's plain Newton step u = w - A^-1 g instead of the "
+              "importance-invariant one (default), which moves the prediction as many infinitesimal steps would "
+              "and never past the label or margin.",
+              absent=True),  # models saved before the option continue with the paper's step
+        Param("no_clip", bool, False,
+              "FD-SON / RFD-SON, squared loss: do not clip the prediction (and the derivative) to the range of "
+              "the labels learned so far (clipped by default, as VW's squared loss).", structural=True,
+              absent=True),  # models saved before the option were not clipped (flt has no label range)
     )
 
     def __init__(self, **hyper):
@@ -111,7 +142,9 @@ class FDSON(Learner):
         self.ZG = np.zeros((m, m))
         self.GG = np.zeros((m, m))
         self.boff = np.zeros(m + 1, np.int64)
-        self.flt = np.zeros(3)  # alpha now, sum of the shrinks, t at the last re-base on every feature
+        self.clip = not bool(self.hyper["no_clip"])
+        # alpha now, sum of the shrinks, t at the last re-base on every feature (, the label range: --no_clip off)
+        self.flt = np.zeros(5 if self.clip else 3)
         self.bslot = np.zeros(0, np.int64)
         self.bkey = np.zeros(0, np.int64)
         self.bval = np.zeros(0)
@@ -135,9 +168,10 @@ class FDSON(Learner):
             self.alpha = float(self.flt[0]) if a == old else float(self.flt[0]) + (a - old)
         self._alpha_set = a
         se = h["sigma_eta"]
-        self.sigma_eta = float(se if se is not None else 1.0)
+        self.sigma_eta = float(se if se is not None else OLD_SIGMA_ETA)
         self.proj_c = float(h["projection_c"])
         self.max_cond = float(h["max_cond"])
+        self.invariant = not bool(h["no_invariant"])
         if not self.alpha > 0 and not self.robust:
             raise ValueError(f"--alpha must be > 0, got {self.alpha}")
         if not self.sigma_eta >= 0:
@@ -228,7 +262,8 @@ class FDSON(Learner):
         labels, weights = kernel_array(batch.labels, np.float64), kernel_array(batch.weights, np.float64)
         maxs = max(int(np.max(offsets[1:] - offsets[:-1])), 1)
         slot_buf = np.empty(maxs, np.int64)
-        hyper = _kernels.FdHyper(self.mask, self.loss.code, self.robust, self.sigma_eta, self.proj_c, self.max_cond)
+        hyper = _kernels.FdHyper(self.mask, self.loss.code, self.robust, self.sigma_eta, self.proj_c, self.max_cond,
+                                 self.invariant, self.clip)
         fields = _kernels.FdState._fields
         start = 0
         while True:
@@ -304,6 +339,23 @@ class FDSON(Learner):
                 **{f: getattr(self, f) for f in _SMALL_STATE}}
 
     @classmethod
+    def check_saved(cls, meta, arrays):
+        """Models saved before 2026-11-26 hold ``sigma_eta`` (and RFD-SON's ``alpha0``) unset: read as what
+        that version meant by it (1; alpha0 1e-3 for logistic loss without projection, else 0), not as
+        today's defaults."""
+        hyper = meta.get("hyper") if isinstance(meta, dict) else None
+        if isinstance(hyper, dict) and (hyper.get("sigma_eta", 0) is None or hyper.get("alpha0", 0) is None):
+            hyper = dict(hyper)
+            if hyper.get("sigma_eta", 0) is None:
+                hyper["sigma_eta"] = OLD_SIGMA_ETA
+            if hyper.get("alpha0", 0) is None:
+                pc = hyper.get("projection_c")
+                logistic = hyper.get("loss_function") == "logistic" and not (isinstance(pc, (int, float)) and pc > 0)
+                hyper["alpha0"] = LOGISTIC_ALPHA0 if logistic else 0.0
+            meta = {**meta, "hyper": hyper}
+        return super().check_saved(meta, arrays)
+
+    @classmethod
     def _m(cls, hyper) -> int:
         m = hyper.get("sketch_size")
         m = 10 if m is None else int(m)
@@ -315,7 +367,8 @@ class FDSON(Learner):
         m = cls._m(hyper)
         sq = ((m, m), np.float64)
         return {"ints": ((N_INTS,), np.int64), "F": sq, "K": sq, "D": ((m,), np.float64), "b": ((m,), np.float64),
-                "c": ((m,), np.float64), "H": ((2 * m, 2 * m), np.float64), "ZG": sq, "GG": sq, "flt": ((3,), np.float64),
+                "c": ((m,), np.float64), "H": ((2 * m, 2 * m), np.float64), "ZG": sq, "GG": sq,
+                "flt": ((3 if hyper.get("no_clip") else 5,), np.float64),
                 "boff": ((m + 1,), np.int64)}
 
     @classmethod
@@ -380,19 +433,21 @@ class FDSON(Learner):
 class RFDSON(FDSON):
     """Sparse RFD-SON: FD-SON whose regulariser grows by half of every shrink (Robust Frequent
     Directions, Luo, Chen, Zhang, Li & Zhang 2019, Alg. 3 lines 6-9: alpha_t = alpha_(t-1) +
-    Sigma_mm / 2), from ``--alpha0`` (default 0: until the first shrink the step uses the
-    pseudo-inverse of S^T S, SON App. D, with the rank threshold of NOTES_FD item 7)."""
+    Sigma_mm / 2), from ``--alpha0`` (default 0.25; the paper's 0: until the first shrink the step uses
+    the pseudo-inverse of S^T S, SON App. D, with the rank threshold of NOTES_FD item 7). The to-sketch
+    scale is held constant (Alg. 3's sqrt(mu_t + eta_t) with eta_t = 0: NOTES_FD item 8)."""
 
     name = "rfd-son"
     robust = True
-    PARAMS = tuple(Param("alpha0", float, None, "RFD-SON: initial regulariser alpha_0 (alpha_t = alpha_0 + half of "
-                         "the sketch's shrinks; 0 = pseudo-inverse until the first shrink). Default 0, or "
-                         f"{LOGISTIC_ALPHA0:g} for logistic loss without projection, where 0 diverges.", low=0)
+    PARAMS = tuple(Param("alpha0", float, DEFAULT_ALPHA0, "RFD-SON: initial regulariser alpha_0 (alpha_t = alpha_0 + "
+                         "half of the sketch's shrinks; 0 = the paper's hyper-parameter-free start, pseudo-inverse "
+                         "until the first shrink; refused for logistic loss without projection, where it diverges).",
+                         low=0)
                    if p.name == "alpha" else p for p in FDSON.PARAMS)
 
     def _alpha_given(self) -> float:
         a0 = self.hyper["alpha0"]
-        if a0 is None:
+        if a0 is None:  # a model saved with alpha0 unset (before 2026-11-26): that version's default
             return LOGISTIC_ALPHA0 if self._diverges_at_zero() else 0.0
         return float(a0)
 

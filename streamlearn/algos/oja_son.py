@@ -47,13 +47,16 @@ Deviations from the paper (defaults; the paper's choices remain options)
   new example while Lambda keeps the old rows' eigenvalues: the Newton step's correction along those
   rows then biases the rare features' weights (a drift that feeds on itself with squared loss).
 * **Squared loss** takes the derivative at the prediction clipped to the label range learned so
-  far (as VW's squared loss and OjaNewton); the range is saved in the model.
+  far, and reports that clipped prediction (as VW's squared loss and OjaNewton); the range is
+  saved in the model. ``--no_clip`` drops the clip (the paper's algorithm has none).
 * **Storage is a hash table** keyed by the masked feature index (one contiguous row per feature:
   u_bar, D - 0.1, scratch, Z's column, then c_j, the w~ snapshot, s^2 and f in precond mode),
   grown by doubling between examples: memory and start-up are O(features seen), not O(2^b).
 * **Initial Z**: unit vectors of the first m distinct features learned from (Alg. 5 line 1 allows
   any orthonormal rows; a row is pending until its feature appears, which equals fixing it from
-  the start). VW's fixed slots chosen in advance can be orthogonal to all data.
+  the start). VW's fixed slots chosen in advance can be orthogonal to all data. ``--random_seed S``
+  (S > 0) keeps each new feature for a row with probability 1/2 by a seeded hash of its index, so
+  different seeds start from different unit vectors (users average over starting sketches).
 * **Re-materialisation**: ``Z_t = Z_0 prod (I + Gamma g^ g^T)`` grows and becomes ill-conditioned;
   when the bound ``max(||F||_F ||Z||_F, tr(K) / m)`` exceeds ``max_cond`` (amortised: at least
   max(n, m)/8 examples since the last time, or at once above 10^4 ``max_cond`` or when Gram-Schmidt finds
@@ -150,7 +153,19 @@ class OjaSON(Learner):
         Param("max_cond", float, 1e4,
               "Oja-SON: re-materialise the sketch when the bound on cond(Z) exceeds this.", low=1,
               finite=False),
+        Param("no_clip", bool, False,
+              "Squared loss: report the raw prediction and take the derivative at it, not at the prediction "
+              "clipped to the range of the labels learned so far (the default, as VW and its OjaNewton clip). "
+              "Part of the paper's exact algorithm."),
     )
+
+    def _init_salt(self) -> np.uint64:
+        """``--random_seed`` as the kernel's salt (0 for seed 0: the first m features learned from)."""
+        seed = int(self.hyper.get("random_seed") or 0)
+        if seed == 0:
+            return np.uint64(0)
+        x = (seed * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & (2**64 - 1)
+        return np.uint64(x or 1)
 
     def __init__(self, **hyper):
         super().__init__(**hyper)
@@ -251,7 +266,7 @@ class OjaSON(Learner):
         hyper = _kernels.SonHyper(self.mask, self.loss.code, self.alpha, self.sigma_eta, self.gamma_c,
                                   self.gamma_t0, self.proj_c, self.diag, self.diag_vw, self.max_cond,
                                   self.sketch_avg, self.step_power, self.precond, self.dpow, self.invariant,
-                                  self.oja_clip, self.vw_rule)
+                                  self.oja_clip, self.vw_rule, not self.hyper["no_clip"], self._init_salt())
         fields = _kernels.SonState._fields
         start = 0
         while True:

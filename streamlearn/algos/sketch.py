@@ -107,6 +107,10 @@ SKETCH_PARAMS = (
     Param("step_schedule", ("constant", "inverse"), "constant",
           "Step schedule of bear/mission: constant, or inverse: eta * t0 / (t0 + t), t = minibatch count."),
     Param("t0", float, 100.0, "T0 of --step_schedule inverse.", low=0, low_open=True),
+    Param("no_clip", bool, False,
+          "Squared loss: take the gradient at the raw score, not at the score clipped to the range of the "
+          "labels learned so far (the default, as VW clips; it keeps extreme feature values from making "
+          "the steps grow geometrically). bear's curvature pairs always use the unclipped gradient."),
 )
 MINIBATCH_PARAM = Param("minibatch", int, None, "Minibatch size b of bear/mission (bear: 10, mission: 1).",
                         low=1, high=65536, why="a minibatch's examples are held in memory until it is learned")
@@ -249,6 +253,7 @@ class SketchLearner(Learner):
             raise ValueError("--minibatch must be at least 1")
         self.schedule = 0 if self.hyper["step_schedule"] == "constant" else 1
         self.t0 = float(self.hyper["t0"])
+        self.clip = not self.hyper.get("no_clip")
         if self.schedule and self.t0 <= 0:
             raise ValueError("--t0 must be positive")
 

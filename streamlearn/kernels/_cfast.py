@@ -225,13 +225,14 @@ _DEFAULT_RULE, _LEGACY, _SQRT_RATE, _RULE_BITS = 1 | 2 | 4 | 8, 16, 8, 31
 def adagrad_rule_ok(loss_code, rule, hp) -> bool:
     """Whether the C port implements this update rule: the legacy rules (``hp`` unused), or VW's
     default (adaptive + normalized + invariant, ``--power_t 0.5``) without ``--l1`` / ``--l2`` /
-    ``--initial_t`` and with a loss code 0..2. Everything else runs on numba."""
+    ``--initial_t`` / ``--no_clip`` and with a loss code 0..2. Everything else runs on numba."""
     if not isinstance(rule, int) or rule & ~_RULE_BITS or loss_code not in (0, 1, 2):
         return False
     if rule & _LEGACY:
         return (rule & ~_SQRT_RATE) in (_LEGACY | 1, _LEGACY | 1 | 2 | 4)
     return (rule == _DEFAULT_RULE and isinstance(hp, np.ndarray) and hp.dtype == np.float64
-            and hp.shape[0] >= 5 and hp[1] == 0.0 and hp[2] == 0.0 and hp[4] == 0.0)
+            and hp.shape[0] >= 5 and hp[1] == 0.0 and hp[2] == 0.0 and hp[4] == 0.0
+            and (hp.shape[0] < 6 or hp[5] == 0.0))
 
 
 def adagrad_args_ok(offsets, indices, values, labels, weights, w, G, N, scal, mask, loss_code, eta,
