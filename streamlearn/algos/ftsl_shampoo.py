@@ -182,7 +182,7 @@ class FTSLShampoo(Learner):
             s = pos.get(int(k))
             if s is not None:
                 Gb[:, i] = self.tab[s, :K]
-                Z[:, i] = self._current(s)
+                Z[:, i] = self._column_now(s)
         V = self.F[:ell, :r] @ Z[:r]
         cR = self.eps + self.flt[1]
         dR = (self.sig2R[:ell] + cR) ** -0.25 - cR ** -0.25
@@ -194,7 +194,7 @@ class FTSLShampoo(Learner):
         dL = (self.sig2L[:ellL] + cL) ** -0.25 - cL ** -0.25
         return -self.eta * (cL ** -0.25 * Y + U @ (dL[:, None] * (U.T @ Y)))
 
-    def _current(self, s):
+    def _column_now(self, s):
         """Feature slot s's column of Z in the current representation (the kernel's _current)."""
         K, rmax = self.n_classes, self.rmax
         z = self.tab[s, K:K + rmax]
