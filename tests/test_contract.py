@@ -19,6 +19,7 @@ SMALL = {
     "ftsl": {"sketch_size": 3},
     "ftfsl": {"sketch_size": 3},
     "compadagrad": {"subspace_dim": 3},
+    "ftsl-shampoo": {"sketch_size": 3},
 }
 
 
@@ -60,7 +61,8 @@ def _cases():
     (``--loss_function multiclass_logistic``): a new learner joins all of them."""
     out = []
     for name in sorted(LEARNERS):
-        out.append(pytest.param(name, 0, id=name))
+        if not getattr(LEARNERS[name], "multiclass_only", False):  # e.g. ftsl-shampoo: softmax only
+            out.append(pytest.param(name, 0, id=name))
         out.append(pytest.param(name, 3, id=f"{name}-oaa3"))
         if name in SOFTMAX_LEARNERS:
             out.append(pytest.param(name, "softmax", id=f"{name}-softmax3"))

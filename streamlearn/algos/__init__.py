@@ -18,6 +18,7 @@ from .mission import Mission
 from .multiclass import OneAgainstAll
 from .softmax import SoftmaxAdaGrad
 from .sketched_adagrad import FTFSL, FTSL, SADA, FastSADA
+from .ftsl_shampoo import FTSLShampoo
 
 __all__ = ["LEARNERS", "SOFTMAX_LEARNERS", "Learner", "Param", "COMMON_PARAMS", "MULTICLASS_LOSSES",
            "get_learner_class", "make_learner", "learner_from_state"]
@@ -31,6 +32,7 @@ LEARNERS: dict[str, type[Learner]] = {
     Mission.name: Mission,
     SADA.name: SADA, FastSADA.name: FastSADA, FTSL.name: FTSL, FTFSL.name: FTFSL,
     CompAdaGrad.name: CompAdaGrad,
+    FTSLShampoo.name: FTSLShampoo,
 }
 
 #: ``--loss_function multiclass_logistic``: the joint softmax learner of a binary learner

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""FTSL-Shampoo (``--algo ftsl-shampoo --oaa K``) against diagonal AdaGrad on the same softmax
+loss, the ``--oaa`` reduction, full Shampoo and VW's ``--oaa``, one pass of progressive
+validation, best step of 2^-10..2^4 for every learner (VW too), side by side.
+
+Rows per data set (K classes, d features + the constant):
+* ``ftsl-shampoo tau=10``: ``--algo ftsl-shampoo -m 10`` (left sketch min(10, K));
+* ``full shampoo``: ``--algo ftsl-shampoo --left_sketch_size K --right_sketch_size d+1`` (full
+  primal-dual Shampoo, ``tests/test_ftsl_shampoo.py``; dense sets of small d only);
+* ``softmax adagrad (diag)``: ``--loss_function multiclass_logistic --adaptive`` (plain diagonal
+  AdaGrad, the same softmax cross-entropy); ``softmax adagrad (norm.)``: its default normalized
+  adaptive rule;
+* ``oaa adagrad``: the ``--oaa`` one-against-all reduction (default adagrad, VW's rule);
+* ``vw --oaa``: VW 9.11.9 ``--oaa K -l STEP`` (``vw_run``; LIBSVM converted to ``y | i:v``).
+
+streamlearn's learners run in this process on the parsed stream (``read_batches``: the CLI's
+reader, constant feature included), so the step grid costs no start-up; error = progressive 0/1
+error of the one pass. satimage is stored in runs of equal labels: it is shuffled here
+(``numpy.random.default_rng(2016)``, as ``../shared/tools/shuffle_lines.py``). Then the time per
+example of FTSL-Shampoo at ``-b 24`` against ``-b 18`` (warm kernels, best of 3 interleaved; its table holds
+the features seen, so only collisions differ). Prints the load average it ran under.
+
+    python3 benchmarks/ftsl_shampoo.py [--sets satimage,letter,mnist,news20] [--steps -10:4]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import CACHE, DATASETS, libsvm_to_vw, need_shared, run, table, vw_cmd  # noqa: E402
+
+from streamlearn.algos import make_learner  # noqa: E402
+from streamlearn.batch import concat_batches  # noqa: E402
+from streamlearn.io.source import read_batches  # noqa: E402
+
+SETS = {  # name: (path under datasets, K, d (without the constant), shuffle, full Shampoo)
+    "satimage": ("pmlb_satimage/satimage.libsvm.gz", 6, 36, True, True),
+    "letter": ("letter_scale/letter_scale.libsvm.gz", 26, 16, False, True),
+    "mnist": ("mnist_test10k/mnist_test10k.libsvm.gz", 10, 778, False, False),
+    "news20": ("news20/news20_train.vw.gz", 20, None, False, False),
+}
+
+
+def _prepare(name):
+    path, K, d, shuffle, _ = SETS[name]
+    src = DATASETS / path
+    CACHE.mkdir(parents=True, exist_ok=True)
+    if shuffle:
+        import gzip
+        out = CACHE / f"{name}_shuffled.libsvm"
+        if not out.exists():
+            lines = gzip.open(src, "rb").readlines()
+            order = np.random.default_rng(2016).permutation(len(lines))
+            out.write_bytes(b"".join(lines[i] for i in order))
+        src = out
+    if str(src).endswith(".vw.gz") or str(src).endswith(".vw"):
+        vw = src
+    else:
+        vw = libsvm_to_vw(src, CACHE / f"{name}_ftsl.vw")
+    batch = concat_batches(list(read_batches(str(src))))
+    return batch, vw, K, d
+
+
+def _ours(batch, algo, hyper):
+    L = make_learner(algo, dict(hyper))
+    t = time.perf_counter()
+    pred, _ = L.learn_batch(batch)
+    L.finish()
+    return float(np.mean(pred != batch.labels)), time.perf_counter() - t, L
+
+
+def _vw(vwfile, K, step):
+    _, _, err = run(vw_cmd(vwfile, "--oaa", K, "-l", step))
+    m = re.search(r"average loss = ([\d.]+)", err)
+    return float(m.group(1)) if m else float("nan")
+
+
+def _runs(K, d, full):
+    out = [("ftsl-shampoo tau=10", "ftsl-shampoo", {"oaa": K, "sketch_size": 10})]
+    if full:
+        out.append(("full shampoo", "ftsl-shampoo", {"oaa": K, "left_sketch_size": K, "right_sketch_size": d + 1}))
+    out += [("softmax adagrad (diag)", "adagrad", {"oaa": K, "loss_function": "multiclass_logistic", "adaptive": True}),
+            ("softmax adagrad (norm.)", "adagrad", {"oaa": K, "loss_function": "multiclass_logistic"}),
+            ("oaa adagrad", "adagrad", {"oaa": K})]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sets", default="satimage,letter,mnist,news20")
+    ap.add_argument("--steps", default="-10:4", help="exponents lo:hi of the step grid 2^lo..2^hi")
+    ap.add_argument("--no_vw", action="store_true")
+    ap.add_argument("--timing_sets", default="satimage,news20", help="sets for the -b 24 / -b 18 timing ('' = none)")
+    ap.add_argument("--timing_step", type=float, default=None,
+                    help="the step of the timing runs (default: FTSL-Shampoo's best on the set, else 2^-4)")
+    args = ap.parse_args()
+    need_shared()
+    lo, hi = map(int, args.steps.split(":"))
+    steps = [2.0 ** e for e in range(lo, hi + 1)]
+    print(f"load average at start: {os.getloadavg()}; steps 2^{lo}..2^{hi}", flush=True)
+    best_step = {}
+    for name in filter(None, args.sets.split(",")):
+        batch, vwfile, K, d = _prepare(name)
+        full = SETS[name][4]
+        rows = []
+        for label, algo, hyper in _runs(K, d, full):
+            best = None
+            t0 = time.perf_counter()
+            for st in steps:
+                err, secs, L = _ours(batch, algo, dict(hyper, learning_rate=st))
+                if best is None or err < best[0]:
+                    best = (err, st, secs, L.extra_summary())
+            rows.append({"learner": label, "error %": f"{100 * best[0]:.2f}", "best step": f"2^{int(np.log2(best[1]))}",
+                         "s/run": f"{best[2]:.1f}", "grid s": f"{time.perf_counter() - t0:.0f}"})
+            best_step[(name, label)] = best[1]
+            print(f"  {name}: {label}: {100 * best[0]:.2f}% at 2^{int(np.log2(best[1]))} {best[3]}", flush=True)
+        if not args.no_vw:
+            errs = [(_vw(vwfile, K, st), st) for st in steps]
+            e, st = min(errs, key=lambda x: (np.nan_to_num(x[0], nan=9.0), x[1]))
+            rows.append({"learner": "vw --oaa", "error %": f"{100 * e:.2f}", "best step": f"2^{int(np.log2(st))}"})
+        ref = float(rows[0]["error %"])
+        for r in rows:
+            r["vs ftsl (points)"] = f"{float(r['error %']) - ref:+.2f}"
+        print(f"\n{name} (n = {batch.n}, K = {K}, one pass, progressive error, best step per row)")
+        print(table(rows, ["learner", "error %", "vs ftsl (points)", "best step", "s/run", "grid s"]), flush=True)
+        print()
+    # -b 24 vs -b 18 time per example (warm kernels)
+    trows = []
+    for name in filter(None, args.timing_sets.split(",")):
+        batch, _, K, d = _prepare(name)
+        st = best_step.get((name, "ftsl-shampoo tau=10"), args.timing_step or 2.0 ** -4)
+        from streamlearn.batch import Batch  # warm the kernels (compiled on a first use) before timing
+        warm = Batch.from_dense(np.eye(3), np.array([1.0, 2.0, 1.0]))
+        make_learner("ftsl-shampoo", {"oaa": K}).learn_batch(warm)
+        per, times = {}, {18: [], 24: []}
+        for _ in range(3):  # interleaved, so that a change of load weighs on both alike
+            for b in (18, 24):
+                err, secs, L = _ours(batch, "ftsl-shampoo", {"oaa": K, "learning_rate": st, "bit_precision": b})
+                times[b].append(secs)
+                per[b] = (min(times[b]) / batch.n, err, L.extra_summary())
+        trows.append({"set": name, "us/example -b 18": f"{1e6 * per[18][0]:.1f}", "us/example -b 24": f"{1e6 * per[24][0]:.1f}",
+                      "ratio 24/18": f"{per[24][0] / per[18][0]:.2f}", "error -b 18 %": f"{100 * per[18][1]:.2f}",
+                      "error -b 24 %": f"{100 * per[24][1]:.2f}", "features seen 18/24":
+                      f"{per[18][2]['features_seen']}/{per[24][2]['features_seen']}",
+                      "rebases 18/24": f"{per[18][2]['rebases']}/{per[24][2]['rebases']}"})
+    if trows:
+        print("ftsl-shampoo tau=10 time per example, -b 24 vs -b 18 (best of 3, warm)")
+        print(table(trows, list(trows[0])))
+    print(f"\nload average at end: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
