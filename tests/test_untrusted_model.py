@@ -258,6 +258,24 @@ def test_mutated_header_fields_load_or_fail_cleanly(models, kind, tmp_path_facto
     _check_case(models, kind, tmp_path_factory.mktemp("case"), mutate)
 
 
+@pytest.mark.parametrize("value", [[], {}, ["uint32"]])
+def test_unhashable_index_dtype_is_a_clean_error(models, tmp_path, value):
+    """A sparse array entry whose index_dtype is a JSON list or object: a ModelFileError naming the
+    file, not a TypeError from a set lookup (found by the header fuzz above)."""
+    model, _ = models["adagrad"]
+    _, header, _ = parse(Path(model).read_bytes())
+    sparse = [i for i, e in enumerate(header["arrays"]) if e.get("encoding") == "sparse"]
+    assert sparse, "the adagrad test model has no sparse-encoded array"
+
+    def mutate(src, dst):
+        tamper(src, dst, header=lambda h: _set_path(h, ("arrays", sparse[0], "index_dtype"), value))
+    _check_case(models, "adagrad", tmp_path, mutate)
+    bad = tmp_path / "bad.slm"
+    with pytest.raises(ModelFileError, match="index dtype"):
+        from streamlearn.api import load_model
+        load_model(str(bad))
+
+
 # -- regression tests: the issue's reproductions, through the CLI --------------------------------
 
 def _cli(*args, timeout=120, limit_as=None):

@@ -240,7 +240,7 @@ def _check_layout(path: str, header: dict) -> int:
             nnz, idt = e.get("nnz"), e.get("index_dtype")
             if not _is_int(nnz) or not 0 <= nnz <= size:
                 raise _bad(path, f"array {name!r}: nnz {nnz!r} for {size} entries")
-            if idt not in _INDEX_DTYPES:
+            if not isinstance(idt, str) or idt not in _INDEX_DTYPES:
                 raise _bad(path, f"array {name!r}: index dtype {idt!r} (uint32 or uint64)")
             want = nnz * (np.dtype(idt).itemsize + item)
         else:
