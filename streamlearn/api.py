@@ -337,12 +337,11 @@ def _batches(cfg: RunConfig, rc, unit_norm: bool, paths=None):
     yield from stream
 
 
-def _run(cfg: RunConfig, learn: bool, log=None, monitor=None):
-    log = log or (lambda line: None)
-    _check_passes(cfg)
-    _check_inputs(cfg.data)
-    plan = _output_plan(cfg, learn)
-
+def initial_learner(cfg: RunConfig):
+    """The learner a training run starts from, and its reader settings: the model of ``-i``
+    (with the command line's hyper-parameter overrides; -q, namespace settings and --unit_norm
+    must equal the model's) or a new learner of ``--algo``. Shared by :func:`train` and the
+    Dask engine."""
     if cfg.initial_model:
         learner, reader, _ = load_model(cfg.initial_model)
         if cfg.algo and cfg.algo != learner.name:
@@ -361,6 +360,16 @@ def _run(cfg: RunConfig, learn: bool, log=None, monitor=None):
     else:
         learner = make_learner(cfg.algo or "adagrad", cfg.hyper)
         reader = _reader_settings(cfg)
+    return learner, reader
+
+
+def _run(cfg: RunConfig, learn: bool, log=None, monitor=None):
+    log = log or (lambda line: None)
+    _check_passes(cfg)
+    _check_inputs(cfg.data)
+    plan = _output_plan(cfg, learn)
+
+    learner, reader = initial_learner(cfg)
     if cfg.probabilities:
         if not learner.multiclass:
             raise ConfigError("--probabilities is for multiclass runs (--oaa K)")

@@ -185,7 +185,7 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     mixing on Dask (module docstring); returns the run summary (``summary['engine']``: per-pass
     losses, partitions, bytes per merge, seconds, peak worker RSS). ``on_pass(p, state)`` is
     called with each pass's merged :class:`~streamlearn.distributed.merge.State` (p from 1)."""
-    from ..api import _check_inputs, _output_plan, _reader_settings, load_model, make_learner
+    from ..api import _check_inputs, _output_plan, initial_learner
     from ..evaluate import Evaluation, ProgressSchedule
     from ..io.model_file import encode_model
     from ..report import settings_lines, summary_lines
@@ -208,17 +208,7 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
         raise ConfigError(str(e)) from None
     _check_inputs(cfg.data)
     plan = _output_plan(cfg, True)
-    if cfg.initial_model:
-        learner, reader, _ = load_model(cfg.initial_model)
-        if cfg.algo and cfg.algo != learner.name:
-            raise ConfigError(f"--algo {cfg.algo} differs from the model's {learner.name}")
-        try:
-            learner.override(**cfg.hyper)
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
-    else:
-        learner = make_learner(cfg.algo or "adagrad", cfg.hyper)
-        reader = _reader_settings(cfg)
+    learner, reader = initial_learner(cfg)
     base = state_of(learner, reader)
     try:
         _rule(base)
