@@ -318,8 +318,7 @@ class FDSON(FeatureTable, Learner):
 
     # -- state ----------------------------------------------------------------------------
     def _arrays(self):
-        occ = np.flatnonzero(self.keys >= 0)
-        order = occ[np.argsort(self.keys[occ], kind="stable")]
+        order = self._sorted_slots()
         nb = int(self.ints[4])
         R = int(self.ints[7])  # the history's level-0 records (the other levels are rebuilt on loading)
         return {"keys": self.keys[order], "rows": self.tab[order], "bkey": self.bkey[:nb].copy(),

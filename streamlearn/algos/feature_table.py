@@ -46,6 +46,12 @@ class FeatureTable:
         _kernels.rehash(old_keys, old_tab, self.keys, self.tab, self.shift)
         return True
 
+    def _sorted_slots(self) -> np.ndarray:
+        """The occupied slots in ascending key order (what a saved model stores, so that its
+        bytes do not depend on the table's capacity or insertion history)."""
+        occ = np.flatnonzero(self.keys >= 0)
+        return occ[np.argsort(self.keys[occ], kind="stable")]
+
     def _load_table(self, keys, rows) -> None:
         """A fresh table holding ``rows[i]`` at feature ``keys[i]`` (a loaded model)."""
         self._alloc_table(capacity_for(len(keys)))

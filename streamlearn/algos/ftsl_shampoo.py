@@ -207,8 +207,7 @@ class FTSLShampoo(FeatureTable, Learner):
 
     # -- state ---------------------------------------------------------------------------------
     def _arrays(self):
-        occ = np.flatnonzero(self.keys >= 0)
-        order = occ[np.argsort(self.keys[occ], kind="stable")]
+        order = self._sorted_slots()
         G = int(self.ints[4] - self.ints[6])  # the history's re-bases
         return {"keys": self.keys[order], "rows": self.tab[order], "S": self.S[:G],
                 **{f: getattr(self, f) for f in _SMALL}}

@@ -300,8 +300,7 @@ class OjaSON(FeatureTable, Learner):
 
     # -- state ----------------------------------------------------------------------------
     def _arrays(self):
-        occ = np.flatnonzero(self.keys >= 0)
-        order = occ[np.argsort(self.keys[occ], kind="stable")]
+        order = self._sorted_slots()
         return {"keys": self.keys[order], "rows": self.tab[order], **{f: getattr(self, f) for f in _SMALL_STATE}}
 
     @classmethod

@@ -215,8 +215,7 @@ class SketchedAdaGrad(FeatureTable, Learner):
 
     # -- state ------------------------------------------------------------------------------------
     def _arrays(self):
-        occ = np.flatnonzero(self.keys >= 0)
-        order = occ[np.argsort(self.keys[occ], kind="stable")]
+        order = self._sorted_slots()
         rows = self.tab[order].copy()
         rows[:, 2:4] = 0.0  # scratch and marks
         return {"keys": self.keys[order], "rows": rows, **{f: getattr(self, f) for f in _SMALL}}
