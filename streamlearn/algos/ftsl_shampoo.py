@@ -32,8 +32,8 @@ import numpy as np
 from ..kernels import kernel_array, lazy
 from .base import Learner, Param, require
 from .feature_table import MIN_CAP, FeatureTable
-from .multiclass import class_bits, class_label_mask
-from .softmax import MULTICLASS_LOGISTIC
+from .multiclass import class_bits
+from .softmax import MULTICLASS_LOGISTIC, SoftmaxClasses
 
 __all__ = ["FTSLShampoo"]
 
@@ -46,7 +46,7 @@ HIST_MAX = 256
 _SMALL = ("F", "sig2R", "Q", "Kz", "UL", "sig2L", "ints", "flt")
 
 
-class FTSLShampoo(FeatureTable, Learner):
+class FTSLShampoo(SoftmaxClasses, FeatureTable, Learner):
     """FTSL-Shampoo (Yang et al. 2025 Alg. 5) of the K x d softmax weight matrix, sparse in d."""
 
     name = "ftsl-shampoo"
@@ -124,19 +124,6 @@ class FTSLShampoo(FeatureTable, Learner):
     def ncol(self) -> int:
         """The per-feature table's row: Gbar (K), Z's column (rmax), the re-base stamp."""
         return self.n_classes + self.rmax + 1
-
-    @property
-    def loss_name(self) -> str:
-        return MULTICLASS_LOGISTIC.name
-
-    def set_probabilities(self, on: bool = True) -> None:
-        self.probabilities = bool(on)
-
-    def bad_labels(self, labels):
-        return class_label_mask(labels, self.n_classes)
-
-    def label_problem(self, label) -> str:
-        return f"label {label:g} is not a class of --oaa {self.n_classes} (1..{self.n_classes})"
 
     def _run(self, batch, learn):
         bad = self.bad_labels(batch.labels)

@@ -24,7 +24,7 @@ from .base import COMMON_PARAMS, Learner, adopting, all_nonnegative, check_saved
 from .losses import Loss
 from .multiclass import class_bits, class_label_mask
 
-__all__ = ["SoftmaxAdaGrad", "MULTICLASS_LOGISTIC"]
+__all__ = ["SoftmaxAdaGrad", "SoftmaxClasses", "MULTICLASS_LOGISTIC"]
 
 _kernels = lazy("streamlearn.algos._softmax_kernels")
 
@@ -35,7 +35,25 @@ SUPPORTED = ("learning_rate", "adaptive", "normalized")
 MULTICLASS_LOGISTIC = Loss("multiclass_logistic", 3, True)
 
 
-class SoftmaxAdaGrad(Learner):
+class SoftmaxClasses:
+    """Mixin of the joint softmax learners over ``self.n_classes`` classes (softmax AdaGrad,
+    FTSL-Shampoo): their loss name, ``--probabilities`` switch and label checks."""
+
+    @property
+    def loss_name(self) -> str:
+        return MULTICLASS_LOGISTIC.name
+
+    def set_probabilities(self, on: bool = True) -> None:
+        self.probabilities = bool(on)
+
+    def bad_labels(self, labels):
+        return class_label_mask(labels, self.n_classes)
+
+    def label_problem(self, label) -> str:
+        return f"label {label:g} is not a class of --oaa {self.n_classes} (1..{self.n_classes})"
+
+
+class SoftmaxAdaGrad(SoftmaxClasses, Learner):
     """Joint softmax regression over ``--oaa K`` classes with AdaGrad's update rules."""
 
     name = "adagrad"
@@ -102,19 +120,6 @@ class SoftmaxAdaGrad(Learner):
     def _apply_hyper(self):
         lr = self.hyper.get("learning_rate")
         self.eta = float(lr if lr is not None else self.DEFAULT_LR[self.rule])
-
-    @property
-    def loss_name(self) -> str:
-        return MULTICLASS_LOGISTIC.name
-
-    def set_probabilities(self, on: bool = True) -> None:
-        self.probabilities = bool(on)
-
-    def bad_labels(self, labels):
-        return class_label_mask(labels, self.n_classes)
-
-    def label_problem(self, label) -> str:
-        return f"label {label:g} is not a class of --oaa {self.n_classes} (1..{self.n_classes})"
 
     def _run(self, batch, learn):
         bad = self.bad_labels(batch.labels)
