@@ -43,6 +43,7 @@ from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
 from ._feature_table_kernels import EMPTY, _find, rehash  # noqa: F401 (rehash: the learner's table)
+from ._softmax_kernels import _softmax_record
 from ._fd_son_kernels import _eigh  # numba's np.linalg.eigh needs scipy's LAPACK, which the CLI does not load
 
 __all__ = ["shampoo_run", "rehash", "N_INTS"]
@@ -468,28 +469,9 @@ def shampoo_run(offsets, indices, values, labels, weights, mask, learn, keys, ta
                 out[c] += UL[c, i] * acc
         for c in range(K):
             s[c] = -eta * out[c]
-        best = 0
-        for c in range(1, K):
-            if s[c] > s[best]:
-                best = c
-        smax = s[best]
-        z = 0.0
-        for c in range(K):
-            p[c] = math.exp(s[c] - smax)
-            z += p[c]
-        for c in range(K):
-            p[c] /= z
-        pred_out[ex] = best + 1.0
-        if math.isnan(smax):
-            pred_out[ex] = math.nan
-        if keep:
-            for c in range(K):
-                prob_out[ex, c] = p[c]
-        if math.isnan(lab):
-            loss_out[ex] = math.nan
+        if not _softmax_record(s, p, ex, lab, keep, pred_out, prob_out, loss_out):
             continue
         yc = np.int64(lab) - 1
-        loss_out[ex] = math.log(z) + smax - s[yc]
         if not learn:
             continue
         learned += 1

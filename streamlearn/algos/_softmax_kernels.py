@@ -26,11 +26,44 @@ import math
 import numpy as np
 from numba import njit
 
+from ..kernels._jit import INNER
 from ._adagrad_kernels import X2_MIN, _sat32
 
 __all__ = ["softmax_run"]
 
 X_MIN = math.sqrt(X2_MIN)
+
+
+@njit(**INNER)
+def _softmax_record(s, d, i, lab, keep, pred_out, prob_out, loss_out):
+    """Example ``i``'s record from its class scores ``s``: ``d`` <- the softmax probabilities
+    (max-shifted), ``pred_out[i]`` <- the arg-max class id (1-based; NaN for NaN scores),
+    ``prob_out[i]`` <- ``d`` when ``keep``, ``loss_out[i]`` <- the cross-entropy of label ``lab``
+    (NaN when unlabeled). Returns whether the example is labeled. Shared by the joint softmax
+    learners (softmax AdaGrad, FTSL-Shampoo)."""
+    K = s.shape[0]
+    best = 0
+    for c in range(1, K):
+        if s[c] > s[best]:
+            best = c
+    smax = s[best]
+    z = 0.0
+    for c in range(K):
+        d[c] = math.exp(s[c] - smax)
+        z += d[c]
+    for c in range(K):
+        d[c] /= z  # p_c
+    pred_out[i] = best + 1.0
+    if math.isnan(smax):
+        pred_out[i] = math.nan
+    if keep:
+        for c in range(K):
+            prob_out[i, c] = d[c]
+    if math.isnan(lab):
+        loss_out[i] = math.nan
+        return False
+    loss_out[i] = math.log(z) + smax - s[np.int64(lab) - 1]
+    return True
 
 
 @njit(cache=True, nogil=True)
@@ -57,29 +90,10 @@ def softmax_run(offsets, indices, values, labels, weights, W, G, N, scal, mask, 
             x = values[k]
             for c in range(K):
                 s[c] += W[j, c] * x
-        best = 0
-        for c in range(1, K):
-            if s[c] > s[best]:
-                best = c
-        smax = s[best]
-        z = 0.0
-        for c in range(K):
-            d[c] = math.exp(s[c] - smax)
-            z += d[c]
-        for c in range(K):
-            d[c] /= z  # p_c
-        pred_out[i] = best + 1.0
-        if math.isnan(smax):
-            pred_out[i] = math.nan
-        if keep:
-            for c in range(K):
-                prob_out[i, c] = d[c]
         lab = labels[i]
-        if math.isnan(lab):
-            loss_out[i] = math.nan
+        if not _softmax_record(s, d, i, lab, keep, pred_out, prob_out, loss_out):
             continue
         y = np.int64(lab) - 1
-        loss_out[i] = math.log(z) + smax - s[y]
         if not learn:
             continue
         h = weights[i]

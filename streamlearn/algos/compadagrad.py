@@ -107,7 +107,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels import kernel_array, lazy
+from ..kernels import kernel_batch, lazy
 from ..memory import PageSet
 from .base import Learner, Param, adopting, all_nonnegative, lazy_zeros, require
 
@@ -217,9 +217,7 @@ class CompAdaGrad(Learner):
             return pred, loss
         if learn:
             self.pages.mark(batch.indices, self.mask)
-        offsets = kernel_array(batch.offsets, np.int64)
-        indices, values = kernel_array(batch.indices, np.uint32), kernel_array(batch.values, np.float64)
-        labels, weights = kernel_array(batch.labels, np.float64), kernel_array(batch.weights, np.float64)
+        offsets, indices, values, labels, weights = kernel_batch(batch)
         if self.srht:
             st = _kernels.SrhtState(self.w, self.G, self.signs, self.rows, self.S0, self.scal)
             learned = _kernels.srht_run(offsets, indices, values, labels, weights, bool(learn), st, self._hp(),

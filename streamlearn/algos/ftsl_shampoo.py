@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels import kernel_array, lazy
+from ..kernels import kernel_batch, lazy
 from .base import Learner, Param, require
 from .feature_table import MIN_CAP, FeatureTable
 from .multiclass import class_bits
@@ -137,9 +137,7 @@ class FTSLShampoo(SoftmaxClasses, FeatureTable, Learner):
             if learn:
                 self._grow(int(self.ints[0]) + len(batch.indices))
             learned = _kernels.shampoo_run(
-                kernel_array(batch.offsets, np.int64), kernel_array(batch.indices, np.uint32),
-                kernel_array(batch.values, np.float64), kernel_array(batch.labels, np.float64),
-                kernel_array(batch.weights, np.float64), self.row_mask, bool(learn), self.keys, self.tab,
+                *kernel_batch(batch), self.row_mask, bool(learn), self.keys, self.tab,
                 self.shift, self.F, self.sig2R, self.Q, self.Kz, self.S, self.UL, self.sig2L, self.ints, self.flt, self.eta,
                 self.eps, self.tau_l, self.tau_r, pred, loss, probs)
             self.examples_learned += int(learned)

@@ -34,7 +34,7 @@ import struct
 import numpy as np
 
 from ..batch import Batch, concat_batches, empty_batch
-from ..kernels import kernel_array, lazy
+from ..kernels import kernel_array, kernel_batch, lazy
 from ..memory import physical_memory
 from .base import COMMON_PARAMS, Learner, Param, adopt, lazy_zeros, require
 
@@ -312,9 +312,7 @@ class SketchLearner(Learner):
         loss = np.empty(n)
         pend = np.empty(n + 1, np.int64)
         scores = np.empty((n if self.probabilities else 0, self.kc))
-        args = (kernel_array(batch.offsets, np.int64), kernel_array(batch.indices, np.uint32),
-                kernel_array(batch.values, np.float64), kernel_array(batch.labels, np.float64),
-                kernel_array(batch.weights, np.float64), _spans(batch), self._state())
+        args = (*kernel_batch(batch), _spans(batch), self._state())
         extra = self._extra_state()
         if extra is not None:
             args += (extra,)

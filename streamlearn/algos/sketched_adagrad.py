@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels import kernel_array, lazy
+from ..kernels import kernel_batch, lazy
 from .base import Learner, Param, adopt, require
 from .feature_table import MIN_CAP, FeatureTable
 
@@ -150,9 +150,7 @@ class SketchedAdaGrad(FeatureTable, Learner):
         loss = np.empty(n)
         if n == 0:
             return pred, loss
-        offsets = kernel_array(batch.offsets, np.int64)
-        indices, values = kernel_array(batch.indices, np.uint32), kernel_array(batch.values, np.float64)
-        labels, weights = kernel_array(batch.labels, np.float64), kernel_array(batch.weights, np.float64)
+        offsets, indices, values, labels, weights = kernel_batch(batch)
         maxs = max(int(np.max(offsets[1:] - offsets[:-1])), 1)
         slot_buf = np.empty(maxs, np.int64)
         hyper = _kernels.SadaHyper(self.mask, self.loss.code, self.tau, self.fast, self.dual, self.eta, self.delta,

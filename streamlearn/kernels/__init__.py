@@ -31,7 +31,7 @@ import threading
 
 from ._spans import string_spans
 
-__all__ = ["lazy", "is_cached", "kernel_array", "configure", "backend", "parse_chunk", "adagrad_run", "hash_string_part",
+__all__ = ["lazy", "is_cached", "kernel_array", "kernel_batch", "configure", "backend", "parse_chunk", "adagrad_run", "hash_string_part",
            "hash_spans", "wide_part", "assemble_rows", "hash_strings", "namespace_hash"]
 
 
@@ -84,6 +84,17 @@ def kernel_array(a, dtype):
 
     a = np.ascontiguousarray(a, dtype)
     return a if a.flags.writeable else a.copy()
+
+
+def kernel_batch(batch):
+    """A :class:`~streamlearn.batch.Batch`'s CSR arrays as the learners' kernels take them:
+    ``(offsets int64, indices uint32, values float64, labels float64, weights float64)``, each
+    through :func:`kernel_array`."""
+    import numpy as np
+
+    return (kernel_array(batch.offsets, np.int64), kernel_array(batch.indices, np.uint32),
+            kernel_array(batch.values, np.float64), kernel_array(batch.labels, np.float64),
+            kernel_array(batch.weights, np.float64))
 
 
 #: entry point -> (numba kernel module, name of its C guard in _cfast or None: always C)
