@@ -706,8 +706,8 @@ def test_paper_flag_set_is_the_paper_algorithm_for_squared_loss():
 
 
 @pytest.mark.parametrize("m", [0, 5])
-def test_no_clip_is_saved_and_overridable(m, tmp_path):
-    """--no_clip travels in the model and may be turned on when training continues."""
+def test_no_clip_is_saved(m, tmp_path):
+    """--no_clip travels in the model: a restored learner keeps it and continues bit for bit."""
     X, y = ill_conditioned(600, 12, seed=2)
     b = Batch.from_dense(X[:300], 3 * y[:300])
     L = OjaSON(sketch_size=m, alpha=1.0, no_clip=True, no_invariant=True)

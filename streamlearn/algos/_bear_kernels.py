@@ -269,9 +269,18 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
         for a in range(nA):
             ckeys[c * nA + a] = (np.int64(c) << 32) | np.int64(akeys[a])
             g[c * nA + a] = G0[c, a]
+    # the secant pair takes the unclipped derivative at both ends: a clip binding at one end
+    # only would make r = g(beta1) - g(beta0) no secant of any function (issue 21: such pairs
+    # blew the weights up to 1e27 on the Sec. 6 design); the clip stays in the step's gradient
+    if bound:  # G0 <- the unclipped gradient at beta0 (P holds beta0's scores)
+        _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, state.lrange, False)
     z = np.empty(D, np.float64)
     _two_loop(g, ckeys, extra.rs_keys, extra.rs_vals, extra.rs_len, extra.rr_keys, extra.rr_vals,
               extra.rr_len, extra.ring_sr, extra.ring_rr, state.counters[1], state.counters[2], z)
+    if bound:  # r's base: the unclipped gradient (g, the clipped one, has served the direction)
+        for c in range(K):
+            for a in range(nA):
+                g[c * nA + a] = G0[c, a]
     # line 6
     for a in range(nA):
         _hll_add(state.hll, akeys[a])
@@ -285,16 +294,6 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     if not hyper.same_set:  # the set after it
         _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta1, inheap, tmp)
     _mb_predict(offsets, values, mb, nmb, loc, beta1, P)
-    # the secant pair takes the unclipped derivative at both ends: a clip binding at one end
-    # only would make r = g(beta1) - g(beta0) no secant of any function (issue 21: such pairs
-    # blew the weights up to 1e27 on the Sec. 6 design); the clip stays in the step's gradient
-    if bound:  # g <- the unclipped gradient at beta0 (P still holds its scores until here)
-        _mb_predict(offsets, values, mb, nmb, loc, beta0, P)
-        _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, state.lrange, False)
-        for c in range(K):
-            for a in range(nA):
-                g[c * nA + a] = G0[c, a]
-        _mb_predict(offsets, values, mb, nmb, loc, beta1, P)
     _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, state.lrange, False)  # G0 <- G1
     # lines 8-9: s = beta1 - beta0, r = G1 - G (g holds G), flattened as ckeys (loops: array
     # expressions compile a ufunc kernel each)

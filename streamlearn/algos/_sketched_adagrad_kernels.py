@@ -282,11 +282,10 @@ def _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, k, nbmax, max_cond)
 
 
 @njit(**INNER)
-def _sa_shrink(tab, keys, ints, flt, C, M, U, lam, b, cb, z, bslot, k, nbmax, tau, max_cond):
-    """FD's shrink (Alg. 1 line 4 / Alg. 3 lines 14-16): rho += lambda_tau (0 when at or below
-    SHRINK_TOL lambda_1), lam <- max(lam - lambda_tau, 0) on the first tau - 1 eigenvectors, the
-    basis rotated into them and cut to k = tau - 1 rows; then the buffer is folded into Z."""
-    r = ints[I_R]
+def _sa_cut(ints, flt, C, M, U, lam, z, r, k, tau):
+    """FD's shrink of the eigen-basis (Alg. 1 line 4 / Alg. 3 lines 14-16): rho += lambda_tau (0
+    when at or below SHRINK_TOL lambda_1), lam <- max(lam - lambda_tau, 0) on the first tau - 1
+    eigenvectors, the basis rotated into them and cut to k = tau - 1 rows."""
     mu = lam[tau - 1]
     if mu <= SHRINK_TOL * lam[0]:
         mu = 0.0
@@ -297,6 +296,12 @@ def _sa_shrink(tab, keys, ints, flt, C, M, U, lam, b, cb, z, bslot, k, nbmax, ta
         lam[i] = max(lam[i] - mu, 0.0) if i < k else 0.0
     _sa_rotate(C, M, U, lam, z, r, k)
     ints[I_R] = k
+
+
+@njit(**INNER)
+def _sa_shrink(tab, keys, ints, flt, C, M, U, lam, b, cb, z, bslot, k, nbmax, tau, max_cond):
+    """:func:`_sa_cut`, then the buffer folded into Z."""
+    _sa_cut(ints, flt, C, M, U, lam, z, ints[I_R], k, tau)
     _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, k, nbmax, max_cond)
 
 
@@ -466,17 +471,8 @@ def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyp
                     acc += U[ii, jj] * cc[ii]
                 tmp[jj] = acc  # g's coordinates in the rotated basis
             if rr == tau:
-                mu = lam[tau - 1]
-                if mu <= SHRINK_TOL * lam[0]:
-                    mu = 0.0
-                if mu > 0.0:
-                    ints[I_SHR] += 1
-                flt[F_RHO] += mu
-                for ii in range(rr):
-                    lam[ii] = max(lam[ii] - mu, 0.0) if ii < k else 0.0
-                _sa_rotate(C, M, U, lam, z, rr, k)
+                _sa_cut(ints, flt, C, M, U, lam, z, rr, k, tau)
                 rr = k
-                ints[I_R] = k
             else:
                 _sa_rotate(C, M, U, lam, z, rr, rr)
             for ii in range(rr):
