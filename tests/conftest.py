@@ -90,6 +90,28 @@ NEWS = SAMPLE / "news20_binary_300.vw.gz"
 NEWS_TEST = SAMPLE / "news20_binary_test_100.vw"
 CLI_CMD = [sys.executable, "-m", "streamlearn"]
 
+# the CLI, printing its peak RSS as a last stderr line ``@@RSS_KB n``: the process's own VmHWM.
+# Not ru_maxrss (wait4 or RUSAGE_CHILDREN): Linux carries the forking test process's RSS over
+# exec into the child's ru_maxrss, so that measured the xdist worker's size (667 MB in CI).
+CLI_RSS_CMD = [sys.executable, "-c",
+               "import os, runpy, sys\n"
+               "sys.argv = ['streamlearn'] + sys.argv[1:]\n"
+               "os.environ['STREAMLEARN_SLOW_EXIT'] = '1'  # the finally below must run\n"
+               "try:\n"
+               "    runpy.run_module('streamlearn', run_name='__main__')\n"
+               "finally:\n"
+               "    hwm = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')]\n"
+               "    sys.stderr.write('\\n@@RSS_KB %s\\n' % hwm[0])\n"]
+
+
+def split_rss(stderr: str):
+    """``(stderr without the @@RSS_KB line, peak RSS in bytes)`` of a ``CLI_RSS_CMD`` run (None
+    if it died before printing it)."""
+    lines = stderr.splitlines()
+    rss = [int(x.split()[1]) for x in lines if x.startswith("@@RSS_KB")]
+    rest = "\n".join(x for x in lines if not x.startswith("@@RSS_KB")).strip()
+    return rest + "\n" if rest else "", rss[-1] * 1024 if rss else None
+
 
 def cli_env(**extra) -> dict:
     """The environment of a CLI subprocess: this checkout first on ``PYTHONPATH`` (so a clone

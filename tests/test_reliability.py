@@ -20,7 +20,7 @@ from streamlearn.api import RunConfig, load_model, save_model
 from streamlearn.errors import ModelFileError, NumericError
 from streamlearn.io.model_file import FORMAT_VERSION, all_finite, read_model
 
-from conftest import A9A, A9A_TEST, CLI_CMD as CMD, NEWS, cli_env, default_signals  # noqa: E402
+from conftest import A9A, A9A_TEST, CLI_CMD as CMD, CLI_RSS_CMD, NEWS, cli_env, default_signals, split_rss  # noqa: E402
 
 ENV = cli_env()
 
@@ -37,25 +37,12 @@ ALGOS = {
 }
 
 
-# peak RSS from the process's own VmHWM (ru_maxrss would carry over the forking test process's
-# size across exec)
-_RSS = ("import os, runpy, sys\n"
-        "sys.argv = ['streamlearn'] + sys.argv[1:]\n"
-        "os.environ['STREAMLEARN_SLOW_EXIT'] = '1'  # the finally below must run\n"
-        "try:\n"
-        "    runpy.run_module('streamlearn', run_name='__main__')\n"
-        "finally:\n"
-        "    hwm = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')]\n"
-        "    sys.stderr.write('@@RSS_KB %s\\n' % hwm[0])\n")
-
-
 def sl_rss(*args):
     """Run the CLI; returns (CompletedProcess with the RSS line removed, peak RSS in MB)."""
-    r = subprocess.run([sys.executable, "-c", _RSS, *map(str, args)], capture_output=True, env=ENV)
-    lines = r.stderr.decode().splitlines()
-    rss = [int(x.split()[1]) for x in lines if x.startswith("@@RSS_KB")]
-    r.stderr = "\n".join(x for x in lines if not x.startswith("@@RSS_KB")).encode()
-    return r, rss[-1] / 1024
+    r = subprocess.run([*CLI_RSS_CMD, *map(str, args)], capture_output=True, env=ENV)
+    err, rss = split_rss(r.stderr.decode())
+    r.stderr = err.encode()
+    return r, rss / (1 << 20)
 
 
 def one_error_line(r, *needles):

@@ -31,7 +31,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import CLI_CMD, ROOT, _invoke_cli, cli_env
+from conftest import CLI_CMD, CLI_RSS_CMD, ROOT, _invoke_cli, cli_env, split_rss
 from model_tamper import parse, raw_arrays, tamper
 from streamlearn.errors import ConfigError, ModelFileError, StreamlearnError
 
@@ -284,23 +284,20 @@ def _cli(*args, timeout=120, limit_as=None):
     def pre():
         if limit_as:
             resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
-    p = subprocess.Popen([*CLI_CMD, *map(str, args)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    p = subprocess.Popen([*CLI_RSS_CMD, *map(str, args)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                          env=cli_env(), preexec_fn=pre)
-    # this child's own peak RSS (os.wait4), not RUSAGE_CHILDREN: that is the largest of every child
-    # this test process ever waited for (test_cfast's probes reach 1.9 GB in the same xdist worker)
     killed = []
     timer = threading.Timer(timeout, lambda: (killed.append(1), p.kill()))
     timer.start()
     try:
         err = p.stderr.read()
-        _, status, ru = os.wait4(p.pid, 0)
+        p.wait()
     finally:
         timer.cancel()
-    p.returncode = os.waitstatus_to_exitcode(status)
     p.stderr.close()
     if killed:
         pytest.fail(f"streamlearn {' '.join(map(str, args))} did not end in {timeout} s")
-    return p.returncode, err.decode(errors="replace"), ru.ru_maxrss * 1024
+    return (p.returncode, *split_rss(err.decode(errors="replace")))
 
 
 def _one_error_line(rc, err, path, *words):
