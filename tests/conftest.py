@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sysconfig
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +56,67 @@ def pytest_configure(config):
             os.environ["STREAMLEARN_C_LIB"] = str(lib)
     # bind the kernel seam as the CLI would in this environment (STREAMLEARN_NO_C too)
     configure_kernels()
+
+
+# -- a cold numba cache: every learner compiled once, in parallel, before the xdist workers start --
+#
+# numba caches compiled kernels on disk (streamlearn/*/__pycache__), shared by every process. On a
+# cold clone (CI) each learner's first test compiled it, often in both workers at once, and the
+# compiles came in the middle of tests (about 180 s of CPU in all). When the whole default suite
+# runs under xdist with some learner's kernels not cached, the controller runs ``streamlearn warmup``
+# first, the learners split over as many processes as there are workers, balanced by their compile
+# cost (CPU seconds measured cold with ``streamlearn warmup --algo A``). STREAMLEARN_TEST_NO_WARMUP=1
+# turns it off.
+WARMUP_COST = {"fd-son": 50, "ftsl-shampoo": 33, "bear": 26, "s-ada": 22, "oja-son": 21, "adagrad": 13,
+               "compadagrad": 11, "mission": 8}
+
+
+def _cold_learners() -> list:
+    """The learners whose declared kernels (``compiled_kernels``) are not in numba's cache, one
+    per set of kernels (rfd-son runs fd-son's)."""
+    from streamlearn.algos import LEARNERS
+    from streamlearn.kernels import is_cached
+
+    out, seen = [], set()
+    for name, cls in LEARNERS.items():
+        key = tuple((m.__name__, k) for m, k in cls.compiled_kernels)
+        if key in seen:
+            continue
+        seen.add(key)
+        if not all(is_cached(getattr(m, k)) for m, k in cls.compiled_kernels):
+            out.append(name)
+    return out
+
+
+def pytest_sessionstart(session):
+    config = session.config
+    n = getattr(config.option, "numprocesses", None)
+    if (hasattr(config, "workerinput") or os.environ.get("STREAMLEARN_TEST_NO_WARMUP") or not n
+            or getattr(config, "args_source", None) != pytest.Config.ArgsSource.TESTPATHS):
+        return  # an xdist worker, no xdist, or a chosen set of tests: each compiles what it uses
+    n = int(n) if str(n).isdigit() else (os.cpu_count() or 1)
+    cold = _cold_learners()
+    if not cold or n < 2:
+        return
+    bins = [[] for _ in range(min(n, len(cold)))]
+    load = [0.0] * len(bins)
+    for a in sorted(cold, key=lambda a: -WARMUP_COST.get(a, 10)):
+        k = load.index(min(load))
+        bins[k].append(a)
+        load[k] += WARMUP_COST.get(a, 10)
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen([*CLI_CMD, "warmup", *[x for a in b for x in ("--algo", a)]], env=cli_env(),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for b in bins]
+    for p in procs:
+        try:
+            _, err = p.communicate(timeout=1200)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            err = "timed out"
+        if p.returncode:  # the tests of that learner will say what is wrong; say it here too
+            sys.stderr.write(f"numba warm-up failed: {err[-2000:]}\n")
+    sys.stderr.write(f"numba warm-up of {', '.join(cold)} in {len(bins)} processes: "
+                     f"{time.perf_counter() - t0:.0f} s\n")
 
 
 def _fresh_in_place_library(cf) -> bool:

@@ -86,6 +86,16 @@ def test_a_run_after_warmup_compiles_nothing(algo, tmp_path):
     assert after["compiled"] == [], "\n".join(after["compiled"])
 
 
+@pytest.mark.parametrize("algo", sorted(__import__("streamlearn.algos", fromlist=["LEARNERS"]).LEARNERS))
+def test_warmup_of_every_learner_succeeds(algo):
+    """``streamlearn warmup`` trains, saves, loads and predicts with every loss and ``--oaa``: a
+    model any of those runs writes must load (compadagrad's S0, kept symmetric only up to the
+    order of a product's factors, was refused as "not symmetric" by its own loader)."""
+    from streamlearn.api import warmup
+
+    assert set(warmup([algo])) == {algo}
+
+
 @pytest.mark.parametrize("algo", ["oja-son", "bear", "mission"])
 def test_learners_give_their_kernels_one_array_type(algo):
     """A batch with read-only / non-contiguous / other-dtype arrays (as Parquet gives) reaches
