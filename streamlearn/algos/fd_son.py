@@ -76,6 +76,7 @@ __all__ = ["FDSON"]
 #: the largest --sketch_size (2m x 2m matrices; a row of m + 2 floats per feature)
 MAX_SKETCH_SIZE = 1024
 N_COLS_EXTRA = 3  # w_bar, scratch, re-base stamp
+N_PRE = 6  # = _fd_son_kernels.N_PRE: the pre-scaling's columns after Z's (c_j, snapshot, s_j^2, f_j, G_j, scratch)
 N_INTS = 10  # the kernel's 9 counters, then the history's capacity
 _SMALL_STATE = ("ints", "F", "K", "D", "b", "c", "H", "ZG", "GG", "flt", "boff")
 
@@ -124,13 +125,20 @@ class FDSON(FeatureTable, Learner):
               "FD-SON / RFD-SON, squared loss: do not clip the prediction (and the derivative) to the range of "
               "the labels learned so far (clipped by default, as VW's squared loss).", structural=True,
               absent=True),  # models saved before the option were not clipped (flt has no label range)
+        Param("no_diag", bool, False,
+              "FD-SON / RFD-SON: turn off the diagonal pre-scaling (on by default: the sketch and the Newton step "
+              "run on x~ = f x with VW's normalized adaptive per-feature scale f, each update mapped back to the "
+              "original coordinates with the f of its round, as Oja-SON's --diag_frame precond --diag_rule vw).",
+              structural=True,
+              absent=True),  # models saved before the option had no pre-scaling
     )
 
     def __init__(self, **hyper):
         super().__init__(**hyper)
         m = int(self.hyper["sketch_size"])
         self.m = m
-        self.ncol = m + N_COLS_EXTRA
+        self.precond = not bool(self.hyper["no_diag"])
+        self.ncol = m + N_COLS_EXTRA + (N_PRE if self.precond else 0)
         self._alloc_table(MIN_CAP)
         self.ints = np.zeros(N_INTS, np.int64)
         self._alloc_history(_kernels_hist_min())
@@ -143,8 +151,9 @@ class FDSON(FeatureTable, Learner):
         self.GG = np.zeros((m, m))
         self.boff = np.zeros(m + 1, np.int64)
         self.clip = not bool(self.hyper["no_clip"])
-        # alpha now, sum of the shrinks, t at the last re-base on every feature (, the label range: --no_clip off)
-        self.flt = np.zeros(5 if self.clip else 3)
+        # alpha now, sum of the shrinks, t at the last re-base on every feature (, the label range: --no_clip off
+        # or the pre-scaling; then with the pre-scaling VW's normaliser's sums of h ||x / s||^2 and of h)
+        self.flt = np.zeros(self._n_flt(self.hyper))
         self.bslot = np.zeros(0, np.int64)
         self.bkey = np.zeros(0, np.int64)
         self.bval = np.zeros(0)
@@ -249,7 +258,7 @@ class FDSON(FeatureTable, Learner):
         maxs = max(int(np.max(offsets[1:] - offsets[:-1])), 1)
         slot_buf = np.empty(maxs, np.int64)
         hyper = _kernels.FdHyper(self.mask, self.loss.code, self.robust, self.sigma_eta, self.proj_c, self.max_cond,
-                                 self.invariant, self.clip)
+                                 self.invariant, self.clip, self.precond)
         fields = _kernels.FdState._fields
         start = 0
         while True:
@@ -274,11 +283,22 @@ class FDSON(FeatureTable, Learner):
         return out
 
     def weights_dense(self, keys):
-        """Effective weights ``w = w_bar + Z^T b + G^T c`` at the given masked keys."""
+        """Effective weights ``w = w_bar + Z^T b + G^T c`` at the given masked keys (with the pre-scaling: ``w~``,
+        in the pre-scaled coordinates; :meth:`weights_original`)."""
         keys = np.asarray(keys, np.int64)
         rows = self._rows(keys)
-        w = rows[:, 0] + rows[:, N_COLS_EXTRA:] @ self.b
+        w = rows[:, 0] + rows[:, N_COLS_EXTRA:N_COLS_EXTRA + self.m] @ self.b
         return w + self.buffer_dense(keys).T @ self.c
+
+    def weights_original(self, keys):
+        """The weights in the original coordinates, ``w_j = c_j + f_j (w~_j - snap_j)`` with the pre-scaling
+        (:meth:`weights_dense` without it)."""
+        wt = self.weights_dense(keys)
+        if not self.precond:
+            return wt
+        rows = self._rows(keys)
+        cw = N_COLS_EXTRA + self.m
+        return rows[:, cw] + rows[:, cw + 3] * (wt - rows[:, cw + 1])
 
     def buffer_dense(self, keys):
         """The buffer G restricted to the given masked keys (m x len(keys); rows >= tau are 0)."""
@@ -295,7 +315,7 @@ class FDSON(FeatureTable, Learner):
     def sketch_dense(self, keys):
         """The sketch ``S = [D F Z; G]`` (2m x len(keys)) restricted to the given masked keys."""
         rows = self._rows(keys)
-        top = self.D[:, None] * (self.F @ rows[:, N_COLS_EXTRA:].T)
+        top = self.D[:, None] * (self.F @ rows[:, N_COLS_EXTRA:N_COLS_EXTRA + self.m].T)
         return np.vstack([top, self.buffer_dense(keys)])
 
     @property
@@ -348,12 +368,20 @@ class FDSON(FeatureTable, Learner):
         return m
 
     @classmethod
+    def _precond(cls, hyper) -> bool:
+        return not hyper.get("no_diag")
+
+    @classmethod
+    def _n_flt(cls, hyper) -> int:
+        return 7 if cls._precond(hyper) else (3 if hyper.get("no_clip") else 5)
+
+    @classmethod
     def saved_shapes(cls, hyper):
         m = cls._m(hyper)
         sq = ((m, m), np.float64)
         return {"ints": ((N_INTS,), np.int64), "F": sq, "K": sq, "D": ((m,), np.float64), "b": ((m,), np.float64),
                 "c": ((m,), np.float64), "H": ((2 * m, 2 * m), np.float64), "ZG": sq, "GG": sq,
-                "flt": ((3 if hyper.get("no_clip") else 5,), np.float64),
+                "flt": ((cls._n_flt(hyper),), np.float64),
                 "boff": ((m + 1,), np.int64)}
 
     @classmethod
@@ -400,6 +428,10 @@ class FDSON(FeatureTable, Learner):
         require(np.isin(bkey, keys).all(), "array bkey: a buffer entry on a feature that is not stored")
         require(self.flt[1] >= 0 and self.flt[0] >= 0 and (self.robust or self.flt[0] == self.alpha),
                 "array flt: not this model's alpha")
+        if self.precond:
+            pre = rows[:, N_COLS_EXTRA + m:]
+            require(bool(np.all(pre[:, 2:5] >= 0)) and self.flt[5] >= 0 and self.flt[6] >= 0,
+                    "array rows/flt: a negative scale, frame or sum of the pre-scaling")
         self._load_table(keys, rows)
         self._alloc_history(hcap)
         self.hP[:nhist] = hP0
