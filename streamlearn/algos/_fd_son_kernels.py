@@ -536,6 +536,18 @@ def _cholesky(P):
 
 
 @njit(**INNER)
+def _lower_solve(L, X):
+    """``X <- L^-1 X`` in place, L lower triangular with a positive diagonal (forward substitution)."""
+    n = L.shape[0]
+    for j in range(X.shape[1]):
+        for i in range(n):
+            acc = X[i, j]
+            for k in range(i):
+                acc -= L[i, k] * X[k, j]
+            X[i, j] = acc / L[i, i]
+
+
+@njit(**INNER)
 def _sherman_morrison(H, q, e_idx, hq, eh):
     """Alg. 6 lines 2-3: ``H <- (H^-1 + q e^T + e q^T)^-1`` by two rank-one steps, ``e`` the unit
     vector ``e_idx`` (q = S g^ - (g^T g^ / 2) e, S after inserting g^: NOTES_FD item 1)."""
@@ -1003,15 +1015,14 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
             for j in range(r):
                 for i in range(na):
                     J[na + j, i] = -QC[j, i]
-            # orthonormal basis of range(J): J (J^T J)^-1/2
-            lj, Wj = _eigh(_mm(_tr(J), J))
-            for i in range(na):
-                f = 1.0 / math.sqrt(lj[i])
-                for k in range(na):
-                    Wj[k, i] *= f
-            Jo = _mm(J, Wj)
-            # the top right singular vectors of Jo^T B: top eigenvectors of B^T Jo Jo^T B
-            JB = _mm(_tr(Jo), B)
+            # the top right singular vectors of Jo^T B, Jo any orthonormal basis of range(J): top eigenvectors
+            # of B^T Jo Jo^T B = B^T J (J^T J)^-1 J^T B, the same for every such basis. Jo = J L^-T with
+            # J^T J = L L^T (Cholesky; J^T J = I + (Q2 C)^T Q2 C has eigenvalues >= 1), so Jo^T B = L^-1 J^T B:
+            # a triangular solve, not an eigen-decomposition of J^T J
+            L = _cholesky(_mm(_tr(J), J))
+            JB = _mm(_tr(J), B)
+            if L.shape[0] == na:
+                _lower_solve(L, JB)
             lb, Wb = _eigh(_mm(_tr(JB), JB))
             for t in range(kk - mp):
                 for j in range(nr):
