@@ -600,9 +600,8 @@ def default_learners(extra):
             ("Oja-SON", ["--algo", "oja-son"]),
             ("FD-SON", ["--algo", "fd-son"]),
             ("RFD-SON", ["--algo", "rfd-son"]),
-            ("FD-SON before (paper, alpha 1)", ["--algo", "fd-son", "--no_invariant", "--no_clip", "--alpha", "1",
-                                                "--sigma_eta", "1"]),
-            ("RFD-SON before (paper)", {k: ["--algo", "rfd-son", *v] for k, v in PAPER_OLD.items()})]
+            ("FD-SON --no_diag", ["--algo", "fd-son", "--no_diag"]),
+            ("RFD-SON --no_diag", ["--algo", "rfd-son", "--no_diag"])]
     for v in extra:
         cols.append((v, v.split()))
     return cols

@@ -31,13 +31,13 @@ since the last such one. ``K`` is the Gram matrix ``V V^T`` (I up to rounding), 
 eigen step in V's coordinates; the drift guard re-orthonormalises V's active rows against it.
 
 Options (``--name``): ``sketch_size`` m (0..1024; 0 = online gradient descent with step 1/alpha: no
-sketch, A = alpha I), ``alpha`` (A = alpha I + S^T S), ``sigma_eta`` (the to-sketch scale:
+sketch, A = alpha I), ``alpha`` (A = alpha I + S^T S), ``no_diag`` (no pre-scaling, below), ``sigma_eta`` (the to-sketch scale:
 ``g^ = sqrt(sigma_eta h) l'(p) x``, held constant), ``projection_c`` (Alg. 1 line 4, SON Lemma 1:
 |w^T x| <= C; 0 = off), ``max_cond`` (re-base when the new F's condition number exceeds it),
 ``no_invariant``, ``no_clip``. Importance weight h: the step of the loss h l, whose gradient is
 ``g = h l'(p) x`` and whose exp-concavity is sigma / h, hence the sketched ``sqrt(sigma_eta h) l'(p) x``.
 
-Deviations from the paper (defaults; ``--no_invariant --no_clip`` with ``--alpha`` / ``--alpha0`` and
+Deviations from the paper (defaults; ``--no_invariant --no_clip --no_diag`` with ``--alpha`` / ``--alpha0`` and
 ``--sigma_eta`` given is the paper's algorithm exactly, as the dense reference ``tests/naive_fd_son.py``
 runs it, ``sketch="fd-epoch"`` / ``"rfd-epoch"``):
 
@@ -54,8 +54,15 @@ runs it, ``sketch="fd-epoch"`` / ``"rfd-epoch"``):
   diagonal), FD-SON ``--alpha 8`` and RFD-SON ``--alpha0 0.25`` (0 gives the pseudo-inverse start, which
   with the logistic loss overshoots on unscaled features). Models saved before these options continue
   as they were trained (the paper's step, no clip, sigma_eta 1, alpha0 0 / 0.001).
-* Not done: diagonal pre-scaling (Oja-SON's ``--diag_frame precond``); without it the off-sketch step
-  is 1/alpha for every feature, and sparse text (many rare features) stays behind AdaGrad.
+* **Diagonal pre-scaling** (``--no_diag`` turns it off), as Oja-SON's ``--diag_frame precond --diag_rule vw``
+  (SON Sec. 5.2 used as a preconditioner): the sketch and the Newton step run on ``x~ = f x``, ``f_j = (G_j /
+  s_j^2)^-1/4 / s_j`` (``s_j = max |x_j|`` seen, ``G_j = sum h (l' x_j)^2``: VW's normalized adaptive rule,
+  Ross, Mineiro & Langford 2013), and every weight change is mapped back to the original coordinates
+  with the frame of its round (a snapshot of ``w~_j`` per feature, flushed before ``f_j`` changes; exact).
+  The step is multiplied by VW's global normaliser and a weight by ``s_old / s_new`` when its feature's
+  scale grows; off the sketch the step is then AdaGrad's (m = 0, alpha = 2: VW's default learner), so
+  rare features of sparse text get their own step instead of 1/alpha for all. The dense reference's
+  ``prescale=True`` is written from that definition.
 
 RFD-SON (:class:`RFDSON`, Luo et al. 2019, Alg. 3 in the epoch sketch): the same learner whose alpha
 grows by half of every shrink from ``--alpha0``; while alpha = 0 the step is the pseudo-inverse one
@@ -83,8 +90,11 @@ _SMALL_STATE = ("ints", "F", "K", "D", "b", "c", "H", "ZG", "GG", "flt", "boff")
 _kernels = lazy("streamlearn.algos._fd_son_kernels")
 #: RFD-SON's default alpha_0 for logistic loss without projection (alpha_0 = 0 diverges there)
 LOGISTIC_ALPHA0 = 1e-3
-#: defaults chosen by ``benchmarks/fd_son.py --section defaults`` (every binary set, both losses)
+#: defaults chosen by ``benchmarks/fd_son.py --section defaults`` (every binary set, both losses): without the
+#: pre-scaling (--no_diag) ...
 DEFAULT_ALPHA, DEFAULT_ALPHA0, DEFAULT_SIGMA_ETA = 8.0, 0.25, 0.125
+#: ... and with it (the off-sketch step is then AdaGrad's with learning rate 1 / alpha)
+PRE_ALPHA, PRE_ALPHA0, PRE_SIGMA_ETA = 0.5, 0.5, 1.0 / 128
 #: the to-sketch scale of models saved with sigma_eta unset (before 2026-11-26)
 OLD_SIGMA_ETA = 1.0
 
@@ -108,10 +118,13 @@ class FDSON(FeatureTable, Learner):
               "with step 1/alpha).", short="-m", structural=True, low=0, high=MAX_SKETCH_SIZE,
               why="2m x 2m matrices, m + 2 floats per feature seen, O(m^2) work per example and an O(m^3) "
                   "eigen step every m examples"),
-        Param("alpha", float, DEFAULT_ALPHA, "FD-SON regulariser alpha: A_t = alpha I + S^T S (1/alpha is the step "
-              "size off the sketch; the paper's runs tune it).", low=0, low_open=True),
-        Param("sigma_eta", float, DEFAULT_SIGMA_ETA, "FD-SON / RFD-SON: to-sketch scale sigma+eta, "
-              "g^ = sqrt(sigma+eta) g (1/8: the paper's sigma for squared loss with C = 1).", low=0),
+        Param("alpha", float, None, f"FD-SON regulariser alpha: A_t = alpha I + S^T S (1/alpha is the step "
+              f"size off the sketch; the paper's runs tune it). Default {PRE_ALPHA:g} with the pre-scaling (the "
+              f"off-sketch step is AdaGrad's with learning rate 1/alpha), {DEFAULT_ALPHA:g} with --no_diag.",
+              low=0, low_open=True),
+        Param("sigma_eta", float, None, f"FD-SON / RFD-SON: to-sketch scale sigma+eta, g^ = sqrt(sigma+eta) g. "
+              f"Default 1/{1 / PRE_SIGMA_ETA:g} with the pre-scaling, 1/{1 / DEFAULT_SIGMA_ETA:g} with --no_diag "
+              f"(the paper's sigma for squared loss with C = 1).", low=0),
         Param("projection_c", float, 0.0, "FD-SON / RFD-SON: projection constant C of SON Alg. 1 "
               "(|w^T x| <= C); 0 = no projection.", low=0),
         Param("max_cond", float, 1e4, "FD-SON / RFD-SON: re-base the sketch's representation V = F Z when "
@@ -137,7 +150,7 @@ class FDSON(FeatureTable, Learner):
         super().__init__(**hyper)
         m = int(self.hyper["sketch_size"])
         self.m = m
-        self.precond = not bool(self.hyper["no_diag"])
+        self.precond = self._precond(self.hyper)
         self.ncol = m + N_COLS_EXTRA + (N_PRE if self.precond else 0)
         self._alloc_table(MIN_CAP)
         self.ints = np.zeros(N_INTS, np.int64)
@@ -163,7 +176,8 @@ class FDSON(FeatureTable, Learner):
     robust = False
 
     def _alpha_given(self) -> float:
-        return float(self.hyper["alpha"])
+        a = self.hyper["alpha"]
+        return float(a if a is not None else (PRE_ALPHA if self.precond else DEFAULT_ALPHA))
 
     def _apply_hyper(self):
         h = self.hyper
@@ -177,7 +191,7 @@ class FDSON(FeatureTable, Learner):
             self.alpha = float(self.flt[0]) if a == old else float(self.flt[0]) + (a - old)
         self._alpha_set = a
         se = h["sigma_eta"]
-        self.sigma_eta = float(se if se is not None else OLD_SIGMA_ETA)
+        self.sigma_eta = float(se if se is not None else (PRE_SIGMA_ETA if self.precond else DEFAULT_SIGMA_ETA))
         self.proj_c = float(h["projection_c"])
         self.max_cond = float(h["max_cond"])
         self.invariant = not bool(h["no_invariant"])
@@ -347,9 +361,11 @@ class FDSON(FeatureTable, Learner):
     def check_saved(cls, meta, arrays):
         """Models saved before 2026-11-26 hold ``sigma_eta`` (and RFD-SON's ``alpha0``) unset: read as what
         that version meant by it (1; alpha0 1e-3 for logistic loss without projection, else 0), not as
-        today's defaults."""
+        today's defaults. (Those models have no ``no_diag``; models saved since hold it, and their unset
+        alpha, alpha0 and sigma_eta mean the defaults of their pre-scaling setting.)"""
         hyper = meta.get("hyper") if isinstance(meta, dict) else None
-        if isinstance(hyper, dict) and (hyper.get("sigma_eta", 0) is None or hyper.get("alpha0", 0) is None):
+        if isinstance(hyper, dict) and "no_diag" not in hyper and (hyper.get("sigma_eta", 0) is None
+                                                                   or hyper.get("alpha0", 0) is None):
             hyper = dict(hyper)
             if hyper.get("sigma_eta", 0) is None:
                 hyper["sigma_eta"] = OLD_SIGMA_ETA
@@ -369,7 +385,8 @@ class FDSON(FeatureTable, Learner):
 
     @classmethod
     def _precond(cls, hyper) -> bool:
-        return not hyper.get("no_diag")
+        nd = hyper.get("no_diag")
+        return not (nd if nd is not None else next(p.default for p in cls.PARAMS if p.name == "no_diag"))
 
     @classmethod
     def _n_flt(cls, hyper) -> int:
@@ -452,17 +469,16 @@ class RFDSON(FDSON):
 
     name = "rfd-son"
     robust = True
-    PARAMS = tuple(Param("alpha0", float, DEFAULT_ALPHA0, "RFD-SON: initial regulariser alpha_0 (alpha_t = alpha_0 + "
+    PARAMS = tuple(Param("alpha0", float, None, "RFD-SON: initial regulariser alpha_0 (alpha_t = alpha_0 + "
                          "half of the sketch's shrinks; 0 = the paper's hyper-parameter-free start, pseudo-inverse "
-                         "until the first shrink; refused for logistic loss without projection, where it diverges).",
+                         "until the first shrink; refused for logistic loss without projection, where it diverges). "
+                         f"Default {PRE_ALPHA0:g} with the pre-scaling, {DEFAULT_ALPHA0:g} with --no_diag.",
                          low=0)
                    if p.name == "alpha" else p for p in FDSON.PARAMS)
 
     def _alpha_given(self) -> float:
         a0 = self.hyper["alpha0"]
-        if a0 is None:  # a model saved with alpha0 unset (before 2026-11-26): that version's default
-            return LOGISTIC_ALPHA0 if self._diverges_at_zero() else 0.0
-        return float(a0)
+        return float(a0 if a0 is not None else (PRE_ALPHA0 if self.precond else DEFAULT_ALPHA0))
 
     def _diverges_at_zero(self) -> bool:
         return self.hyper["loss_function"] == "logistic" and not float(self.hyper["projection_c"]) > 0
