@@ -210,15 +210,14 @@ def test_rfd_alpha0_zero_m_d_plus_1_is_pseudo_inverse_online_newton(loss, C):
 
 def test_rfd_refuses_logistic_with_alpha0_zero():
     """Logistic loss with alpha0 = 0 and no projection diverges: refused when given. The default alpha0
-    is the same for every loss: 0.5 with the pre-scaling, 0.25 with --no_diag (a model saved with alpha0
-    unset before --no_diag existed keeps that version's default, 1e-3 for logistic loss without
-    projection, else 0: test_model_saved_before_the_options_continues_as_it_was)."""
-    from streamlearn.algos.fd_son import DEFAULT_ALPHA0, PRE_ALPHA0
+    is 0.25 for every loss, with the pre-scaling or not (a model saved with alpha0 unset, before
+    2026-11-26, keeps that version's default, 1e-3 for logistic loss without projection, else 0:
+    test_model_saved_before_the_options_continues_as_it_was)."""
     with pytest.raises(ValueError, match="alpha0"):
         _rfd(5, 0.0, 0.5, "logistic")
     for loss in ("logistic", "hinge"):
-        assert make_learner("rfd-son", {"loss_function": loss}).flt[0] == PRE_ALPHA0 == 0.5
-        assert make_learner("rfd-son", {"loss_function": loss, "no_diag": True}).flt[0] == DEFAULT_ALPHA0 == 0.25
+        for nd in (False, True):
+            assert make_learner("rfd-son", {"loss_function": loss, "no_diag": nd}).flt[0] == 0.25
 
 
 def test_table_growth_mid_epoch_changes_nothing():

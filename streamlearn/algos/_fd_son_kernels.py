@@ -536,15 +536,27 @@ def _cholesky(P):
 
 
 @njit(**INNER)
-def _lower_solve(L, X):
-    """``X <- L^-1 X`` in place, L lower triangular with a positive diagonal (forward substitution)."""
-    n = L.shape[0]
-    for j in range(X.shape[1]):
-        for i in range(n):
-            acc = X[i, j]
-            for k in range(i):
-                acc -= L[i, k] * X[k, j]
-            X[i, j] = acc / L[i, i]
+def _orth_cols(J):
+    """An orthonormal basis of the column space of ``J`` (full column rank): modified Gram-Schmidt, each
+    column orthogonalised twice against the previous ones ("twice is enough", Giraud et al. 2005)."""
+    n, k = J.shape
+    Q = J.copy()
+    for j in range(k):
+        for _ in range(2):
+            for i in range(j):
+                acc = 0.0
+                for r in range(n):
+                    acc += Q[r, i] * Q[r, j]
+                for r in range(n):
+                    Q[r, j] -= acc * Q[r, i]
+        nrm = 0.0
+        for r in range(n):
+            nrm += Q[r, j] * Q[r, j]
+        nrm = math.sqrt(nrm)
+        if nrm > 0.0:
+            for r in range(n):
+                Q[r, j] /= nrm
+    return Q
 
 
 @njit(**INNER)
@@ -1016,13 +1028,11 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
                 for i in range(na):
                     J[na + j, i] = -QC[j, i]
             # the top right singular vectors of Jo^T B, Jo any orthonormal basis of range(J): top eigenvectors
-            # of B^T Jo Jo^T B = B^T J (J^T J)^-1 J^T B, the same for every such basis. Jo = J L^-T with
-            # J^T J = L L^T (Cholesky; J^T J = I + (Q2 C)^T Q2 C has eigenvalues >= 1), so Jo^T B = L^-1 J^T B:
-            # a triangular solve, not an eigen-decomposition of J^T J
-            L = _cholesky(_mm(_tr(J), J))
-            JB = _mm(_tr(J), B)
-            if L.shape[0] == na:
-                _lower_solve(L, JB)
+            # of B^T Jo Jo^T B, the same for every such basis. Jo by Gram-Schmidt of J's columns (twice, O(nb na^2)),
+            # not J (J^T J)^-1/2 (an eigen-decomposition of J^T J, whose condition number is cond(J)^2: Q2 C is
+            # large when the buffer's residual is small, e.g. on raw features of scale 1e6)
+            Jo = _orth_cols(J)
+            JB = _mm(_tr(Jo), B)
             lb, Wb = _eigh(_mm(_tr(JB), JB))
             for t in range(kk - mp):
                 for j in range(nr):

@@ -94,7 +94,7 @@ LOGISTIC_ALPHA0 = 1e-3
 #: pre-scaling (--no_diag) ...
 DEFAULT_ALPHA, DEFAULT_ALPHA0, DEFAULT_SIGMA_ETA = 8.0, 0.25, 0.125
 #: ... and with it (the off-sketch step is then AdaGrad's with learning rate 1 / alpha)
-PRE_ALPHA, PRE_ALPHA0, PRE_SIGMA_ETA = 0.5, 0.5, 1.0 / 128
+PRE_ALPHA, PRE_ALPHA0, PRE_SIGMA_ETA = 0.5, DEFAULT_ALPHA0, 1.0 / 128
 #: the to-sketch scale of models saved with sigma_eta unset (before 2026-11-26)
 OLD_SIGMA_ETA = 1.0
 
@@ -469,15 +469,14 @@ class RFDSON(FDSON):
 
     name = "rfd-son"
     robust = True
-    PARAMS = tuple(Param("alpha0", float, None, "RFD-SON: initial regulariser alpha_0 (alpha_t = alpha_0 + "
+    PARAMS = tuple(Param("alpha0", float, DEFAULT_ALPHA0, "RFD-SON: initial regulariser alpha_0 (alpha_t = alpha_0 + "
                          "half of the sketch's shrinks; 0 = the paper's hyper-parameter-free start, pseudo-inverse "
-                         "until the first shrink; refused for logistic loss without projection, where it diverges). "
-                         f"Default {PRE_ALPHA0:g} with the pre-scaling, {DEFAULT_ALPHA0:g} with --no_diag.",
+                         "until the first shrink; refused for logistic loss without projection, where it diverges).",
                          low=0)
                    if p.name == "alpha" else p for p in FDSON.PARAMS)
 
     def _alpha_given(self) -> float:
-        a0 = self.hyper["alpha0"]
+        a0 = self.hyper["alpha0"]  # (None only in models saved before 2026-11-26: check_saved reads it)
         return float(a0 if a0 is not None else (PRE_ALPHA0 if self.precond else DEFAULT_ALPHA0))
 
     def _diverges_at_zero(self) -> bool:
