@@ -31,14 +31,14 @@ Sections (``--section synthetic,alpha0,real,cost,defaults``; default the first f
 * ``cost``: FD-SON m = 10 (logistic) time per example on two streams of
   ``../shared/tools/gen_sparse.py`` that differ only in d (10^3 vs 10^5; same n, same ~50
   non-zeros an example); ``-b 26`` vs ``-b 18`` on gen_sparse's 200,000-example file; FD-SON vs
-  AdaGrad (VW's rule) and vs VW ``--OjaNewton --sketch_size 10`` (logistic) on that file, whole
+  AdaGrad (VW's rule), Oja-SON and VW ``--OjaNewton --sketch_size 10`` (logistic) on that file, whole
   processes, best of ``--repeat``, ratios from the same run; and the eigen steps' share of a
-  pass, derived as described in :func:`eigen_share`.
+  pass, derived as described in :func:`eigen_share`; FD-SON with and without ``--no_diag``.
 * ``defaults``: every binary set of ../shared/datasets (``vs_vw.BINARY``: shuffled copies of
   label-sorted ones, the constant feature), both losses, no option but the loss: FD-SON and RFD-SON
   at their defaults next to VW's default (``vw_run``), AdaGrad (VW's rule) and Oja-SON, and the two
-  as they were before their defaults changed (the paper's step and no clip: FD-SON diverged with
-  squared loss); ``--variants`` adds columns; a summary of the gaps to VW and AdaGrad.
+  with ``--no_diag`` (no diagonal pre-scaling: their defaults before it); ``--variants`` adds columns;
+  a summary of the gaps to VW and AdaGrad.
 
 Runs of the streamlearn CLI are made in this process (``streamlearn.cli.main(argv)``; one import
 and one numba cache load for thousands of short runs) unless ``--subprocess``; cost timings always
@@ -594,9 +594,6 @@ def real(only, losses):
 
 # -- section 5: untuned defaults ---------------------------------------------------------------------
 #: the learners of the defaults section: label, options (per loss: a dict, or one list for both)
-PAPER_OLD = {"squared": ["--no_invariant", "--no_clip", "--alpha0", "0", "--sigma_eta", "1"],
-             "logistic": ["--no_invariant", "--no_clip", "--alpha0", "0.001", "--sigma_eta", "1"]}
-
 
 def default_learners(extra):
     cols = [("AdaGrad", ["--algo", "adagrad"]),
@@ -614,8 +611,8 @@ def defaults(only, losses, extra):
     """Every binary set of ../shared/datasets (``vs_vw.BINARY``; shuffled copies of label-sorted ones, the
     constant feature as VW adds it), one pass, progressive error (%) from the predictions, no option but
     the loss: VW's default (vw_run), AdaGrad (streamlearn's default: VW's rule), Oja-SON, FD-SON and
-    RFD-SON at their defaults, and FD-SON / RFD-SON as they were before the defaults changed (the paper's
-    step, no clip, FD alpha 1, to-sketch scale 1; RFD alpha0 0, 1e-3 for logistic)."""
+    RFD-SON at their defaults (with the diagonal pre-scaling), and FD-SON / RFD-SON with ``--no_diag`` (their
+    defaults before the pre-scaling)."""
     from vs_vw import BINARY, _err, _vw_text, source
 
     t0 = time.perf_counter()

@@ -50,10 +50,11 @@ runs it, ``sketch="fd-epoch"`` / ``"rfd-epoch"``):
 * **Squared loss clipped** (``--no_clip``): the prediction reported and the derivative are taken at p
   clipped to the range of the labels learned so far (as VW's squared loss; saved in the model).
 * **Defaults from a benchmark over every binary set** (``benchmarks/fd_son.py --section defaults``):
-  ``--sigma_eta 1/8`` (the paper's sigma for squared loss with C = 1, Oja-SON's without the
-  diagonal), FD-SON ``--alpha 8`` and RFD-SON ``--alpha0 0.25`` (0 gives the pseudo-inverse start, which
-  with the logistic loss overshoots on unscaled features). Models saved before these options continue
-  as they were trained (the paper's step, no clip, sigma_eta 1, alpha0 0 / 0.001).
+  with the pre-scaling FD-SON ``--alpha 0.5 --sigma_eta 1/128``; with ``--no_diag`` ``--alpha 8
+  --sigma_eta 1/8`` (the paper's sigma for squared loss with C = 1); RFD-SON ``--alpha0 0.25`` (0 gives
+  the pseudo-inverse start, which with the logistic loss overshoots on unscaled features). Models saved
+  before these options continue as they were trained (the paper's step, no clip, sigma_eta 1, alpha0 0 /
+  0.001; no pre-scaling before ``--no_diag`` existed).
 * **Diagonal pre-scaling** (``--no_diag`` turns it off), as Oja-SON's ``--diag_frame precond --diag_rule vw``
   (SON Sec. 5.2 used as a preconditioner): the sketch and the Newton step run on ``x~ = f x``, ``f_j = (G_j /
   s_j^2)^-1/4 / s_j`` (``s_j = max |x_j|`` seen, ``G_j = sum h (l' x_j)^2``: VW's normalized adaptive rule,
