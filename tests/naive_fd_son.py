@@ -24,6 +24,16 @@ l = (p - y)^2 (l' = 2 (p - y), as VW), log(1 + e^{-yp}) or max(0, 1 - yp), and s
 g^ = sqrt(c) g (c = sigma + eta, the to-sketch scale, held constant). After the sketch update it
 steps u = w - A^-1 g with A = alpha I + S^T S (Alg. 1 line 8), and projects the next round's
 weights onto |w^T x| <= C in the A-norm (Lemma 1/2; C = 0 turns the projection off).
+
+``prescale=True`` (streamlearn's default diagonal pre-scaling, off in the paper): the same learner run on
+the pre-scaled example x~ = f x, its every weight change mapped back to the original coordinates with
+the frame f of its round (SON Sec. 5.2 used as a preconditioner), with VW's normalized adaptive rule
+(Ross, Mineiro & Langford 2013; VW's gd.cc) for f: per feature s_j = max |x_j| seen, G_j = sum (l' x_j)^2,
+f_j = (G_j / s_j^2)^(-1/4) / s_j (0 while G_j = 0). Each round: s grows first (a weight whose scale grows
+is multiplied by s_old / s_new), the prediction is w^T x (projected in the frame of the round, before
+G changes), then G takes this round's gradient, f follows, and the sketch and the step use x~ with that
+f; the step is multiplied by VW's global normaliser eta = sqrt(t / sum ||x / s||^2) over the rounds with
+a non-zero gradient, this one included (the invariant step: eta units of gradient flow).
 """
 import numpy as np
 
@@ -173,8 +183,14 @@ class NaiveFDSON:
     """SON Alg. 1 on dense vectors, with ``sketch`` one of "full" (ONS), "fd" (Alg. 2), "fd-epoch"
     (Alg. 6), "rfd" (RFD Alg. 3) or "rfd-epoch" (RFD's update in the 2m-row epoch sketch)."""
 
-    def __init__(self, d, m, alpha, sketch="fd", c=1.0, C=0.0, loss="squared", clip=False, invariant=False):
+    def __init__(self, d, m, alpha, sketch="fd", c=1.0, C=0.0, loss="squared", clip=False, invariant=False,
+                 prescale=False):
         self.d, self.loss, self.c, self.C = d, loss, float(c), float(C)
+        self.prescale = prescale
+        self.w = np.zeros(d)  # prescale: the weights in the original coordinates
+        self.s2 = np.zeros(d)  # prescale: max x_j^2 seen
+        self.G = np.zeros(d)  # prescale: sum of (l' x_j)^2
+        self.nsum, self.hsum = 0.0, 0.0  # prescale: sum ||x / s||^2 and the rounds counted
         # streamlearn's defaults (off = the paper): ``clip``, squared loss only: the prediction reported and
         # the derivative are taken at p clipped to [min, max] of the labels learned so far (from [0, 0]; the
         # derivative's range includes this round's label); ``invariant``: the step along A^-1 x moves the
@@ -191,12 +207,14 @@ class NaiveFDSON:
     def A(self):
         return self.sk.alpha * np.eye(self.d) + self.sk.psd()
 
-    def _project(self, u, x):
-        """SON Lemma 2: argmin over |w^T x| <= C of ||w - u||_A (A possibly singular)."""
+    def _project(self, u, x, tau=None):
+        """SON Lemma 2: argmin over |w^T x| <= C of ||w - u||_A (A possibly singular); ``tau`` given: the
+        projection that moves w^T x by -tau."""
         if self.C <= 0:
             return u
         ux = u @ x
-        tau = np.sign(ux) * max(abs(ux) - self.C, 0.0)
+        if tau is None:
+            tau = np.sign(ux) * max(abs(ux) - self.C, 0.0)
         if tau == 0.0:
             return u
         Ainv_x = self.Ainv @ x
@@ -209,6 +227,8 @@ class NaiveFDSON:
     def step(self, x, y, learn=True):
         """One round on dense x with label y: returns the prediction w_t^T x_t made before learning."""
         x = np.asarray(x, dtype=float)
+        if self.prescale:
+            return self._prescaled_step(x, y, learn)
         w = self._project(self.u, x)  # line 4
         p = float(w @ x)  # line 5
         out = min(max(p, self.lo), self.hi) if self.clip else p
@@ -227,6 +247,53 @@ class NaiveFDSON:
             if q > 0.0:  # the prediction moves by invariant_update() along A^-1 x
                 step = -invariant_update(self.loss, p, y, 1.0, q) / q * (self.Ainv @ x)
         self.u = w - step  # line 8
+        return out
+
+    def frame(self):
+        """The pre-scaling frame f (0 for a feature with no scale or no gradient yet)."""
+        f = np.zeros(self.d)
+        ok = (self.s2 > 0) & (self.G > 0)
+        f[ok] = (self.G[ok] / self.s2[ok]) ** -0.25 / np.sqrt(self.s2[ok])
+        return f
+
+    def _prescaled_step(self, x, y, learn):
+        nz = x != 0
+        grow = nz & (x * x > self.s2)
+        if learn:
+            old = grow & (self.s2 > 0)
+            self.w[old] *= np.sqrt(self.s2[old] / x[old] ** 2)
+            self.s2[grow] = x[grow] ** 2
+        f = self.frame()
+        xt = f * x
+        p = float(self.w @ x)
+        if self.C > 0:  # the projection (Lemma 1/2) in the frame of the round
+            tau = np.sign(p) * max(abs(p) - self.C, 0.0)
+            if tau != 0.0:
+                self.w += f * (self._project(np.zeros(self.d), xt, tau=tau))
+                p = float(self.w @ x)
+        out = min(max(p, self.lo), self.hi) if self.clip else p
+        if not learn:
+            return out
+        if self.clip:
+            self.lo, self.hi = min(self.lo, y), max(self.hi, y)
+            p = min(max(p, self.lo), self.hi)
+        dl = deriv(self.loss, p, y)
+        eta = 1.0
+        if dl != 0.0:
+            self.G += (dl * x) ** 2
+            self.nsum += float(np.sum(x[nz] ** 2 / self.s2[nz]))
+            self.hsum += 1.0
+            eta = np.sqrt(self.hsum / self.nsum)
+        f = self.frame()
+        xt = f * x
+        self.sk.insert(np.sqrt(self.c) * dl * xt)
+        self.Ainv = _inverse(self.sk.psd(), self.sk.alpha)
+        step = eta * dl * (self.Ainv @ xt)
+        if self.invariant and dl != 0.0:
+            q = float(xt @ self.Ainv @ xt)
+            if q > 0.0:
+                step = -invariant_update(self.loss, p, y, eta, q) / q * (self.Ainv @ xt)
+        self.w -= f * step
         return out
 
     def run(self, X, y):

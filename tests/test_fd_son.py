@@ -10,8 +10,8 @@ from streamlearn.algos import make_learner
 from streamlearn.batch import Batch
 
 
-#: the paper's algorithm (the dense reference's default): the plain step, no label-range clip
-PAPER = {"no_invariant": True, "no_clip": True}
+#: the paper's algorithm (the dense reference's default): the plain step, no label-range clip, no pre-scaling
+PAPER = {"no_invariant": True, "no_clip": True, "no_diag": True}
 
 
 def _learner(m, alpha, c, C=0.0, loss="logistic", **extra):
@@ -210,12 +210,14 @@ def test_rfd_alpha0_zero_m_d_plus_1_is_pseudo_inverse_online_newton(loss, C):
 
 def test_rfd_refuses_logistic_with_alpha0_zero():
     """Logistic loss with alpha0 = 0 and no projection diverges: refused when given. The default alpha0
-    is 0.25 for every loss (a model saved with alpha0 unset keeps that version's default, 1e-3 for
-    logistic loss without projection, else 0: test_model_saved_before_the_options_continues_as_it_was)."""
+    is 0.25 for every loss, with the pre-scaling or not (a model saved with alpha0 unset, before
+    2026-11-26, keeps that version's default, 1e-3 for logistic loss without projection, else 0:
+    test_model_saved_before_the_options_continues_as_it_was)."""
     with pytest.raises(ValueError, match="alpha0"):
         _rfd(5, 0.0, 0.5, "logistic")
-    assert make_learner("rfd-son", {"loss_function": "logistic"}).flt[0] == 0.25
-    assert make_learner("rfd-son", {"loss_function": "hinge"}).flt[0] == 0.25
+    for loss in ("logistic", "hinge"):
+        for nd in (False, True):
+            assert make_learner("rfd-son", {"loss_function": loss, "no_diag": nd}).flt[0] == 0.25
 
 
 def test_table_growth_mid_epoch_changes_nothing():
@@ -343,7 +345,7 @@ def test_invariant_clipped_defaults_equal_the_dense_reference(algo, loss, alpha,
     sk = "rfd-epoch" if algo == "rfd-son" else "fd-epoch"
     ref = NaiveFDSON(d, m, alpha, sketch=sk, c=0.5, C=C, loss=loss, clip=True, invariant=True).run(X, y)
     opts = {"sketch_size": m, "sigma_eta": 0.5, "projection_c": C, "loss_function": loss, "bit_precision": 18,
-            ("alpha0" if algo == "rfd-son" else "alpha"): alpha}
+            ("alpha0" if algo == "rfd-son" else "alpha"): alpha, "no_diag": True}
     L = make_learner(algo, opts)
     assert L.invariant and L.clip == (True)
     p, _ = L.learn_batch(_batch(X, y))
@@ -365,7 +367,7 @@ def test_sketch_size_0_invariant_is_normalised_gradient_descent():
     X = rng.standard_normal((200, 6)) * 30
     y = X @ np.linspace(-1, 1, 6) / 30
     L = make_learner("fd-son", {"sketch_size": 0, "alpha": 1.0, "loss_function": "squared", "no_clip": True,
-                                "bit_precision": 18})
+                                "bit_precision": 18, "no_diag": True})
     w = np.zeros(6)
     ref = []
     for x, yi in zip(X, y):
@@ -389,7 +391,7 @@ def test_default_fd_son_learns_unscaled_squared_without_diverging(invoke_cli, tm
         import json
         assert json.loads(mj.read_text())["error_rate"] < 0.2
     r = invoke_cli("train", data, "--algo", "fd-son", "--alpha", "1", "--sigma_eta", "1", "--no_invariant",
-                   "--no_clip", "--quiet")
+                   "--no_clip", "--no_diag", "--quiet")
     assert r.exit_code != 0
 
 
@@ -416,8 +418,111 @@ def test_model_saved_before_the_options_continues_as_it_was(name, tmp_path, invo
 
 def test_no_clip_and_no_invariant_options():
     """--no_clip drops the label range from the state (flt of 3 floats, as the paper's learner);
-    --no_invariant takes the paper's step; both are off by default."""
+    --no_invariant takes the paper's step; --no_diag drops the pre-scaling's columns; all off by default."""
     L = make_learner("fd-son", {"sketch_size": 3})
-    assert L.invariant and L.clip and L.flt.shape == (5,)
+    assert L.invariant and L.clip and L.precond and L.flt.shape == (7,) and L.tab.shape[1] == 3 + 3 + 6
+    assert make_learner("fd-son", {"sketch_size": 3, "no_diag": True}).flt.shape == (5,)
     P = make_learner("fd-son", {"sketch_size": 3, **PAPER})
-    assert not P.invariant and not P.clip and P.flt.shape == (3,)
+    assert not P.invariant and not P.clip and not P.precond and P.flt.shape == (3,) and P.tab.shape[1] == 3 + 3
+
+
+# -- the diagonal pre-scaling (the default; --no_diag off) ----------------------------------------------
+
+def _scaled(T, d, seed):
+    """The SON design with feature scales 1e-2..1e2 and about a third of the entries zero, so the frame
+    differs per feature and changes as scales and gradients accumulate."""
+    X, y = _synthetic(T, d, seed=seed)
+    rng = np.random.default_rng(seed + 100)
+    X = X * np.logspace(-2, 2, d)[rng.permutation(d)] * (rng.random((T, d)) > 0.35)
+    return X, y
+
+
+# (learner, loss, alpha or alpha0, projection C, invariant step, clip)
+PRESCALED = [("fd-son", "logistic", 1.0, 0.0, True, True), ("fd-son", "squared", 2.0, 0.0, True, True),
+             ("fd-son", "hinge", 1.0, 0.0, False, False), ("fd-son", "logistic", 0.5, 1.0, False, False),
+             ("rfd-son", "logistic", 0.25, 0.0, True, True), ("rfd-son", "squared", 0.0, 0.0, True, True)]
+
+
+@pytest.mark.parametrize("algo,loss,alpha,C,inv,clip", PRESCALED)
+def test_prescaled_predictions_equal_the_dense_reference(algo, loss, alpha, C, inv, clip):
+    """With the pre-scaling the sparse learner (one snapshot per feature, flushed when its frame changes)
+    makes the predictions of ``NaiveFDSON(prescale=True)``, which maps every weight change back to the
+    original coordinates with the frame of its round; and they differ from the unscaled learner's."""
+    d, m, T = 12, 4, 500
+    X, y = _scaled(T, d, seed=7)
+    if loss == "squared":
+        y = np.clip(X @ np.linspace(-1, 1, d) / 50, -1, 2)
+    sk = "rfd-epoch" if algo == "rfd-son" else "fd-epoch"
+    ref = NaiveFDSON(d, m, alpha, sketch=sk, c=0.5, C=C, loss=loss, clip=clip, invariant=inv, prescale=True)
+    pr = ref.run(X, y)
+    opts = {"sketch_size": m, "sigma_eta": 0.5, "projection_c": C, "loss_function": loss, "bit_precision": 18,
+            ("alpha0" if algo == "rfd-son" else "alpha"): alpha, "no_invariant": not inv, "no_clip": not clip}
+    L = make_learner(algo, opts)
+    assert L.precond
+    p, _ = L.learn_batch(_batch(X, y))
+    assert np.isfinite(p).all() and _rel(p, pr).max() <= 1e-6
+    keys = np.arange(d, dtype=np.int64)
+    np.testing.assert_allclose(L.weights_original(keys), ref.w, rtol=1e-6, atol=1e-9)
+    q, _ = make_learner(algo, {**opts, "no_diag": True}).learn_batch(_batch(X, y))
+    assert _rel(p, q).max() > 1e-2
+
+
+def test_prescaled_predict_only_and_save_restore_mid_epoch():
+    """Predict-only examples (no learning, unseen features read as f = 0) and a save/restore in the middle
+    of an epoch, with the pre-scaling: the reference's predictions, and the restored learner continues
+    exactly."""
+    from streamlearn.algos import learner_from_state
+    d, m, T = 10, 4, 300
+    X, y = _scaled(T, d, seed=9)
+    ref = NaiveFDSON(d, m, 1.0, sketch="fd-epoch", c=0.5, loss="logistic", invariant=True, prescale=True)
+    L = make_learner("fd-son", {"sketch_size": m, "alpha": 1.0, "sigma_eta": 0.5, "loss_function": "logistic",
+                                "bit_precision": 18})
+    cut = 2 * m + 2
+    p1, _ = L.learn_batch(_batch(X[:cut], y[:cut]))
+    r1 = ref.run(X[:cut], y[:cut])
+    Xp = X[cut:cut + 20] * 3.0  # larger than any scale seen: predict-only does not grow s
+    pp, _ = L.predict_batch(_batch(Xp, y[cut:cut + 20]))
+    rp = np.array([ref.step(x, 0.0, learn=False) for x in Xp])
+    assert _rel(pp, rp).max() <= 1e-9 and np.abs(rp).max() > 0
+    L2 = learner_from_state("fd-son", *L.state_dict())
+    p2, _ = L2.learn_batch(_batch(X[cut:], y[cut:]))
+    p3, _ = L.learn_batch(_batch(X[cut:], y[cut:]))
+    np.testing.assert_array_equal(p2, p3)
+    r2 = ref.run(X[cut:], y[cut:])
+    assert _rel(np.r_[p1, p2], np.r_[r1, r2]).max() <= 1e-6
+
+
+@pytest.mark.parametrize("algo", ["fd-son", "rfd-son"])
+def test_prescaled_predictions_are_invariant_to_feature_scales(algo):
+    """With the pre-scaling a feature multiplied by a power of 2 leaves every prediction unchanged to the bit
+    (the frame absorbs it: x~ = f x is scale-free); without it they change."""
+    d, m, T = 12, 4, 400
+    X, y = _synthetic(T, d, seed=11)
+    Xs = X.copy()
+    Xs[:, 3] *= 1024.0
+    Xs[:, 7] /= 64.0
+    opts = {"sketch_size": m, "loss_function": "logistic", "bit_precision": 18}
+    p1, _ = make_learner(algo, opts).learn_batch(_batch(X, y))
+    p2, _ = make_learner(algo, opts).learn_batch(_batch(Xs, y))
+    np.testing.assert_array_equal(p1, p2)
+    q1, _ = make_learner(algo, {**opts, "no_diag": True}).learn_batch(_batch(X, y))
+    q2, _ = make_learner(algo, {**opts, "no_diag": True}).learn_batch(_batch(Xs, y))
+    assert _rel(q1, q2).max() > 1e-3
+
+
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+def test_prescaled_m0_alpha2_is_vws_default_learner(loss, tmp_path, invoke_cli):
+    """--sketch_size 0 --alpha 2 with the pre-scaling is VW's default learner (normalized adaptive invariant,
+    -l 0.5; streamlearn's default adagrad, checked against VW's own output in test_vw_golden_adagrad),
+    prediction by prediction, on a file where the conventions coincide (every value 1, no repeated index:
+    the scale grows before the prediction here, in the update in VW). Up to VW's float32 state."""
+    from pathlib import Path
+    path = Path(__file__).parent.parent / "sample_data" / "a9a_train_3k.libsvm.gz"
+    outs = {}
+    for label, extra in [("vw", []), ("fd", ["--algo", "fd-son", "--sketch_size", "0", "--alpha", "2"])]:
+        outs[label] = tmp_path / f"{label}.txt"
+        r = invoke_cli("train", path, *extra, "--loss_function", loss, "-p", outs[label], "--quiet")
+        assert r.exit_code == 0, r.output
+    a, b = (np.loadtxt(outs[k]) for k in ("vw", "fd"))
+    assert len(a) == 3000 and np.abs(a).max() > 0.1
+    np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)

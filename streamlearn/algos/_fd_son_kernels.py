@@ -14,6 +14,18 @@ diagonal, and a buffer ``G`` of up to m sparse rows (the to-sketch vectors g^ as
 Per-feature state lives in an open-addressing hash table keyed by the masked feature index:
 ``keys[slot]`` (-1 = empty), ``tab[slot] = [w_bar, scratch, Z[0, j], ..., Z[m-1, j]]``. The buffer
 holds its rows' entries as (slot, key, value) in ``buf_*`` with row offsets ``boff``.
+
+Diagonal pre-scaling (``precond``, the default; Oja-SON's ``--diag_frame precond --diag_rule vw``, SON
+Sec. 5.2 as a preconditioner): the sketch and the Newton step run on ``x~ = f x`` with the per-feature
+frame ``f_j = (G_j / s_j^2)^-1/4 / s_j`` (``G_j = sum h (l' x_j)^2``, ``s_j = max |x_j|``: VW's normalized
+adaptive rule, Ross, Mineiro & Langford 2013), and every change of the weights ``w~ = w_bar + Z^T b +
+G^T c`` is mapped back to original coordinates with the frame of its round: per feature, the
+original-coordinate weight ``c_j`` and a snapshot of ``w~_j``, flushed (``c_j += f_j (w~_j - snap_j)``)
+before ``f_j`` changes, so ``w_j = c_j + f_j (w~_j - snap_j)``. The table's row then ends with ``[c_j,
+snap_j, s_j^2, f_j, G_j, buffer share]``; the last is scratch: ``(G^T c)_j`` of the buffer's and the
+example's features while an example is learned (the flush needs ``w~_j``). The step is multiplied by
+VW's global normaliser ``sqrt(sum h / sum h ||x / s||^2)`` (flt[5:7]), and a weight by ``s_old / s_new``
+when its feature's scale grows, as VW's gd.cc; with m = 0 and alpha = 2 this is VW's default learner.
 """
 import math
 from typing import NamedTuple
@@ -24,6 +36,7 @@ from numba import njit
 from ..kernels._jit import INNER, KERNEL
 from ._feature_table_kernels import EMPTY, _find
 from ._loss_kernels import SQUARED, invariant_step, loss_deriv, loss_value, target
+from ._oja_son_kernels import _pscale
 
 __all__ = ["FdState", "FdHyper", "fd_run", "table_lookup_rows", "remap_buffer", "rebuild_levels", "eigh", "key_order",
            "HIST_MIN"]
@@ -44,6 +57,9 @@ RANK_TOL = 1e-9  # alpha = 0: eigenvalues of S S^T <= RANK_TOL * the largest cou
 # ints fields
 I_T, I_OCC, I_TAU, I_NA, I_NBUF, I_REBASE, I_EIG, I_HIST, I_COMPACT = 0, 1, 2, 3, 4, 5, 6, 7, 8
 N_INTS = 9
+#: pre-scaling: the columns after Z's (offsets from C_Z + m) and their count
+P_C, P_SNAP, P_S2, P_F, P_G, P_BUF = 0, 1, 2, 3, 4, 5
+N_PRE = 6
 
 
 class FdState(NamedTuple):
@@ -82,6 +98,7 @@ class FdHyper(NamedTuple):
     max_cond: float  # re-base when cond(F) exceeds this
     invariant: bool  # importance-invariant step along A^-1 x (else the paper's u = w - A^-1 g)
     clip: bool  # squared loss: prediction and derivative clipped to the label range learned so far (flt[3:5])
+    precond: bool  # diagonal pre-scaling (the table's N_PRE extra columns; flt[5:7] = sum h ||x / s||^2, sum h)
 
 
 @njit(**KERNEL)
@@ -519,6 +536,30 @@ def _cholesky(P):
 
 
 @njit(**INNER)
+def _orth_cols(J):
+    """An orthonormal basis of the column space of ``J`` (full column rank): modified Gram-Schmidt, each
+    column orthogonalised twice against the previous ones ("twice is enough", Giraud et al. 2005)."""
+    n, k = J.shape
+    Q = J.copy()
+    for j in range(k):
+        for _ in range(2):
+            for i in range(j):
+                acc = 0.0
+                for r in range(n):
+                    acc += Q[r, i] * Q[r, j]
+                for r in range(n):
+                    Q[r, j] -= acc * Q[r, i]
+        nrm = 0.0
+        for r in range(n):
+            nrm += Q[r, j] * Q[r, j]
+        nrm = math.sqrt(nrm)
+        if nrm > 0.0:
+            for r in range(n):
+                Q[r, j] /= nrm
+    return Q
+
+
+@njit(**INNER)
 def _sherman_morrison(H, q, e_idx, hq, eh):
     """Alg. 6 lines 2-3: ``H <- (H^-1 + q e^T + e q^T)^-1`` by two rank-one steps, ``e`` the unit
     vector ``e_idx`` (q = S g^ - (g^T g^ / 2) e, S after inserting g^: NOTES_FD item 1)."""
@@ -710,6 +751,74 @@ def _xainvx(H, sx, xx, alpha, F, D, ZG, GG, tau, h):
                     proj += U[i, k] * sx[i]
                 q += proj * proj / (lam[k] * lam[k])
     return q
+
+
+@njit(**INNER)
+def _buffer_share(tab, slot_buf, s, boff, bslot, bval, c, tau, col):
+    """Pre-scaling: ``tab[., col] = (G^T c)_j``, the buffer's share of ``w~_j``, on the example's features and
+    the buffer's (0 on the example's features outside the buffer), O(s + buffer entries)."""
+    for k in range(s):
+        tab[slot_buf[k], col] = 0.0
+    for e in range(boff[tau]):
+        tab[bslot[e], col] = 0.0
+    for q in range(tau):
+        for e in range(boff[q], boff[q + 1]):
+            tab[bslot[e], col] += c[q] * bval[e]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _flush(tab, sl, b, m):
+    """Pre-scaling: ``c_j += f_j (w~_j - snap_j)``, ``snap_j = w~_j`` (``w~_j = w_bar_j + Z_j^T b + (G^T c)_j``,
+    the last from :func:`_buffer_share`), before the frame ``f_j`` changes."""
+    cw = C_Z + m
+    wt = tab[sl, C_U] + tab[sl, cw + P_BUF]
+    for r in range(m):
+        wt += tab[sl, C_Z + r] * b[r]
+    tab[sl, cw + P_C] += tab[sl, cw + P_F] * (wt - tab[sl, cw + P_SNAP])
+    tab[sl, cw + P_SNAP] = wt
+
+
+@njit(**INNER)
+def _grow_scale(tab, slot_buf, values, a, s, b, m):
+    """Pre-scaling, before the prediction: ``s_j^2 = max(s_j^2, x_j^2)`` (repeated indices summed); a feature
+    whose scale grows is flushed, its original-coordinate weight multiplied by ``s_old / s_new`` (VW's
+    gd.cc) and its frame recomputed."""
+    cw = C_Z + m
+    for k in range(s):
+        tab[slot_buf[k], C_S] = 0.0
+    for k in range(s):
+        tab[slot_buf[k], C_S] += values[a + k]
+    for k in range(s):
+        sl = slot_buf[k]
+        v = tab[sl, C_S]
+        tab[sl, C_S] = 0.0
+        if v * v > tab[sl, cw + P_S2]:
+            _flush(tab, sl, b, m)
+            if tab[sl, cw + P_S2] > 0.0:
+                tab[sl, cw + P_C] *= math.sqrt(tab[sl, cw + P_S2] / (v * v))
+            tab[sl, cw + P_S2] = v * v
+            tab[sl, cw + P_F] = _pscale(tab[sl, cw + P_G], v * v, 0.25, True)
+
+
+@njit(**INNER)
+def _accumulate_g(tab, slot_buf, values, a, s, g2, m):
+    """Pre-scaling, after the flush: ``G_j += g2 x_j^2`` (repeated indices summed) and the new frames; returns
+    ``||x / s||^2`` (VW's normaliser's term)."""
+    cw = C_Z + m
+    for k in range(s):
+        tab[slot_buf[k], C_S] = 0.0
+    for k in range(s):
+        tab[slot_buf[k], C_S] += values[a + k]
+    nx = 0.0
+    for k in range(s):
+        sl = slot_buf[k]
+        v = tab[sl, C_S]
+        if v != 0.0:
+            tab[sl, C_S] = 0.0
+            tab[sl, cw + P_G] += g2 * v * v
+            nx += v * v / tab[sl, cw + P_S2]
+            tab[sl, cw + P_F] = _pscale(tab[sl, cw + P_G], tab[sl, cw + P_S2], 0.25, True)
+    return nx
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -918,14 +1027,11 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
             for j in range(r):
                 for i in range(na):
                     J[na + j, i] = -QC[j, i]
-            # orthonormal basis of range(J): J (J^T J)^-1/2
-            lj, Wj = _eigh(_mm(_tr(J), J))
-            for i in range(na):
-                f = 1.0 / math.sqrt(lj[i])
-                for k in range(na):
-                    Wj[k, i] *= f
-            Jo = _mm(J, Wj)
-            # the top right singular vectors of Jo^T B: top eigenvectors of B^T Jo Jo^T B
+            # the top right singular vectors of Jo^T B, Jo any orthonormal basis of range(J): top eigenvectors
+            # of B^T Jo Jo^T B, the same for every such basis. Jo by Gram-Schmidt of J's columns (twice, O(nb na^2)),
+            # not J (J^T J)^-1/2 (an eigen-decomposition of J^T J, whose condition number is cond(J)^2: Q2 C is
+            # large when the buffer's residual is small, e.g. on raw features of scale 1e6)
+            Jo = _orth_cols(J)
             JB = _mm(_tr(Jo), B)
             lb, Wb = _eigh(_mm(_tr(JB), JB))
             for t in range(kk - mp):
@@ -1104,10 +1210,11 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
     ``next`` (the caller grows them and calls again from ``next``).
     """
     (keys, tab, shift, ints, F, K, D, b, c, H, ZG, GG, flt, boff, bslot, bkey, bval, hP, hc) = state
-    mask, loss_code, robust, sigma_eta, proj_c, max_cond, invariant, clip = hyper
+    mask, loss_code, robust, sigma_eta, proj_c, max_cond, invariant, clip, precond = hyper
     clip = clip and loss_code == SQUARED
     n = labels.shape[0]
     m = D.shape[0]
+    cw = C_Z + m  # pre-scaling: the first of the N_PRE columns after Z's
     cap = keys.shape[0]
     capmask = cap - 1
     bcap = bval.shape[0]
@@ -1124,6 +1231,7 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
     wz = np.empty(2 * m + 1)
     cu = np.empty((slot_buf.shape[0], m + 1))  # predict only: a stale feature's caught-up [w_bar, Z column]
     stale = np.zeros(slot_buf.shape[0], np.bool_)
+    xt = np.empty(slot_buf.shape[0])  # the example as the sketch sees it: x, or x~ = f x with the pre-scaling
     hcap = hP.shape[0] // 2
     learned = 0
     for i in range(start, n):
@@ -1156,7 +1264,11 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
                 for q in range(m + 1):
                     cu[k, q] = wz[q]
             slot_buf[k] = r
-        # scatter x (duplicates summed), w_bar.x, z = Z x, ||x||^2
+        if precond and do_learn:  # the scales grow before the prediction (flushing w~ first)
+            _buffer_share(tab, slot_buf, s, boff, bslot, bval, c, ints[I_TAU], cw + P_BUF)
+            _grow_scale(tab, slot_buf, values, a, s, b, m)
+        # scatter x (x~ = f x with the pre-scaling; duplicates summed), w_bar.x, z = Z x, ||x||^2; with the
+        # pre-scaling the prediction is sum_j c_j x_j + (w~_j - snap_j) x~_j
         for k in range(s):
             if slot_buf[k] >= 0:
                 tab[slot_buf[k], C_S] = 0.0
@@ -1167,6 +1279,14 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
         for k in range(s):
             sl = slot_buf[k]
             v = values[a + k]
+            if precond:
+                if sl >= 0:
+                    xk = v * tab[sl, cw + P_F]
+                    wx += tab[sl, cw + P_C] * v - tab[sl, cw + P_SNAP] * xk
+                else:
+                    xk = 0.0  # unseen: f = 0
+                v = xk
+            xt[k] = v
             if sl >= 0 and stale[k]:
                 tab[sl, C_S] += v
                 wx += cu[k, 0] * v
@@ -1182,7 +1302,7 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
         for k in range(s):
             sl = slot_buf[k]
             if sl >= 0:
-                xx += values[a + k] * tab[sl, C_S]
+                xx += xt[k] * tab[sl, C_S]
         tau = ints[I_TAU]
         for q in range(m):
             acc = 0.0
@@ -1222,7 +1342,7 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
             gam = _pinv_project(F, D, ZG, GG, tau, sx, xx, ptau, b, c, h)
             if gam != 0.0:
                 for k in range(s):
-                    tab[slot_buf[k], C_U] -= gam * values[a + k]
+                    tab[slot_buf[k], C_U] -= gam * xt[k]
         elif ptau != 0.0:
             _sx(F, D, z, gx, tau, m, sx)
             sh = 0.0
@@ -1235,7 +1355,7 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
             if qn > 0.0:
                 gam = ptau / qn / alpha
                 for k in range(s):
-                    tab[slot_buf[k], C_U] -= gam * values[a + k]
+                    tab[slot_buf[k], C_U] -= gam * xt[k]
                 _apply_ainv(H, sx, m, gam, F, D, b, c, h, tmp)
         # Alg. 1 line 6-7: g = h l'(p) x, g^ = sqrt(sigma_eta h) l'(p) x into the buffer; with the clip the
         # derivative is taken at p clipped to the label range including this label (|l'| <= 2 (max - min))
@@ -1244,22 +1364,58 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
             flt[4] = max(flt[4], y)
             p = min(max(p, flt[3]), flt[4])
         dl = loss_deriv(loss_code, p, y)
-        gl = imp * dl
+        eta = 1.0  # the pre-scaling's global normaliser
+        if precond and dl != 0.0:
+            # VW's order: flush w~, G_j += h (l' x_j)^2 and the frame follows, then the update uses x~ = f x
+            # with the new f; the step is multiplied by sqrt(sum h / sum h ||x / s||^2) over the examples with
+            # a non-zero gradient, this one included (VW's gd.cc)
+            if ptau != 0.0:  # the projection moved b and c
+                _buffer_share(tab, slot_buf, s, boff, bslot, bval, c, tau, cw + P_BUF)
+            for k in range(s):
+                _flush(tab, slot_buf[k], b, m)
+            nx = _accumulate_g(tab, slot_buf, values, a, s, imp * dl * dl, m)
+            flt[5] += imp * nx
+            flt[6] += imp
+            if flt[5] > 0.0:
+                eta = math.sqrt(flt[6] / flt[5])
+            for k in range(s):
+                tab[slot_buf[k], C_S] = 0.0
+            for r in range(m):
+                z[r] = 0.0
+            for k in range(s):
+                sl = slot_buf[k]
+                xk = values[a + k] * tab[sl, cw + P_F]
+                xt[k] = xk
+                tab[sl, C_S] += xk
+                for r in range(m):
+                    z[r] += tab[sl, C_Z + r] * xk
+            xx = 0.0
+            for k in range(s):
+                xx += xt[k] * tab[slot_buf[k], C_S]
+            for q in range(m):
+                acc = 0.0
+                if q < tau:
+                    for e in range(boff[q], boff[q + 1]):
+                        acc += bval[e] * tab[bslot[e], C_S]
+                gx[q] = acc
+            for k in range(s):
+                tab[slot_buf[k], C_S] = 0.0
+        gl = imp * dl * eta
         gs = dl * math.sqrt(sigma_eta * imp)
         ints[I_T] += 1
         if m == 0:  # no sketch: A = alpha I, online gradient descent with step 1/alpha (SON's m = 0)
             if invariant and gl != 0.0:
-                gl = _invariant_coef(loss_code, p, y, imp, xx / flt[0], gl)
+                gl = _invariant_coef(loss_code, p, y, imp * eta, xx / flt[0], gl)
             coef = gl / flt[0]
             if coef != 0.0:
                 for k in range(s):
-                    tab[slot_buf[k], C_U] -= coef * values[a + k]
+                    tab[slot_buf[k], C_U] -= coef * xt[k]
             continue
         e0 = ints[I_NBUF]
         for k in range(s):
             bslot[e0 + k] = slot_buf[k]
             bkey[e0 + k] = keys[slot_buf[k]]
-            bval[e0 + k] = gs * values[a + k]
+            bval[e0 + k] = gs * xt[k]
         ints[I_NBUF] = e0 + s
         boff[tau + 1] = e0 + s
         for q in range(m):
@@ -1294,7 +1450,7 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
                 for k in range(s):
                     sl = slot_buf[k]
                     for r in range(m):
-                        z[r] += tab[sl, C_Z + r] * values[a + k]
+                        z[r] += tab[sl, C_Z + r] * xt[k]
             for r in range(m):
                 gx[r] = 0.0
             _sx(F, D, z, gx, 0, m, sx)
@@ -1302,7 +1458,8 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
             _sx(F, D, z, gx, tau + 1, m, sx)
         alpha = flt[0]
         if invariant and gl != 0.0:  # q = x^T A^-1 x (A^+ for alpha = 0) of the new sketch
-            gl = _invariant_coef(loss_code, p, y, imp, _xainvx(H, sx, xx, alpha, F, D, ZG, GG, ints[I_TAU], h), gl)
+            gl = _invariant_coef(loss_code, p, y, imp * eta, _xainvx(H, sx, xx, alpha, F, D, ZG, GG, ints[I_TAU], h),
+                                 gl)
         coef = gl / alpha if alpha > 0.0 else 0.0
         if gl != 0.0 and alpha == 0.0:
             # RFD with alpha = 0 (NOTES_FD item 7): u = w - A^+ g, A = S^T S, A^+ = S^T (S S^T)^+2 S,
@@ -1311,7 +1468,7 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
         # Alg. 1 line 8: u = w - A^-1 g, A^-1 g = (g - S^T H S g) / alpha
         if coef != 0.0:
             for k in range(s):
-                tab[slot_buf[k], C_U] -= coef * values[a + k]
+                tab[slot_buf[k], C_U] -= coef * xt[k]
             _apply_ainv(H, sx, m, coef, F, D, b, c, h, tmp)
     return n, learned
 

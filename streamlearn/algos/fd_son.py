@@ -31,13 +31,13 @@ since the last such one. ``K`` is the Gram matrix ``V V^T`` (I up to rounding), 
 eigen step in V's coordinates; the drift guard re-orthonormalises V's active rows against it.
 
 Options (``--name``): ``sketch_size`` m (0..1024; 0 = online gradient descent with step 1/alpha: no
-sketch, A = alpha I), ``alpha`` (A = alpha I + S^T S), ``sigma_eta`` (the to-sketch scale:
+sketch, A = alpha I), ``alpha`` (A = alpha I + S^T S), ``no_diag`` (no pre-scaling, below), ``sigma_eta`` (the to-sketch scale:
 ``g^ = sqrt(sigma_eta h) l'(p) x``, held constant), ``projection_c`` (Alg. 1 line 4, SON Lemma 1:
 |w^T x| <= C; 0 = off), ``max_cond`` (re-base when the new F's condition number exceeds it),
 ``no_invariant``, ``no_clip``. Importance weight h: the step of the loss h l, whose gradient is
 ``g = h l'(p) x`` and whose exp-concavity is sigma / h, hence the sketched ``sqrt(sigma_eta h) l'(p) x``.
 
-Deviations from the paper (defaults; ``--no_invariant --no_clip`` with ``--alpha`` / ``--alpha0`` and
+Deviations from the paper (defaults; ``--no_invariant --no_clip --no_diag`` with ``--alpha`` / ``--alpha0`` and
 ``--sigma_eta`` given is the paper's algorithm exactly, as the dense reference ``tests/naive_fd_son.py``
 runs it, ``sketch="fd-epoch"`` / ``"rfd-epoch"``):
 
@@ -50,12 +50,20 @@ runs it, ``sketch="fd-epoch"`` / ``"rfd-epoch"``):
 * **Squared loss clipped** (``--no_clip``): the prediction reported and the derivative are taken at p
   clipped to the range of the labels learned so far (as VW's squared loss; saved in the model).
 * **Defaults from a benchmark over every binary set** (``benchmarks/fd_son.py --section defaults``):
-  ``--sigma_eta 1/8`` (the paper's sigma for squared loss with C = 1, Oja-SON's without the
-  diagonal), FD-SON ``--alpha 8`` and RFD-SON ``--alpha0 0.25`` (0 gives the pseudo-inverse start, which
-  with the logistic loss overshoots on unscaled features). Models saved before these options continue
-  as they were trained (the paper's step, no clip, sigma_eta 1, alpha0 0 / 0.001).
-* Not done: diagonal pre-scaling (Oja-SON's ``--diag_frame precond``); without it the off-sketch step
-  is 1/alpha for every feature, and sparse text (many rare features) stays behind AdaGrad.
+  with the pre-scaling FD-SON ``--alpha 0.5 --sigma_eta 1/128``; with ``--no_diag`` ``--alpha 8
+  --sigma_eta 1/8`` (the paper's sigma for squared loss with C = 1); RFD-SON ``--alpha0 0.25`` (0 gives
+  the pseudo-inverse start, which with the logistic loss overshoots on unscaled features). Models saved
+  before these options continue as they were trained (the paper's step, no clip, sigma_eta 1, alpha0 0 /
+  0.001; no pre-scaling before ``--no_diag`` existed).
+* **Diagonal pre-scaling** (``--no_diag`` turns it off), as Oja-SON's ``--diag_frame precond --diag_rule vw``
+  (SON Sec. 5.2 used as a preconditioner): the sketch and the Newton step run on ``x~ = f x``, ``f_j = (G_j /
+  s_j^2)^-1/4 / s_j`` (``s_j = max |x_j|`` seen, ``G_j = sum h (l' x_j)^2``: VW's normalized adaptive rule,
+  Ross, Mineiro & Langford 2013), and every weight change is mapped back to the original coordinates
+  with the frame of its round (a snapshot of ``w~_j`` per feature, flushed before ``f_j`` changes; exact).
+  The step is multiplied by VW's global normaliser and a weight by ``s_old / s_new`` when its feature's
+  scale grows; off the sketch the step is then AdaGrad's (m = 0, alpha = 2: VW's default learner), so
+  rare features of sparse text get their own step instead of 1/alpha for all. The dense reference's
+  ``prescale=True`` is written from that definition.
 
 RFD-SON (:class:`RFDSON`, Luo et al. 2019, Alg. 3 in the epoch sketch): the same learner whose alpha
 grows by half of every shrink from ``--alpha0``; while alpha = 0 the step is the pseudo-inverse one
@@ -76,14 +84,18 @@ __all__ = ["FDSON"]
 #: the largest --sketch_size (2m x 2m matrices; a row of m + 2 floats per feature)
 MAX_SKETCH_SIZE = 1024
 N_COLS_EXTRA = 3  # w_bar, scratch, re-base stamp
+N_PRE = 6  # = _fd_son_kernels.N_PRE: the pre-scaling's columns after Z's (c_j, snapshot, s_j^2, f_j, G_j, scratch)
 N_INTS = 10  # the kernel's 9 counters, then the history's capacity
 _SMALL_STATE = ("ints", "F", "K", "D", "b", "c", "H", "ZG", "GG", "flt", "boff")
 
 _kernels = lazy("streamlearn.algos._fd_son_kernels")
 #: RFD-SON's default alpha_0 for logistic loss without projection (alpha_0 = 0 diverges there)
 LOGISTIC_ALPHA0 = 1e-3
-#: defaults chosen by ``benchmarks/fd_son.py --section defaults`` (every binary set, both losses)
+#: defaults chosen by ``benchmarks/fd_son.py --section defaults`` (every binary set, both losses): without the
+#: pre-scaling (--no_diag) ...
 DEFAULT_ALPHA, DEFAULT_ALPHA0, DEFAULT_SIGMA_ETA = 8.0, 0.25, 0.125
+#: ... and with it (the off-sketch step is then AdaGrad's with learning rate 1 / alpha)
+PRE_ALPHA, PRE_ALPHA0, PRE_SIGMA_ETA = 0.5, DEFAULT_ALPHA0, 1.0 / 128
 #: the to-sketch scale of models saved with sigma_eta unset (before 2026-11-26)
 OLD_SIGMA_ETA = 1.0
 
@@ -107,10 +119,13 @@ class FDSON(FeatureTable, Learner):
               "with step 1/alpha).", short="-m", structural=True, low=0, high=MAX_SKETCH_SIZE,
               why="2m x 2m matrices, m + 2 floats per feature seen, O(m^2) work per example and an O(m^3) "
                   "eigen step every m examples"),
-        Param("alpha", float, DEFAULT_ALPHA, "FD-SON regulariser alpha: A_t = alpha I + S^T S (1/alpha is the step "
-              "size off the sketch; the paper's runs tune it).", low=0, low_open=True),
-        Param("sigma_eta", float, DEFAULT_SIGMA_ETA, "FD-SON / RFD-SON: to-sketch scale sigma+eta, "
-              "g^ = sqrt(sigma+eta) g (1/8: the paper's sigma for squared loss with C = 1).", low=0),
+        Param("alpha", float, None, f"FD-SON regulariser alpha: A_t = alpha I + S^T S (1/alpha is the step "
+              f"size off the sketch; the paper's runs tune it). Default {PRE_ALPHA:g} with the pre-scaling (the "
+              f"off-sketch step is AdaGrad's with learning rate 1/alpha), {DEFAULT_ALPHA:g} with --no_diag.",
+              low=0, low_open=True),
+        Param("sigma_eta", float, None, f"FD-SON / RFD-SON: to-sketch scale sigma+eta, g^ = sqrt(sigma+eta) g. "
+              f"Default 1/{1 / PRE_SIGMA_ETA:g} with the pre-scaling, 1/{1 / DEFAULT_SIGMA_ETA:g} with --no_diag "
+              f"(the paper's sigma for squared loss with C = 1).", low=0),
         Param("projection_c", float, 0.0, "FD-SON / RFD-SON: projection constant C of SON Alg. 1 "
               "(|w^T x| <= C); 0 = no projection.", low=0),
         Param("max_cond", float, 1e4, "FD-SON / RFD-SON: re-base the sketch's representation V = F Z when "
@@ -124,13 +139,20 @@ class FDSON(FeatureTable, Learner):
               "FD-SON / RFD-SON, squared loss: do not clip the prediction (and the derivative) to the range of "
               "the labels learned so far (clipped by default, as VW's squared loss).", structural=True,
               absent=True),  # models saved before the option were not clipped (flt has no label range)
+        Param("no_diag", bool, False,
+              "FD-SON / RFD-SON: turn off the diagonal pre-scaling (on by default: the sketch and the Newton step "
+              "run on x~ = f x with VW's normalized adaptive per-feature scale f, each update mapped back to the "
+              "original coordinates with the f of its round, as Oja-SON's --diag_frame precond --diag_rule vw).",
+              structural=True,
+              absent=True),  # models saved before the option had no pre-scaling
     )
 
     def __init__(self, **hyper):
         super().__init__(**hyper)
         m = int(self.hyper["sketch_size"])
         self.m = m
-        self.ncol = m + N_COLS_EXTRA
+        self.precond = self._precond(self.hyper)
+        self.ncol = m + N_COLS_EXTRA + (N_PRE if self.precond else 0)
         self._alloc_table(MIN_CAP)
         self.ints = np.zeros(N_INTS, np.int64)
         self._alloc_history(_kernels_hist_min())
@@ -143,8 +165,9 @@ class FDSON(FeatureTable, Learner):
         self.GG = np.zeros((m, m))
         self.boff = np.zeros(m + 1, np.int64)
         self.clip = not bool(self.hyper["no_clip"])
-        # alpha now, sum of the shrinks, t at the last re-base on every feature (, the label range: --no_clip off)
-        self.flt = np.zeros(5 if self.clip else 3)
+        # alpha now, sum of the shrinks, t at the last re-base on every feature (, the label range: --no_clip off
+        # or the pre-scaling; then with the pre-scaling VW's normaliser's sums of h ||x / s||^2 and of h)
+        self.flt = np.zeros(self._n_flt(self.hyper))
         self.bslot = np.zeros(0, np.int64)
         self.bkey = np.zeros(0, np.int64)
         self.bval = np.zeros(0)
@@ -154,7 +177,8 @@ class FDSON(FeatureTable, Learner):
     robust = False
 
     def _alpha_given(self) -> float:
-        return float(self.hyper["alpha"])
+        a = self.hyper["alpha"]
+        return float(a if a is not None else (PRE_ALPHA if self.precond else DEFAULT_ALPHA))
 
     def _apply_hyper(self):
         h = self.hyper
@@ -168,7 +192,7 @@ class FDSON(FeatureTable, Learner):
             self.alpha = float(self.flt[0]) if a == old else float(self.flt[0]) + (a - old)
         self._alpha_set = a
         se = h["sigma_eta"]
-        self.sigma_eta = float(se if se is not None else OLD_SIGMA_ETA)
+        self.sigma_eta = float(se if se is not None else (PRE_SIGMA_ETA if self.precond else DEFAULT_SIGMA_ETA))
         self.proj_c = float(h["projection_c"])
         self.max_cond = float(h["max_cond"])
         self.invariant = not bool(h["no_invariant"])
@@ -249,7 +273,7 @@ class FDSON(FeatureTable, Learner):
         maxs = max(int(np.max(offsets[1:] - offsets[:-1])), 1)
         slot_buf = np.empty(maxs, np.int64)
         hyper = _kernels.FdHyper(self.mask, self.loss.code, self.robust, self.sigma_eta, self.proj_c, self.max_cond,
-                                 self.invariant, self.clip)
+                                 self.invariant, self.clip, self.precond)
         fields = _kernels.FdState._fields
         start = 0
         while True:
@@ -274,11 +298,22 @@ class FDSON(FeatureTable, Learner):
         return out
 
     def weights_dense(self, keys):
-        """Effective weights ``w = w_bar + Z^T b + G^T c`` at the given masked keys."""
+        """Effective weights ``w = w_bar + Z^T b + G^T c`` at the given masked keys (with the pre-scaling: ``w~``,
+        in the pre-scaled coordinates; :meth:`weights_original`)."""
         keys = np.asarray(keys, np.int64)
         rows = self._rows(keys)
-        w = rows[:, 0] + rows[:, N_COLS_EXTRA:] @ self.b
+        w = rows[:, 0] + rows[:, N_COLS_EXTRA:N_COLS_EXTRA + self.m] @ self.b
         return w + self.buffer_dense(keys).T @ self.c
+
+    def weights_original(self, keys):
+        """The weights in the original coordinates, ``w_j = c_j + f_j (w~_j - snap_j)`` with the pre-scaling
+        (:meth:`weights_dense` without it)."""
+        wt = self.weights_dense(keys)
+        if not self.precond:
+            return wt
+        rows = self._rows(keys)
+        cw = N_COLS_EXTRA + self.m
+        return rows[:, cw] + rows[:, cw + 3] * (wt - rows[:, cw + 1])
 
     def buffer_dense(self, keys):
         """The buffer G restricted to the given masked keys (m x len(keys); rows >= tau are 0)."""
@@ -295,7 +330,7 @@ class FDSON(FeatureTable, Learner):
     def sketch_dense(self, keys):
         """The sketch ``S = [D F Z; G]`` (2m x len(keys)) restricted to the given masked keys."""
         rows = self._rows(keys)
-        top = self.D[:, None] * (self.F @ rows[:, N_COLS_EXTRA:].T)
+        top = self.D[:, None] * (self.F @ rows[:, N_COLS_EXTRA:N_COLS_EXTRA + self.m].T)
         return np.vstack([top, self.buffer_dense(keys)])
 
     @property
@@ -327,9 +362,11 @@ class FDSON(FeatureTable, Learner):
     def check_saved(cls, meta, arrays):
         """Models saved before 2026-11-26 hold ``sigma_eta`` (and RFD-SON's ``alpha0``) unset: read as what
         that version meant by it (1; alpha0 1e-3 for logistic loss without projection, else 0), not as
-        today's defaults."""
+        today's defaults. (Those models have no ``no_diag``; models saved since hold it, and their unset
+        alpha, alpha0 and sigma_eta mean the defaults of their pre-scaling setting.)"""
         hyper = meta.get("hyper") if isinstance(meta, dict) else None
-        if isinstance(hyper, dict) and (hyper.get("sigma_eta", 0) is None or hyper.get("alpha0", 0) is None):
+        if isinstance(hyper, dict) and "no_diag" not in hyper and (hyper.get("sigma_eta", 0) is None
+                                                                   or hyper.get("alpha0", 0) is None):
             hyper = dict(hyper)
             if hyper.get("sigma_eta", 0) is None:
                 hyper["sigma_eta"] = OLD_SIGMA_ETA
@@ -348,12 +385,21 @@ class FDSON(FeatureTable, Learner):
         return m
 
     @classmethod
+    def _precond(cls, hyper) -> bool:
+        nd = hyper.get("no_diag")
+        return not (nd if nd is not None else next(p.default for p in cls.PARAMS if p.name == "no_diag"))
+
+    @classmethod
+    def _n_flt(cls, hyper) -> int:
+        return 7 if cls._precond(hyper) else (3 if hyper.get("no_clip") else 5)
+
+    @classmethod
     def saved_shapes(cls, hyper):
         m = cls._m(hyper)
         sq = ((m, m), np.float64)
         return {"ints": ((N_INTS,), np.int64), "F": sq, "K": sq, "D": ((m,), np.float64), "b": ((m,), np.float64),
                 "c": ((m,), np.float64), "H": ((2 * m, 2 * m), np.float64), "ZG": sq, "GG": sq,
-                "flt": ((3 if hyper.get("no_clip") else 5,), np.float64),
+                "flt": ((cls._n_flt(hyper),), np.float64),
                 "boff": ((m + 1,), np.int64)}
 
     @classmethod
@@ -400,6 +446,10 @@ class FDSON(FeatureTable, Learner):
         require(np.isin(bkey, keys).all(), "array bkey: a buffer entry on a feature that is not stored")
         require(self.flt[1] >= 0 and self.flt[0] >= 0 and (self.robust or self.flt[0] == self.alpha),
                 "array flt: not this model's alpha")
+        if self.precond:
+            pre = rows[:, N_COLS_EXTRA + m:]
+            require(bool(np.all(pre[:, 2:5] >= 0)) and self.flt[5] >= 0 and self.flt[6] >= 0,
+                    "array rows/flt: a negative scale, frame or sum of the pre-scaling")
         self._load_table(keys, rows)
         self._alloc_history(hcap)
         self.hP[:nhist] = hP0
@@ -427,10 +477,8 @@ class RFDSON(FDSON):
                    if p.name == "alpha" else p for p in FDSON.PARAMS)
 
     def _alpha_given(self) -> float:
-        a0 = self.hyper["alpha0"]
-        if a0 is None:  # a model saved with alpha0 unset (before 2026-11-26): that version's default
-            return LOGISTIC_ALPHA0 if self._diverges_at_zero() else 0.0
-        return float(a0)
+        a0 = self.hyper["alpha0"]  # (None only in models saved before 2026-11-26: check_saved reads it)
+        return float(a0 if a0 is not None else (PRE_ALPHA0 if self.precond else DEFAULT_ALPHA0))
 
     def _diverges_at_zero(self) -> bool:
         return self.hyper["loss_function"] == "logistic" and not float(self.hyper["projection_c"]) > 0
