@@ -384,6 +384,38 @@ def test_parquet_split_by_row_group_covers_every_row_once(tmp_path):
     assert not p.parquet and p.row_groups is None
 
 
+def test_chains_are_consecutive_runs_of_about_equal_bytes():
+    from streamlearn.distributed.partitions import Partition, chains
+
+    def cut(sizes, n):
+        return chains([Partition("x", None, -1, b, False) for b in sizes], n)
+
+    assert cut([1] * 4, 2) == [[0, 1], [2, 3]]
+    assert cut([1] * 10, 3) == [[0, 1, 2], [3, 4, 5, 6], [7, 8, 9]]
+    assert cut([10, 1, 1, 1, 1], 2) == [[0], [1, 2, 3, 4]]  # by bytes, not by count
+    assert cut([1, 1, 1, 1, 10], 2) == [[0, 1, 2, 3], [4]]
+    assert cut([1] * 3, 4) == [[0], [1], [2]]  # never an empty chain
+    assert cut([5], 1) == [[0]]
+    for sizes, n in (([3, 1, 4, 1, 5, 9, 2, 6], 3), ([1] * 7, 7), ([2] * 9, 4)):
+        c = cut(sizes, n)
+        assert [i for run in c for i in run] == list(range(len(sizes))) and len(c) == min(n, len(sizes))
+
+
+def test_a_large_parquet_file_is_cut_near_the_target_size(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from streamlearn.distributed.partitions import plan_partitions
+
+    n = 1000
+    t = pa.table({"label": np.ones(n), "indices": [[i % 50] for i in range(n)], "values": [[1.0] for _ in range(n)]})
+    f = tmp_path / "one.parquet"
+    pq.write_table(t, f, row_group_size=100)
+    size = sum(p.nbytes for p in plan_partitions([str(f)], min_parts=1))
+    parts = plan_partitions([str(f)], min_parts=2, target_bytes=size // 5)
+    assert len(parts) == 5 and [g for p in parts for g in p.row_groups] == list(range(10))
+
+
 def test_one_big_text_file_suggests_convert(tmp_path, monkeypatch):
     from streamlearn.distributed import partitions
     txt = tmp_path / "big.vw"
@@ -410,18 +442,20 @@ def cluster():
 
 
 def test_engine_equals_merge_of_models_trained_by_hand(parquet_dir, tmp_path, invoke_cli):
-    """An embedded cluster of 2 worker processes, 4 Parquet partitions, one pass: the engine's
-    model is the merge of the 4 models trained on the partitions one by one (same bytes, so
-    the same predictions)."""
+    """An embedded cluster of 2 worker processes, 4 Parquet partitions, one pass: two chains of
+    two partitions; the engine's model is the merge of the 2 models trained by hand, each on its
+    chain's two files in order (same bytes, so the same predictions)."""
     import json
 
     from streamlearn.api import RunConfig
     from streamlearn.distributed.engine import train_dask
 
     hand = []
-    for f in sorted(parquet_dir.iterdir()):
-        m = tmp_path / (f.stem + ".slm")
-        assert invoke_cli("train", f, "--loss_function", "logistic", "-f", m, "--quiet").exit_code == 0
+    files = sorted(parquet_dir.iterdir())
+    for i in (0, 2):
+        m = tmp_path / f"chain{i}.slm"
+        assert invoke_cli("train", *files[i:i + 2], "--loss_function", "logistic", "-f", m,
+                          "--quiet").exit_code == 0
         hand.append(m)
     assert invoke_cli("merge", *hand, "-f", tmp_path / "hand.slm", "--quiet").exit_code == 0
     said = []
@@ -434,6 +468,7 @@ def test_engine_equals_merge_of_models_trained_by_hand(parquet_dir, tmp_path, in
     assert (tmp_path / "dask.slm").read_bytes() == (tmp_path / "hand.slm").read_bytes()
     m = json.loads((tmp_path / "m.json").read_text())
     assert m["examples"] == 3000 == summary["examples"] and m["engine"]["partitions"] == 4
+    assert m["engine"]["chains"] == 2 and "2 chains of consecutive partitions (2, 2)" in text
     assert m["engine"]["passes"][0]["merge_bytes"] > 0
     preds = []
     for model in ("dask.slm", "hand.slm"):
@@ -441,6 +476,26 @@ def test_engine_equals_merge_of_models_trained_by_hand(parquet_dir, tmp_path, in
         assert r.exit_code == 0
         preds.append((tmp_path / f"{model}.txt").read_text())
     assert preds[0] == preds[1]
+
+
+def test_engine_without_chains_merges_one_model_per_partition(parquet_dir, cluster, tmp_path):
+    """``chain=False`` (what the benchmark compares chaining with): the 4 partitions are learned
+    from the same state and merged, as ``merge`` of the 4 models trained one by one."""
+    from streamlearn.api import RunConfig, load_model, train
+    from streamlearn.distributed.engine import train_dask
+
+    hyper = {"loss_function": "logistic"}
+    hand = []
+    for f in sorted(parquet_dir.iterdir()):
+        train(RunConfig(data=[str(f)], hyper=hyper, quiet=True, final_model=str(tmp_path / "h.slm")))
+        hand.append(M.state_of(*load_model(str(tmp_path / "h.slm"))[:2]))
+    want = M.merge_states(hand)
+    got = []
+    s = train_dask(RunConfig(data=[str(parquet_dir)], hyper=hyper, quiet=True), scheduler=cluster.scheduler_address,
+                   chain=False, on_pass=lambda p, st: got.append(st))
+    assert s["engine"]["chains"] == 4
+    np.testing.assert_array_equal(got[0].arrays["w"], want.arrays["w"])
+    assert got[0].examples == want.examples == 3000
 
 
 @pytest.mark.slow

@@ -1,14 +1,19 @@
 """``train --engine dask``: iterative parameter mixing on ``dask.distributed``.
 
 Every pass (McDonald, Hall & Mann 2010, iterative parameter mixing; the merge is VW's AllReduce
-rule for adaptive updates, Agarwal et al. 2014): each partition
-(:mod:`~streamlearn.distributed.partitions`) is learned in one task, one progressive-validation
-pass from the current merged state, on the worker that reads it (the client moves no data,
-only states); the tasks' accumulators (:func:`~streamlearn.distributed.merge.lift`) are summed by
-a tree of tasks, ``split_every`` = 8 at a time, into the next merged state, which is broadcast
-to the next pass. The progressive loss each pass reports is *per-pass progressive loss under
-mixing*: every example is predicted by its worker's model, which has learned from the merged
-state plus the part of its own partition read so far, not from the whole stream before it.
+rule for adaptive updates, Agarwal et al. 2014): the partitions
+(:mod:`~streamlearn.distributed.partitions`) are cut into one chain of consecutive partitions per
+worker; each partition is learned in one task, one progressive-validation pass, on the worker that
+reads it (the client moves no data, only states), the chain's first from the current merged state
+and every other from the state its predecessor reached (Dask runs a task where its input is, so a
+chain stays on one worker unless that worker is lost). A pass therefore averages one model per
+chain, however finely the input is cut (McDonald et al.'s mixing is per shard; averaging one
+model per partition, thousands at scale, loses the most on sparse data: ``benchmarks/distributed.py``).
+The chains' accumulators (:func:`~streamlearn.distributed.merge.lift`) are summed by a tree of
+tasks, ``split_every`` = 8 at a time, into the next merged state, which is broadcast to the next
+pass. The progressive loss each pass reports is *per-pass progressive loss under mixing*: every
+example is predicted by its worker's model, which has learned from the merged state plus the part
+of its own chain read so far, not from the whole stream before it.
 
 Faults: tasks are pure functions of (state, partition, settings) and write nothing, so Dask
 re-runs a task whose worker was lost; a partition that fails to parse fails the run naming its
@@ -28,7 +33,7 @@ from dataclasses import fields
 
 from ..errors import ConfigError, InputError, StreamlearnError
 from .merge import MergeError, State, _rule, combine, finish, learner_of, lift, state_nbytes, state_of
-from .partitions import plan_partitions
+from .partitions import chains as plan_chains, plan_partitions
 
 __all__ = ["train_dask", "train_partition", "SPLIT_EVERY", "INSTALL_HINT", "require_dask"]
 
@@ -62,6 +67,36 @@ def train_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, us
     """One pass of the learner ``base`` over partition ``part``: ``(accumulator, stats)``
     (``accumulator`` None for a skipped partition). ``use_c``: the client's kernel backend
     choice (``STREAMLEARN_NO_C``), which the worker's kernel seam follows."""
+    state, stats = _learn_partition(base, part, cfg, keep_names, skip_bad, use_c)
+    return _close_chain((state, stats), base)
+
+
+def train_link(base: State, prev, part, cfg, keep_names: bool, skip_bad: bool, use_c: bool = True, last=False):
+    """One link of a chain: partition ``part`` learned from ``prev`` (the previous link's
+    ``(state, stats)``; None: the chain's first link, which starts from ``base``, the pass's
+    merged state). Returns ``(state, stats)`` with the stats of the chain so far, or, for the
+    ``last`` link, the chain's ``(accumulator, stats)`` against ``base``."""
+    start, stats0 = (base, None) if prev is None else prev
+    state, stats = _learn_partition(start, part, cfg, keep_names, skip_bad, use_c)
+    if stats0 is not None:
+        stats = _add_stats(stats0, stats)
+    if state is None:  # skipped: the chain goes on from where it was
+        state = start
+    return _close_chain((state, stats), base) if last else (state, stats)
+
+
+def _close_chain(result, base: State):
+    """``(state, stats)`` -> ``(accumulator against base, stats)`` (None: nothing was learned)."""
+    state, stats = result
+    if state is None or "ev" not in stats:  # every partition skipped
+        return None, stats
+    acc = lift(state, base)
+    stats.update(acc_bytes=state_nbytes(acc), max_acc_bytes=state_nbytes(acc))
+    return acc, stats
+
+
+def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, use_c: bool):
+    """The learner ``base`` after one pass over ``part``: ``(state, stats)`` (state None: skipped)."""
     import resource
 
     from .. import kernels
@@ -106,12 +141,11 @@ def train_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, us
             raise InputError(msg) from None
         stats["skipped"] = [msg]
         return None, stats
-    acc = lift(state_of(learner, base.reader), base)
+    state = state_of(learner, base.reader)
     stats.update(ev=_evaluation_fields(ev), warnings=[f"{s}:{ln}: {r}" for s, ln, r in errors],
                  seconds=time.perf_counter() - t0, cpu=time.process_time() - cpu0,
-                 acc_bytes=state_nbytes(acc), max_acc_bytes=state_nbytes(acc),
                  rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
-    return acc, stats
+    return state, stats
 
 
 def _add_stats(a: dict, b: dict) -> dict:
@@ -180,11 +214,14 @@ def _start_cluster(scheduler, workers, log):
 
 
 def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, save_every_pass=False, log=None,
-               on_pass=None):
+               on_pass=None, chain=True, n_chains=None):
     """``train`` over ``cfg`` (:class:`streamlearn.api.RunConfig`) with iterative parameter
     mixing on Dask (module docstring); returns the run summary (``summary['engine']``: per-pass
-    losses, partitions, bytes per merge, seconds, peak worker RSS). ``on_pass(p, state)`` is
-    called with each pass's merged :class:`~streamlearn.distributed.merge.State` (p from 1)."""
+    losses, partitions, chains, bytes per merge, seconds, peak worker RSS). ``on_pass(p, state)`` is
+    called with each pass's merged :class:`~streamlearn.distributed.merge.State` (p from 1).
+    ``n_chains``: chains per pass (default: the workers at the start); ``chain=False`` learns
+    every partition from the merged state (one leaf per partition: what ``benchmarks/distributed.py``
+    compares chaining with)."""
     from ..api import _check_inputs, _output_plan, initial_learner
     from ..evaluate import Evaluation, ProgressSchedule
     from ..io.model_file import encode_model
@@ -232,12 +269,28 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
         if scheduler and not client.scheduler_info().get("workers"):
             client.wait_for_workers(1, timeout=60)
         client.run(_prepare_worker)  # imports on every worker at once, before the first pass is timed
+        n_workers = len(client.scheduler_info().get("workers", {})) or 1
+        chains = plan_chains(parts, n_chains or n_workers)
+        if not cfg.quiet:
+            log(f"dask: {len(chains) if chain else len(parts)} "
+                + (f"chains of consecutive partitions ({', '.join(str(len(c)) for c in chains)})" if chain
+                   else "independent partitions") + f" per pass on {n_workers} workers")
         for p in range(cfg.passes):
             t0 = time.perf_counter()
             bf = client.scatter(base, broadcast=True, hash=False)
-            level = [client.submit(train_partition, bf, part, cfg, keep_names, skip_bad_partitions, use_c,
-                                   key=f"streamlearn-pass{p}-part{i}-{id(bf)}", pure=False)
-                     for i, part in enumerate(parts)]
+            if chain:
+                level = []
+                for c, run in enumerate(chains):
+                    prev = None
+                    for j, i in enumerate(run):
+                        prev = client.submit(train_link, bf, prev, parts[i], cfg, keep_names, skip_bad_partitions,
+                                             use_c, j == len(run) - 1,
+                                             key=f"streamlearn-pass{p}-chain{c}-part{i}-{id(bf)}", pure=False)
+                    level.append(prev)
+            else:
+                level = [client.submit(train_partition, bf, part, cfg, keep_names, skip_bad_partitions, use_c,
+                                       key=f"streamlearn-pass{p}-part{i}-{id(bf)}", pure=False)
+                         for i, part in enumerate(parts)]
             depth = 0
             while len(level) > 1:
                 depth += 1
@@ -288,7 +341,8 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     ev.t0 = t_start
     summary = ev.summary(learner.loss)
     summary.update(algo=learner.name, learner=learner.extra_summary(), model_bytes=None,
-                   engine={"name": "dask", "partitions": len(parts), "passes": per_pass,
+                   engine={"name": "dask", "partitions": len(parts), "chains": len(chains) if chain else len(parts),
+                           "passes": per_pass,
                            "loss_note": "per-pass progressive loss under mixing"})
     try:
         if cfg.final_model:
