@@ -144,6 +144,62 @@ def accuracy(args):
     print(f"\nwithin 0.5 point after 3 passes: {len(within)}/{len(rows)}")
 
 
+def chaining(args):
+    """Per pass, test error of the single-process CLI (``--passes p``) and of the engine on
+    ``args.chain_parts`` partitions with 2 and 4 workers, partitions chained per worker (one
+    model per worker merged each pass) or not (one model per partition, each from the merged
+    state)."""
+    from distributed import LocalCluster
+
+    from streamlearn.api import RunConfig, train
+    from streamlearn.distributed.engine import _write_model, train_dask
+
+    work = CACHE / "distributed" / "models"
+    work.mkdir(parents=True, exist_ok=True)
+    hyper = {"loss_function": "logistic"}
+    P = args.chain_passes
+    rows = []
+    for name in args.chain_sets:
+        d1, test = prepare(name, 1)
+        dn, _ = prepare(name, args.chain_parts)
+        row = {"data": name, "run": "CLI (one process)"}
+        for p in range(1, P + 1):
+            m = work / "seq.slm"
+            s = train(RunConfig(data=[str(d1)], hyper=hyper, passes=p, quiet=True, final_model=str(m)))
+            row[f"test err % p{p}"] = f"{100 * test_error(m, test):.2f}"
+        rows.append(row)
+        seq = [float(row[f"test err % p{p}"]) for p in range(1, P + 1)]
+        for w in args.chain_workers:
+            with LocalCluster(n_workers=w, threads_per_worker=1, processes=True, dashboard_address=":0",
+                              silence_logs=50) as cluster:
+                for chain in (True, False):
+                    models = {}
+
+                    def keep(p, state, models=models):
+                        models[p] = work / f"eng{p}.slm"
+                        _write_model(str(models[p]), state)
+                    t0 = time.perf_counter()
+                    s = train_dask(RunConfig(data=[str(dn)], hyper=hyper, passes=P, quiet=True),
+                                   scheduler=cluster.scheduler_address, on_pass=keep, chain=chain)
+                    wall = time.perf_counter() - t0
+                    e = s["engine"]
+                    row = {"data": name, "run": f"dask {w} workers, " + (f"{e['chains']} chains" if chain else
+                                                                          f"{e['chains']} leaves (unchained)")}
+                    for p in range(1, P + 1):
+                        err = 100 * test_error(models[p], test)
+                        row[f"test err % p{p}"] = f"{err:.2f} ({err - seq[p - 1]:+.2f})"
+                    row["prog err % p1"] = f"{100 * e['passes'][0]['progressive_error']:.2f}"
+                    row["s/pass"] = f"{wall / P:.1f}"
+                    rows.append(row)
+                    if args.verbose:
+                        print(table(rows[-1:], list(rows[-1])), flush=True)
+    cols = ["data", "run"] + [f"test err % p{p}" for p in range(1, P + 1)] + ["prog err % p1", "s/pass"]
+    print(f"\nChaining: adagrad, logistic loss, {args.chain_parts} Parquet partitions of consecutive rows; test error % "
+          "after each pass (in brackets: minus the CLI's after as many passes, points); load average "
+          f"{os.getloadavg()[0]:.1f}")
+    print(table(rows, cols))
+
+
 def _run_timed(cmd):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -224,6 +280,12 @@ def main():
     ap.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
     ap.add_argument("--learners", nargs="+", default=list(LEARNERS), choices=list(LEARNERS))
     ap.add_argument("--parts", nargs="+", type=int, default=list(PARTS))
+    ap.add_argument("--section", nargs="+", choices=("speed", "accuracy", "chaining"),
+                    default=["speed", "accuracy"], help="what to run (chaining: --chain-* below)")
+    ap.add_argument("--chain-sets", nargs="+", default=["a9a", "news20_binary"], choices=list(SETS))
+    ap.add_argument("--chain-parts", type=int, default=16)
+    ap.add_argument("--chain-workers", nargs="+", type=int, default=[2, 4])
+    ap.add_argument("--chain-passes", type=int, default=3)
     ap.add_argument("--skip-accuracy", action="store_true")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--repeat", type=int, default=2)
@@ -231,10 +293,12 @@ def main():
     args = ap.parse_args()
     need_shared()
     print(f"load average at start: {os.getloadavg()[0]:.1f}")
-    if not args.skip_speed:
+    if "speed" in args.section and not args.skip_speed:
         speed(args)
-    if not args.skip_accuracy:
+    if "accuracy" in args.section and not args.skip_accuracy:
         accuracy(args)
+    if "chaining" in args.section:
+        chaining(args)
 
 
 if __name__ == "__main__":
