@@ -238,9 +238,13 @@ def test_merge_refuses_what_differs():
     s2 = sketch_state("mission", {}, 1, {"sketch_width": 16, "random_seed": 2})
     with pytest.raises(M.MergeError, match="--random_seed"):
         M.merge_states([s1, s2])
-    o = M.state_of(make_learner("oja-son", {"bit_precision": 8}), {})
+    o = M.state_of(make_learner("ftsl", {"bit_precision": 8}), {})
     with pytest.raises(M.MergeError, match="no merge rule"):
         M.merge_states([o, o])
+    f1 = M.state_of(make_learner("fd-son", {"bit_precision": 8, "sketch_size": 4}), {})
+    f2 = M.state_of(make_learner("fd-son", {"bit_precision": 8, "sketch_size": 5}), {})
+    with pytest.raises(M.MergeError, match="--sketch_size"):
+        M.merge_states([f1, f2])
 
 
 def fd_reference(A, ell):
@@ -271,6 +275,132 @@ def test_fd_merge_keeps_the_frequent_directions_bound():
     assert eig.max() <= (A ** 2).sum() / ell  # ||A^T A - B^T B||_2 <= ||A||_F^2 / ell
     # and it is a sketch worth the name: much better than nothing
     assert eig.max() < 0.01 * np.linalg.eigvalsh(A.T @ A).max()
+
+
+# -- the sketched second-order learners: per-feature tables and sketches ----------------------------
+
+SON = ("oja-son", "fd-son", "rfd-son")
+
+
+def _son_batches(lines):
+    import io
+
+    from streamlearn.io import ReaderConfig
+    from streamlearn.io.source import text_batches
+    return list(text_batches(io.BytesIO("".join(lines).encode()), "a9a", ReaderConfig(), "libsvm"))
+
+
+def _son_learn(algo, lines, start=None, m=6):
+    """A learner of ``algo`` (logistic, sketch m) after one pass over ``lines`` (from ``start``, a state)."""
+    learner = M.learner_of(start) if start is not None else \
+        make_learner(algo, {"loss_function": "logistic", "sketch_size": m, "bit_precision": 10})
+    for b in _son_batches(lines):
+        learner.learn_batch(b)
+    return learner
+
+
+def _curvature(algo, learner, keys):
+    """The curvature the sketch holds over ``keys``: Oja ``V^T Lambda V``, FD ``S^T S``."""
+    if algo == "oja-son":
+        V = learner.sketch_dense(keys)
+        return V.T @ (np.maximum(learner.lam, 0)[:, None] * V)
+    S = learner.sketch_dense(keys)
+    return S.T @ S
+
+
+def _top(C, k, shrink):
+    lam, U = np.linalg.eigh(C)
+    lam, U = lam[::-1], U[:, ::-1]
+    lam = np.maximum(lam, 0)
+    cut = lam[k - 1] if shrink else 0.0
+    keep = np.maximum(lam[:k] - cut, 0)
+    if shrink:
+        keep[k - 1] = 0.0
+    return (U[:, :k] * keep) @ U[:, :k].T
+
+
+@pytest.fixture(scope="module")
+def son_lines():
+    return gzip.open(A9A, "rt").read().splitlines(True)
+
+
+@pytest.mark.parametrize("algo", SON)
+def test_son_merge_from_scratch(algo, son_lines):
+    """Nodes trained from scratch on parts of a9a: the merged model predicts the example-weighted
+    average of the nodes' predictions (its weights are that average: prediction is linear in them), its
+    sketch holds Oja's example-weighted average curvature cut to the top m directions, or the frequent-
+    directions merge of the nodes' sketches (stack, shrink by the m-th eigenvalue); the merged state loads
+    and learns on."""
+    m = 6
+    parts = (son_lines[:900], son_lines[900:1500], son_lines[1500:2400])
+    nodes = [_son_learn(algo, p, m=m) for p in parts]
+    states = [M.state_of(n, {}) for n in nodes]
+    merged = M.merge_states(states)
+    lr = M.learner_of(merged)
+    ex = np.array([len(p) for p in parts], float)
+    assert lr.examples_learned == merged.examples == ex.sum()
+    test = _son_batches(son_lines[2400:2700])
+    got = np.concatenate([lr.predict_batch(b)[0] for b in test])
+    node_preds = [np.concatenate([n.predict_batch(b)[0] for b in test]) for n in nodes]
+    want = sum(e * p for e, p in zip(ex, node_preds)) / ex.sum()
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+    keys = np.unique(np.concatenate([s.arrays["keys"] for s in states]))
+    assert np.array_equal(merged.arrays["keys"], keys)  # the union of the tables, by key
+    Cs = [_curvature(algo, n, keys) for n in nodes]
+    if algo == "oja-son":
+        want_c = _top(sum(e * C for e, C in zip(ex, Cs)) / ex.sum(), m, shrink=False)
+    else:
+        want_c = _top(sum(Cs), m, shrink=True)
+        # within the frequent-directions bound of the stacked sketches: 0 <= sum C_i - C <= s_m^2 I
+        E = np.linalg.eigvalsh(sum(Cs) - _curvature(algo, lr, keys))
+        assert E.min() > -1e-8 * E.max()
+    np.testing.assert_allclose(_curvature(algo, lr, keys), want_c, atol=1e-8 * np.abs(want_c).max())
+    assert np.abs(want_c).max() > 0
+    lr.learn_batch(test[0])  # the merged state is a valid learner state
+    assert np.isfinite(lr.predict_batch(test[0])[0]).all()
+
+
+@pytest.mark.parametrize("algo", ("oja-son", "fd-son"))
+def test_son_merge_under_mixing_counts_the_base_once(algo, son_lines):
+    """Nodes that continued from a common base (a pass of iterative mixing): a tree of merges equals one
+    merge; FD's merged sketch is the base's plus what each node added (sum_i S_i^T S_i - (k - 1) S_0^T S_0),
+    shrunk; the weights are the example-weighted average."""
+    m = 5
+    base_lr = _son_learn(algo, son_lines[:600], m=m)
+    base = M.state_of(base_lr, {})
+    parts = (son_lines[600:1200], son_lines[1200:1500], son_lines[1500:2200])
+    nodes = [_son_learn(algo, p, start=base) for p in parts]
+    states = [M.state_of(n, {}) for n in nodes]
+    flat = M.merge_states(states, base=base)
+    tree = M.finish(M.combine([M.combine([M.lift(states[0], base), M.lift(states[1], base)]),
+                               M.lift(states[2], base)]), base)
+    for k in flat.arrays:
+        np.testing.assert_allclose(tree.arrays[k], flat.arrays[k], atol=1e-9, err_msg=k)
+    lr = M.learner_of(flat)
+    assert lr.examples_learned == 2200
+    keys = flat.arrays["keys"]
+    if algo == "fd-son":
+        C = sum(_curvature(algo, n, keys) for n in nodes) - 2 * _curvature(algo, base_lr, keys)
+        np.testing.assert_allclose(_curvature(algo, lr, keys), _top(C, m, shrink=True),
+                                   atol=1e-8 * np.abs(C).max())
+        ws = [n.weights_dense(keys) for n in nodes]
+        ex = np.array([len(p) for p in parts], float)
+        np.testing.assert_allclose(lr.weights_dense(keys), sum(e * w for e, w in zip(ex, ws)) / ex.sum(), atol=1e-12)
+
+
+def test_son_table_columns_merge_by_declared_rule():
+    """Each per-feature column merges by the rule its name declares; a table with columns the rule does not
+    know is refused, naming it (a new per-feature array is one line in merge.TABLE_COLUMNS)."""
+    m = 4
+    assert [r for _, r in M._table_layout("fd-son", m, m + 3)] == ["weight", "zero", "zero"] + ["sketch"] * m
+    pre = M._table_layout("fd-son", m, m + 3 + 6)[m + 3:]  # FD-SON with the diagonal pre-scaling
+    assert pre == [("c", "mean"), ("snap", "snap"), ("s2", "max"), ("f", "frame"), ("G", "delta"), ("buf", "zero")]
+    assert [r for _, r in M._table_layout("oja-son", m, m + 7)][:3] == ["weight", "delta", "zero"]
+    with pytest.raises(M.MergeError, match="9 columns per feature.*TABLE_COLUMNS"):
+        M._table_layout("fd-son", m, m + 5)
+    # the frame of the pre-scaling is recomputed from the merged accumulator and scale (VW's rule)
+    f = M._pscale_np(np.array([4.0, 0.0, 1.0]), np.array([1.0, 1.0, 0.0]), 0.25, True)
+    np.testing.assert_allclose(f, [4.0 ** -0.25, 0.0, 0.0])
 
 
 def test_states_cross_the_wire_as_plain_data():
@@ -507,7 +637,7 @@ def test_engine_cli_on_a_running_scheduler(parquet_dir, tmp_path, cluster, run_c
 
 
 def test_engine_usage_errors(parquet_dir, tmp_path, invoke_cli):
-    r = invoke_cli("train", parquet_dir, "--engine", "dask", "--algo", "oja-son", "-f", tmp_path / "x.slm")
+    r = invoke_cli("train", parquet_dir, "--engine", "dask", "--algo", "ftsl", "-f", tmp_path / "x.slm")
     assert r.exit_code == 2 and "no merge rule" in r.output
     r = invoke_cli("train", parquet_dir, "--engine", "dask", "-p", tmp_path / "p.txt")
     assert r.exit_code == 2 and "-p" in r.output
