@@ -31,6 +31,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 _HERE = str(Path(__file__).resolve().parent)
 if sys.path and os.path.abspath(sys.path[0]) == _HERE:  # this file is named like the dask.distributed package:
     sys.path.append(sys.path.pop(0))                      # look here last
@@ -160,31 +162,33 @@ def chaining(args):
     P = args.chain_passes
     rows = []
     for name in args.chain_sets:
+      for algo in args.chain_learners:
         d1, test = prepare(name, 1)
         dn, _ = prepare(name, args.chain_parts)
-        row = {"data": name, "run": "CLI (one process)"}
+        row = {"data": name, "algo": algo, "run": "CLI (one process)"}
         for p in range(1, P + 1):
             m = work / "seq.slm"
-            s = train(RunConfig(data=[str(d1)], hyper=hyper, passes=p, quiet=True, final_model=str(m)))
+            s = train(RunConfig(data=[str(d1)], algo=algo, hyper=hyper, passes=p, quiet=True, final_model=str(m)))
             row[f"test err % p{p}"] = f"{100 * test_error(m, test):.2f}"
         rows.append(row)
         seq = [float(row[f"test err % p{p}"]) for p in range(1, P + 1)]
         for w in args.chain_workers:
             with LocalCluster(n_workers=w, threads_per_worker=1, processes=True, dashboard_address=":0",
                               silence_logs=50) as cluster:
-                for chain in (True, False):
+                for chain in [c == "chained" for c in args.chain_modes]:
                     models = {}
 
                     def keep(p, state, models=models):
                         models[p] = work / f"eng{p}.slm"
                         _write_model(str(models[p]), state)
                     t0 = time.perf_counter()
-                    s = train_dask(RunConfig(data=[str(dn)], hyper=hyper, passes=P, quiet=True),
+                    s = train_dask(RunConfig(data=[str(dn)], algo=algo, hyper=hyper, passes=P, quiet=True),
                                    scheduler=cluster.scheduler_address, on_pass=keep, chain=chain)
                     wall = time.perf_counter() - t0
                     e = s["engine"]
-                    row = {"data": name, "run": f"dask {w} workers, " + (f"{e['chains']} chains" if chain else
-                                                                          f"{e['chains']} leaves (unchained)")}
+                    row = {"data": name, "algo": algo,
+                           "run": f"dask {w} workers, " + (f"{e['chains']} chains" if chain else
+                                                           f"{e['chains']} leaves (unchained)")}
                     for p in range(1, P + 1):
                         err = 100 * test_error(models[p], test)
                         row[f"test err % p{p}"] = f"{err:.2f} ({err - seq[p - 1]:+.2f})"
@@ -193,11 +197,55 @@ def chaining(args):
                     rows.append(row)
                     if args.verbose:
                         print(table(rows[-1:], list(rows[-1])), flush=True)
-    cols = ["data", "run"] + [f"test err % p{p}" for p in range(1, P + 1)] + ["prog err % p1", "s/pass"]
-    print(f"\nChaining: adagrad, logistic loss, {args.chain_parts} Parquet partitions of consecutive rows; test error % "
+    cols = ["data", "algo", "run"] + [f"test err % p{p}" for p in range(1, P + 1)] + ["prog err % p1", "s/pass"]
+    print(f"\nChaining: logistic loss, {args.chain_parts} Parquet partitions of consecutive rows; test error % "
           "after each pass (in brackets: minus the CLI's after as many passes, points); load average "
           f"{os.getloadavg()[0]:.1f}")
     print(table(rows, cols))
+
+
+def merge_cost(args):
+    """What a merge costs in accuracy, without an engine: the training file cut into k parts of consecutive
+    rows, one model per part trained from scratch (one pass), ``merge``d; test error of the merged model
+    against one model trained on the whole file in one pass, and the parts' own (mean)."""
+    from streamlearn.api import RunConfig, load_model, train
+    from streamlearn.distributed.engine import _write_model
+    from streamlearn.distributed.merge import merge_states, state_of
+
+    work = CACHE / "distributed" / "models"
+    work.mkdir(parents=True, exist_ok=True)
+    hyper = {"loss_function": "logistic"}
+    rows = []
+    for name in args.chain_sets:
+        for algo in args.merge_learners:
+            d1, test = prepare(name, 1)
+            m = work / "seq.slm"
+            train(RunConfig(data=[str(d1)], algo=algo, hyper=hyper, quiet=True, final_model=str(m)))
+            seq = 100 * test_error(m, test)
+            for k in args.merge_parts:
+                dk, _ = prepare(name, k)
+                states, errs = [], []
+                t_train = 0.0
+                for f in sorted(dk.iterdir()):
+                    t0 = time.perf_counter()
+                    train(RunConfig(data=[str(f)], algo=algo, hyper=hyper, quiet=True, final_model=str(m)))
+                    t_train += time.perf_counter() - t0
+                    errs.append(100 * test_error(m, test))
+                    states.append(state_of(*load_model(str(m))[:2]))
+                t0 = time.perf_counter()
+                merged = merge_states(states)
+                t_merge = time.perf_counter() - t0
+                _write_model(str(work / "merged.slm"), merged)
+                err = 100 * test_error(work / "merged.slm", test)
+                rows.append({"data": name, "algo": algo, "parts": k, "one model %": f"{seq:.2f}",
+                             "parts' mean %": f"{np.mean(errs):.2f}", "merged %": f"{err:.2f}",
+                             "merged - one, pt": f"{err - seq:+.2f}", "merge s": f"{t_merge:.2f}",
+                             "train s (all parts)": f"{t_train:.1f}"})
+                if args.verbose:
+                    print(table(rows[-1:], list(rows[-1])), flush=True)
+    print(f"\nMerge cost: k models trained from scratch on k parts (one pass each, logistic loss), merged, "
+          f"test error % against one model over the whole file (one pass); load average {os.getloadavg()[0]:.1f}")
+    print(table(rows, list(rows[0]) if rows else []))
 
 
 def _run_timed(cmd):
@@ -280,12 +328,16 @@ def main():
     ap.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
     ap.add_argument("--learners", nargs="+", default=list(LEARNERS), choices=list(LEARNERS))
     ap.add_argument("--parts", nargs="+", type=int, default=list(PARTS))
-    ap.add_argument("--section", nargs="+", choices=("speed", "accuracy", "chaining"),
+    ap.add_argument("--section", nargs="+", choices=("speed", "accuracy", "chaining", "merge_cost"),
                     default=["speed", "accuracy"], help="what to run (chaining: --chain-* below)")
     ap.add_argument("--chain-sets", nargs="+", default=["a9a", "news20_binary"], choices=list(SETS))
     ap.add_argument("--chain-parts", type=int, default=16)
     ap.add_argument("--chain-workers", nargs="+", type=int, default=[2, 4])
     ap.add_argument("--chain-passes", type=int, default=3)
+    ap.add_argument("--chain-learners", nargs="+", default=["adagrad"])
+    ap.add_argument("--chain-modes", nargs="+", default=["chained", "unchained"], choices=("chained", "unchained"))
+    ap.add_argument("--merge-learners", nargs="+", default=["adagrad", "oja-son", "fd-son", "rfd-son"])
+    ap.add_argument("--merge-parts", nargs="+", type=int, default=[2, 4])
     ap.add_argument("--skip-accuracy", action="store_true")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--repeat", type=int, default=2)
@@ -299,6 +351,8 @@ def main():
         accuracy(args)
     if "chaining" in args.section:
         chaining(args)
+    if "merge_cost" in args.section:
+        merge_cost(args)
 
 
 if __name__ == "__main__":

@@ -32,10 +32,21 @@ Rules (each tested on its own against its definition, ``tests/test_distributed.p
   (QUERYed, the k largest ``|w|`` kept, names kept); HyperLogLog registers take their maximum
   (an exact union); BEAR's oLBFGS history is restarted (its pairs belong to one trajectory);
   iteration counts are summed.
-* **oja-son, fd-son, rfd-son**: no merge rule yet (:class:`MergeError`). Their weights live in
-  per-feature hash tables beside the sketch (``w = u_bar + Z^T b``); :func:`fd_merge` is the
-  mergeable-summary step their merge will use (Liberty 2013; Ghashami et al. 2016: stacking two
-  frequent-directions sketches and shrinking keeps the FD error bound).
+* **oja-son, fd-son, rfd-son** (a per-feature table beside a sketch, ``w = u_bar + Z^T b``): each
+  node is read in canonical form (its effective weights per feature, with b, the buffer and FD's
+  lazy re-bases applied, and its sketch as explicit rows); the tables are merged by key (the union
+  of the features), each column by the rule its name declares (:data:`TABLE_COLUMNS`,
+  :data:`TABLE_COLUMN_RULES`: the weights averaged in proportion to the examples learned,
+  accumulators of squared gradients as the base plus what each node added, scales by maximum, the
+  pre-scaling's frame recomputed); the merged state is re-based (F = I, b = 0, an empty buffer and
+  re-base history). FD-SON / RFD-SON sketches: the frequent-directions merge (Liberty 2013;
+  Ghashami et al. 2016: stacking sketches and shrinking keeps the FD error bound), with the base's
+  sketch counted once, ``sum_i S_i^T S_i - (k - 1) S_0^T S_0``, shrunk by its m-th eigenvalue (m - 1
+  directions; RFD's alpha grows by half the shrink, as in an eigen step); from a fresh base it is
+  exactly stack-and-shrink. Oja-SON's sketch has no exact merge (Oja's iterate depends on the
+  order of the stream): its ``V^T Lambda V`` estimates an average curvature, so the nodes'
+  estimates are averaged in proportion to their examples and cut to the top m eigen-pairs
+  (an approximation: ``benchmarks/distributed.py --section merge_cost`` measures it).
 
 States must agree on the learner, every hyper-parameter and the hashing settings
 (:func:`check_compatible` names the first difference).
@@ -605,28 +616,29 @@ def _sparse_union(a, b):
 
 
 def _directions(blocks, n, k, minus=None):
-    """The top ``k`` eigen-pairs of ``sum_i w_i R_i^T R_i`` (minus ``minus = (c, R0)``: ``c R0^T R0``), blocks
-    ``(w_i, R_i)`` of rows over ``n`` features: ``(eigenvalues (k,), directions (k x n), the next eigenvalue)``,
-    computed in the row space of the blocks (eigenvalues clipped at 0; rows with nothing left are completed
-    by unit vectors orthogonal to the others, eigenvalue 0)."""
-    mats = [R for _, R in blocks if R.size] + ([minus[1]] if minus is not None and minus[1].size else [])
-    if not mats or n == 0:
-        Q = np.zeros((n, 0))
-    else:
-        Q, _ = np.linalg.qr(np.vstack(mats).T)  # n x q, the rows' span
-    q = Q.shape[1]
-    M = np.zeros((q, q))
-    for w, R in blocks:
-        if R.size:
-            P = R @ Q
-            M += w * (P.T @ P)
-    if minus is not None and minus[1].size:
-        P = minus[1] @ Q
-        M -= minus[0] * (P.T @ P)
-    lam, U = np.linalg.eigh(0.5 * (M + M.T)) if q else (np.zeros(0), np.zeros((0, 0)))
-    order = np.argsort(-lam, kind="stable")
-    lam = np.maximum(lam[order], 0.0)
-    V = (Q @ U[:, order]).T if q else np.zeros((0, n))
+    """The top ``k`` eigen-pairs of ``C = sum_i w_i R_i^T R_i`` (minus ``minus = (c, R0)``: ``c R0^T R0``), blocks
+    ``(w_i, R_i)`` of rows over ``n`` features: ``(eigenvalues (k,), directions (k x n), the next eigenvalue)``.
+    In the rows' span, O(r^2 n) for r rows in all: with ``A`` the stacked rows and ``A A^T = U G U^T``,
+    ``Q = A^T U G^-1/2`` is an orthonormal basis of it and ``Q^T C Q = G^1/2 U^T W U G^1/2`` (W the rows'
+    weights). Eigenvalues are clipped at 0; rows with nothing left are completed by unit vectors
+    orthogonal to the others (eigenvalue 0)."""
+    parts = [(w, R) for w, R in blocks if R.size] + ([(-minus[0], minus[1])] if minus is not None and minus[1].size
+                                                     else [])
+    lam = np.zeros(0)
+    V = np.zeros((0, n))
+    if parts and n:
+        A = np.vstack([R for _, R in parts])
+        wrow = np.concatenate([np.full(R.shape[0], float(w)) for w, R in parts])
+        g, Ug = np.linalg.eigh(A @ A.T)
+        keep = g > max(float(g.max()), 0.0) * 1e-12
+        g, Ug = g[keep], Ug[:, keep]
+        if len(g):
+            sq = np.sqrt(g)
+            Msmall = sq[:, None] * ((Ug.T * wrow) @ Ug) * sq[None, :]
+            lam, U = np.linalg.eigh(0.5 * (Msmall + Msmall.T))
+            order = np.argsort(-lam, kind="stable")
+            lam, U = np.maximum(lam[order], 0.0), U[:, order]
+            V = ((Ug / sq) @ U).T @ A  # (Q U)^T
     nxt = float(lam[k]) if len(lam) > k else 0.0
     lam, V = lam[:k], V[:k]
     kk = min(k, n)
