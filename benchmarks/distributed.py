@@ -299,8 +299,16 @@ def speed(args):
         row = {"run": label, "wall s": f"{wall:.2f}", "ex/s": f"{ex / wall:,.0f}",
                "CPU us/ex": f"{1e6 * cpu / ex:.2f}", "avg loss": f"{m['average_loss']:.4f}"}
         if "engine" in m:
-            p = m["engine"]["passes"][0]
+            e = m["engine"]
+            p = e["passes"][0]
             row["pass s"] = f"{p['seconds']:.2f}"
+            row["start s"] = f"{e.get('cluster_start_seconds', 0):.2f}"
+            row["imports s"] = f"{e.get('worker_import_seconds', 0):.2f}"
+            row["stop s"] = f"{e.get('cluster_stop_seconds', 0):.2f}"
+            row["tasks s"] = f"{p['task_seconds']:.2f}"
+            row["task CPU s"] = f"{p['task_cpu_seconds']:.2f}"
+            row["state s"] = f"{p.get('state_seconds', 0):.2f}"
+            row["merge s"] = f"{p.get('merge_seconds', 0):.2f}"
             row["merge MB"] = f"{p['merge_bytes'] / 1e6:.1f}"
             row["worker RSS MB"] = f"{p['peak_worker_rss'] / 1e6:.0f}"
         if base is None:
@@ -319,6 +327,13 @@ def speed(args):
           f"load average {os.getloadavg()[0]:.1f}")
     print(table(rows, ["run", "wall s", "ex/s", "ex/s vs CLI", "CPU us/ex", "CPU/ex vs CLI", "pass s", "merge MB",
                        "worker RSS MB", "avg loss"]))
+    print("\nWhere the engine's wall time goes (seconds): cluster start (processes spawned, scheduler), the "
+          "workers' imports, the pass (tasks: wall summed over the partition tasks, learning included; their CPU; "
+          "state: building the learner from the broadcast state and reading it back; merge: lift, combine and "
+          "finish), cluster stop; the rest of the wall is the client's own start-up (imports, partition plan) "
+          "and the model write")
+    print(table(rows[1:], ["run", "wall s", "start s", "imports s", "pass s", "tasks s", "task CPU s", "state s",
+                           "merge s", "stop s"]))
     print("engine fixed overhead per pass (seconds per pass of 3 on 3,000 examples, the first with the workers' "
           "imports): " + "; ".join(over))
 

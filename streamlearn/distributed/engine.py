@@ -90,8 +90,10 @@ def _close_chain(result, base: State):
     state, stats = result
     if state is None or "ev" not in stats:  # every partition skipped
         return None, stats
+    t0 = time.perf_counter()
     acc = lift(state, base)
-    stats.update(acc_bytes=state_nbytes(acc), max_acc_bytes=state_nbytes(acc))
+    stats.update(acc_bytes=state_nbytes(acc), max_acc_bytes=state_nbytes(acc),
+                 merge_seconds=stats.get("merge_seconds", 0.0) + time.perf_counter() - t0)
     return acc, stats
 
 
@@ -114,6 +116,7 @@ def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, u
     t0 = time.perf_counter()
     cpu0 = time.process_time()
     learner = learner_of(base)
+    t_state = time.perf_counter() - t0
     rc = _reader_config(cfg, base.reader, keep_names)
     rc.parse_threads = 1
 
@@ -141,9 +144,11 @@ def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, u
             raise InputError(msg) from None
         stats["skipped"] = [msg]
         return None, stats
+    t1 = time.perf_counter()
     state = state_of(learner, base.reader)
+    t_state += time.perf_counter() - t1
     stats.update(ev=_evaluation_fields(ev), warnings=[f"{s}:{ln}: {r}" for s, ln, r in errors],
-                 seconds=time.perf_counter() - t0, cpu=time.process_time() - cpu0,
+                 seconds=time.perf_counter() - t0, cpu=time.process_time() - cpu0, state_seconds=t_state,
                  rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     return state, stats
 
@@ -174,17 +179,23 @@ def _add_stats(a: dict, b: dict) -> dict:
 
 def combine_results(*results):
     """Sum ``(accumulator, stats)`` pairs (a tree node: associative)."""
+    t0 = time.perf_counter()
     accs = [a for a, _ in results if a is not None]
     stats = results[0][1]
     for _, s in results[1:]:
         stats = _add_stats(stats, s)
-    return (combine(accs) if accs else None), stats
+    acc = combine(accs) if accs else None
+    stats["merge_seconds"] = stats.get("merge_seconds", 0.0) + time.perf_counter() - t0
+    return acc, stats
 
 
 def finish_pass(result, base: State):
     """The merged state of a pass (``base`` if every partition was skipped) and its stats."""
+    t0 = time.perf_counter()
     acc, stats = result
-    return (base if acc is None else finish(acc, base)), stats
+    out = base if acc is None else finish(acc, base)
+    stats["merge_seconds"] = stats.get("merge_seconds", 0.0) + time.perf_counter() - t0
+    return out, stats
 
 
 # -- the client -------------------------------------------------------------------------------
@@ -261,14 +272,18 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     from .. import kernels
 
     use_c = kernels._use_c
+    t_up = time.perf_counter()
     client, cluster = _start_cluster(scheduler, workers, log if not cfg.quiet else (lambda line: None))
+    timing = {"cluster_start_seconds": time.perf_counter() - t_up}
     t_start = time.perf_counter()
     total_ev = None
     per_pass = []
     try:
         if scheduler and not client.scheduler_info().get("workers"):
             client.wait_for_workers(1, timeout=60)
+        t_up = time.perf_counter()
         client.run(_prepare_worker)  # imports on every worker at once, before the first pass is timed
+        timing["worker_import_seconds"] = time.perf_counter() - t_up
         n_workers = len(client.scheduler_info().get("workers", {})) or 1
         chains = plan_chains(parts, n_chains or n_workers)
         if not cfg.quiet:
@@ -319,6 +334,8 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
             per_pass.append({"pass": p + 1, "examples": ev["examples"], "progressive_loss": avg,
                              "progressive_error": err,
                              "seconds": secs, "task_seconds": stats.get("seconds", 0.0),
+                             "state_seconds": stats.get("state_seconds", 0.0),
+                             "merge_seconds": stats.get("merge_seconds", 0.0),
                              "task_cpu_seconds": stats.get("cpu", 0.0),
                              "merge_bytes": stats.get("max_acc_bytes", 0), "state_bytes": state_nbytes(base),
                              "peak_worker_rss": stats.get("rss", 0), "skipped_partitions": len(stats.get("skipped", []))})
@@ -330,9 +347,11 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
             if save_every_pass and cfg.final_model and p + 1 < cfg.passes:
                 _write_model(cfg.final_model, base)
     finally:
+        t_up = time.perf_counter()
         client.close()
         if cluster is not None:
             cluster.close()
+        timing["cluster_stop_seconds"] = time.perf_counter() - t_up
     learner = learner_of(base)
     ev = Evaluation(learner.loss_name, learner.loss.classification, learner.multiclass,
                     bool(learner.multiclass and learner.native_multiclass))
@@ -342,7 +361,7 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     summary = ev.summary(learner.loss)
     summary.update(algo=learner.name, learner=learner.extra_summary(), model_bytes=None,
                    engine={"name": "dask", "partitions": len(parts), "chains": len(chains) if chain else len(parts),
-                           "passes": per_pass,
+                           "passes": per_pass, **timing,
                            "loss_note": "per-pass progressive loss under mixing"})
     try:
         if cfg.final_model:

@@ -523,10 +523,19 @@ def _table_canonical(algo, meta, arrays):
         V = np.asarray(arrays["F"], np.float64) @ Z.T
         lam = np.maximum(np.asarray(arrays["lam"], np.float64), 0.0)
         S = np.sqrt(lam)[:, None] * V
-    else:
+    else:  # FDSON.weights_dense / sketch_dense, the table read once (its lazy re-bases applied)
         rows = lr._rows(keys)
-        wt = lr.weights_dense(keys)
-        S = lr.sketch_dense(keys)
+        Z = rows[:, 3:3 + m]
+        tau = int(arrays["ints"][2])
+        boff = np.asarray(arrays["boff"], np.int64)
+        bkey = np.asarray(arrays["bkey"], np.int64)
+        bval = np.asarray(arrays["bval"], np.float64)
+        G = np.zeros((m, len(keys)))
+        for q in range(tau):
+            e = slice(int(boff[q]), int(boff[q + 1]))
+            np.add.at(G[q], np.searchsorted(keys, bkey[e]), bval[e])
+        wt = rows[:, 0] + Z @ np.asarray(arrays["b"], np.float64) + G.T @ np.asarray(arrays["c"], np.float64)
+        S = np.vstack([np.asarray(arrays["D"], np.float64)[:, None] * (np.asarray(arrays["F"], np.float64) @ Z.T), G])
     return keys, rows, wt, S, lr
 
 
