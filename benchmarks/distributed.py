@@ -12,7 +12,8 @@ accumulator a task sends), peak worker RSS.
 
 Throughput (``--skip-speed``): 1,000,000 examples, gen_sparse.py's 200,000-example file five times, as Parquet (one file,
 its row groups the partitions), one pass of adagrad: the single-process CLI, and the CLI with
-``--engine dask --workers 1`` and ``2`` (embedded cluster, started and stopped by the run):
+``--engine dask --workers 1`` and ``2`` (embedded cluster, started and stopped by the run; worker
+processes, then ``--worker_threads``):
 wall seconds, examples/s, CPU-seconds per example (the command's own CPU and its children's,
 workers included) and the ratios to the CLI; the engine's fixed overhead per pass is the pass
 time on a 3,000-example input (same ``-b``), and its start-up + shutdown the rest of the wall.
@@ -287,7 +288,11 @@ def speed(args):
     rows = []
     base = None
     for label, extra in (("CLI (one process)", []), ("--engine dask --workers 1", ["--engine", "dask", "--workers", "1"]),
-                         ("--engine dask --workers 2", ["--engine", "dask", "--workers", "2"])):
+                         ("--engine dask --workers 2", ["--engine", "dask", "--workers", "2"]),
+                         ("--engine dask --workers 1 --worker_threads",
+                          ["--engine", "dask", "--workers", "1", "--worker_threads"]),
+                         ("--engine dask --workers 2 --worker_threads",
+                          ["--engine", "dask", "--workers", "2", "--worker_threads"])):
         best = None
         for _ in range(args.repeat):
             wall, cpu, err = _run_timed(cli + [str(pq), "-f", str(out), "--metrics", str(metrics)] + extra)

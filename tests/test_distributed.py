@@ -596,6 +596,12 @@ def test_engine_equals_merge_of_models_trained_by_hand(parquet_dir, tmp_path, in
     assert "LocalCluster of 2 worker processes" in text and "dashboard" in text
     assert "per-pass progressive loss under mixing" in text
     assert (tmp_path / "dask.slm").read_bytes() == (tmp_path / "hand.slm").read_bytes()
+    # the same with the workers as threads of this process (--worker_threads)
+    said = []
+    train_dask(RunConfig(data=[str(parquet_dir)], hyper={"loss_function": "logistic"},
+                         final_model=str(tmp_path / "threads.slm")), workers=2, worker_threads=True, log=said.append)
+    assert "LocalCluster of 2 worker threads in this process" in "\n".join(said)
+    assert (tmp_path / "threads.slm").read_bytes() == (tmp_path / "hand.slm").read_bytes()
     m = json.loads((tmp_path / "m.json").read_text())
     assert m["examples"] == 3000 == summary["examples"] and m["engine"]["partitions"] == 4
     assert m["engine"]["chains"] == 2 and "2 chains of consecutive partitions (2, 2)" in text
@@ -643,6 +649,10 @@ def test_engine_usage_errors(parquet_dir, tmp_path, invoke_cli):
     assert r.exit_code == 2 and "-p" in r.output
     r = invoke_cli("train", parquet_dir, "--workers", "2")
     assert r.exit_code == 2 and "--engine dask" in r.output
+    r = invoke_cli("train", parquet_dir, "--worker_threads")
+    assert r.exit_code == 2 and "--worker_threads: only with --engine dask" in r.output
+    r = invoke_cli("train", parquet_dir, "--engine", "dask", "--scheduler", "tcp://127.0.0.1:1", "--worker_threads")
+    assert r.exit_code == 2 and "--worker_threads" in r.output and "--scheduler" in r.output
     assert not (tmp_path / "x.slm").exists()
 
 

@@ -22,7 +22,10 @@ written, atomically, at the end (``save_every_pass``: after every pass too).
 
 Embedded cluster: without a scheduler address, a ``LocalCluster`` of ``workers`` processes
 (default: the cores), one thread each, each with an equal share of the memory as its limit,
-starts and stops inside the run; its dashboard address is logged.
+starts and stops inside the run; its dashboard address is logged. ``worker_threads``: the workers
+are threads of the client's process instead (the C / numba kernels and the Parquet reader release
+the GIL): no worker processes to spawn and import, states passed by reference, but no per-worker
+memory limit or crash isolation.
 """
 from __future__ import annotations
 
@@ -201,7 +204,7 @@ def finish_pass(result, base: State):
 # -- the client -------------------------------------------------------------------------------
 
 
-def _start_cluster(scheduler, workers, log):
+def _start_cluster(scheduler, workers, log, processes=True):
     distributed = require_dask()
     from distributed import Client, LocalCluster
 
@@ -215,24 +218,29 @@ def _start_cluster(scheduler, workers, log):
     n = int(workers or os.cpu_count() or 1)
     ram = physical_memory()
     limit = int(ram * 0.9 / n) if ram else "auto"
-    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=limit,
-                           dashboard_address=":0", silence_logs=40)
+    if not processes:  # one process, n worker threads (the kernels and the Parquet decoder release the GIL)
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=False, memory_limit=limit,
+                               dashboard_address=":0", silence_logs=40)
+    else:
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=limit,
+                               dashboard_address=":0", silence_logs=40)
     client = Client(cluster)
-    log(f"dask: LocalCluster of {n} worker processes (memory limit "
+    log(f"dask: LocalCluster of {n} worker {'processes' if processes else 'threads in this process'} (memory limit "
         f"{'auto' if limit == 'auto' else f'{limit / 2**30:.1f} GiB'} each), dashboard {client.dashboard_link}"
         f" (dask.distributed {distributed.__version__})")
     return client, cluster
 
 
 def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, save_every_pass=False, log=None,
-               on_pass=None, chain=True, n_chains=None):
+               on_pass=None, chain=True, n_chains=None, worker_threads=False):
     """``train`` over ``cfg`` (:class:`streamlearn.api.RunConfig`) with iterative parameter
     mixing on Dask (module docstring); returns the run summary (``summary['engine']``: per-pass
     losses, partitions, chains, bytes per merge, seconds, peak worker RSS). ``on_pass(p, state)`` is
     called with each pass's merged :class:`~streamlearn.distributed.merge.State` (p from 1).
     ``n_chains``: chains per pass (default: the workers at the start); ``chain=False`` learns
     every partition from the merged state (one leaf per partition: what ``benchmarks/distributed.py``
-    compares chaining with)."""
+    compares chaining with). ``worker_threads``: the embedded cluster's workers are threads of this
+    process (no processes to start, nothing serialised between them; no per-worker memory limit)."""
     from ..api import _check_inputs, _output_plan, initial_learner
     from ..evaluate import Evaluation, ProgressSchedule
     from ..io.model_file import encode_model
@@ -244,8 +252,9 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
         if getattr(cfg, name):
             raise ConfigError(f"{flag} is not available with --engine dask (the workers predict in parallel; "
                               "run 'streamlearn predict' on the model afterwards)")
-    if workers is not None and scheduler:
-        raise ConfigError("--workers sizes the embedded cluster; with --scheduler the cluster's workers are used")
+    if (workers is not None or worker_threads) and scheduler:
+        raise ConfigError(f"{'--workers' if workers is not None else '--worker_threads'} sets up the embedded cluster; "
+                          "with --scheduler the cluster's workers are used")
     if workers is not None and workers < 1:
         raise ConfigError("--workers must be >= 1")
     if cfg.passes < 1:
@@ -273,7 +282,8 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
 
     use_c = kernels._use_c
     t_up = time.perf_counter()
-    client, cluster = _start_cluster(scheduler, workers, log if not cfg.quiet else (lambda line: None))
+    client, cluster = _start_cluster(scheduler, workers, log if not cfg.quiet else (lambda line: None),
+                                     not worker_threads)
     timing = {"cluster_start_seconds": time.perf_counter() - t_up}
     t_start = time.perf_counter()
     total_ev = None
