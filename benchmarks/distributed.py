@@ -18,7 +18,17 @@ wall seconds, examples/s, CPU-seconds per example (the command's own CPU and its
 workers included) and the ratios to the CLI; the engine's fixed overhead per pass is the pass
 time on a 3,000-example input (same ``-b``), and its start-up + shutdown the rest of the wall.
 
-Run: ``python3 benchmarks/distributed.py`` (needs ../shared and ``pip install 'dask[distributed]'``).
+Chaining (``--section chaining``): a9a and news20_binary as 16 Parquet partitions; per pass, the test
+error of the single-process CLI (``--passes p``) and of the engine with 2 and 4 workers, the
+partitions chained per worker (one model per worker merged each pass) or not (one model per
+partition, each from the merged state); ``--chain-learners`` for the learners.
+
+Merge cost (``--section merge_cost``): no engine; k = 2, 4 models trained from scratch on k parts of
+consecutive rows, merged (``streamlearn merge``'s rule), test error against one model over the
+whole file, for adagrad and the SON learners (Oja-SON's merge is an approximation: this measures it).
+
+Run: ``python3 benchmarks/distributed.py [--section speed accuracy chaining merge_cost]`` (default:
+speed and accuracy; needs ../shared and ``pip install 'dask[distributed]'``).
 """
 from __future__ import annotations
 

@@ -30,6 +30,7 @@ memory limit or crash isolation.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import fields
 
@@ -118,6 +119,7 @@ def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, u
 
     t0 = time.perf_counter()
     cpu0 = time.process_time()
+    flt0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     learner = learner_of(base)
     t_state = time.perf_counter() - t0
     rc = _reader_config(cfg, base.reader, keep_names)
@@ -152,6 +154,7 @@ def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, u
     t_state += time.perf_counter() - t1
     stats.update(ev=_evaluation_fields(ev), warnings=[f"{s}:{ln}: {r}" for s, ln, r in errors],
                  seconds=time.perf_counter() - t0, cpu=time.process_time() - cpu0, state_seconds=t_state,
+                 page_faults=resource.getrusage(resource.RUSAGE_SELF).ru_minflt - flt0,
                  rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     return state, stats
 
@@ -222,8 +225,19 @@ def _start_cluster(scheduler, workers, log, processes=True):
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=False, memory_limit=limit,
                                dashboard_address=":0", silence_logs=40)
     else:
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=limit,
-                               dashboard_address=":0", silence_logs=40)
+        import contextlib
+
+        import dask
+
+        # on Linux the worker processes are forked from this one (it has imported what they need): Dask's
+        # default, spawn, starts each from a fresh interpreter that imports dask, numpy and streamlearn again
+        # (benchmarks/distributed.py: start + imports + stop about 11 s against 1 s at load 13 on 2 cores);
+        # a worker the nanny restarts later is spawned
+        fork = sys.platform.startswith("linux")
+        with (dask.config.set({"distributed.worker.multiprocessing-method": "fork"}) if fork
+              else contextlib.nullcontext()):
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=limit,
+                                   dashboard_address=":0", silence_logs=40)
     client = Client(cluster)
     log(f"dask: LocalCluster of {n} worker {'processes' if processes else 'threads in this process'} (memory limit "
         f"{'auto' if limit == 'auto' else f'{limit / 2**30:.1f} GiB'} each), dashboard {client.dashboard_link}"
@@ -346,6 +360,7 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
                              "seconds": secs, "task_seconds": stats.get("seconds", 0.0),
                              "state_seconds": stats.get("state_seconds", 0.0),
                              "merge_seconds": stats.get("merge_seconds", 0.0),
+                             "task_page_faults": stats.get("page_faults", 0),
                              "task_cpu_seconds": stats.get("cpu", 0.0),
                              "merge_bytes": stats.get("max_acc_bytes", 0), "state_bytes": state_nbytes(base),
                              "peak_worker_rss": stats.get("rss", 0), "skipped_partitions": len(stats.get("skipped", []))})
