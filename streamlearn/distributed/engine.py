@@ -91,7 +91,7 @@ def train_link(base: State, prev, part, cfg, keep_names: bool, skip_bad: bool, u
 
 def _close_chain(result, base: State):
     """``(state, stats)`` -> ``(accumulator against base, stats)`` (None: nothing was learned)."""
-    state, stats = result
+    state, stats = result[0], dict(result[1])
     if state is None or "ev" not in stats:  # every partition skipped
         return None, stats
     t0 = time.perf_counter()
@@ -187,7 +187,7 @@ def combine_results(*results):
     """Sum ``(accumulator, stats)`` pairs (a tree node: associative)."""
     t0 = time.perf_counter()
     accs = [a for a, _ in results if a is not None]
-    stats = results[0][1]
+    stats = dict(results[0][1])  # inputs are other tasks' results (by reference in one process): not changed
     for _, s in results[1:]:
         stats = _add_stats(stats, s)
     acc = combine(accs) if accs else None
@@ -198,7 +198,7 @@ def combine_results(*results):
 def finish_pass(result, base: State):
     """The merged state of a pass (``base`` if every partition was skipped) and its stats."""
     t0 = time.perf_counter()
-    acc, stats = result
+    acc, stats = result[0], dict(result[1])
     out = base if acc is None else finish(acc, base)
     stats["merge_seconds"] = stats.get("merge_seconds", 0.0) + time.perf_counter() - t0
     return out, stats
