@@ -624,7 +624,24 @@ def _sparse_union(a, b):
     return out
 
 
+def _one_blas_thread():
+    """A context with one BLAS thread where ``threadpoolctl`` is installed: the merge's products are
+    thin (r x n, r a few dozen), and OpenBLAS's threads spinning for a core on a busy machine made
+    the whole merge 9x slower (8.9 s against 0.95 s for two news20_binary Oja-SON models at load 6 on 2 cores)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        import contextlib
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
+
+
 def _directions(blocks, n, k, minus=None):
+    with _one_blas_thread():
+        return _directions_(blocks, n, k, minus)
+
+
+def _directions_(blocks, n, k, minus=None):
     """The top ``k`` eigen-pairs of ``C = sum_i w_i R_i^T R_i`` (minus ``minus = (c, R0)``: ``c R0^T R0``), blocks
     ``(w_i, R_i)`` of rows over ``n`` features: ``(eigenvalues (k,), directions (k x n), the next eigenvalue)``.
     In the rows' span, O(r^2 n) for r rows in all: with ``A`` the stacked rows and ``A A^T = U G U^T``,
