@@ -231,8 +231,7 @@ def _start_cluster(scheduler, workers, log, processes=True):
 
         # on Linux the worker processes are forked from this one (it has imported what they need): Dask's
         # default, spawn, starts each from a fresh interpreter that imports dask, numpy and streamlearn again
-        # (benchmarks/distributed.py: start + imports + stop about 11 s against 1 s at load 13 on 2 cores);
-        # a worker the nanny restarts later is spawned
+        # (benchmarks/distributed.py times start, imports and stop); a worker the nanny restarts later is spawned
         fork = sys.platform.startswith("linux")
         with (dask.config.set({"distributed.worker.multiprocessing-method": "fork"}) if fork
               else contextlib.nullcontext()):

@@ -626,8 +626,8 @@ def _sparse_union(a, b):
 
 def _one_blas_thread():
     """A context with one BLAS thread where ``threadpoolctl`` is installed: the merge's products are
-    thin (r x n, r a few dozen), and OpenBLAS's threads spinning for a core on a busy machine made
-    the whole merge 9x slower (8.9 s against 0.95 s for two news20_binary Oja-SON models at load 6 on 2 cores)."""
+    thin (r x n, r a few dozen rows), too small for threads, and OpenBLAS's threads spin for a core
+    that a busy machine does not give them."""
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:
