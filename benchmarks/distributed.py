@@ -12,12 +12,23 @@ accumulator a task sends), peak worker RSS.
 
 Throughput (``--skip-speed``): 1,000,000 examples, gen_sparse.py's 200,000-example file five times, as Parquet (one file,
 its row groups the partitions), one pass of adagrad: the single-process CLI, and the CLI with
-``--engine dask --workers 1`` and ``2`` (embedded cluster, started and stopped by the run):
+``--engine dask --workers 1`` and ``2`` (embedded cluster, started and stopped by the run; worker
+processes, then ``--worker_threads``):
 wall seconds, examples/s, CPU-seconds per example (the command's own CPU and its children's,
 workers included) and the ratios to the CLI; the engine's fixed overhead per pass is the pass
 time on a 3,000-example input (same ``-b``), and its start-up + shutdown the rest of the wall.
 
-Run: ``python3 benchmarks/distributed.py`` (needs ../shared and ``pip install 'dask[distributed]'``).
+Chaining (``--section chaining``): a9a and news20_binary as 16 Parquet partitions; per pass, the test
+error of the single-process CLI (``--passes p``) and of the engine with 2 and 4 workers, the
+partitions chained per worker (one model per worker merged each pass) or not (one model per
+partition, each from the merged state); ``--chain-learners`` for the learners.
+
+Merge cost (``--section merge_cost``): no engine; k = 2, 4 models trained from scratch on k parts of
+consecutive rows, merged (``streamlearn merge``'s rule), test error against one model over the
+whole file, for adagrad and the SON learners (Oja-SON's merge is an approximation: this measures it).
+
+Run: ``python3 benchmarks/distributed.py [--section speed accuracy chaining merge_cost]`` (default:
+speed and accuracy; needs ../shared and ``pip install 'dask[distributed]'``).
 """
 from __future__ import annotations
 
@@ -30,6 +41,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 _HERE = str(Path(__file__).resolve().parent)
 if sys.path and os.path.abspath(sys.path[0]) == _HERE:  # this file is named like the dask.distributed package:
@@ -144,6 +157,108 @@ def accuracy(args):
     print(f"\nwithin 0.5 point after 3 passes: {len(within)}/{len(rows)}")
 
 
+def chaining(args):
+    """Per pass, test error of the single-process CLI (``--passes p``) and of the engine on
+    ``args.chain_parts`` partitions with 2 and 4 workers, partitions chained per worker (one
+    model per worker merged each pass) or not (one model per partition, each from the merged
+    state)."""
+    from distributed import LocalCluster
+
+    from streamlearn.api import RunConfig, train
+    from streamlearn.distributed.engine import _write_model, train_dask
+
+    work = CACHE / "distributed" / "models"
+    work.mkdir(parents=True, exist_ok=True)
+    hyper = {"loss_function": "logistic"}
+    P = args.chain_passes
+    rows = []
+    for name in args.chain_sets:
+      for algo in args.chain_learners:
+        d1, test = prepare(name, 1)
+        dn, _ = prepare(name, args.chain_parts)
+        row = {"data": name, "algo": algo, "run": "CLI (one process)"}
+        for p in range(1, P + 1):
+            m = work / "seq.slm"
+            s = train(RunConfig(data=[str(d1)], algo=algo, hyper=hyper, passes=p, quiet=True, final_model=str(m)))
+            row[f"test err % p{p}"] = f"{100 * test_error(m, test):.2f}"
+        rows.append(row)
+        seq = [float(row[f"test err % p{p}"]) for p in range(1, P + 1)]
+        for w in args.chain_workers:
+            with LocalCluster(n_workers=w, threads_per_worker=1, processes=True, dashboard_address=":0",
+                              silence_logs=50) as cluster:
+                for chain in [c == "chained" for c in args.chain_modes]:
+                    models = {}
+
+                    def keep(p, state, models=models):
+                        models[p] = work / f"eng{p}.slm"
+                        _write_model(str(models[p]), state)
+                    t0 = time.perf_counter()
+                    s = train_dask(RunConfig(data=[str(dn)], algo=algo, hyper=hyper, passes=P, quiet=True),
+                                   scheduler=cluster.scheduler_address, on_pass=keep, chain=chain)
+                    wall = time.perf_counter() - t0
+                    e = s["engine"]
+                    row = {"data": name, "algo": algo,
+                           "run": f"dask {w} workers, " + (f"{e['chains']} chains" if chain else
+                                                           f"{e['chains']} leaves (unchained)")}
+                    for p in range(1, P + 1):
+                        err = 100 * test_error(models[p], test)
+                        row[f"test err % p{p}"] = f"{err:.2f} ({err - seq[p - 1]:+.2f})"
+                    row["prog err % p1"] = f"{100 * e['passes'][0]['progressive_error']:.2f}"
+                    row["s/pass"] = f"{wall / P:.1f}"
+                    rows.append(row)
+                    if args.verbose:
+                        print(table(rows[-1:], list(rows[-1])), flush=True)
+    cols = ["data", "algo", "run"] + [f"test err % p{p}" for p in range(1, P + 1)] + ["prog err % p1", "s/pass"]
+    print(f"\nChaining: logistic loss, {args.chain_parts} Parquet partitions of consecutive rows; test error % "
+          "after each pass (in brackets: minus the CLI's after as many passes, points); load average "
+          f"{os.getloadavg()[0]:.1f}")
+    print(table(rows, cols))
+
+
+def merge_cost(args):
+    """What a merge costs in accuracy, without an engine: the training file cut into k parts of consecutive
+    rows, one model per part trained from scratch (one pass), ``merge``d; test error of the merged model
+    against one model trained on the whole file in one pass, and the parts' own (mean)."""
+    from streamlearn.api import RunConfig, load_model, train
+    from streamlearn.distributed.engine import _write_model
+    from streamlearn.distributed.merge import merge_states, state_of
+
+    work = CACHE / "distributed" / "models"
+    work.mkdir(parents=True, exist_ok=True)
+    hyper = {"loss_function": "logistic"}
+    rows = []
+    for name in args.chain_sets:
+        for algo in args.merge_learners:
+            d1, test = prepare(name, 1)
+            m = work / "seq.slm"
+            train(RunConfig(data=[str(d1)], algo=algo, hyper=hyper, quiet=True, final_model=str(m)))
+            seq = 100 * test_error(m, test)
+            for k in args.merge_parts:
+                dk, _ = prepare(name, k)
+                states, errs = [], []
+                t_train = 0.0
+                for f in sorted(dk.iterdir()):
+                    t0 = time.perf_counter()
+                    train(RunConfig(data=[str(f)], algo=algo, hyper=hyper, quiet=True, final_model=str(m)))
+                    t_train += time.perf_counter() - t0
+                    errs.append(100 * test_error(m, test))
+                    states.append(state_of(*load_model(str(m))[:2]))
+                t0 = time.perf_counter()
+                merged = merge_states(states)
+                t_merge = time.perf_counter() - t0
+                _write_model(str(work / "merged.slm"), merged)
+                err = 100 * test_error(work / "merged.slm", test)
+                rows.append({"data": name, "algo": algo, "parts": k, "one model %": f"{seq:.2f}",
+                             "parts' mean %": f"{np.mean(errs):.2f}", "merged %": f"{err:.2f}",
+                             "merged - one, pt": f"{err - seq:+.2f}", "merge s": f"{t_merge:.2f}",
+                             "train s (all parts)": f"{t_train:.1f}"})
+                if args.verbose:
+                    print(table(rows[-1:], list(rows[-1])), flush=True)
+    print(f"\nMerge cost: k models trained from scratch on k parts (one pass each, logistic loss), merged, "
+          f"test error % against one model over the whole file (one pass); load average {os.getloadavg()[0]:.1f}")
+    print(table(rows, list(rows[0]) if rows else []))
+
+
 def _run_timed(cmd):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -183,7 +298,11 @@ def speed(args):
     rows = []
     base = None
     for label, extra in (("CLI (one process)", []), ("--engine dask --workers 1", ["--engine", "dask", "--workers", "1"]),
-                         ("--engine dask --workers 2", ["--engine", "dask", "--workers", "2"])):
+                         ("--engine dask --workers 2", ["--engine", "dask", "--workers", "2"]),
+                         ("--engine dask --workers 1 --worker_threads",
+                          ["--engine", "dask", "--workers", "1", "--worker_threads"]),
+                         ("--engine dask --workers 2 --worker_threads",
+                          ["--engine", "dask", "--workers", "2", "--worker_threads"])):
         best = None
         for _ in range(args.repeat):
             wall, cpu, err = _run_timed(cli + [str(pq), "-f", str(out), "--metrics", str(metrics)] + extra)
@@ -195,8 +314,16 @@ def speed(args):
         row = {"run": label, "wall s": f"{wall:.2f}", "ex/s": f"{ex / wall:,.0f}",
                "CPU us/ex": f"{1e6 * cpu / ex:.2f}", "avg loss": f"{m['average_loss']:.4f}"}
         if "engine" in m:
-            p = m["engine"]["passes"][0]
+            e = m["engine"]
+            p = e["passes"][0]
             row["pass s"] = f"{p['seconds']:.2f}"
+            row["start s"] = f"{e.get('cluster_start_seconds', 0):.2f}"
+            row["imports s"] = f"{e.get('worker_import_seconds', 0):.2f}"
+            row["stop s"] = f"{e.get('cluster_stop_seconds', 0):.2f}"
+            row["tasks s"] = f"{p['task_seconds']:.2f}"
+            row["task CPU s"] = f"{p['task_cpu_seconds']:.2f}"
+            row["state s"] = f"{p.get('state_seconds', 0):.2f}"
+            row["merge s"] = f"{p.get('merge_seconds', 0):.2f}"
             row["merge MB"] = f"{p['merge_bytes'] / 1e6:.1f}"
             row["worker RSS MB"] = f"{p['peak_worker_rss'] / 1e6:.0f}"
         if base is None:
@@ -215,6 +342,13 @@ def speed(args):
           f"load average {os.getloadavg()[0]:.1f}")
     print(table(rows, ["run", "wall s", "ex/s", "ex/s vs CLI", "CPU us/ex", "CPU/ex vs CLI", "pass s", "merge MB",
                        "worker RSS MB", "avg loss"]))
+    print("\nWhere the engine's wall time goes (seconds): cluster start (processes spawned, scheduler), the "
+          "workers' imports, the pass (tasks: wall summed over the partition tasks, learning included; their CPU; "
+          "state: building the learner from the broadcast state and reading it back; merge: lift, combine and "
+          "finish), cluster stop; the rest of the wall is the client's own start-up (imports, partition plan) "
+          "and the model write")
+    print(table(rows[1:], ["run", "wall s", "start s", "imports s", "pass s", "tasks s", "task CPU s", "state s",
+                           "merge s", "stop s"]))
     print("engine fixed overhead per pass (seconds per pass of 3 on 3,000 examples, the first with the workers' "
           "imports): " + "; ".join(over))
 
@@ -224,6 +358,16 @@ def main():
     ap.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
     ap.add_argument("--learners", nargs="+", default=list(LEARNERS), choices=list(LEARNERS))
     ap.add_argument("--parts", nargs="+", type=int, default=list(PARTS))
+    ap.add_argument("--section", nargs="+", choices=("speed", "accuracy", "chaining", "merge_cost"),
+                    default=["speed", "accuracy"], help="what to run (chaining: --chain-* below)")
+    ap.add_argument("--chain-sets", nargs="+", default=["a9a", "news20_binary"], choices=list(SETS))
+    ap.add_argument("--chain-parts", type=int, default=16)
+    ap.add_argument("--chain-workers", nargs="+", type=int, default=[2, 4])
+    ap.add_argument("--chain-passes", type=int, default=3)
+    ap.add_argument("--chain-learners", nargs="+", default=["adagrad"])
+    ap.add_argument("--chain-modes", nargs="+", default=["chained", "unchained"], choices=("chained", "unchained"))
+    ap.add_argument("--merge-learners", nargs="+", default=["adagrad", "oja-son", "fd-son", "rfd-son"])
+    ap.add_argument("--merge-parts", nargs="+", type=int, default=[2, 4])
     ap.add_argument("--skip-accuracy", action="store_true")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--repeat", type=int, default=2)
@@ -231,10 +375,14 @@ def main():
     args = ap.parse_args()
     need_shared()
     print(f"load average at start: {os.getloadavg()[0]:.1f}")
-    if not args.skip_speed:
+    if "speed" in args.section and not args.skip_speed:
         speed(args)
-    if not args.skip_accuracy:
+    if "accuracy" in args.section and not args.skip_accuracy:
         accuracy(args)
+    if "chaining" in args.section:
+        chaining(args)
+    if "merge_cost" in args.section:
+        merge_cost(args)
 
 
 if __name__ == "__main__":

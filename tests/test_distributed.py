@@ -238,9 +238,13 @@ def test_merge_refuses_what_differs():
     s2 = sketch_state("mission", {}, 1, {"sketch_width": 16, "random_seed": 2})
     with pytest.raises(M.MergeError, match="--random_seed"):
         M.merge_states([s1, s2])
-    o = M.state_of(make_learner("oja-son", {"bit_precision": 8}), {})
+    o = M.state_of(make_learner("ftsl", {"bit_precision": 8}), {})
     with pytest.raises(M.MergeError, match="no merge rule"):
         M.merge_states([o, o])
+    f1 = M.state_of(make_learner("fd-son", {"bit_precision": 8, "sketch_size": 4}), {})
+    f2 = M.state_of(make_learner("fd-son", {"bit_precision": 8, "sketch_size": 5}), {})
+    with pytest.raises(M.MergeError, match="--sketch_size"):
+        M.merge_states([f1, f2])
 
 
 def fd_reference(A, ell):
@@ -271,6 +275,132 @@ def test_fd_merge_keeps_the_frequent_directions_bound():
     assert eig.max() <= (A ** 2).sum() / ell  # ||A^T A - B^T B||_2 <= ||A||_F^2 / ell
     # and it is a sketch worth the name: much better than nothing
     assert eig.max() < 0.01 * np.linalg.eigvalsh(A.T @ A).max()
+
+
+# -- the sketched second-order learners: per-feature tables and sketches ----------------------------
+
+SON = ("oja-son", "fd-son", "rfd-son")
+
+
+def _son_batches(lines):
+    import io
+
+    from streamlearn.io import ReaderConfig
+    from streamlearn.io.source import text_batches
+    return list(text_batches(io.BytesIO("".join(lines).encode()), "a9a", ReaderConfig(), "libsvm"))
+
+
+def _son_learn(algo, lines, start=None, m=6):
+    """A learner of ``algo`` (logistic, sketch m) after one pass over ``lines`` (from ``start``, a state)."""
+    learner = M.learner_of(start) if start is not None else \
+        make_learner(algo, {"loss_function": "logistic", "sketch_size": m, "bit_precision": 10})
+    for b in _son_batches(lines):
+        learner.learn_batch(b)
+    return learner
+
+
+def _curvature(algo, learner, keys):
+    """The curvature the sketch holds over ``keys``: Oja ``V^T Lambda V``, FD ``S^T S``."""
+    if algo == "oja-son":
+        V = learner.sketch_dense(keys)
+        return V.T @ (np.maximum(learner.lam, 0)[:, None] * V)
+    S = learner.sketch_dense(keys)
+    return S.T @ S
+
+
+def _top(C, k, shrink):
+    lam, U = np.linalg.eigh(C)
+    lam, U = lam[::-1], U[:, ::-1]
+    lam = np.maximum(lam, 0)
+    cut = lam[k - 1] if shrink else 0.0
+    keep = np.maximum(lam[:k] - cut, 0)
+    if shrink:
+        keep[k - 1] = 0.0
+    return (U[:, :k] * keep) @ U[:, :k].T
+
+
+@pytest.fixture(scope="module")
+def son_lines():
+    return gzip.open(A9A, "rt").read().splitlines(True)
+
+
+@pytest.mark.parametrize("algo", SON)
+def test_son_merge_from_scratch(algo, son_lines):
+    """Nodes trained from scratch on parts of a9a: the merged model predicts the example-weighted
+    average of the nodes' predictions (its weights are that average: prediction is linear in them), its
+    sketch holds Oja's example-weighted average curvature cut to the top m directions, or the frequent-
+    directions merge of the nodes' sketches (stack, shrink by the m-th eigenvalue); the merged state loads
+    and learns on."""
+    m = 6
+    parts = (son_lines[:900], son_lines[900:1500], son_lines[1500:2400])
+    nodes = [_son_learn(algo, p, m=m) for p in parts]
+    states = [M.state_of(n, {}) for n in nodes]
+    merged = M.merge_states(states)
+    lr = M.learner_of(merged)
+    ex = np.array([len(p) for p in parts], float)
+    assert lr.examples_learned == merged.examples == ex.sum()
+    test = _son_batches(son_lines[2400:2700])
+    got = np.concatenate([lr.predict_batch(b)[0] for b in test])
+    node_preds = [np.concatenate([n.predict_batch(b)[0] for b in test]) for n in nodes]
+    want = sum(e * p for e, p in zip(ex, node_preds)) / ex.sum()
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+    keys = np.unique(np.concatenate([s.arrays["keys"] for s in states]))
+    assert np.array_equal(merged.arrays["keys"], keys)  # the union of the tables, by key
+    Cs = [_curvature(algo, n, keys) for n in nodes]
+    if algo == "oja-son":
+        want_c = _top(sum(e * C for e, C in zip(ex, Cs)) / ex.sum(), m, shrink=False)
+    else:
+        want_c = _top(sum(Cs), m, shrink=True)
+        # within the frequent-directions bound of the stacked sketches: 0 <= sum C_i - C <= s_m^2 I
+        E = np.linalg.eigvalsh(sum(Cs) - _curvature(algo, lr, keys))
+        assert E.min() > -1e-8 * E.max()
+    np.testing.assert_allclose(_curvature(algo, lr, keys), want_c, atol=1e-8 * np.abs(want_c).max())
+    assert np.abs(want_c).max() > 0
+    lr.learn_batch(test[0])  # the merged state is a valid learner state
+    assert np.isfinite(lr.predict_batch(test[0])[0]).all()
+
+
+@pytest.mark.parametrize("algo", ("oja-son", "fd-son"))
+def test_son_merge_under_mixing_counts_the_base_once(algo, son_lines):
+    """Nodes that continued from a common base (a pass of iterative mixing): a tree of merges equals one
+    merge; FD's merged sketch is the base's plus what each node added (sum_i S_i^T S_i - (k - 1) S_0^T S_0),
+    shrunk; the weights are the example-weighted average."""
+    m = 5
+    base_lr = _son_learn(algo, son_lines[:600], m=m)
+    base = M.state_of(base_lr, {})
+    parts = (son_lines[600:1200], son_lines[1200:1500], son_lines[1500:2200])
+    nodes = [_son_learn(algo, p, start=base) for p in parts]
+    states = [M.state_of(n, {}) for n in nodes]
+    flat = M.merge_states(states, base=base)
+    tree = M.finish(M.combine([M.combine([M.lift(states[0], base), M.lift(states[1], base)]),
+                               M.lift(states[2], base)]), base)
+    for k in flat.arrays:
+        np.testing.assert_allclose(tree.arrays[k], flat.arrays[k], atol=1e-9, err_msg=k)
+    lr = M.learner_of(flat)
+    assert lr.examples_learned == 2200
+    keys = flat.arrays["keys"]
+    if algo == "fd-son":
+        C = sum(_curvature(algo, n, keys) for n in nodes) - 2 * _curvature(algo, base_lr, keys)
+        np.testing.assert_allclose(_curvature(algo, lr, keys), _top(C, m, shrink=True),
+                                   atol=1e-8 * np.abs(C).max())
+        ws = [n.weights_dense(keys) for n in nodes]
+        ex = np.array([len(p) for p in parts], float)
+        np.testing.assert_allclose(lr.weights_dense(keys), sum(e * w for e, w in zip(ex, ws)) / ex.sum(), atol=1e-12)
+
+
+def test_son_table_columns_merge_by_declared_rule():
+    """Each per-feature column merges by the rule its name declares; a table with columns the rule does not
+    know is refused, naming it (a new per-feature array is one line in merge.TABLE_COLUMNS)."""
+    m = 4
+    assert [r for _, r in M._table_layout("fd-son", m, m + 3)] == ["weight", "zero", "zero"] + ["sketch"] * m
+    pre = M._table_layout("fd-son", m, m + 3 + 6)[m + 3:]  # FD-SON with the diagonal pre-scaling
+    assert pre == [("c", "mean"), ("snap", "snap"), ("s2", "max"), ("f", "frame"), ("G", "delta"), ("buf", "zero")]
+    assert [r for _, r in M._table_layout("oja-son", m, m + 7)][:3] == ["weight", "delta", "zero"]
+    with pytest.raises(M.MergeError, match="9 columns per feature.*TABLE_COLUMNS"):
+        M._table_layout("fd-son", m, m + 5)
+    # the frame of the pre-scaling is recomputed from the merged accumulator and scale (VW's rule)
+    f = M._pscale_np(np.array([4.0, 0.0, 1.0]), np.array([1.0, 1.0, 0.0]), 0.25, True)
+    np.testing.assert_allclose(f, [4.0 ** -0.25, 0.0, 0.0])
 
 
 def test_states_cross_the_wire_as_plain_data():
@@ -384,6 +514,38 @@ def test_parquet_split_by_row_group_covers_every_row_once(tmp_path):
     assert not p.parquet and p.row_groups is None
 
 
+def test_chains_are_consecutive_runs_of_about_equal_bytes():
+    from streamlearn.distributed.partitions import Partition, chains
+
+    def cut(sizes, n):
+        return chains([Partition("x", None, -1, b, False) for b in sizes], n)
+
+    assert cut([1] * 4, 2) == [[0, 1], [2, 3]]
+    assert cut([1] * 10, 3) == [[0, 1, 2], [3, 4, 5, 6], [7, 8, 9]]
+    assert cut([10, 1, 1, 1, 1], 2) == [[0], [1, 2, 3, 4]]  # by bytes, not by count
+    assert cut([1, 1, 1, 1, 10], 2) == [[0, 1, 2, 3], [4]]
+    assert cut([1] * 3, 4) == [[0], [1], [2]]  # never an empty chain
+    assert cut([5], 1) == [[0]]
+    for sizes, n in (([3, 1, 4, 1, 5, 9, 2, 6], 3), ([1] * 7, 7), ([2] * 9, 4)):
+        c = cut(sizes, n)
+        assert [i for run in c for i in run] == list(range(len(sizes))) and len(c) == min(n, len(sizes))
+
+
+def test_a_large_parquet_file_is_cut_near_the_target_size(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from streamlearn.distributed.partitions import plan_partitions
+
+    n = 1000
+    t = pa.table({"label": np.ones(n), "indices": [[i % 50] for i in range(n)], "values": [[1.0] for _ in range(n)]})
+    f = tmp_path / "one.parquet"
+    pq.write_table(t, f, row_group_size=100)
+    size = sum(p.nbytes for p in plan_partitions([str(f)], min_parts=1))
+    parts = plan_partitions([str(f)], min_parts=2, target_bytes=size // 5)
+    assert len(parts) == 5 and [g for p in parts for g in p.row_groups] == list(range(10))
+
+
 def test_one_big_text_file_suggests_convert(tmp_path, monkeypatch):
     from streamlearn.distributed import partitions
     txt = tmp_path / "big.vw"
@@ -410,18 +572,20 @@ def cluster():
 
 
 def test_engine_equals_merge_of_models_trained_by_hand(parquet_dir, tmp_path, invoke_cli):
-    """An embedded cluster of 2 worker processes, 4 Parquet partitions, one pass: the engine's
-    model is the merge of the 4 models trained on the partitions one by one (same bytes, so
-    the same predictions)."""
+    """An embedded cluster of 2 worker processes, 4 Parquet partitions, one pass: two chains of
+    two partitions; the engine's model is the merge of the 2 models trained by hand, each on its
+    chain's two files in order (same bytes, so the same predictions)."""
     import json
 
     from streamlearn.api import RunConfig
     from streamlearn.distributed.engine import train_dask
 
     hand = []
-    for f in sorted(parquet_dir.iterdir()):
-        m = tmp_path / (f.stem + ".slm")
-        assert invoke_cli("train", f, "--loss_function", "logistic", "-f", m, "--quiet").exit_code == 0
+    files = sorted(parquet_dir.iterdir())
+    for i in (0, 2):
+        m = tmp_path / f"chain{i}.slm"
+        assert invoke_cli("train", *files[i:i + 2], "--loss_function", "logistic", "-f", m,
+                          "--quiet").exit_code == 0
         hand.append(m)
     assert invoke_cli("merge", *hand, "-f", tmp_path / "hand.slm", "--quiet").exit_code == 0
     said = []
@@ -432,8 +596,15 @@ def test_engine_equals_merge_of_models_trained_by_hand(parquet_dir, tmp_path, in
     assert "LocalCluster of 2 worker processes" in text and "dashboard" in text
     assert "per-pass progressive loss under mixing" in text
     assert (tmp_path / "dask.slm").read_bytes() == (tmp_path / "hand.slm").read_bytes()
+    # the same with the workers as threads of this process (--worker_threads)
+    said = []
+    train_dask(RunConfig(data=[str(parquet_dir)], hyper={"loss_function": "logistic"},
+                         final_model=str(tmp_path / "threads.slm")), workers=2, worker_threads=True, log=said.append)
+    assert "LocalCluster of 2 worker threads in this process" in "\n".join(said)
+    assert (tmp_path / "threads.slm").read_bytes() == (tmp_path / "hand.slm").read_bytes()
     m = json.loads((tmp_path / "m.json").read_text())
     assert m["examples"] == 3000 == summary["examples"] and m["engine"]["partitions"] == 4
+    assert m["engine"]["chains"] == 2 and "2 chains of consecutive partitions (2, 2)" in text
     assert m["engine"]["passes"][0]["merge_bytes"] > 0
     preds = []
     for model in ("dask.slm", "hand.slm"):
@@ -441,6 +612,26 @@ def test_engine_equals_merge_of_models_trained_by_hand(parquet_dir, tmp_path, in
         assert r.exit_code == 0
         preds.append((tmp_path / f"{model}.txt").read_text())
     assert preds[0] == preds[1]
+
+
+def test_engine_without_chains_merges_one_model_per_partition(parquet_dir, cluster, tmp_path):
+    """``chain=False`` (what the benchmark compares chaining with): the 4 partitions are learned
+    from the same state and merged, as ``merge`` of the 4 models trained one by one."""
+    from streamlearn.api import RunConfig, load_model, train
+    from streamlearn.distributed.engine import train_dask
+
+    hyper = {"loss_function": "logistic"}
+    hand = []
+    for f in sorted(parquet_dir.iterdir()):
+        train(RunConfig(data=[str(f)], hyper=hyper, quiet=True, final_model=str(tmp_path / "h.slm")))
+        hand.append(M.state_of(*load_model(str(tmp_path / "h.slm"))[:2]))
+    want = M.merge_states(hand)
+    got = []
+    s = train_dask(RunConfig(data=[str(parquet_dir)], hyper=hyper, quiet=True), scheduler=cluster.scheduler_address,
+                   chain=False, on_pass=lambda p, st: got.append(st))
+    assert s["engine"]["chains"] == 4
+    np.testing.assert_array_equal(got[0].arrays["w"], want.arrays["w"])
+    assert got[0].examples == want.examples == 3000
 
 
 @pytest.mark.slow
@@ -452,12 +643,16 @@ def test_engine_cli_on_a_running_scheduler(parquet_dir, tmp_path, cluster, run_c
 
 
 def test_engine_usage_errors(parquet_dir, tmp_path, invoke_cli):
-    r = invoke_cli("train", parquet_dir, "--engine", "dask", "--algo", "oja-son", "-f", tmp_path / "x.slm")
+    r = invoke_cli("train", parquet_dir, "--engine", "dask", "--algo", "ftsl", "-f", tmp_path / "x.slm")
     assert r.exit_code == 2 and "no merge rule" in r.output
     r = invoke_cli("train", parquet_dir, "--engine", "dask", "-p", tmp_path / "p.txt")
     assert r.exit_code == 2 and "-p" in r.output
     r = invoke_cli("train", parquet_dir, "--workers", "2")
     assert r.exit_code == 2 and "--engine dask" in r.output
+    r = invoke_cli("train", parquet_dir, "--worker_threads")
+    assert r.exit_code == 2 and "--worker_threads: only with --engine dask" in r.output
+    r = invoke_cli("train", parquet_dir, "--engine", "dask", "--scheduler", "tcp://127.0.0.1:1", "--worker_threads")
+    assert r.exit_code == 2 and "--worker_threads" in r.output and "--scheduler" in r.output
     assert not (tmp_path / "x.slm").exists()
 
 

@@ -12,9 +12,10 @@ import click
 def merge(models, out, quiet):
     """Merge MODELS (same --algo, hyper-parameters and hashing settings, each trained from
     scratch) into one, by the learner's rule: adagrad (and --oaa) by VW's AllReduce weighted
-    average, bear / mission by averaging their Count Sketches and rebuilding the top-k heap.
-    Learners without a merge rule (oja-son, fd-son, rfd-son) and differing settings are a
-    usage error naming the difference."""
+    average, bear / mission by averaging their Count Sketches and rebuilding the top-k heap,
+    oja-son / fd-son / rfd-son by key over their per-feature tables and by merging their sketches
+    (frequent directions: stack and shrink; Oja: approximately). Learners without a merge rule
+    (s-ada, ftsl, ...) and differing settings are a usage error naming the difference."""
     from ..distributed import merge_models
     from .common import run_api, stderr_log
 

@@ -48,7 +48,7 @@ from .options import (FEATURES, LEARNER, NAMESPACE_FIELDS, OUTPUT, VWCommand, al
               help="Feature-selection learners: write the selected features (TSV) here at the end.")
 @click.option("--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True,
               help="local: one process. dask: iterative parameter mixing on dask.distributed (each pass, "
-                   "every partition learned from the merged state on a worker, the states merged; "
+                   "every worker learns a chain of partitions from the merged state, the states merged; "
                    "pip install 'streamlearn[dask]').")
 @click.option("--scheduler", default=None, metavar="ADDR",
               help="--engine dask: the address of a running Dask scheduler (tcp://host:8786); default: an "
@@ -60,6 +60,10 @@ from .options import (FEATURES, LEARNER, NAMESPACE_FIELDS, OUTPUT, VWCommand, al
                    "failing the run.")
 @click.option("--save_every_pass", "--save-every-pass", "save_every_pass", is_flag=True,
               help="--engine dask: also write -f (atomically) after every pass, with the merged state so far.")
+@click.option("--worker_threads", "--worker-threads", "worker_threads", is_flag=True,
+              help="--engine dask, embedded cluster: run the --workers as threads of this process (no worker "
+                   "processes to start, no states serialised; the kernels and the Parquet reader release the GIL), "
+                   "without per-worker memory limits or crash isolation.")
 def train(files, data, algo, quadratic, noconstant, unit_norm, binary, **kw):
     """Train on FILES (VW text, LIBSVM or Parquet; gzip ok; '-' or none = stdin).
 
@@ -87,7 +91,8 @@ def train(files, data, algo, quadratic, noconstant, unit_norm, binary, **kw):
                     invert_hash=kw["invert_hash"], readable_model=kw["readable_model"], **ns,
                     max_line_bytes=kw["max_line_bytes"], max_example_features=kw["max_example_features"],
                     **run_settings())
-    engine = {k: kw.pop(k) for k in ("engine", "scheduler", "workers", "skip_bad_partitions", "save_every_pass")}
+    engine = {k: kw.pop(k) for k in ("engine", "scheduler", "workers", "skip_bad_partitions", "save_every_pass",
+                                     "worker_threads")}
     if engine.pop("engine") == "dask":
         from ..distributed.engine import train_dask
 

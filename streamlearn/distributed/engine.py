@@ -1,14 +1,19 @@
 """``train --engine dask``: iterative parameter mixing on ``dask.distributed``.
 
 Every pass (McDonald, Hall & Mann 2010, iterative parameter mixing; the merge is VW's AllReduce
-rule for adaptive updates, Agarwal et al. 2014): each partition
-(:mod:`~streamlearn.distributed.partitions`) is learned in one task, one progressive-validation
-pass from the current merged state, on the worker that reads it (the client moves no data,
-only states); the tasks' accumulators (:func:`~streamlearn.distributed.merge.lift`) are summed by
-a tree of tasks, ``split_every`` = 8 at a time, into the next merged state, which is broadcast
-to the next pass. The progressive loss each pass reports is *per-pass progressive loss under
-mixing*: every example is predicted by its worker's model, which has learned from the merged
-state plus the part of its own partition read so far, not from the whole stream before it.
+rule for adaptive updates, Agarwal et al. 2014): the partitions
+(:mod:`~streamlearn.distributed.partitions`) are cut into one chain of consecutive partitions per
+worker; each partition is learned in one task, one progressive-validation pass, on the worker that
+reads it (the client moves no data, only states), the chain's first from the current merged state
+and every other from the state its predecessor reached (Dask runs a task where its input is, so a
+chain stays on one worker unless that worker is lost). A pass therefore averages one model per
+chain, however finely the input is cut (McDonald et al.'s mixing is per shard; averaging one
+model per partition, thousands at scale, loses the most on sparse data: ``benchmarks/distributed.py``).
+The chains' accumulators (:func:`~streamlearn.distributed.merge.lift`) are summed by a tree of
+tasks, ``split_every`` = 8 at a time, into the next merged state, which is broadcast to the next
+pass. The progressive loss each pass reports is *per-pass progressive loss under mixing*: every
+example is predicted by its worker's model, which has learned from the merged state plus the part
+of its own chain read so far, not from the whole stream before it.
 
 Faults: tasks are pure functions of (state, partition, settings) and write nothing, so Dask
 re-runs a task whose worker was lost; a partition that fails to parse fails the run naming its
@@ -17,18 +22,22 @@ written, atomically, at the end (``save_every_pass``: after every pass too).
 
 Embedded cluster: without a scheduler address, a ``LocalCluster`` of ``workers`` processes
 (default: the cores), one thread each, each with an equal share of the memory as its limit,
-starts and stops inside the run; its dashboard address is logged.
+starts and stops inside the run; its dashboard address is logged. ``worker_threads``: the workers
+are threads of the client's process instead (the C / numba kernels and the Parquet reader release
+the GIL): no worker processes to spawn and import, states passed by reference, but no per-worker
+memory limit or crash isolation.
 """
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import fields
 
 
 from ..errors import ConfigError, InputError, StreamlearnError
 from .merge import MergeError, State, _rule, combine, finish, learner_of, lift, state_nbytes, state_of
-from .partitions import plan_partitions
+from .partitions import chains as plan_chains, plan_partitions
 
 __all__ = ["train_dask", "train_partition", "SPLIT_EVERY", "INSTALL_HINT", "require_dask"]
 
@@ -62,6 +71,38 @@ def train_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, us
     """One pass of the learner ``base`` over partition ``part``: ``(accumulator, stats)``
     (``accumulator`` None for a skipped partition). ``use_c``: the client's kernel backend
     choice (``STREAMLEARN_NO_C``), which the worker's kernel seam follows."""
+    state, stats = _learn_partition(base, part, cfg, keep_names, skip_bad, use_c)
+    return _close_chain((state, stats), base)
+
+
+def train_link(base: State, prev, part, cfg, keep_names: bool, skip_bad: bool, use_c: bool = True, last=False):
+    """One link of a chain: partition ``part`` learned from ``prev`` (the previous link's
+    ``(state, stats)``; None: the chain's first link, which starts from ``base``, the pass's
+    merged state). Returns ``(state, stats)`` with the stats of the chain so far, or, for the
+    ``last`` link, the chain's ``(accumulator, stats)`` against ``base``."""
+    start, stats0 = (base, None) if prev is None else prev
+    state, stats = _learn_partition(start, part, cfg, keep_names, skip_bad, use_c)
+    if stats0 is not None:
+        stats = _add_stats(stats0, stats)
+    if state is None:  # skipped: the chain goes on from where it was
+        state = start
+    return _close_chain((state, stats), base) if last else (state, stats)
+
+
+def _close_chain(result, base: State):
+    """``(state, stats)`` -> ``(accumulator against base, stats)`` (None: nothing was learned)."""
+    state, stats = result[0], dict(result[1])
+    if state is None or "ev" not in stats:  # every partition skipped
+        return None, stats
+    t0 = time.perf_counter()
+    acc = lift(state, base)
+    stats.update(acc_bytes=state_nbytes(acc), max_acc_bytes=state_nbytes(acc),
+                 merge_seconds=stats.get("merge_seconds", 0.0) + time.perf_counter() - t0)
+    return acc, stats
+
+
+def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, use_c: bool):
+    """The learner ``base`` after one pass over ``part``: ``(state, stats)`` (state None: skipped)."""
     import resource
 
     from .. import kernels
@@ -78,7 +119,9 @@ def train_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, us
 
     t0 = time.perf_counter()
     cpu0 = time.process_time()
+    flt0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     learner = learner_of(base)
+    t_state = time.perf_counter() - t0
     rc = _reader_config(cfg, base.reader, keep_names)
     rc.parse_threads = 1
 
@@ -106,12 +149,14 @@ def train_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, us
             raise InputError(msg) from None
         stats["skipped"] = [msg]
         return None, stats
-    acc = lift(state_of(learner, base.reader), base)
+    t1 = time.perf_counter()
+    state = state_of(learner, base.reader)
+    t_state += time.perf_counter() - t1
     stats.update(ev=_evaluation_fields(ev), warnings=[f"{s}:{ln}: {r}" for s, ln, r in errors],
-                 seconds=time.perf_counter() - t0, cpu=time.process_time() - cpu0,
-                 acc_bytes=state_nbytes(acc), max_acc_bytes=state_nbytes(acc),
+                 seconds=time.perf_counter() - t0, cpu=time.process_time() - cpu0, state_seconds=t_state,
+                 page_faults=resource.getrusage(resource.RUSAGE_SELF).ru_minflt - flt0,
                  rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
-    return acc, stats
+    return state, stats
 
 
 def _add_stats(a: dict, b: dict) -> dict:
@@ -140,23 +185,29 @@ def _add_stats(a: dict, b: dict) -> dict:
 
 def combine_results(*results):
     """Sum ``(accumulator, stats)`` pairs (a tree node: associative)."""
+    t0 = time.perf_counter()
     accs = [a for a, _ in results if a is not None]
-    stats = results[0][1]
+    stats = dict(results[0][1])  # inputs are other tasks' results (by reference in one process): not changed
     for _, s in results[1:]:
         stats = _add_stats(stats, s)
-    return (combine(accs) if accs else None), stats
+    acc = combine(accs) if accs else None
+    stats["merge_seconds"] = stats.get("merge_seconds", 0.0) + time.perf_counter() - t0
+    return acc, stats
 
 
 def finish_pass(result, base: State):
     """The merged state of a pass (``base`` if every partition was skipped) and its stats."""
-    acc, stats = result
-    return (base if acc is None else finish(acc, base)), stats
+    t0 = time.perf_counter()
+    acc, stats = result[0], dict(result[1])
+    out = base if acc is None else finish(acc, base)
+    stats["merge_seconds"] = stats.get("merge_seconds", 0.0) + time.perf_counter() - t0
+    return out, stats
 
 
 # -- the client -------------------------------------------------------------------------------
 
 
-def _start_cluster(scheduler, workers, log):
+def _start_cluster(scheduler, workers, log, processes=True):
     distributed = require_dask()
     from distributed import Client, LocalCluster
 
@@ -170,21 +221,39 @@ def _start_cluster(scheduler, workers, log):
     n = int(workers or os.cpu_count() or 1)
     ram = physical_memory()
     limit = int(ram * 0.9 / n) if ram else "auto"
-    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=limit,
-                           dashboard_address=":0", silence_logs=40)
+    if not processes:  # one process, n worker threads (the kernels and the Parquet decoder release the GIL)
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=False, memory_limit=limit,
+                               dashboard_address=":0", silence_logs=40)
+    else:
+        import contextlib
+
+        import dask
+
+        # on Linux the worker processes are forked from this one (it has imported what they need): Dask's
+        # default, spawn, starts each from a fresh interpreter that imports dask, numpy and streamlearn again
+        # (benchmarks/distributed.py times start, imports and stop); a worker the nanny restarts later is spawned
+        fork = sys.platform.startswith("linux")
+        with (dask.config.set({"distributed.worker.multiprocessing-method": "fork"}) if fork
+              else contextlib.nullcontext()):
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=limit,
+                                   dashboard_address=":0", silence_logs=40)
     client = Client(cluster)
-    log(f"dask: LocalCluster of {n} worker processes (memory limit "
+    log(f"dask: LocalCluster of {n} worker {'processes' if processes else 'threads in this process'} (memory limit "
         f"{'auto' if limit == 'auto' else f'{limit / 2**30:.1f} GiB'} each), dashboard {client.dashboard_link}"
         f" (dask.distributed {distributed.__version__})")
     return client, cluster
 
 
 def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, save_every_pass=False, log=None,
-               on_pass=None):
+               on_pass=None, chain=True, n_chains=None, worker_threads=False):
     """``train`` over ``cfg`` (:class:`streamlearn.api.RunConfig`) with iterative parameter
     mixing on Dask (module docstring); returns the run summary (``summary['engine']``: per-pass
-    losses, partitions, bytes per merge, seconds, peak worker RSS). ``on_pass(p, state)`` is
-    called with each pass's merged :class:`~streamlearn.distributed.merge.State` (p from 1)."""
+    losses, partitions, chains, bytes per merge, seconds, peak worker RSS). ``on_pass(p, state)`` is
+    called with each pass's merged :class:`~streamlearn.distributed.merge.State` (p from 1).
+    ``n_chains``: chains per pass (default: the workers at the start); ``chain=False`` learns
+    every partition from the merged state (one leaf per partition: what ``benchmarks/distributed.py``
+    compares chaining with). ``worker_threads``: the embedded cluster's workers are threads of this
+    process (no processes to start, nothing serialised between them; no per-worker memory limit)."""
     from ..api import _check_inputs, _output_plan, initial_learner
     from ..evaluate import Evaluation, ProgressSchedule
     from ..io.model_file import encode_model
@@ -196,8 +265,9 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
         if getattr(cfg, name):
             raise ConfigError(f"{flag} is not available with --engine dask (the workers predict in parallel; "
                               "run 'streamlearn predict' on the model afterwards)")
-    if workers is not None and scheduler:
-        raise ConfigError("--workers sizes the embedded cluster; with --scheduler the cluster's workers are used")
+    if (workers is not None or worker_threads) and scheduler:
+        raise ConfigError(f"{'--workers' if workers is not None else '--worker_threads'} sets up the embedded cluster; "
+                          "with --scheduler the cluster's workers are used")
     if workers is not None and workers < 1:
         raise ConfigError("--workers must be >= 1")
     if cfg.passes < 1:
@@ -224,20 +294,41 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     from .. import kernels
 
     use_c = kernels._use_c
-    client, cluster = _start_cluster(scheduler, workers, log if not cfg.quiet else (lambda line: None))
+    t_up = time.perf_counter()
+    client, cluster = _start_cluster(scheduler, workers, log if not cfg.quiet else (lambda line: None),
+                                     not worker_threads)
+    timing = {"cluster_start_seconds": time.perf_counter() - t_up}
     t_start = time.perf_counter()
     total_ev = None
     per_pass = []
     try:
         if scheduler and not client.scheduler_info().get("workers"):
             client.wait_for_workers(1, timeout=60)
+        t_up = time.perf_counter()
         client.run(_prepare_worker)  # imports on every worker at once, before the first pass is timed
+        timing["worker_import_seconds"] = time.perf_counter() - t_up
+        n_workers = len(client.scheduler_info().get("workers", {})) or 1
+        chains = plan_chains(parts, n_chains or n_workers)
+        if not cfg.quiet:
+            log(f"dask: {len(chains) if chain else len(parts)} "
+                + (f"chains of consecutive partitions ({', '.join(str(len(c)) for c in chains)})" if chain
+                   else "independent partitions") + f" per pass on {n_workers} workers")
         for p in range(cfg.passes):
             t0 = time.perf_counter()
             bf = client.scatter(base, broadcast=True, hash=False)
-            level = [client.submit(train_partition, bf, part, cfg, keep_names, skip_bad_partitions, use_c,
-                                   key=f"streamlearn-pass{p}-part{i}-{id(bf)}", pure=False)
-                     for i, part in enumerate(parts)]
+            if chain:
+                level = []
+                for c, run in enumerate(chains):
+                    prev = None
+                    for j, i in enumerate(run):
+                        prev = client.submit(train_link, bf, prev, parts[i], cfg, keep_names, skip_bad_partitions,
+                                             use_c, j == len(run) - 1,
+                                             key=f"streamlearn-pass{p}-chain{c}-part{i}-{id(bf)}", pure=False)
+                    level.append(prev)
+            else:
+                level = [client.submit(train_partition, bf, part, cfg, keep_names, skip_bad_partitions, use_c,
+                                       key=f"streamlearn-pass{p}-part{i}-{id(bf)}", pure=False)
+                         for i, part in enumerate(parts)]
             depth = 0
             while len(level) > 1:
                 depth += 1
@@ -266,6 +357,9 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
             per_pass.append({"pass": p + 1, "examples": ev["examples"], "progressive_loss": avg,
                              "progressive_error": err,
                              "seconds": secs, "task_seconds": stats.get("seconds", 0.0),
+                             "state_seconds": stats.get("state_seconds", 0.0),
+                             "merge_seconds": stats.get("merge_seconds", 0.0),
+                             "task_page_faults": stats.get("page_faults", 0),
                              "task_cpu_seconds": stats.get("cpu", 0.0),
                              "merge_bytes": stats.get("max_acc_bytes", 0), "state_bytes": state_nbytes(base),
                              "peak_worker_rss": stats.get("rss", 0), "skipped_partitions": len(stats.get("skipped", []))})
@@ -277,9 +371,11 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
             if save_every_pass and cfg.final_model and p + 1 < cfg.passes:
                 _write_model(cfg.final_model, base)
     finally:
+        t_up = time.perf_counter()
         client.close()
         if cluster is not None:
             cluster.close()
+        timing["cluster_stop_seconds"] = time.perf_counter() - t_up
     learner = learner_of(base)
     ev = Evaluation(learner.loss_name, learner.loss.classification, learner.multiclass,
                     bool(learner.multiclass and learner.native_multiclass))
@@ -288,7 +384,8 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     ev.t0 = t_start
     summary = ev.summary(learner.loss)
     summary.update(algo=learner.name, learner=learner.extra_summary(), model_bytes=None,
-                   engine={"name": "dask", "partitions": len(parts), "passes": per_pass,
+                   engine={"name": "dask", "partitions": len(parts), "chains": len(chains) if chain else len(parts),
+                           "passes": per_pass, **timing,
                            "loss_note": "per-pass progressive loss under mixing"})
     try:
         if cfg.final_model:

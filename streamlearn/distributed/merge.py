@@ -32,10 +32,21 @@ Rules (each tested on its own against its definition, ``tests/test_distributed.p
   (QUERYed, the k largest ``|w|`` kept, names kept); HyperLogLog registers take their maximum
   (an exact union); BEAR's oLBFGS history is restarted (its pairs belong to one trajectory);
   iteration counts are summed.
-* **oja-son, fd-son, rfd-son**: no merge rule yet (:class:`MergeError`). Their weights live in
-  per-feature hash tables beside the sketch (``w = u_bar + Z^T b``); :func:`fd_merge` is the
-  mergeable-summary step their merge will use (Liberty 2013; Ghashami et al. 2016: stacking two
-  frequent-directions sketches and shrinking keeps the FD error bound).
+* **oja-son, fd-son, rfd-son** (a per-feature table beside a sketch, ``w = u_bar + Z^T b``): each
+  node is read in canonical form (its effective weights per feature, with b, the buffer and FD's
+  lazy re-bases applied, and its sketch as explicit rows); the tables are merged by key (the union
+  of the features), each column by the rule its name declares (:data:`TABLE_COLUMNS`,
+  :data:`TABLE_COLUMN_RULES`: the weights averaged in proportion to the examples learned,
+  accumulators of squared gradients as the base plus what each node added, scales by maximum, the
+  pre-scaling's frame recomputed); the merged state is re-based (F = I, b = 0, an empty buffer and
+  re-base history). FD-SON / RFD-SON sketches: the frequent-directions merge (Liberty 2013;
+  Ghashami et al. 2016: stacking sketches and shrinking keeps the FD error bound), with the base's
+  sketch counted once, ``sum_i S_i^T S_i - (k - 1) S_0^T S_0``, shrunk by its m-th eigenvalue (m - 1
+  directions; RFD's alpha grows by half the shrink, as in an eigen step); from a fresh base it is
+  exactly stack-and-shrink. Oja-SON's sketch has no exact merge (Oja's iterate depends on the
+  order of the stream): its ``V^T Lambda V`` estimates an average curvature, so the nodes'
+  estimates are averaged in proportion to their examples and cut to the top m eigen-pairs
+  (an approximation: ``benchmarks/distributed.py --section merge_cost`` measures it).
 
 States must agree on the learner, every hyper-parameter and the hashing settings
 (:func:`check_compatible` names the first difference).
@@ -147,8 +158,9 @@ def check_compatible(states, names=None) -> None:
         for k in sorted(set(a.reader) | set(b.reader)):
             if a.reader.get(k) != b.reader.get(k):
                 differ(f"the hashing setting {k}", a.reader.get(k), b.reader.get(k))
+        free = _FREE_ARRAYS + (_TABLE_ARRAYS if a.algo in TABLE_COLUMNS else ())
         for k in sorted(set(a.arrays) | set(b.arrays)):
-            if k.rsplit(".", 1)[-1] in _FREE_ARRAYS or k.rsplit(".", 1)[-1].startswith("pend_"):
+            if k.rsplit(".", 1)[-1] in free or k.rsplit(".", 1)[-1].startswith("pend_"):
                 continue  # restarted (BEAR's ring) or required empty (a pending minibatch)
             x, y = a.arrays.get(k), b.arrays.get(k)
             if x is None or y is None or x.shape != y.shape or x.dtype != y.dtype:
@@ -428,9 +440,358 @@ def _sketch_finish(acc, base_meta, base_arrays):
     return out
 
 
+# -- the sketched second-order learners: a per-feature table and a sketch -------------------------
+#
+# State (algos/feature_table.py, oja_son.py, fd_son.py): a row of columns per feature seen, keyed by
+# the masked feature index, holding w = w_bar + Z^T b and the sketch's Z column; small matrices
+# beside it. A node is first read in canonical form: its effective weights per feature (the
+# buffer, b and FD's lazy re-bases applied) and its sketch as explicit rows over its features.
+# Then every table column is merged by key, by the rule its name declares (:data:`TABLE_COLUMN_RULES`),
+# and the sketches by the learner's rule; the merged state is re-based (F = I, b = 0, Z the merged
+# sketch's orthonormal directions, an empty buffer and re-base history).
+
+#: a table's columns by name: (those before Z's m columns, those after it; the latter present only
+#: with the diagonal pre-scaling, ``--diag_frame precond`` / FD-SON's pre-scaling). A new column
+#: is one name here and, if new, one rule in :data:`TABLE_COLUMN_RULES`.
+TABLE_COLUMNS = {
+    "oja-son": (("w", "D", "scratch"), ("c", "snap", "s2", "f")),
+    "fd-son": (("w", "scratch", "stamp"), ("c", "snap", "s2", "f", "G", "buf")),
+    "rfd-son": (("w", "scratch", "stamp"), ("c", "snap", "s2", "f", "G", "buf")),
+}
+#: how a per-feature column merges (a feature a node never saw counts as a fresh row there: zeros):
+#: ``weight``: the effective weight w~ (w_bar + Z^T b + G^T c), averaged in proportion to the examples
+#: each node learned (VW's merge without adaptive sums, ``merge_weights_simple``); ``mean``: the same
+#: for a column as stored (the pre-scaling's original-coordinate weight c, after each node's flush
+#: c += f (w~ - snap)); ``delta``: the base's value plus what each node added (sums of squared gradients:
+#: what one sequential pass would have accumulated); ``max``: the largest (s^2 = max x^2 seen);
+#: ``snap``: the merged w~ (the snapshot the pre-scaling's flush measures from: c holds the weight);
+#: ``frame``: recomputed from the merged accumulator and scale (:data:`TABLE_FRAME`); ``zero``: scratch,
+#: caches and re-base stamps (0 in a re-based state with an empty buffer); ``sketch``: Z's columns.
+TABLE_COLUMN_RULES = {"w": "weight", "D": "delta", "scratch": "zero", "stamp": "zero", "c": "mean", "snap": "snap",
+                      "s2": "max", "f": "frame", "G": "delta", "buf": "zero"}
+#: the pre-scaling's frame f = _pscale(accumulator column, s2, r, vw_rule): which column, and (r, vw_rule)
+TABLE_FRAME = {"oja-son": ("D", lambda lr: (lr.dpow, lr.vw_rule)), "fd-son": ("G", lambda lr: (0.25, True)),
+               "rfd-son": ("G", lambda lr: (0.25, True))}
+#: the arrays indexed by feature (their shapes differ between nodes)
+_TABLE_ARRAYS = ("keys", "rows", "bkey", "bval", "hP0", "hc0")
+
+
+def _pscale_np(dv, s2, r, vwr):
+    """NumPy ``_oja_son_kernels._pscale``: the pre-scaling's frame of accumulator ``dv`` and scale ``s2``."""
+    dv = np.asarray(dv, np.float64)
+    s2 = np.asarray(s2, np.float64)
+    pos = s2 > 0
+    safe = np.where(pos, s2, 1.0)
+    if vwr:
+        ok = pos & (dv > 0)
+        d = np.where(ok, dv / safe, 1.0)
+        f = d ** -r / np.sqrt(safe)
+        return np.where(ok, f, 0.0)
+    f = (0.1 + dv / safe) ** -r / np.sqrt(safe)
+    return np.where(pos, f, 0.0)
+
+
+def _table_layout(algo, m, ncol):
+    """``[(column name, rule)]`` of a table of ``ncol`` columns (Z's m columns named ``z``)."""
+    pre, post = TABLE_COLUMNS[algo]
+    extra = ncol - len(pre) - m
+    if extra not in (0, len(post)):
+        raise MergeError(f"--algo {algo}: its table has {ncol} columns per feature, the merge rule knows "
+                         f"{len(pre)} + m ({m}) + {len(post)} (declare new columns in merge.TABLE_COLUMNS)")
+    names = list(pre) + ["z"] * m + list(post[:extra])
+    for n in names:
+        if n != "z" and n not in TABLE_COLUMN_RULES:
+            raise MergeError(f"--algo {algo}: the table column {n!r} has no merge rule (merge.TABLE_COLUMN_RULES)")
+    return [(n, "sketch" if n == "z" else TABLE_COLUMN_RULES[n]) for n in names]
+
+
+def _table_canonical(algo, meta, arrays):
+    """``(keys, rows, w~, sketch rows (r x n), learner)`` of one node: its features, their up-to-date
+    table rows, effective weights and explicit sketch (Oja: Lambda^1/2 V; FD: [D F Z; G])."""
+    from ..algos import learner_from_state
+
+    try:
+        lr = learner_from_state(algo, meta, arrays)
+    except ValueError as e:
+        raise MergeError(f"--algo {algo}: a state that does not load ({e})") from None
+    keys = np.asarray(arrays["keys"], np.int64)
+    m = lr.m
+    if algo == "oja-son":
+        rows = np.array(arrays["rows"], np.float64, copy=True)
+        Z = rows[:, 3:3 + m]
+        wt = rows[:, 0] + Z @ np.asarray(arrays["b"], np.float64)
+        V = np.asarray(arrays["F"], np.float64) @ Z.T
+        lam = np.maximum(np.asarray(arrays["lam"], np.float64), 0.0)
+        S = np.sqrt(lam)[:, None] * V
+    else:  # FDSON.weights_dense / sketch_dense, the table read once (its lazy re-bases applied)
+        rows = lr._rows(keys)
+        Z = rows[:, 3:3 + m]
+        tau = int(arrays["ints"][2])
+        boff = np.asarray(arrays["boff"], np.int64)
+        bkey = np.asarray(arrays["bkey"], np.int64)
+        bval = np.asarray(arrays["bval"], np.float64)
+        G = np.zeros((m, len(keys)))
+        for q in range(tau):
+            e = slice(int(boff[q]), int(boff[q + 1]))
+            np.add.at(G[q], np.searchsorted(keys, bkey[e]), bval[e])
+        wt = rows[:, 0] + Z @ np.asarray(arrays["b"], np.float64) + G.T @ np.asarray(arrays["c"], np.float64)
+        S = np.vstack([np.asarray(arrays["D"], np.float64)[:, None] * (np.asarray(arrays["F"], np.float64) @ Z.T), G])
+    return keys, rows, wt, S, lr
+
+
+def _rows_at(keys, rows, at):
+    """``rows`` of ``keys`` at the sorted keys ``at`` (zeros where absent)."""
+    out = np.zeros((len(at), rows.shape[1]))
+    if len(keys) and len(at):
+        pos = np.clip(np.searchsorted(keys, at), 0, len(keys) - 1)
+        hit = keys[pos] == at
+        out[hit] = rows[pos[hit]]
+    return out
+
+
+def _table_lift(algo):
+    def lift_fn(meta, arrays, base_meta, base_arrays, lam):
+        keys, rows, wt, S, lr = _table_canonical(algo, meta, arrays)
+        m = lr.m
+        layout = _table_layout(algo, m, rows.shape[1])
+        names = [n for n, _ in layout]
+        col = {n: i for i, n in enumerate(names) if n != "z"}
+        bkeys = np.asarray(base_arrays["keys"], np.int64)
+        brows = _rows_at(bkeys, np.asarray(base_arrays["rows"], np.float64), keys) if len(bkeys) else \
+            np.zeros_like(rows)
+        if "snap" in col:  # the pre-scaling's flush: c += f (w~ - snap), so that c is the weight
+            rows[:, col["c"]] += rows[:, col["f"]] * (wt - rows[:, col["snap"]])
+        sp = {"idx": keys}
+        for n, rule in layout:
+            if rule == "weight":
+                sp[n] = lam * wt
+            elif rule == "mean":
+                sp[n] = lam * rows[:, col[n]]
+            elif rule == "delta":
+                sp[n] = rows[:, col[n]] - brows[:, col[n]]
+            elif rule == "max":
+                sp["max:" + n] = rows[:, col[n]]
+        sp["n"] = np.ones(len(keys))  # nodes that hold the feature (the plain mean when no node learned)
+        sp["wsum"] = wt
+        ints = np.asarray(arrays["ints"], np.int64)
+        bints = np.asarray(base_arrays["ints"], np.int64)
+        flt = np.asarray(arrays["flt"], np.float64)
+        bflt = np.asarray(base_arrays["flt"], np.float64)
+        lo, hi = _label_range(algo, len(flt))
+        return {"tsp": sp, "lam": np.array([lam]), "n": np.array([1.0]), "nodes_n": np.array([1], np.int64),
+                "sk": {"keys": keys, "rows": [(lam, S)]},
+                "dints": ints - bints, "maxints": ints.copy(), "dflt": flt - bflt,
+                "lo": flt[[lo]] if lo is not None else np.zeros(1), "hi": flt[[hi]] if hi is not None else np.zeros(1)}
+    return lift_fn
+
+
+def _label_range(algo, nflt):
+    """The indices of the label range learned so far in ``flt`` (None: not kept)."""
+    if algo == "oja-son":
+        return 1, 2
+    return (3, 4) if nflt >= 5 else (None, None)
+
+
+def _union_rows(a, b):
+    """Two ``{"keys", "rows": [(weight, R x n)]}`` stacks over the union of their keys."""
+    keys = np.union1d(a["keys"], b["keys"])
+    out = []
+    for src in (a, b):
+        pos = np.searchsorted(keys, src["keys"])
+        for w, R in src["rows"]:
+            M = np.zeros((R.shape[0], len(keys)))
+            M[:, pos] = R
+            out.append((w, M))
+    return {"keys": keys, "rows": out}
+
+
+def _sparse_union(a, b):
+    """:func:`_sparse_sum`, but ``max:`` columns take the maximum."""
+    idx = np.concatenate([a["idx"], b["idx"]])
+    uniq, inv = np.unique(idx, return_inverse=True)
+    out = {"idx": uniq}
+    for k in a:
+        if k == "idx":
+            continue
+        v = np.concatenate([a[k], b[k]])
+        if k.startswith("max:"):
+            r = np.full(len(uniq), -np.inf)
+            np.maximum.at(r, inv, v)
+        else:
+            r = np.zeros(len(uniq))
+            np.add.at(r, inv, v)
+        out[k] = r
+    return out
+
+
+def _one_blas_thread():
+    """A context with one BLAS thread where ``threadpoolctl`` is installed: the merge's products are
+    thin (r x n, r a few dozen rows), too small for threads, and OpenBLAS's threads spin for a core
+    that a busy machine does not give them."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        import contextlib
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
+
+
+def _directions(blocks, n, k, minus=None):
+    with _one_blas_thread():
+        return _directions_(blocks, n, k, minus)
+
+
+def _directions_(blocks, n, k, minus=None):
+    """The top ``k`` eigen-pairs of ``C = sum_i w_i R_i^T R_i`` (minus ``minus = (c, R0)``: ``c R0^T R0``), blocks
+    ``(w_i, R_i)`` of rows over ``n`` features: ``(eigenvalues (k,), directions (k x n), the next eigenvalue)``.
+    In the rows' span, O(r^2 n) for r rows in all: with ``A`` the stacked rows and ``A A^T = U G U^T``,
+    ``Q = A^T U G^-1/2`` is an orthonormal basis of it and ``Q^T C Q = G^1/2 U^T W U G^1/2`` (W the rows'
+    weights). Eigenvalues are clipped at 0; rows with nothing left are completed by unit vectors
+    orthogonal to the others (eigenvalue 0)."""
+    parts = [(w, R) for w, R in blocks if R.size] + ([(-minus[0], minus[1])] if minus is not None and minus[1].size
+                                                     else [])
+    lam = np.zeros(0)
+    V = np.zeros((0, n))
+    if parts and n:
+        A = np.vstack([R for _, R in parts])
+        wrow = np.concatenate([np.full(R.shape[0], float(w)) for w, R in parts])
+        g, Ug = np.linalg.eigh(A @ A.T)
+        keep = g > max(float(g.max()), 0.0) * 1e-12
+        g, Ug = g[keep], Ug[:, keep]
+        if len(g):
+            sq = np.sqrt(g)
+            Msmall = sq[:, None] * ((Ug.T * wrow) @ Ug) * sq[None, :]
+            lam, U = np.linalg.eigh(0.5 * (Msmall + Msmall.T))
+            order = np.argsort(-lam, kind="stable")
+            lam, U = np.maximum(lam[order], 0.0), U[:, order]
+            V = ((Ug / sq) @ U).T @ A  # (Q U)^T
+    nxt = float(lam[k]) if len(lam) > k else 0.0
+    lam, V = lam[:k], V[:k]
+    kk = min(k, n)
+    if V.shape[0] < kk:  # complete with unit vectors orthogonal to the rows kept
+        extra = []
+        for j in range(n):
+            e = np.zeros(n)
+            e[j] = 1.0
+            for v in list(V) + extra:
+                e -= (v @ e) * v
+            nr = np.linalg.norm(e)
+            if nr > 0.5:
+                extra.append(e / nr)
+            if V.shape[0] + len(extra) == kk:
+                break
+        V = np.vstack([V] + [e[None, :] for e in extra]) if extra else V
+        lam = np.concatenate([lam, np.zeros(V.shape[0] - len(lam))])
+    return lam, V, nxt
+
+
+def _table_finish(algo):
+    def finish_fn(acc, base_meta, base_arrays):
+        from ..algos import learner_from_state
+
+        base = learner_from_state(algo, base_meta, base_arrays)
+        m = base.m
+        sp = acc["tsp"]
+        keys = sp["idx"]
+        n = len(keys)
+        layout = _table_layout(algo, m, base.ncol)
+        lam = float(acc["lam"][0])
+        w = sp["w"] / lam if lam > 0 else sp["wsum"] / np.maximum(sp["n"], 1.0)
+        bkeys = np.asarray(base_arrays["keys"], np.int64)
+        brows = _rows_at(bkeys, np.asarray(base_arrays["rows"], np.float64), keys)
+        rows = np.zeros((n, len(layout)))
+        col = {nm: i for i, (nm, _) in enumerate(layout) if nm != "z"}
+        for j, (nm, rule) in enumerate(layout):
+            if rule == "weight":
+                rows[:, j] = w
+            elif rule == "mean":
+                rows[:, j] = sp[nm] / lam if lam > 0 else 0.0
+            elif rule == "delta":
+                rows[:, j] = brows[:, j] + sp[nm]
+            elif rule == "max":
+                rows[:, j] = np.maximum(sp["max:" + nm], 0.0)
+            elif rule == "snap":
+                rows[:, j] = w
+        if "f" in col:
+            acc_col, rv = TABLE_FRAME[algo]
+            r, vwr = rv(base)
+            rows[:, col["f"]] = _pscale_np(rows[:, col[acc_col]], rows[:, col["s2"]], r, vwr)
+        sk = acc["sk"]
+        pos = np.searchsorted(keys, sk["keys"])
+        blocks = []
+        for wi, R in sk["rows"]:
+            M = np.zeros((R.shape[0], n))
+            M[:, pos] = R
+            blocks.append((wi, M))
+        nodes = int(acc["nodes_n"][0])
+        out = {k: np.array(v, copy=True) for k, v in base_arrays.items() if k not in _TABLE_ARRAYS}
+        ints = np.asarray(base_arrays["ints"], np.int64) + acc["dints"]
+        flt = np.asarray(base_arrays["flt"], np.float64) + acc["dflt"]
+        if algo == "oja-son":
+            # Oja's Lambda, V estimate the curvature's average (Gamma_t = 1/t): the nodes' estimates are
+            # averaged in proportion to the examples each learned (the base's with weight 1 - no more)
+            tot = sum(wi for wi, _ in blocks)
+            blocks = [(wi / tot if tot > 0 else 1.0 / max(len(blocks), 1), R) for wi, R in blocks]
+            lam_m, V, _ = _directions(blocks, n, m)
+            na = min(int(acc["maxints"][1]), V.shape[0])
+            Zt = np.zeros((m, n))
+            Zt[:na] = V[:na]
+            lamv = np.zeros(m)
+            lamv[:na] = lam_m[:na]
+            assigned = np.full(m, -1, np.int64)
+            if na:
+                assigned[:na] = keys[np.argmax(np.abs(Zt[:na]), axis=1)]
+            ints[1], ints[2], ints[4] = na, n, ints[0]
+            flt[0] = float(m)  # the cond(Z) bound of a fresh (orthonormal, F = I) sketch
+            out.update(F=np.eye(m), K=np.eye(m), lam=lamv, b=np.zeros(m), assigned=assigned)
+        else:
+            # FD sketches are sums: the base's sketch, then what each node added: sum_i S_i^T S_i minus
+            # (nodes - 1) S_0^T S_0, shrunk to m - 1 directions by its m-th eigenvalue (Liberty 2013; a
+            # mergeable summary, Ghashami et al. 2016); from a fresh base, exactly stack-and-shrink (fd_merge)
+            blocks = [(1.0, R) for _, R in blocks]
+            minus = None
+            if nodes > 1 and int(np.asarray(base_arrays["ints"])[0]) > 0:
+                bk, _, _, S0, _ = _table_canonical(algo, base_meta, base_arrays)
+                M0 = np.zeros((S0.shape[0], n))
+                M0[:, np.searchsorted(keys, bk)] = S0
+                minus = (float(nodes - 1), M0)
+            lam_m, V, _ = _directions(blocks, n, m, minus)
+            smm = float(lam_m[m - 1]) if m and len(lam_m) >= m else 0.0
+            na = V.shape[0]
+            D = np.zeros(m)
+            D[:na] = np.sqrt(np.maximum(lam_m[:na] - smm, 0.0))
+            if m:
+                D[m - 1] = 0.0
+            Zt = np.zeros((m, n))
+            Zt[:na] = V
+            flt[1] += smm
+            if base.robust:
+                flt[0] += 0.5 * smm
+            else:
+                flt[0] = float(np.asarray(base_arrays["flt"])[0])
+            flt[2] = float(ints[0])  # every feature re-based now
+            alpha = float(flt[0])
+            sst = np.zeros((2 * m, 2 * m))
+            sst[np.arange(m), np.arange(m)] = D * D
+            H = np.linalg.inv(alpha * np.eye(2 * m) + sst) if alpha > 0 else np.linalg.pinv(sst)
+            K = np.eye(m)
+            ints[1], ints[2], ints[3], ints[4], ints[7], ints[9] = n, 0, na, 0, 0, 64
+            out.update(F=np.eye(m), K=K, D=D, b=np.zeros(m), c=np.zeros(m), H=H, ZG=np.zeros((m, m)),
+                       GG=np.zeros((m, m)), boff=np.zeros(m + 1, np.int64), bkey=np.zeros(0, np.int64),
+                       bval=np.zeros(0), hP0=np.zeros((0, m, m)), hc0=np.zeros((0, m)))
+        rows[:, [j for j, (nm, _) in enumerate(layout) if nm == "z"]] = Zt.T
+        lo, hi = _label_range(algo, len(flt))
+        if lo is not None:
+            flt[lo], flt[hi] = acc["lo"][0], acc["hi"][0]
+        out.update(keys=keys, rows=rows, ints=ints, flt=flt)
+        return out
+    return finish_fn
+
+
 #: algo -> (lift, finish) of one (binary) learner's arrays
 _RULES = {"adagrad": (_adagrad_lift, _adagrad_finish), "bear": (_sketch_lift, _sketch_finish),
-          "mission": (_sketch_lift, _sketch_finish)}
+          "mission": (_sketch_lift, _sketch_finish),
+          **{a: (_table_lift(a), _table_finish(a)) for a in TABLE_COLUMNS}}
 
 
 def _combine_acc(a, b):
@@ -443,10 +804,14 @@ def _combine_acc(a, b):
         y = b[k]
         if k == "lo":
             out[k] = np.minimum(x, y)
-        elif k in ("hi", "hll"):
+        elif k in ("hi", "hll", "maxints"):
             out[k] = np.maximum(x, y)
         elif k == "sp":
             out[k] = _sparse_sum(x, y)
+        elif k == "tsp":
+            out[k] = _sparse_union(x, y)
+        elif k == "sk":
+            out[k] = _union_rows(x, y)
         elif k == "cand" or isinstance(x, (list, dict)):
             out[k] = _combine_acc(x, y)
         else:

@@ -4,10 +4,11 @@ Parquet files (given, or found in directories) are split by row group, from thei
 only (``pyarrow.parquet.ParquetFile.metadata``: no column data is read on the client):
 consecutive row groups of one file form a partition, and the partitions are about as many as
 the workers (each file gets its share by bytes, uncompressed as the footer states them; at least
-one partition per file). Not more: under parameter mixing every partition of a pass starts from
-the same state, so cutting the data finer than the workers adds no parallelism and loses
-accuracy (``benchmarks/distributed.py``), and a partition of a large input is then far above
-the ~100 MB at which Dask's per-task cost (0.2-1 ms) stops mattering. A text
+one partition per file), or more where a share is above ``TARGET_BYTES`` (128 MB: Dask's per-task
+cost of 0.2-1 ms is then nothing, and a lost worker re-runs little). The engine learns the
+partitions in chains (:func:`chains`): one chain of consecutive partitions per worker, each
+partition starting from the state its predecessor reached, so cutting finer does not multiply
+the models that a pass averages (``benchmarks/distributed.py``). A text
 file (VW, LIBSVM; gzip'd or not) is one partition: gzip cannot be split, nor can a text file
 without reading it to find line ends; one large text file therefore runs on one worker, and
 :func:`plan_partitions` says to ``streamlearn convert`` it to Parquet.
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError, InputError
 
-__all__ = ["Partition", "plan_partitions", "TARGET_BYTES"]
+__all__ = ["Partition", "plan_partitions", "chains", "TARGET_BYTES"]
 
 #: partitions of about this many (uncompressed) bytes or more
 TARGET_BYTES = 128 << 20
@@ -76,7 +77,7 @@ def _split(path, groups, target, pieces):
 def plan_partitions(paths, min_parts: int = 1, target_bytes: int = TARGET_BYTES, log=None, skip_bad=False):
     """The partitions of the inputs ``paths`` (files or directories of ``*.parquet``), in input
     order; about ``min_parts`` (the workers) when the row groups allow, at least one per file
-    (``target_bytes``: kept for callers; the split follows the workers). ``log`` receives advice (one huge
+    (and more where a file's share is above ``target_bytes``). ``log`` receives advice (one huge
     text file) and, with ``skip_bad``, the Parquet files whose footer cannot be read (left out;
     otherwise an :class:`InputError` naming the file)."""
     from ..io.parquet import expand_paths, is_parquet_path
@@ -107,7 +108,7 @@ def plan_partitions(paths, min_parts: int = 1, target_bytes: int = TARGET_BYTES,
     for f in files:
         if f in pq_set:
             share = sum(b for _, b in groups[f])
-            pieces = max(1, round(want * share / total)) if total else 1
+            pieces = max(1, round(want * share / total), -(-share // max(1, target_bytes))) if total else 1
             out.extend(_split(f, groups[f], target_bytes, pieces))
         else:
             out.append(Partition(f, None, -1, os.path.getsize(f), False))
@@ -117,4 +118,25 @@ def plan_partitions(paths, min_parts: int = 1, target_bytes: int = TARGET_BYTES,
         log(f"note: {big.path} is one text file: it is read by one worker (a text or gzip file cannot be "
             f"split); 'streamlearn convert {big.path} -o {os.path.splitext(big.path)[0]}.parquet' makes a "
             "Parquet file that the workers share by row group")
+    return out
+
+
+def chains(parts, n: int):
+    """The partitions (indices into ``parts``, in order) cut into at most ``n`` chains of
+    consecutive partitions of about equal bytes (``nbytes``), none empty. A chain is learned by
+    one worker, partition after partition, each from the state the previous one reached: a
+    pass then merges ``n`` models, however finely the input is cut."""
+    n = max(1, min(int(n), len(parts)))
+    sizes = [max(int(p.nbytes), 1) for p in parts]
+    total = sum(sizes)
+    out, cur, acc = [], [], 0
+    for i, b in enumerate(sizes):
+        left = len(parts) - i  # partitions not yet placed, this one included
+        need = n - len(out)  # chains still to start, this one included
+        if cur and (left < need or acc + b / 2 > total * (len(out) + 1) / n and len(out) < n - 1):
+            out.append(cur)
+            cur = []
+        cur.append(i)
+        acc += b
+    out.append(cur)
     return out
