@@ -148,9 +148,11 @@ def synthetic(seed, n_test=900):
 
 
 # -- the plain learner, retrained ------------------------------------------------------------------
-def adagrad(d, trb, width, passes):
+def adagrad(d, trb, width, passes, sgd=False):
     bits = max(1, math.ceil(math.log2(width + 1)))
     hyper = {"loss_function": d.loss, "bit_precision": bits}
+    if sgd:
+        hyper["sgd"] = True
     if d.K:
         hyper.update(oaa=d.K, bit_precision=bits + math.ceil(math.log2(d.K)))
     L = make_learner("adagrad", hyper)
@@ -182,10 +184,16 @@ def retrain(d, sel, passes):
 
 
 # -- the selections ---------------------------------------------------------------------------------
-def oracle(d, k, passes):
-    """Top k by |weight| of full-memory AdaGrad (per class, one-against-all, for --oaa)."""
+def oracle(d, k, passes, mode="rms"):
+    """Top k of a full-memory AdaGrad (VW's default rule; per class, one-against-all, for
+    --oaa) by |w_i| x RMS(x_i) over the training rows (``mode="rms"``, the oracle): the size of
+    the feature's typical contribution to the score. ``mode="raw"``: by |w_i| alone, which under
+    the normalized rule (w in the units of 1 / x) picks features seen once in a long document;
+    ``mode="sgd"``: |w_i| of full-memory plain SGD (``--sgd``), the model BEAR / MISSION sketch."""
     trb, width = d.restricted("tr", np.arange(d.p))
     cols = np.arange(d.p, dtype=np.uint32)
+    _, col, val = d.tr_cols
+    rms = np.sqrt(np.bincount(col, weights=val * val, minlength=d.p + 1)[:d.p] / d.tr.n)
     out = []
     for c in range(1, d.K + 1) if d.K else [None]:
         b = trb
@@ -194,8 +202,10 @@ def oracle(d, k, passes):
             b.labels = np.where(trb.labels == c, 1.0, -1.0)
         dd = Data.__new__(Data)
         dd.K, dd.loss = 0, d.loss
-        L = adagrad(dd, b, width, passes)
+        L = adagrad(dd, b, width, passes, sgd=mode == "sgd")
         w = np.abs(L.audit_columns(cols)[0])
+        if mode == "rms":
+            w = w * rms
         out.append(np.argsort(-w, kind="stable")[:k])
     return out
 
@@ -233,6 +243,45 @@ def sketch_fit(d, name, W, rows, k, lr, b, passes, extra, seed, stop=False):
             if not np.isfinite(pl) or (stop and pl < 1e-12):
                 break
     return L, (pl if np.isfinite(pl) else np.inf)
+
+
+def sketch_runs(d, a, nm, grid, chosen, k, cf, W, rows):
+    """BEAR / MISSION at width W over the seeds: the step tuned on seed 0's training loss (once
+    for --oaa: ``chosen``), each seed's selection (columns per class) and own test score. With
+    ``--cache DIR`` the result is kept in DIR (a re-run only retrains)."""
+    path = None
+    if a.cache:
+        os.makedirs(a.cache, exist_ok=True)
+        path = os.path.join(a.cache, f"{d.name}_k{k}_cf{cf:g}_{nm}_s{a.seeds}_"
+                            f"p{a.sketch_passes[d.name]}_b{a.minibatch}.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                r = json.load(f)
+            chosen.setdefault((nm,), (r["step"], r["extra"]))
+            r["sel"] = [[np.asarray(c, np.int64) for c in sel] for sel in r["sel"]]
+            return r
+    key = (nm,) if d.K else (nm, k, cf)
+    first = None
+    if key not in chosen:
+        best = None
+        for lr, x in grid:
+            L, pl = sketch_fit(d, nm, W, rows, k, lr, a.minibatch, a.sketch_passes[d.name], x, 0)
+            if best is None or pl < best[1]:
+                best = (L, pl, lr, x)
+        chosen[key] = best[2:]
+        first = best[0]
+    lr, x = chosen[key]
+    r = {"step": lr, "extra": x, "sel": [], "own": []}
+    for s in range(a.seeds):
+        L = first if (s == 0 and first is not None) else sketch_fit(
+            d, nm, W, rows, k, lr, a.minibatch, a.sketch_passes[d.name], x, s)[0]
+        r["sel"].append(sketch_select(d, L, k))
+        r["own"].append(score(d, L.predict_batch(d.te)[0]))
+    if path:
+        with open(path + ".tmp", "w") as f:
+            json.dump({**r, "sel": [[c.tolist() for c in sel] for sel in r["sel"]]}, f)
+        os.replace(path + ".tmp", path)
+    return r
 
 
 def sketch_select(d, L, k):
@@ -275,10 +324,13 @@ def text_dataset(name, a, out):
     for k in a.ks:
         orc = oracle(d, k, a.retrain_passes)
         base = {"oracle": [retrain(d, orc, a.retrain_passes)]}
-        chi = chi2_select(d, k)
-        base["chi2"] = [retrain(d, chi, a.retrain_passes)]
-        rec = {"oracle": [100.0], "chi2": [recall(chi, orc)], "random": []}
-        base["random"] = []
+        rec = {"oracle": [100.0]}
+        for n, sel in (("oracle, raw |w|", oracle(d, k, a.retrain_passes, "raw")),
+                       ("full-memory SGD |w|", oracle(d, k, a.retrain_passes, "sgd")),
+                       ("chi2", chi2_select(d, k))):
+            base[n] = [retrain(d, sel, a.retrain_passes)]
+            rec[n] = [recall(sel, orc)]
+        base["random"], rec["random"] = [], []
         for s in range(a.seeds):
             rs = random_select(d, k, s)
             base["random"].append(retrain(d, rs, a.retrain_passes))
@@ -289,42 +341,26 @@ def text_dataset(name, a, out):
         print("| selection | retrained accuracy | oracle recall |")
         print("|---|---|---|")
         print(f"| all features | {full:.1f} | |")
-        for n in ("oracle", "chi2", "random"):
+        for n in base:
             print(f"| {n} | {ms(base[n])} | {ms(rec[n])} |")
         o, r = np.mean(base["oracle"]), np.mean(base["random"])
         print(f"\n| CF (exact) | sketch | BEAR step/damping | MISSION step | BEAR retrained | MISSION "
               f"retrained | BEAR own top-k model | MISSION own | BEAR recall | MISSION recall | "
               f"BEAR >= MISSION | BEAR >= oracle - 2 (CF <= 10) | BEAR well above random |")
         print("|" + "---|" * 13, flush=True)
-        res_k = {"k": k, "oracle": base["oracle"], "chi2": base["chi2"], "random": base["random"],
-                 "recall": rec, "all": full, "cfs": []}
+        res_k = {"k": k, "baselines": base, "recall": rec, "all": full, "cfs": []}
         for cf in a.cfs:
             W = max(1, int(round(d.p / (cf * rows * kc))))
             cf_real = d.p / (rows * W * kc)
             res = {}
             for nm, grid in (("BEAR", grid_b), ("MISSION", grid_m)):
-                key = (nm,) if d.K else (nm, k, cf)
-                if key not in chosen:
-                    best = None
-                    for lr, x in grid:
-                        L, pl = sketch_fit(d, nm, W, rows, k, lr, a.minibatch,
-                                           a.sketch_passes[name], x, 0)
-                        if best is None or pl < best[1]:
-                            best = (L, pl, lr, x)
-                    chosen[key] = best[2:]
-                    first = best[0]
-                else:
-                    first = None
-                lr, x = chosen[key]
-                acc, own, rc = [], [], []
-                for s in range(a.seeds):
-                    L = first if (s == 0 and first is not None) else sketch_fit(
-                        d, nm, W, rows, k, lr, a.minibatch, a.sketch_passes[name], x, s)[0]
-                    sel = sketch_select(d, L, k)
+                runs = sketch_runs(d, a, nm, grid, chosen, k, cf, W, rows)
+                acc, rc = [], []
+                for sel in runs["sel"]:
                     acc.append(retrain(d, sel, a.retrain_passes))
-                    own.append(score(d, L.predict_batch(d.te)[0]))
                     rc.append(recall(sel, orc))
-                res[nm] = {"step": lr, "extra": x, "acc": acc, "own": own, "recall": rc}
+                res[nm] = {"step": runs["step"], "extra": runs["extra"], "acc": acc,
+                           "own": runs["own"], "recall": rc}
             b, m = np.mean(res["BEAR"]["acc"]), np.mean(res["MISSION"]["acc"])
             t1 = "ok" if b >= m else f"MISS ({b - m:+.1f})"
             t2 = ("ok" if b >= o - 2 else f"MISS ({b - o:+.1f})") if cf <= 10 else "-"
@@ -429,6 +465,8 @@ def main():
                     help="rcv1 and synthetic only, k = 100, CF 1,10,100, 2 seeds, 3 synthetic "
                          "trials, smaller step grids (a few minutes)")
     ap.add_argument("--json", default=None, help="also write every number to this JSON file")
+    ap.add_argument("--cache", default=None, help="keep each BEAR / MISSION cell's tuned step and "
+                    "selections in this directory; a re-run with the same settings only retrains")
     a = ap.parse_args()
     if a.quick:
         a.datasets = "rcv1,synthetic" if a.datasets == ap.get_default("datasets") else a.datasets
