@@ -437,6 +437,115 @@ def synthetic_dataset(a, out):
     print(f"\n(synthetic: {time.time() - t0:.0f} s)")
 
 
+# -- why BEAR misses the oracle on text (--diagnose) ---------------------------------------------
+def diagnose(name, a):
+    """Variants of BEAR / MISSION at one (k, CF) cell of ``name``, each over ``--seeds`` sketch
+    seeds: what the selection loses to the sketch (CF 1, near collision-free), the heap (training
+    with every feature in the heap; selecting by QUERYing the whole vocabulary instead of the
+    heap), the step and passes, the minibatch. Then BEAR's selection against the oracle's,
+    feature by feature (names, document frequency, oracle rank)."""
+    trp, _, _ = DATA[name]
+    d = load_text(name)
+    k, cf, rows, kc = a.ks[0], a.diagnose_cf, 5, max(1, d.K)
+    passes = a.sketch_passes[name]
+    df = np.bincount(d.tr_cols[1], minlength=d.p + 1)[:d.p]
+    orc = oracle(d, k, a.retrain_passes)
+    o_acc = retrain(d, orc, a.retrain_passes)
+    sgd = oracle(d, k, a.retrain_passes, "sgd")
+    print(f"\n## diagnose {name}: k = {k}, CF {cf:g}, {a.seeds} sketch seeds; oracle retrained "
+          f"{o_acc:.1f} (median df of its features {np.median(df[orc[0]]):.0f}); full-memory SGD "
+          f"|w| {retrain(d, sgd, a.retrain_passes):.1f} (recall {recall(sgd, orc):.0f}) "
+          f"(load {os.getloadavg()[0]:.1f})", flush=True)
+    W = max(1, int(round(d.p / (cf * rows * kc))))
+    W1 = max(1, int(round(d.p / (rows * kc))))
+    Wfree = 4 * d.p  # 20 p cells: a feature's 5 estimates are mostly exact, the median exact
+    chosen = {}
+    steps = {}
+    for nm, grid in (("BEAR", [(lr, {"curvature_damping": dm}) for lr in a.bear_steps
+                               for dm in a.dampings]), ("MISSION", [(lr, {}) for lr in a.mission_steps])):
+        r = sketch_runs(d, a, nm, grid, chosen, k, cf, W, rows)
+        steps[nm] = (r["step"], r["extra"])
+    print("| variant | retrained accuracy | oracle recall | own top-k model | median df of "
+          "selected | last-pass train loss |")
+    print("|---|---|---|---|---|---|")
+
+    def row(label, nm, width, heap, lr, x, b=None, npass=None, select="heap"):
+        acc, rc, own, mdf, pl = [], [], [], [], []
+        for s in range(a.seeds):
+            L, loss = sketch_fit(d, nm, width, rows, heap - 1, lr, b or a.minibatch,
+                                 npass or passes, x, s)
+            if select == "heap":
+                sel = sketch_select(d, L, k)
+            else:  # QUERY every training feature, top k by |weight|
+                sel = []
+                for c in range(kc):
+                    w = np.abs(L.query(d.vocab, c))
+                    sel.append(np.argsort(-w, kind="stable")[:k])
+            acc.append(retrain(d, sel, a.retrain_passes))
+            rc.append(recall(sel, orc))
+            own.append(score(d, L.predict_batch(d.te)[0]))
+            mdf.append(np.median(df[np.concatenate(sel)]))
+            pl.append(loss)
+        print(f"| {label} | {ms(acc)} | {ms(rc)} | {ms(own)} | {np.mean(mdf):.0f} | "
+              f"{np.mean(pl):.4f} |", flush=True)
+        return L
+
+    for nm in ("BEAR", "MISSION"):
+        lr, x = steps[nm]
+        tag = f"{nm} (step {lr:g}" + (f", damping {x['curvature_damping']:g})" if x else ")")
+        Lc = row(f"{tag}, CF {cf:g} (the table's cell)", nm, W, k + 1, lr, x)
+        if nm == "BEAR":
+            L_bear = Lc
+        row(f"{nm}, CF {cf:g}, selection = top k of QUERY over all features (not the heap)",
+            nm, W, k + 1, lr, x, select="query")
+        row(f"{nm}, CF 1", nm, W1, k + 1, lr, x)
+        row(f"{nm}, CF {d.p / (rows * Wfree * kc):.2g} (near collision-free)", nm, Wfree, k + 1, lr, x)
+        row(f"{nm}, near collision-free, every feature in the heap (no top-k restriction)",
+            nm, Wfree, d.p + 1, lr, x)
+        row(f"{nm}, CF {cf:g}, 5 x the passes", nm, W, k + 1, lr, x, npass=5 * passes)
+        for f in (1 / 3, 3):
+            row(f"{nm}, CF {cf:g}, step x {f:.3g}", nm, W, k + 1, lr * f, x)
+        for b in (1, 100):
+            row(f"{nm}, CF {cf:g}, minibatch {b}", nm, W, k + 1, lr, x, b=b)
+    # feature by feature: BEAR's last seed at the table's cell against the oracle
+    if d.K:
+        return
+    sel = sketch_select(d, L_bear, k)[0]
+    names = load(trp, names=True)
+    first = np.unique(names.indices, return_index=True)
+    name_of = {}
+    for h, e in zip(*first):
+        name_of[int(h)] = names.feature_name(int(e)) or str(h)
+    nm_col = lambda c: name_of.get(int(d.vocab[c]), "?")  # noqa: E731
+    rank = np.empty(d.p, np.int64)
+    trb, width = d.restricted("tr", np.arange(d.p))
+    dd = Data.__new__(Data)
+    dd.K, dd.loss = 0, d.loss
+    Lo = adagrad(dd, trb, width, a.retrain_passes)
+    _, col, val = d.tr_cols
+    rms = np.sqrt(np.bincount(col, weights=val * val, minlength=d.p + 1)[:d.p] / d.tr.n)
+    wo = Lo.audit_columns(np.arange(d.p, dtype=np.uint32))[0] * rms
+    rank[np.argsort(-np.abs(wo), kind="stable")] = np.arange(d.p)
+    wb = L_bear.query(d.vocab)
+    both = np.intersect1d(sel, orc[0])
+    bo, oo = np.setdiff1d(sel, orc[0]), np.setdiff1d(orc[0], sel)
+    agree = np.mean(np.sign(wb[both]) == np.sign(wo[both])) if len(both) else float("nan")
+    print(f"\nBEAR (last seed) vs oracle, k = {k}: {len(both)} shared; BEAR-only {len(bo)} "
+          f"(median df {np.median(df[bo]) if len(bo) else 0:.0f}, median oracle rank "
+          f"{np.median(rank[bo]) if len(bo) else 0:.0f}, sign agrees with the oracle on "
+          f"{100 * np.mean(np.sign(wb[bo]) == np.sign(wo[bo])) if len(bo) else 0:.0f}%); oracle-only "
+          f"{len(oo)} (median df {np.median(df[oo]) if len(oo) else 0:.0f}, median BEAR |QUERY| rank "
+          f"{np.median(np.argsort(np.argsort(-np.abs(wb)))[oo]) if len(oo) else 0:.0f}); shared "
+          f"features' signs agree {100 * agree:.0f}%")
+    top_b = sel[np.argsort(-np.abs(wb[sel]))][:15]
+    top_o = orc[0][:15]
+    print("| # | BEAR's pick (df, oracle rank, sign) | oracle's pick (df, BEAR in top k?) |")
+    print("|---|---|---|")
+    for i, (cb, co) in enumerate(zip(top_b, top_o)):
+        print(f"| {i + 1} | {nm_col(cb)} ({df[cb]}, {rank[cb]}, {'+' if wb[cb] > 0 else '-'}) | "
+              f"{nm_col(co)} ({df[co]}, {'yes' if co in sel else 'no'}) |")
+
+
 def floats(s):
     return [float(x) for x in s.split(",") if x]
 
@@ -464,6 +573,10 @@ def main():
     ap.add_argument("--quick", action="store_true",
                     help="rcv1 and synthetic only, k = 100, CF 1,10,100, 2 seeds, 3 synthetic "
                          "trials, smaller step grids (a few minutes)")
+    ap.add_argument("--diagnose", default=None, metavar="DATASET",
+                    help="instead of the tables: why BEAR misses the oracle at one cell (the first "
+                         "--ks, --diagnose_cf), variant by variant, and BEAR's picks vs the oracle's")
+    ap.add_argument("--diagnose_cf", type=float, default=10)
     ap.add_argument("--json", default=None, help="also write every number to this JSON file")
     ap.add_argument("--cache", default=None, help="keep each BEAR / MISSION cell's tuned step and "
                     "selections in this directory; a re-run with the same settings only retrains")
@@ -481,6 +594,9 @@ def main():
     a.synthetic_cfs = floats(a.synthetic_cfs)
     a.sketch_passes = {kv.split("=")[0]: int(kv.split("=")[1]) for kv in a.passes.split(",")}
     out = {"args": {k: v for k, v in vars(a).items()}}
+    if a.diagnose:
+        diagnose(a.diagnose, a)
+        return
     for name in a.datasets.split(","):
         if name == "synthetic":
             synthetic_dataset(a, out)
