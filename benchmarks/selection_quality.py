@@ -507,6 +507,8 @@ def diagnose(name, a):
             row(f"{nm}, CF {cf:g}, step x {f:.3g}", nm, W, k + 1, lr * f, x)
         for b in (1, 100):
             row(f"{nm}, CF {cf:g}, minibatch {b}", nm, W, k + 1, lr, x, b=b)
+    if not d.K:
+        sketch_limit(d, a, k, orc, rows)
     # feature by feature: BEAR's last seed at the table's cell against the oracle
     if d.K:
         return
@@ -544,6 +546,44 @@ def diagnose(name, a):
     for i, (cb, co) in enumerate(zip(top_b, top_o)):
         print(f"| {i + 1} | {nm_col(cb)} ({df[cb]}, {rank[cb]}, {'+' if wb[cb] > 0 else '-'}) | "
               f"{nm_col(co)} ({df[co]}, {'yes' if co in sel else 'no'}) |")
+
+
+def sketch_limit(d, a, k, orc, rows):
+    """The sketch alone: store a finished full-memory weight vector w (plain SGD, the units
+    BEAR / MISSION sketch, ``--retrain_passes`` passes) in a ``rows`` x W Count Sketch with random
+    hashes, QUERY every feature (median of the rows' signed cells) and take the top k of the
+    estimates. No learning dynamics, no heap: what any Count-Sketch selector could at best get
+    at that CF. Estimate noise: sigma = ||w|| / sqrt(W) per row (the other features in a cell)
+    against the k-th largest |w_i|."""
+    trb, width = d.restricted("tr", np.arange(d.p))
+    dd = Data.__new__(Data)
+    dd.K, dd.loss = 0, d.loss
+    L = adagrad(dd, trb, width, a.retrain_passes, sgd=True)
+    w = L.audit_columns(np.arange(d.p, dtype=np.uint32))[0]
+    top = np.argsort(-np.abs(w), kind="stable")[:k]
+    wk = np.abs(w[top[-1]])
+    e = float(np.sum(w[top] ** 2) / np.sum(w ** 2))
+    print(f"\n### the sketch alone (full-memory SGD weights stored in a {rows}-row Count Sketch; "
+          f"its top k holds {100 * e:.1f}% of ||w||^2; {a.seeds} hash seeds)")
+    print("| CF | sketch | sigma / |w|_(k) | recall of w's own top k | oracle recall | retrained accuracy |")
+    print("|---|---|---|---|---|---|")
+    for cf in (0.05, 1, 3, 10, 30, 100, 300):
+        W = max(1, int(round(d.p / (cf * rows))))
+        rc, ro, acc = [], [], []
+        for s in range(a.seeds):
+            rng = np.random.default_rng(500 + s)
+            est = np.empty((rows, d.p))
+            for r in range(rows):
+                bkt = rng.integers(0, W, d.p)
+                sg = rng.choice([-1.0, 1.0], d.p)
+                cells = np.bincount(bkt, weights=sg * w, minlength=W)
+                est[r] = sg * cells[bkt]
+            sel = np.argsort(-np.abs(np.median(est, 0)), kind="stable")[:k]
+            rc.append(recall([sel], [top]))
+            ro.append(recall([sel], orc))
+            acc.append(retrain(d, [sel], a.retrain_passes))
+        print(f"| {cf:g} | {rows} x {W} | {np.linalg.norm(w) / math.sqrt(W) / wk:.2f} | {ms(rc)} | "
+              f"{ms(ro)} | {ms(acc)} |", flush=True)
 
 
 def floats(s):
