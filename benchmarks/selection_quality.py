@@ -9,8 +9,13 @@ columns plus the intercept -- and its test accuracy is reported:
 * **BEAR** and **MISSION** (Aghazadeh et al., BEAR Alg. 2 and its first-order baseline) at
   compression factors CF 1 .. 300, the top k of their heaps (``top_features``: per class with
   ``--oaa``), mean and sd over ``--seeds`` sketch seeds;
-* **oracle**: the top k by |weight| of a full-memory AdaGrad (the same learner, one weight per
-  distinct training feature, no hashing collisions; one-against-all per class for ``--oaa``);
+* **oracle**: the top k of a full-memory AdaGrad (the same learner, one weight per distinct
+  training feature, no hashing collisions; one-against-all per class for ``--oaa``) by
+  |w_i| x RMS(x_i), the size of the feature's typical contribution to the score. By |w_i| alone
+  (printed as "oracle, raw |w|") VW's normalized rule keeps w in the units of 1 / x, so a word
+  seen once in a long document (tiny x) gets a large weight: on news20_binary that top 100 is
+  all document-frequency-1 words and retrains to the base rate. Also printed: the top k by |w|
+  of full-memory plain SGD (``--sgd``), the model BEAR and MISSION sketch;
 * **chi2**: scikit-learn's ``SelectKBest(chi2)`` on the whole training matrix (a batch
   baseline; per class, class-vs-rest, for ``--oaa``; on the synthetic design, whose features are
   Gaussian and so not valid chi2 input, ``SelectKBest(f_regression)``);
@@ -45,8 +50,18 @@ and k, and reused.
 Targets checked per row (means over the seeds): BEAR >= MISSION; at CF <= 10 BEAR within 2
 points of the oracle; BEAR well above random, taken as BEAR - random >= half of oracle - random.
 
+``--diagnose DATASET`` (one cell: the first ``--ks``, ``--diagnose_cf``) looks for why BEAR
+misses the oracle: BEAR and MISSION at CF 1, near collision-free (20 p cells), with every feature
+in the heap, selecting by QUERYing the whole vocabulary instead of the heap, 5x the passes, the
+step x 1/3 and x 3, minibatch 1 and 100; then "the sketch alone": a finished full-memory SGD
+weight vector stored in a Count Sketch of each CF and its top k QUERYed back (no learning, no
+heap: the best any Count-Sketch selector can do at that CF); then BEAR's picks against the
+oracle's, feature by feature (document frequency, oracle rank, sign).
+
 Run: python benchmarks/selection_quality.py [--datasets news20_binary,rcv1,news20,synthetic]
      [--ks 100,1000] [--cfs 1,3,10,30,100,300] [--seeds 3] [--quick] [--json out.json]
+     [--cache DIR]
+     python benchmarks/selection_quality.py --diagnose news20_binary --ks 100 --diagnose_cf 10
 """
 from __future__ import annotations
 
