@@ -359,9 +359,9 @@ def text_dataset(name, a, out):
         for n in base:
             print(f"| {n} | {ms(base[n])} | {ms(rec[n])} |")
         o, r = np.mean(base["oracle"]), np.mean(base["random"])
-        print(f"\n| CF (exact) | sketch | BEAR step/damping | MISSION step | BEAR retrained | MISSION "
-              f"retrained | BEAR own top-k model | MISSION own | BEAR recall | MISSION recall | "
-              f"BEAR >= MISSION | BEAR >= oracle - 2 (CF <= 10) | BEAR well above random |")
+        print("\n| CF (exact) | sketch | BEAR step/damping | MISSION step | BEAR retrained | MISSION "
+              "retrained | BEAR own top-k model | MISSION own | BEAR recall | MISSION recall | "
+              "BEAR >= MISSION | BEAR >= oracle - 2 (CF <= 10) | BEAR well above random |")
         print("|" + "---|" * 13, flush=True)
         res_k = {"k": k, "baselines": base, "recall": rec, "all": full, "cfs": []}
         for cf in a.cfs:
