@@ -314,6 +314,15 @@ def recall(sel, ref):
 
 
 # -- tables -----------------------------------------------------------------------------------------
+def nunion(sel):
+    return len(np.unique(np.concatenate(sel)))
+
+
+def nf(r, d):
+    """`` [n]``: the mean number of distinct features of a per-class (--oaa) selection."""
+    return f" [{np.mean(r['features']):.0f}]" if d.K else ""
+
+
 def versus(res):
     """The BEAR >= MISSION cell: the difference of the means, and whether it is inside the
     larger of the two seed sds (a tie the seeds cannot separate)."""
@@ -351,30 +360,34 @@ def text_dataset(name, a, out):
         orc = oracle(d, k, a.retrain_passes)
         base = {"oracle": [retrain(d, orc, a.retrain_passes)]}
         rec = {"oracle": [100.0]}
+        size = {"oracle": [nunion(orc)]}
         for n, sel in (("oracle, raw |w|", oracle(d, k, a.retrain_passes, "raw")),
                        ("full-memory SGD |w|", oracle(d, k, a.retrain_passes, "sgd")),
                        ("chi2", chi2_select(d, k))):
             base[n] = [retrain(d, sel, a.retrain_passes)]
             rec[n] = [recall(sel, orc)]
-        base["random"], rec["random"] = [], []
+            size[n] = [nunion(sel)]
+        base["random"], rec["random"], size["random"] = [], [], []
         for s in range(a.seeds):
             rs = random_select(d, k, s)
             base["random"].append(retrain(d, rs, a.retrain_passes))
             rec["random"].append(recall(rs, orc))
+            size["random"].append(nunion(rs))
         nsel = len(np.unique(np.concatenate(orc)))
         print(f"\n### {name}, k = {k}{' per class' if d.K else ''} ({nsel} distinct oracle features)"
-              f"; retrained test accuracy (%), recall of the oracle's top k (%)")
-        print("| selection | retrained accuracy | oracle recall |")
-        print("|---|---|---|")
-        print(f"| all features | {full:.1f} | |")
+              f"; retrained test accuracy (%), recall of the oracle's top k (%)"
+              + ("; [n]: distinct features in the union of the classes' selections" if d.K else ""))
+        print("| selection | retrained accuracy | oracle recall | distinct features |")
+        print("|---|---|---|---|")
+        print(f"| all features | {full:.1f} | | {d.p} |")
         for n in base:
-            print(f"| {n} | {ms(base[n])} | {ms(rec[n])} |")
+            print(f"| {n} | {ms(base[n])} | {ms(rec[n])} | {np.mean(size[n]):.0f} |")
         o, r = np.mean(base["oracle"]), np.mean(base["random"])
         print("\n| CF (exact) | sketch | BEAR step/damping | MISSION step | BEAR retrained | MISSION "
               "retrained | BEAR own top-k model | MISSION own | BEAR recall | MISSION recall | "
               "BEAR >= MISSION | BEAR >= oracle - 2 (CF <= 10) | BEAR well above random |")
         print("|" + "---|" * 13, flush=True)
-        res_k = {"k": k, "baselines": base, "recall": rec, "all": full, "cfs": []}
+        res_k = {"k": k, "baselines": base, "recall": rec, "features": size, "all": full, "cfs": []}
         for cf in a.cfs:
             W = max(1, int(round(d.p / (cf * rows * kc))))
             cf_real = d.p / (rows * W * kc)
@@ -386,7 +399,8 @@ def text_dataset(name, a, out):
                     acc.append(retrain(d, sel, a.retrain_passes))
                     rc.append(recall(sel, orc))
                 res[nm] = {"step": runs["step"], "extra": runs["extra"], "acc": acc,
-                           "own": runs["own"], "recall": rc}
+                           "own": runs["own"], "recall": rc,
+                           "features": [nunion(sel) for sel in runs["sel"]]}
             b = np.mean(res["BEAR"]["acc"])
             t1 = versus(res)
             t2 = ("ok" if b >= o - 2 else f"MISS ({b - o:+.1f})") if cf <= 10 else "-"
@@ -394,7 +408,8 @@ def text_dataset(name, a, out):
             dmp = res["BEAR"]["extra"].get("curvature_damping")
             print(f"| {cf:g} ({cf_real:.3g}) | {rows} x {W}{f' x {kc}' if d.K else ''} | "
                   f"{res['BEAR']['step']:g}/{dmp:g} | {res['MISSION']['step']:g} | "
-                  f"{ms(res['BEAR']['acc'])} | {ms(res['MISSION']['acc'])} | {ms(res['BEAR']['own'])} | "
+                  f"{ms(res['BEAR']['acc'])}{nf(res['BEAR'], d)} | {ms(res['MISSION']['acc'])}"
+                  f"{nf(res['MISSION'], d)} | {ms(res['BEAR']['own'])} | "
                   f"{ms(res['MISSION']['own'])} | {ms(res['BEAR']['recall'])} | "
                   f"{ms(res['MISSION']['recall'])} | {t1} | {t2} | {t3} |", flush=True)
             res_k["cfs"].append({"cf": cf, "cf_exact": cf_real, "width": W, **res})
