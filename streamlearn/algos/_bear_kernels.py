@@ -19,7 +19,7 @@ from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
 from ._sketch_kernels import (DRIVER_HYPER, _build_active, _eff_weights, _hll_add, _mb_gradient, _mb_predict,
-                              _offer_active, _sketch_add, implements_update, minibatch_run)
+                              _add_c, _offer_active, implements_update, minibatch_run)
 
 __all__ = ["Ring", "BearHyper", "two_loop", "bear_update", "bear_run", "ring_push"]
 
@@ -248,10 +248,10 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     # re-optimised inside every caller) on a learner's first run.
     code = hyper.code
     sketch = state.sketch
-    K = sketch.shape[0]
-    R = sketch.shape[1]
+    K = sketch.shape[2]
+    R = sketch.shape[0]
     # lines 2-4: active set, its effective weights, the minibatch's scores and mean gradient
-    akeys, aocc, loc, abk, asg = _build_active(offsets, indices, mb, nmb, state.seeds, sketch.shape[2])
+    akeys, aocc, loc, abk, asg = _build_active(offsets, indices, mb, nmb, state.seeds, sketch.shape[1])
     nA = akeys.shape[0]
     D = K * nA
     tmp = np.empty(R, np.float64)
@@ -287,7 +287,7 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
         for c in range(K):
             d = z[c * nA + a]
             if d != 0.0:
-                _sketch_add(sketch[c], abk[a], asg[a], -eta * d)
+                _add_c(sketch, c, abk[a], asg[a], -eta * d)
     # lines 7, 10 (and the weights after the step for line 8)
     beta1 = np.empty((K, nA), np.float64)
     _offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta1, inheap)  # the set before the update

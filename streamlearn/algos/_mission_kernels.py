@@ -12,7 +12,7 @@ from numba import njit
 
 from ..kernels._jit import KERNEL
 from ._sketch_kernels import (DRIVER_HYPER, _build_active, _eff_weights, _hll_add, _mb_gradient, _mb_predict,
-                              _offer_active, _sketch_add, implements_update, minibatch_run)
+                              _add_c, _offer_active, implements_update, minibatch_run)
 
 __all__ = ["MissionHyper", "mission_update", "mission_run"]
 
@@ -28,10 +28,10 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
     gradient on A_t, ADD ``-eta g`` on A_t, re-QUERY A_t and offer it to the heap. MISSION has
     no state of its own: ``extra`` is returned as it came."""
     sketch = state.sketch
-    K = sketch.shape[0]
-    akeys, aocc, loc, abk, asg = _build_active(offsets, indices, mb, nmb, state.seeds, sketch.shape[2])
+    K = sketch.shape[2]
+    akeys, aocc, loc, abk, asg = _build_active(offsets, indices, mb, nmb, state.seeds, sketch.shape[1])
     nA = akeys.shape[0]
-    tmp = np.empty(sketch.shape[1], np.float64)
+    tmp = np.empty(sketch.shape[0], np.float64)
     beta = np.empty((K, nA), np.float64)
     inheap = np.empty((K, nA), np.bool_)
     _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta, inheap, tmp)
@@ -43,7 +43,7 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
         _hll_add(state.hll, akeys[a])
         for c in range(K):
             if G[c, a] != 0.0:
-                _sketch_add(sketch[c], abk[a], asg[a], -eta * G[c, a])
+                _add_c(sketch, c, abk[a], asg[a], -eta * G[c, a])
     _offer_active(state, akeys, aocc, abk, asg, spans, tmp, np.empty((K, 0), np.float64), inheap)  # no weights back
     return extra
 

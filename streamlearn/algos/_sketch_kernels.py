@@ -34,7 +34,7 @@ from ._loss_kernels import loss_deriv, loss_value, target
 
 __all__ = [
     "NAME_BYTES", "HLL_BITS", "SOFTMAX", "murmur3_u32_array",
-    "sketch_positions", "sketch_query", "sketch_query_keys", "sketch_add_keys",
+    "sketch_positions", "sketch_query", "sketch_query_keys", "sketch_query_class", "sketch_add_keys",
     "tbl_find", "heap_offer", "heap_lookup", "hll_add", "build_active", "eff_weights",
     "mb_predict", "mb_gradient", "copy_name",
     "SketchState", "Spans", "minibatch_update", "implements_update", "minibatch_run", "DRIVER_HYPER",
@@ -52,7 +52,7 @@ class SketchState(NamedTuple):
     """What a sketch learner knows (BEAR Alg. 2's sketch S and heap, plus bookkeeping).
     ``K`` classes (1 for binary / regression), ``R x W`` sketch, heap of ``k``."""
 
-    sketch: np.ndarray  # float64 (K, R, W): the Count Sketch of each class's weights
+    sketch: np.ndarray  # float64 (R, W, K): the Count Sketch of each class's weights, classes adjacent
     seeds: np.ndarray  # uint32 (R, 2): [row, 0] bucket seed, [row, 1] sign seed
     hkeys: np.ndarray  # uint32 (K, k): heap members' feature hashes
     hw: np.ndarray  # float64 (K, k): their weights at their last minibatch
@@ -139,12 +139,10 @@ def _sketch_positions(key, seeds, width, bk, sg):
 
 
 @njit(**INNER)
-def _sketch_query(sk, bk, sg, tmp):
-    """Median over rows of ``sg[r] * sk[r, bk[r]]`` (``sk`` is one class's ``R x W`` sketch;
-    ``tmp`` a scratch array of length ``R``). Even ``R``: mean of the two middle values."""
-    R = bk.shape[0]
-    for r in range(R):
-        v = sg[r] * sk[r, bk[r]]
+def _median(tmp, R):
+    """Median of ``tmp[:R]`` (sorted in place by insertion; even ``R``: mean of the two middle values)."""
+    for r in range(1, R):
+        v = tmp[r]
         j = r
         while j > 0 and tmp[j - 1] > v:
             tmp[j] = tmp[j - 1]
@@ -156,10 +154,39 @@ def _sketch_query(sk, bk, sg, tmp):
 
 
 @njit(**INNER)
+def _sketch_query(sk, bk, sg, tmp):
+    """Median over rows of ``sg[r] * sk[r, bk[r]]`` (``sk`` one class's ``R x W`` sketch;
+    ``tmp`` a scratch array of length ``R``). Even ``R``: mean of the two middle values."""
+    R = bk.shape[0]
+    for r in range(R):
+        tmp[r] = sg[r] * sk[r, bk[r]]
+    return _median(tmp, R)
+
+
+@njit(**INNER)
+def _query_c(sketch, c, bk, sg, tmp):
+    """QUERY class ``c`` of a learner's class-interleaved sketch ``(R, W, K)``: the median over
+    rows of ``sg[r] * sketch[r, bk[r], c]``. A feature's K class cells of a row are adjacent,
+    so QUERYing every class of one feature touches R cache-line groups, not R x K lines."""
+    R = bk.shape[0]
+    for r in range(R):
+        tmp[r] = sg[r] * sketch[r, bk[r], c]
+    return _median(tmp, R)
+
+
+@njit(**INNER)
 def _sketch_add(sk, bk, sg, delta):
     """ADD: ``sk[r, bk[r]] += sg[r] * delta`` for every row."""
     for r in range(bk.shape[0]):
         sk[r, bk[r]] += sg[r] * delta
+
+
+@njit(**INNER)
+def _add_c(sketch, c, bk, sg, delta):
+    """ADD to class ``c`` of a class-interleaved sketch ``(R, W, K)``: ``sketch[r, bk[r], c] +=
+    sg[r] * delta`` for every row."""
+    for r in range(bk.shape[0]):
+        sketch[r, bk[r], c] += sg[r] * delta
 
 
 @njit(cache=True, nogil=True)
@@ -173,6 +200,20 @@ def sketch_query_keys(sk, seeds, keys, out):
     for i in range(keys.shape[0]):
         _sketch_positions(keys[i], seeds, W, bk, sg)
         out[i] = _sketch_query(sk, bk, sg, tmp)
+
+
+@njit(cache=True, nogil=True)
+def sketch_query_class(sketch, c, seeds, keys, out):
+    """QUERY class ``c`` of a learner's class-interleaved sketch ``(R, W, K)`` for every key
+    of ``keys`` (uint32) into ``out``."""
+    R = seeds.shape[0]
+    W = sketch.shape[1]
+    bk = np.empty(R, np.int64)
+    sg = np.empty(R, np.float64)
+    tmp = np.empty(R, np.float64)
+    for i in range(keys.shape[0]):
+        _sketch_positions(keys[i], seeds, W, bk, sg)
+        out[i] = _query_c(sketch, c, bk, sg, tmp)
 
 
 @njit(cache=True, nogil=True)
@@ -439,13 +480,13 @@ def _build_active(offsets, indices, mb, nmb, seeds, width):
 def _eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta, inheap, tmp):
     """Effective weights on A_t (Alg. 2 line 3): QUERY for members of the class's top-k,
     0 for the others. ``beta``, ``inheap`` are ``K x nA``."""
-    K = sketch.shape[0]
+    K = sketch.shape[2]
     nA = akeys.shape[0]
-    for c in range(K):
-        for a in range(nA):
+    for a in range(nA):
+        for c in range(K):
             if _tbl_find(htbl[c], hkeys[c], akeys[a]) >= 0:
                 inheap[c, a] = True
-                beta[c, a] = _sketch_query(sketch[c], abk[a], asg[a], tmp)
+                beta[c, a] = _query_c(sketch, c, abk[a], asg[a], tmp)
             else:
                 inheap[c, a] = False
                 beta[c, a] = 0.0
@@ -455,8 +496,8 @@ def _eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta, inheap, tmp):
 def _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp):
     """Raw scores ``p[c]`` of example ``i``: sum over its features that are in class ``c``'s
     top-k of the QUERYed weight times the value (the model's prediction rule)."""
-    K = sketch.shape[0]
-    W = sketch.shape[2]
+    K = sketch.shape[2]
+    W = sketch.shape[1]
     for c in range(K):
         p[c] = 0.0
     for k in range(offsets[i], offsets[i + 1]):
@@ -467,7 +508,7 @@ def _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p,
                 if not computed:
                     _sketch_positions(key, seeds, W, bk, sg)
                     computed = True
-                p[c] += _sketch_query(sketch[c], bk, sg, tmp) * values[k]
+                p[c] += _query_c(sketch, c, bk, sg, tmp) * values[k]
 
 
 @njit(**INNER)
@@ -590,11 +631,11 @@ def _offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta, keep):
     (``akeys``, first occurrences ``aocc``, buckets ``abk`` and signs ``asg``) and offer them to
     its heap (a feature entering the heap takes its name from ``spans``). With ``beta``
     non-empty, ``beta[c, a]`` receives the new weight where ``keep[c, a]`` (else 0)."""
-    K = state.sketch.shape[0]
+    K = state.sketch.shape[2]
     nA = akeys.shape[0]
-    for c in range(K):
-        for a in range(nA):
-            v = _sketch_query(state.sketch[c], abk[a], asg[a], tmp)
+    for a in range(nA):  # a feature's classes together (adjacent cells); each heap's offers stay in A_t's order
+        for c in range(K):
+            v = _query_c(state.sketch, c, abk[a], asg[a], tmp)
             if beta.shape[1] > 0:
                 beta[c, a] = v if keep[c, a] else 0.0
             nid = _heap_offer(state.hkeys[c], state.hw[c], state.htpos[c], state.hname[c], state.htbl[c], state.hsize[c:c + 1],
@@ -646,8 +687,8 @@ def minibatch_run(offsets, indices, values, labels, weights, spans, state, extra
     """
     n = labels.shape[0]
     sketch = state.sketch
-    K = sketch.shape[0]
-    R = sketch.shape[1]
+    K = sketch.shape[2]
+    R = sketch.shape[0]
     code = hyper.code
     mb = np.empty(n + 1, np.int64)
     nmb = 0

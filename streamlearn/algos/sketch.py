@@ -143,7 +143,9 @@ class SketchLearner(Learner):
             raise MemoryError(f"Count Sketch of {8 * self.kc * R * W} bytes > {ram} bytes of memory")
         self.R, self.W = R, W
         self.k = k
-        self.sketch = lazy_zeros((self.kc, R, W), np.float64)  # untouched pages never resident
+        # (R, W, K): a feature's K class cells of a row adjacent (one QUERY / ADD of all classes
+        # touches R cache-line groups); saved as (K, R, W) (_arrays). Untouched pages never resident.
+        self.sketch = lazy_zeros((R, W, self.kc), np.float64)
         self.seeds = self._seeds()  # [row, 0] bucket seed, [row, 1] sign seed
         T = _pow2_at_least(2 * k)
         self.hkeys = np.zeros((self.kc, k), np.uint32)
@@ -368,7 +370,7 @@ class SketchLearner(Learner):
             keys = self.hkeys[c, :n].copy()
             w = self.hw[c, :n].copy()
             if refresh and n:
-                _kernels.sketch_query_keys(self.sketch[c], self.seeds, keys, w)
+                _kernels.sketch_query_class(self.sketch, c, self.seeds, keys, w)
             order = np.lexsort((keys, -np.abs(w)))
             for s in order:
                 nid = int(self.hname[c, s])
@@ -392,7 +394,7 @@ class SketchLearner(Learner):
         """QUERY the sketch of class ``cls`` (0-based) for the given 32-bit hashes."""
         keys = np.ascontiguousarray(hashes, np.uint32)
         out = np.empty(len(keys))
-        _kernels.sketch_query_keys(self.sketch[cls], self.seeds, keys, out)
+        _kernels.sketch_query_class(self.sketch, cls, self.seeds, keys, out)
         return out
 
     # -- summary ------------------------------------------------------------------------------
@@ -419,12 +421,21 @@ class SketchLearner(Learner):
     # -- state --------------------------------------------------------------------------------
     def _arrays(self):
         a = {f: getattr(self, f) for f in _kernels.SketchState._fields}
+        a["sketch"] = self.saved_sketch()
         p = self._pending if self._pending is not None else empty_batch()
         spans = _spans(p)
         for f, dt in zip(_PEND_FIELDS, _PEND_DTYPES):
             x = getattr(spans, f) if f in spans._fields else getattr(p, f)
             a["pend_" + f] = np.asarray(x, dt)
         return a
+
+    def saved_sketch(self) -> np.ndarray:
+        """The sketch as model files hold it, ``(K, R, W)`` (one class's ``R x W`` after the
+        other): a view for one class, a transposed copy for ``--oaa K``."""
+        sk = self.sketch
+        if self.kc == 1:
+            return sk.reshape(1, self.R, self.W)
+        return np.ascontiguousarray(np.moveaxis(sk, 2, 0))
 
     # the state's fields in the order of SketchState (kept here: no numba import to load a model)
     _STATE_FIELDS = ("sketch", "seeds", "hkeys", "hw", "htpos", "hname", "htbl", "hsize", "names", "name_len",
@@ -458,6 +469,11 @@ class SketchLearner(Learner):
         for f in self._STATE_FIELDS:
             cur = getattr(self, f)
             require(f in arrays, f"array {f} is missing")
+            if f == "sketch":  # saved (K, R, W); kept (R, W, K)
+                sk = adopt(f, arrays[f], (self.kc, self.R, self.W), cur.dtype)
+                self.sketch = (sk.reshape(self.R, self.W, 1) if self.kc == 1
+                               else np.ascontiguousarray(np.moveaxis(sk, 0, 2)))
+                continue
             setattr(self, f, adopt(f, arrays[f], cur.shape, cur.dtype))
         require(np.array_equal(self.seeds, self._seeds()),
                 "array seeds: not the Count Sketch seeds of --sketch_seed / --random_seed")
