@@ -23,7 +23,7 @@ MissionHyper = namedtuple("MissionHyper", DRIVER_HYPER)
 
 @implements_update(MissionHyper)
 @njit(cache=True, nogil=True)
-def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, state, extra, hyper, eta):
+def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, state, extra, hyper, eta, P0):
     """One MISSION iteration on the minibatch ``mb[:nmb]``: QUERY A_t intersect top-k, mean
     gradient on A_t, ADD ``-eta g`` on A_t, re-QUERY A_t and offer it to the heap. MISSION has
     no state of its own: ``extra`` is returned as it came."""
@@ -35,7 +35,7 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
     beta = np.empty((K, nA), np.float64)
     inheap = np.empty((K, nA), np.bool_)
     _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta, inheap, tmp)
-    P = np.empty((nmb, K), np.float64)
+    P = P0  # the scores before the step: the driver reports them
     _mb_predict(offsets, values, mb, nmb, loc, beta, P)
     G = np.empty((K, nA), np.float64)
     _mb_gradient(hyper.code, offsets, values, labels, weights, mb, nmb, loc, P, G, state.lrange, hyper.clip)

@@ -557,6 +557,18 @@ def _mb_loss_and_pred(code, p, K, label, out):
 
 
 @njit(**INNER)
+def _record(code, p, K, label, i, out, pred_out, loss_out, score_out):
+    """Report row ``i``'s prediction and loss from its class scores ``p`` (and the scores, if
+    ``score_out`` has rows)."""
+    _mb_loss_and_pred(code, p, K, label, out)
+    pred_out[i] = out[0]
+    loss_out[i] = out[1]
+    if score_out.shape[0] > 0:
+        for c in range(K):
+            score_out[i, c] = p[c]
+
+
+@njit(**INNER)
 def _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G, lrange, clip):
     """Mean minibatch gradient (Alg. 2 lines 4 and 8): ``G[c, a]`` = (1/b) sum_i w_i
     dl_i/dp_c x_ia, with ``G`` zeroed first. Softmax: dl/dp_c = pi_c - [y = c].
@@ -645,9 +657,11 @@ def _offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta, keep):
                           spans.name_end, spans.ns_start, spans.ns_end)
 
 
-def minibatch_update(offsets, indices, values, labels, weights, mb, nmb, spans, state, extra, hyper, eta):
+def minibatch_update(offsets, indices, values, labels, weights, mb, nmb, spans, state, extra, hyper, eta, P0):
     """One learner iteration on the minibatch ``mb[:nmb]`` with step ``eta``; returns ``extra``
-    (the learner's own state, possibly reallocated). Only a declaration: each learner binds it
+    (the learner's own state, possibly reallocated). ``P0[q, c]`` receives example ``mb[q]``'s
+    class scores under the weights before the step (Alg. 2 line 3's effective weights: the
+    model's prediction, which the driver reports). Only a declaration: each learner binds it
     for its hyper-parameter tuple with :func:`implements_update`."""
     raise NotImplementedError("minibatch_update runs only inside compiled kernels")
 
@@ -659,7 +673,7 @@ def implements_update(hyper_type):
     kernel passed as an argument would not be)."""
     def bind(kernel):
         @overload(minibatch_update, jit_options={k: v for k, v in INNER.items() if k != "cache"})
-        def _typed(offsets, indices, values, labels, weights, mb, nmb, spans, state, extra, hyper, eta):
+        def _typed(offsets, indices, values, labels, weights, mb, nmb, spans, state, extra, hyper, eta, P0):
             if getattr(hyper, "instance_class", None) is hyper_type:
                 return kernel.py_func
             return None
@@ -684,6 +698,11 @@ def minibatch_run(offsets, indices, values, labels, weights, spans, state, extra
     ``score_out`` has rows (``(n, K)``; ``(0, K)`` for none) each predicted row's raw class
     scores go there too (``--probabilities``: their softmax).
     Returns ``(examples learned, rows pending, extra)``.
+
+    A row that will be learned is not predicted on its own: the model does not change before its
+    minibatch's update, whose scores at the weights before the step (``P0``, the same sums in the
+    same order) are its prediction; rows still pending at the end of the call are predicted
+    then. This halves the sketch and heap look-ups of a learned example.
     """
     n = labels.shape[0]
     sketch = state.sketch
@@ -701,29 +720,33 @@ def minibatch_run(offsets, indices, values, labels, weights, spans, state, extra
     seeds = state.seeds
     htbl = state.htbl
     hkeys = state.hkeys
+    P0 = np.empty((min(hyper.b, n) + 1, K), np.float64)
     for i in range(n + 1):
         last = i == n  # one extra round: learn a final partial minibatch when flushing
         if not last:
-            if i >= skip:  # rows < skip were predicted and recorded by an earlier call
+            labeled = learn and not math.isnan(labels[i])
+            if i >= skip and not labeled:  # rows < skip were predicted and recorded by an earlier call
                 _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp)
-                _mb_loss_and_pred(code, p, K, labels[i], out)
-                pred_out[i] = out[0]
-                loss_out[i] = out[1]
-                if score_out.shape[0] > 0:
-                    for c in range(K):
-                        score_out[i, c] = p[c]
-            if learn and not math.isnan(labels[i]):
+                _record(code, p, K, labels[i], i, out, pred_out, loss_out, score_out)
+            if labeled:
                 mb[nmb] = i
                 nmb += 1
         if nmb >= hyper.b or (last and learn and flush and nmb > 0):
             eta = _step_size(hyper.eta0, hyper.schedule, hyper.t0, state.counters[0])
             extra = minibatch_update(offsets, indices, values, labels, weights, mb, nmb, spans, state,
-                                     extra, hyper, eta)
+                                     extra, hyper, eta, P0)
+            for q in range(nmb):
+                if mb[q] >= skip:
+                    _record(code, P0[q], K, labels[mb[q]], mb[q], out, pred_out, loss_out, score_out)
             state.counters[0] += 1
             learned += nmb
             nmb = 0
     for q in range(nmb):
-        pending_out[q] = mb[q]
+        i = mb[q]
+        pending_out[q] = i
+        if i >= skip:  # learned by a later call, from this model
+            _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp)
+            _record(code, p, K, labels[i], i, out, pred_out, loss_out, score_out)
     return learned, nmb, extra
 
 
