@@ -19,7 +19,7 @@ from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
 from ._sketch_kernels import (DRIVER_HYPER, _build_active, _eff_weights, _hll_add, _mb_gradient, _mb_predict,
-                              _add_c, _offer_active, implements_update, minibatch_run)
+                              _add_ca, _offer_active, implements_update, minibatch_run)
 
 __all__ = ["Ring", "BearHyper", "two_loop", "bear_update", "bear_run", "ring_push"]
 
@@ -286,7 +286,7 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
         for c in range(K):
             d = z[c * nA + a]
             if d != 0.0:
-                _add_c(sketch, c, abk[a], asg[a], -eta * d)
+                _add_ca(sketch, c, abk, asg, a, -eta * d)
     # lines 7, 10 (and the weights after the step for line 8)
     beta1 = np.empty((K, nA), np.float64)
     _offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta1, inheap)  # the set before the update

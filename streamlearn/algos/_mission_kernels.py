@@ -12,7 +12,7 @@ from numba import njit
 
 from ..kernels._jit import KERNEL
 from ._sketch_kernels import (DRIVER_HYPER, _build_active, _eff_weights, _hll_add, _mb_gradient, _mb_predict,
-                              _add_c, _offer_active, implements_update, minibatch_run)
+                              _add_ca, _offer_active, implements_update, minibatch_run)
 
 __all__ = ["MissionHyper", "mission_update", "mission_run"]
 
@@ -43,7 +43,7 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
         _hll_add(state.hll, akeys[a])
         for c in range(K):
             if G[c, a] != 0.0:
-                _add_c(sketch, c, abk[a], asg[a], -eta * G[c, a])
+                _add_ca(sketch, c, abk, asg, a, -eta * G[c, a])
     _offer_active(state, akeys, aocc, abk, asg, spans, tmp, np.empty((K, 0), np.float64), inheap)  # no weights back
     return extra
 

@@ -175,18 +175,28 @@ def _query_c(sketch, c, bk, sg, tmp):
 
 
 @njit(**INNER)
+def _query_ca(sketch, c, abk, asg, a, tmp):
+    """:func:`_query_c` for active feature ``a`` of a minibatch (its buckets ``abk[a]`` and signs
+    ``asg[a]``), indexed in place: no array view per call (each view costs an atomic reference
+    count increment and decrement, which in the per-(class, feature) loops cost a fifth of the run)."""
+    R = abk.shape[1]
+    for r in range(R):
+        tmp[r] = asg[a, r] * sketch[r, abk[a, r], c]
+    return _median(tmp, R)
+
+
+@njit(**INNER)
+def _add_ca(sketch, c, abk, asg, a, delta):
+    """ADD ``delta`` to class ``c`` of active feature ``a`` (as :func:`_query_ca`, no views)."""
+    for r in range(abk.shape[1]):
+        sketch[r, abk[a, r], c] += asg[a, r] * delta
+
+
+@njit(**INNER)
 def _sketch_add(sk, bk, sg, delta):
     """ADD: ``sk[r, bk[r]] += sg[r] * delta`` for every row."""
     for r in range(bk.shape[0]):
         sk[r, bk[r]] += sg[r] * delta
-
-
-@njit(**INNER)
-def _add_c(sketch, c, bk, sg, delta):
-    """ADD to class ``c`` of a class-interleaved sketch ``(R, W, K)``: ``sketch[r, bk[r], c] +=
-    sg[r] * delta`` for every row."""
-    for r in range(bk.shape[0]):
-        sketch[r, bk[r], c] += sg[r] * delta
 
 
 @njit(cache=True, nogil=True)
@@ -249,6 +259,21 @@ def _tbl_find(tbl, hkeys, key):
         if s < 0:
             return -1
         if hkeys[s] == key:
+            return s
+        i = (i + 1) & tmask
+
+
+@njit(**INNER)
+def _tbl_find_c(htbl, hkeys, c, key):
+    """:func:`_tbl_find` in class ``c``'s table and heap of the ``(K, T)`` / ``(K, k)`` arrays
+    (indexed in place: no views per call)."""
+    tmask = htbl.shape[1] - 1
+    i = _home(key, tmask)
+    while True:
+        s = htbl[c, i]
+        if s < 0:
+            return -1
+        if hkeys[c, s] == key:
             return s
         i = (i + 1) & tmask
 
@@ -484,9 +509,9 @@ def _eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta, inheap, tmp):
     nA = akeys.shape[0]
     for a in range(nA):
         for c in range(K):
-            if _tbl_find(htbl[c], hkeys[c], akeys[a]) >= 0:
+            if _tbl_find_c(htbl, hkeys, c, akeys[a]) >= 0:
                 inheap[c, a] = True
-                beta[c, a] = _query_c(sketch, c, abk[a], asg[a], tmp)
+                beta[c, a] = _query_ca(sketch, c, abk, asg, a, tmp)
             else:
                 inheap[c, a] = False
                 beta[c, a] = 0.0
@@ -504,7 +529,7 @@ def _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p,
         key = indices[k]
         computed = False
         for c in range(K):
-            if _tbl_find(htbl[c], hkeys[c], key) >= 0:
+            if _tbl_find_c(htbl, hkeys, c, key) >= 0:
                 if not computed:
                     _sketch_positions(key, seeds, W, bk, sg)
                     computed = True
@@ -643,18 +668,31 @@ def _offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta, keep):
     (``akeys``, first occurrences ``aocc``, buckets ``abk`` and signs ``asg``) and offer them to
     its heap (a feature entering the heap takes its name from ``spans``). With ``beta``
     non-empty, ``beta[c, a]`` receives the new weight where ``keep[c, a]`` (else 0)."""
-    K = state.sketch.shape[2]
+    sketch = state.sketch
+    K = sketch.shape[2]
     nA = akeys.shape[0]
-    for a in range(nA):  # a feature's classes together (adjacent cells); each heap's offers stay in A_t's order
+    V = np.empty((K, nA), np.float64)
+    for a in range(nA):  # QUERY a feature's classes together (adjacent cells)
         for c in range(K):
-            v = _query_c(state.sketch, c, abk[a], asg[a], tmp)
-            if beta.shape[1] > 0:
-                beta[c, a] = v if keep[c, a] else 0.0
-            nid = _heap_offer(state.hkeys[c], state.hw[c], state.htpos[c], state.hname[c], state.htbl[c], state.hsize[c:c + 1],
-                             akeys[a], v)
+            V[c, a] = _query_ca(sketch, c, abk, asg, a, tmp)
+    if beta.shape[1] > 0:
+        for c in range(K):
+            for a in range(nA):
+                beta[c, a] = V[c, a] if keep[c, a] else 0.0
+    for c in range(K):  # one class's heap arrays at a time (views made once per class)
+        hkeys = state.hkeys[c]
+        hw = state.hw[c]
+        htpos = state.htpos[c]
+        hname = state.hname[c]
+        htbl = state.htbl[c]
+        size = state.hsize[c:c + 1]
+        names = state.names[c]
+        name_len = state.name_len[c]
+        for a in range(nA):
+            nid = _heap_offer(hkeys, hw, htpos, hname, htbl, size, akeys[a], V[c, a])
             if nid >= 0:
-                _copy_name(state.names[c], state.name_len[c], nid, aocc[a], spans.text, spans.name_start,
-                          spans.name_end, spans.ns_start, spans.ns_end)
+                _copy_name(names, name_len, nid, aocc[a], spans.text, spans.name_start,
+                           spans.name_end, spans.ns_start, spans.ns_end)
 
 
 def minibatch_update(offsets, indices, values, labels, weights, mb, nmb, spans, state, extra, hyper, eta, P0):
