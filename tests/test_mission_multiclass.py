@@ -9,6 +9,8 @@ from streamlearn.algos.losses import get_loss
 from streamlearn.batch import Batch
 from streamlearn.evaluate import EXPLODED_AFTER, EXPLODED_FACTOR, _LossWatch
 
+from naive_olbfgs import dense_olbfgs
+
 
 class _Fake:
     def __init__(self, multiclass=False, n_classes=0, loss="squared"):
@@ -68,15 +70,66 @@ def _unscaled(path, n=240, K=3, seed=0):
 
 @pytest.mark.parametrize("algo", ["mission", "bear"])
 def test_exploding_loss_warns_once_and_suggests_unit_norm(algo, tmp_path, invoke_cli):
+    """Pixel-like values with the examples as given (--example_norm none, the paper's algorithm
+    and the default before issue 21): the loss explodes and the run says so, once; scaled
+    input (--unit_norm, or the --oaa default --example_norm auto) does not."""
     data = _unscaled(tmp_path / "px.libsvm")
-    r = invoke_cli("train", data, "--algo", algo, "--oaa", 3, "-l", 1.0, "-P", "off", "--metrics", tmp_path / "m.json")
+    r = invoke_cli("train", data, "--algo", algo, "--oaa", 3, "-l", 1.0, "--example_norm", "none", "-P", "off",
+                   "--metrics", tmp_path / "m.json")
     assert r.exit_code == 0, r.output
     assert r.output.count("progressive loss exploded") == 1, r.output
     assert "try --unit_norm" in r.output
     # scaled input: no warning
-    r = invoke_cli("train", data, "--algo", algo, "--oaa", 3, "-l", 1.0, "--unit_norm", "-P", "off")
-    assert r.exit_code == 0, r.output
-    assert "exploded" not in r.output, r.output
+    for scaled in (["--unit_norm", "--example_norm", "none"], []):
+        r = invoke_cli("train", data, "--algo", algo, "--oaa", 3, "-l", 1.0, *scaled, "-P", "off")
+        assert r.exit_code == 0, r.output
+        assert "exploded" not in r.output, r.output
     # --quiet silences it
-    r = invoke_cli("train", data, "--algo", algo, "--oaa", 3, "-l", 1.0, "--quiet")
+    r = invoke_cli("train", data, "--algo", algo, "--oaa", 3, "-l", 1.0, "--example_norm", "none", "--quiet")
     assert r.exit_code == 0 and "exploded" not in r.output
+
+
+def test_multiclass_compression_factor_is_per_class():
+    """--oaa K: K sketches of R x W cells hold K d weights: the compression factor is d / (R W),
+    as for one class (it was d / (K R W), so CF 1 for a multiclass sketch read as 1/K)."""
+    from streamlearn.algos.mission import Mission
+    rng = np.random.default_rng(3)
+    n, p = 60, 40
+    X = rng.normal(size=(n, p))
+    y = rng.integers(1, 4, n).astype(float)
+    keys = rng.integers(0, 2**32, p).astype(np.uint32)
+    L = Mission(sketch_rows=2, sketch_width=20, top_k=5, oaa=3)
+    L.learn_batch(Batch.from_dense(X, y, hashes=keys))
+    s = L.extra_summary()
+    assert s["distinct_features"] == pytest.approx(p, abs=2)
+    assert s["compression_factor"] == pytest.approx(p / 40, abs=0.05)
+    assert s["sketch_bytes"] == 3 * 2 * 20 * 8
+
+
+@pytest.mark.parametrize("algo", ["mission", "bear"])
+def test_example_norm_unit_is_the_reference_on_unit_rows(algo, collision_free_keys, learner_weights):
+    """--oaa K defaults to --example_norm unit: exactly the paper's algorithm (the dense
+    references) run on the examples scaled to unit L2 norm; the caller's batch is not changed.
+    The defaults it brings: mission -l 1, bear --minibatch 1; binary runs keep the old ones."""
+    from streamlearn.algos.bear import Bear
+    from streamlearn.algos.mission import Mission
+    rng = np.random.default_rng(31)
+    n, p, K = 80, 10, 3
+    X = rng.normal(size=(n, p)) * rng.uniform(0.1, 50.0, size=(n, 1))  # rows of very different lengths
+    y = rng.integers(1, K + 1, n).astype(float)
+    Xu = X / np.linalg.norm(X, axis=1, keepdims=True)
+    keys = collision_free_keys(p, 3, 40, seed=5)
+    if algo == "mission":
+        L = Mission(sketch_rows=3, sketch_width=40, top_k=p, oaa=K)
+        assert (L.eta, L.b, Mission().eta) == (1.0, 1, 0.01)
+        Bref, pref = dense_olbfgs(Xu, y, K, 3, 1, 1.0, 1, second_order=False)
+    else:
+        L = Bear(sketch_rows=3, sketch_width=40, top_k=p, oaa=K, curvature_damping=0.5)
+        assert (L.eta, L.b, Bear().b, Bear(oaa=K, example_norm="none").b) == (0.1, 1, 10, 10)
+        Bref, pref = dense_olbfgs(Xu, y, K, 3, 1, 0.1, 1, damping=0.5)
+    batch = Batch.from_dense(X, y, hashes=keys)
+    before = batch.values.copy()
+    preds = L.learn_batch(batch)[0]
+    np.testing.assert_array_equal(batch.values, before)
+    np.testing.assert_array_equal(preds, pref)
+    np.testing.assert_allclose(learner_weights(L, keys), Bref, rtol=1e-9, atol=1e-12)
