@@ -133,3 +133,22 @@ def test_example_norm_unit_is_the_reference_on_unit_rows(algo, collision_free_ke
     np.testing.assert_array_equal(batch.values, before)
     np.testing.assert_array_equal(preds, pref)
     np.testing.assert_allclose(learner_weights(L, keys), Bref, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("algo", ["bear", "mission"])
+def test_oaa_model_saved_before_example_norm_continues_as_trained(algo, tmp_path, invoke_cli):
+    """A --oaa model written before --example_norm and the class-interleaved sketch
+    (tests/data/sketch_oaa_v1/make.sh, main at 5d79dbc) loads as --example_norm none with the old
+    step defaults and continues training exactly as that version did; a new run on the same data
+    scales the examples and differs."""
+    from pathlib import Path
+    v1 = Path(__file__).parent / "data" / "sketch_oaa_v1"
+    data = Path(__file__).parent / "data" / "oaa_golden_input.vw"
+    out, new = tmp_path / "cont.txt", tmp_path / "new.txt"
+    r = invoke_cli("train", "-i", v1 / f"{algo}.slm", data, "-p", out, "--quiet")
+    assert r.exit_code == 0, r.output
+    assert out.read_text() == (v1 / f"{algo}.continue.txt").read_text()
+    r = invoke_cli("train", "--algo", algo, "--oaa", 26, "--sketch_rows", 3, "--sketch_width", 64, "--top_k", 20,
+                   data, "-p", new, "--quiet")
+    assert r.exit_code == 0, r.output
+    assert new.read_text() != out.read_text()
