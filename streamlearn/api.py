@@ -451,6 +451,14 @@ def _run(cfg: RunConfig, learn: bool, log=None, monitor=None):
         if learner.compiles_on_first_use():
             log(f"compiling the {learner.name} kernels: first run only, cached afterwards "
                 "(streamlearn warmup compiles them ahead of time)...")
+    def on_exploded(n, avg, limit):
+        if not cfg.quiet:
+            fix = ("a smaller --learning_rate" if reader.get("unit_norm") else
+                   "--unit_norm (each example scaled to unit length), or a smaller --learning_rate")
+            log(f"warning: the progressive loss exploded: average {avg:.3g} over the first {n} labeled "
+                f"examples, more than {limit:.3g} (100 times that of predicting 0); the feature values "
+                f"may be too large for the {learner.name} steps: try {fix}")
+
     shown = False  # progress shown by the monitor (a bar) instead of the table
     if monitor is not None and not cfg.quiet:
         from .io.position import Extents
@@ -474,7 +482,8 @@ def _run(cfg: RunConfig, learn: bool, log=None, monitor=None):
                 ev = run_stream(learner, stream, learn=learn and not cfg.test_only,
                                 schedule=schedule, emit_row=emit_row, on_batch=on_batch,
                                 on_predictions=on_predictions, on_errors=on_errors, guard=guard, strict=cfg.strict,
-                                binary=binary, on_raw=raw_sink, log_loss=_reports_log_loss(learner, cfg))
+                                binary=binary, on_raw=raw_sink, log_loss=_reports_log_loss(learner, cfg),
+                                on_exploded=on_exploded)
             except KeyboardInterrupt:
                 if cfg.save_on_interrupt and cfg.final_model and learn and not cfg.test_only:
                     # the guard raised between slices of a batch: the state is that of whole examples

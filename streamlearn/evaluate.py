@@ -210,6 +210,53 @@ class Evaluation:
         return s
 
 
+#: the exploding-loss warning: the progressive loss so far above this many times that of predicting
+#: 0 (log K for multiclass; at least 1), after at least EXPLODED_AFTER labeled examples
+EXPLODED_FACTOR = 100.0
+EXPLODED_AFTER = 50
+
+
+class _LossWatch:
+    """Watches the progressive loss for a blow-up (a learner taking steps far too large for the
+    feature values, e.g. unscaled counts or pixels): the weighted loss of the labeled examples
+    so far against the loss of the zero predictor on the same examples (``log K`` for
+    multiclass). ``check`` returns ``(examples, average loss, threshold)`` once, the first time
+    the average passes ``EXPLODED_FACTOR`` times the reference (at least 1), else None."""
+
+    def __init__(self, learner):
+        self.learner = learner
+        self.w = self.loss = self.ref = 0.0
+        self.n = 0
+        self.fired = False
+
+    def check(self, batch, loss):
+        if self.fired:
+            return None
+        lab = ~np.isnan(batch.labels)
+        if not lab.any():
+            return None
+        w = batch.weights[lab]
+        L = self.learner
+        if L.multiclass:
+            ref = np.full(w.shape, math.log(max(2, int(getattr(L, "n_classes", 2) or 2))))
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):
+                ref = L.loss.value(np.zeros(w.shape), batch.labels[lab])
+        with np.errstate(over="ignore", invalid="ignore"):
+            self.loss += float((w * loss[lab]).sum())
+            self.ref += float((w * ref).sum())
+        self.w += float(w.sum())
+        self.n += int(lab.sum())
+        if self.n < EXPLODED_AFTER or self.w <= 0:
+            return None
+        avg = self.loss / self.w
+        limit = EXPLODED_FACTOR * max(self.ref / self.w, 1.0)
+        if not avg > limit:  # (NaN: the degenerated-state error, not this)
+            return None
+        self.fired = True
+        return self.n, avg, limit
+
+
 def _degenerated(learner, batch, pred):
     from .errors import NumericError
     i = int(np.flatnonzero(np.isnan(pred))[0])
@@ -459,7 +506,7 @@ def binary_outputs(batch, pred, loss):
 
 def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on_predictions=None,
                on_errors=None, evaluation=None, guard=None, strict=False, binary=False, on_raw=None,
-               log_loss=None, on_batch=None):
+               log_loss=None, on_batch=None, on_exploded=None):
     """Run the learner over ``batches``; returns the :class:`Evaluation`.
 
     ``on_predictions(batch, pred)`` receives every batch's recorded predictions (for ``-p``; with
@@ -468,7 +515,9 @@ def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on
     ``on_errors(list)`` the malformed lines a reader skipped in each batch, and the examples
     whose label the learner cannot use (skipped the same way; ``strict``: an InputError);
     ``on_batch(evaluation, batch)`` is called after each batch of ``batches`` is folded in (a
-    progress display; the reader's ``batch.extra`` is the batch's). With
+    progress display; the reader's ``batch.extra`` is the batch's). ``on_exploded(examples,
+    average loss, threshold)`` is called once (learning only) when the progressive loss blows up
+    (:class:`_LossWatch`: for a warning suggesting ``--unit_norm``). With
     ``guard`` (an entered :class:`InterruptGuard`), interrupts are taken only between batches.
     Input that is not what it claims to be is an :class:`~streamlearn.errors.InputError` (exit 1):
     when the first ``BAD_HEAD_LINES`` lines, or all lines of a non-empty stream, are malformed
@@ -480,6 +529,7 @@ def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on
     ev = evaluation or Evaluation(learner.loss_name, learner.loss.classification, learner.multiclass, log_loss)
     head = _BadHead()
     timer = SliceTimer()
+    watch = _LossWatch(learner) if (learn and on_exploded is not None) else None
 
     def skipped(errs, fmt, labels):
         ev.skipped_lines += len(errs)
@@ -530,6 +580,10 @@ def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on
                     pred, loss = np.concatenate(preds), np.concatenate(losses)
                     probs = [None if probs[0] is None else np.concatenate(probs)]
                 ev.add(whole, pred, loss, schedule, emit_row, probs[0])
+                if watch is not None:
+                    hit = watch.check(whole, loss)
+                    if hit is not None:
+                        on_exploded(*hit)
             if fatal is not None:
                 raise fatal
             if errs:

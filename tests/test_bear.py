@@ -146,7 +146,7 @@ def test_bear_multiclass_equals_joint_olbfgs(collision_free_keys, learner_weight
     y = (X @ Wt.T).argmax(1) + 1.0
     keys = collision_free_keys(p, R, W, seed=1)
     Bref, pref = dense_olbfgs(X, y, K, 3, 10, 0.5, 2, damping=0.5)
-    L = Bear(sketch_rows=R, sketch_width=W, top_k=p, minibatch=10, learning_rate=0.5, oaa=K,
+    L = Bear(sketch_rows=R, sketch_width=W, top_k=p, minibatch=10, learning_rate=0.5, oaa=K, example_norm="none",
              curvature_damping=0.5)
     assert L.multiclass
     batch = Batch.from_dense(X, y, hashes=keys)

@@ -65,7 +65,8 @@ def test_mission_multiclass_equals_softmax_sgd(collision_free_keys, learner_weig
     y = rng.integers(1, K + 1, n).astype(float)
     keys = collision_free_keys(p, 3, 40, seed=4)
     Bref, pref = dense_olbfgs(X, y, K, 3, 6, 0.2, 2, second_order=False)
-    L = Mission(sketch_rows=3, sketch_width=40, top_k=p, minibatch=6, learning_rate=0.2, oaa=K)
+    L = Mission(sketch_rows=3, sketch_width=40, top_k=p, minibatch=6, learning_rate=0.2, oaa=K,
+                example_norm="none")  # the paper's algorithm: examples as given
     batch = Batch.from_dense(X, y, hashes=keys)
     preds = np.concatenate([L.learn_batch(batch)[0] for _ in range(2)])
     np.testing.assert_array_equal(preds, pref)

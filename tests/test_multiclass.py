@@ -270,6 +270,9 @@ def test_sketch_learners_probabilities_are_the_softmax_of_their_class_scores(alg
     kc, keys, wts, _ = learner.top_features(refresh=True)
     heap = [dict(zip(keys[kc == c].tolist(), wts[kc == c].tolist())) for c in range(26)]
     (b,) = list(read_batches([str(src)], ReaderConfig()))
+    assert learner.unit  # --oaa: --example_norm auto scales each example to unit norm, predict too
+    from streamlearn.batch import unit_norm_rows
+    b = unit_norm_rows(b)
     scores = np.zeros((b.n, 26))
     for i in range(b.n):
         for k in range(b.offsets[i], b.offsets[i + 1]):

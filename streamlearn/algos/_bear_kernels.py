@@ -19,7 +19,7 @@ from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
 from ._sketch_kernels import (DRIVER_HYPER, _build_active, _eff_weights, _hll_add, _mb_gradient, _mb_predict,
-                              _offer_active, _sketch_add, implements_update, minibatch_run)
+                              _add_ca, _offer_active, implements_update, minibatch_run)
 
 __all__ = ["Ring", "BearHyper", "two_loop", "bear_update", "bear_run", "ring_push"]
 
@@ -230,7 +230,7 @@ def _ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
 
 @implements_update(BearHyper)
 @njit(cache=True, nogil=True)
-def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state, extra, hyper, eta):
+def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state, extra, hyper, eta, P0):
     """One BEAR iteration (Alg. 2 lines 2-10) on the minibatch ``mb[:nmb]``; ``extra`` is the
     :class:`Ring`, returned with its arrays possibly reallocated.
 
@@ -248,20 +248,19 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     # re-optimised inside every caller) on a learner's first run.
     code = hyper.code
     sketch = state.sketch
-    K = sketch.shape[0]
-    R = sketch.shape[1]
+    K = sketch.shape[2]
+    R = sketch.shape[0]
     # lines 2-4: active set, its effective weights, the minibatch's scores and mean gradient
-    akeys, aocc, loc, abk, asg = _build_active(offsets, indices, mb, nmb, state.seeds, sketch.shape[2])
+    akeys, aocc, loc, abk, asg = _build_active(offsets, indices, mb, nmb, state.seeds, sketch.shape[1])
     nA = akeys.shape[0]
     D = K * nA
     tmp = np.empty(R, np.float64)
     beta0 = np.empty((K, nA), np.float64)
     inheap = np.empty((K, nA), np.bool_)
     _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta0, inheap, tmp)
-    P = np.empty((nmb, K), np.float64)
-    _mb_predict(offsets, values, mb, nmb, loc, beta0, P)
+    _mb_predict(offsets, values, mb, nmb, loc, beta0, P0)  # the scores before the step (reported)
     G0 = np.empty((K, nA), np.float64)
-    bound = _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, state.lrange, hyper.clip)
+    bound = _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P0, G0, state.lrange, hyper.clip)
     # line 5: the direction on the coordinates (c, h), flattened class-major
     ckeys = np.empty(D, np.int64)
     g = np.empty(D, np.float64)
@@ -272,8 +271,8 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     # the secant pair takes the unclipped derivative at both ends: a clip binding at one end
     # only would make r = g(beta1) - g(beta0) no secant of any function (issue 21: such pairs
     # blew the weights up to 1e27 on the Sec. 6 design); the clip stays in the step's gradient
-    if bound:  # G0 <- the unclipped gradient at beta0 (P holds beta0's scores)
-        _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, state.lrange, False)
+    if bound:  # G0 <- the unclipped gradient at beta0 (P0 holds beta0's scores)
+        _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P0, G0, state.lrange, False)
     z = np.empty(D, np.float64)
     _two_loop(g, ckeys, extra.rs_keys, extra.rs_vals, extra.rs_len, extra.rr_keys, extra.rr_vals,
               extra.rr_len, extra.ring_sr, extra.ring_rr, state.counters[1], state.counters[2], z)
@@ -287,12 +286,13 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
         for c in range(K):
             d = z[c * nA + a]
             if d != 0.0:
-                _sketch_add(sketch[c], abk[a], asg[a], -eta * d)
+                _add_ca(sketch, c, abk, asg, a, -eta * d)
     # lines 7, 10 (and the weights after the step for line 8)
     beta1 = np.empty((K, nA), np.float64)
     _offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta1, inheap)  # the set before the update
     if not hyper.same_set:  # the set after it
         _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta1, inheap, tmp)
+    P = np.empty((nmb, K), np.float64)
     _mb_predict(offsets, values, mb, nmb, loc, beta1, P)
     _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, state.lrange, False)  # G0 <- G1
     # lines 8-9: s = beta1 - beta0, r = G1 - G (g holds G), flattened as ckeys (loops: array

@@ -34,7 +34,7 @@ from ._loss_kernels import loss_deriv, loss_value, target
 
 __all__ = [
     "NAME_BYTES", "HLL_BITS", "SOFTMAX", "murmur3_u32_array",
-    "sketch_positions", "sketch_query", "sketch_query_keys", "sketch_add_keys",
+    "sketch_positions", "sketch_query", "sketch_query_keys", "sketch_query_class", "sketch_add_keys",
     "tbl_find", "heap_offer", "heap_lookup", "hll_add", "build_active", "eff_weights",
     "mb_predict", "mb_gradient", "copy_name",
     "SketchState", "Spans", "minibatch_update", "implements_update", "minibatch_run", "DRIVER_HYPER",
@@ -52,7 +52,7 @@ class SketchState(NamedTuple):
     """What a sketch learner knows (BEAR Alg. 2's sketch S and heap, plus bookkeeping).
     ``K`` classes (1 for binary / regression), ``R x W`` sketch, heap of ``k``."""
 
-    sketch: np.ndarray  # float64 (K, R, W): the Count Sketch of each class's weights
+    sketch: np.ndarray  # float64 (R, W, K): the Count Sketch of each class's weights, classes adjacent
     seeds: np.ndarray  # uint32 (R, 2): [row, 0] bucket seed, [row, 1] sign seed
     hkeys: np.ndarray  # uint32 (K, k): heap members' feature hashes
     hw: np.ndarray  # float64 (K, k): their weights at their last minibatch
@@ -139,12 +139,10 @@ def _sketch_positions(key, seeds, width, bk, sg):
 
 
 @njit(**INNER)
-def _sketch_query(sk, bk, sg, tmp):
-    """Median over rows of ``sg[r] * sk[r, bk[r]]`` (``sk`` is one class's ``R x W`` sketch;
-    ``tmp`` a scratch array of length ``R``). Even ``R``: mean of the two middle values."""
-    R = bk.shape[0]
-    for r in range(R):
-        v = sg[r] * sk[r, bk[r]]
+def _median(tmp, R):
+    """Median of ``tmp[:R]`` (sorted in place by insertion; even ``R``: mean of the two middle values)."""
+    for r in range(1, R):
+        v = tmp[r]
         j = r
         while j > 0 and tmp[j - 1] > v:
             tmp[j] = tmp[j - 1]
@@ -153,6 +151,45 @@ def _sketch_query(sk, bk, sg, tmp):
     if R & 1:
         return tmp[R // 2]
     return 0.5 * (tmp[R // 2 - 1] + tmp[R // 2])
+
+
+@njit(**INNER)
+def _sketch_query(sk, bk, sg, tmp):
+    """Median over rows of ``sg[r] * sk[r, bk[r]]`` (``sk`` one class's ``R x W`` sketch;
+    ``tmp`` a scratch array of length ``R``). Even ``R``: mean of the two middle values."""
+    R = bk.shape[0]
+    for r in range(R):
+        tmp[r] = sg[r] * sk[r, bk[r]]
+    return _median(tmp, R)
+
+
+@njit(**INNER)
+def _query_c(sketch, c, bk, sg, tmp):
+    """QUERY class ``c`` of a learner's class-interleaved sketch ``(R, W, K)``: the median over
+    rows of ``sg[r] * sketch[r, bk[r], c]``. A feature's K class cells of a row are adjacent,
+    so QUERYing every class of one feature touches R cache-line groups, not R x K lines."""
+    R = bk.shape[0]
+    for r in range(R):
+        tmp[r] = sg[r] * sketch[r, bk[r], c]
+    return _median(tmp, R)
+
+
+@njit(**INNER)
+def _query_ca(sketch, c, abk, asg, a, tmp):
+    """:func:`_query_c` for active feature ``a`` of a minibatch (its buckets ``abk[a]`` and signs
+    ``asg[a]``), indexed in place: no array view per call (each view costs an atomic reference
+    count increment and decrement, which in the per-(class, feature) loops cost a fifth of the run)."""
+    R = abk.shape[1]
+    for r in range(R):
+        tmp[r] = asg[a, r] * sketch[r, abk[a, r], c]
+    return _median(tmp, R)
+
+
+@njit(**INNER)
+def _add_ca(sketch, c, abk, asg, a, delta):
+    """ADD ``delta`` to class ``c`` of active feature ``a`` (as :func:`_query_ca`, no views)."""
+    for r in range(abk.shape[1]):
+        sketch[r, abk[a, r], c] += asg[a, r] * delta
 
 
 @njit(**INNER)
@@ -173,6 +210,20 @@ def sketch_query_keys(sk, seeds, keys, out):
     for i in range(keys.shape[0]):
         _sketch_positions(keys[i], seeds, W, bk, sg)
         out[i] = _sketch_query(sk, bk, sg, tmp)
+
+
+@njit(cache=True, nogil=True)
+def sketch_query_class(sketch, c, seeds, keys, out):
+    """QUERY class ``c`` of a learner's class-interleaved sketch ``(R, W, K)`` for every key
+    of ``keys`` (uint32) into ``out``."""
+    R = seeds.shape[0]
+    W = sketch.shape[1]
+    bk = np.empty(R, np.int64)
+    sg = np.empty(R, np.float64)
+    tmp = np.empty(R, np.float64)
+    for i in range(keys.shape[0]):
+        _sketch_positions(keys[i], seeds, W, bk, sg)
+        out[i] = _query_c(sketch, c, bk, sg, tmp)
 
 
 @njit(cache=True, nogil=True)
@@ -208,6 +259,21 @@ def _tbl_find(tbl, hkeys, key):
         if s < 0:
             return -1
         if hkeys[s] == key:
+            return s
+        i = (i + 1) & tmask
+
+
+@njit(**INNER)
+def _tbl_find_c(htbl, hkeys, c, key):
+    """:func:`_tbl_find` in class ``c``'s table and heap of the ``(K, T)`` / ``(K, k)`` arrays
+    (indexed in place: no views per call)."""
+    tmask = htbl.shape[1] - 1
+    i = _home(key, tmask)
+    while True:
+        s = htbl[c, i]
+        if s < 0:
+            return -1
+        if hkeys[c, s] == key:
             return s
         i = (i + 1) & tmask
 
@@ -439,13 +505,13 @@ def _build_active(offsets, indices, mb, nmb, seeds, width):
 def _eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta, inheap, tmp):
     """Effective weights on A_t (Alg. 2 line 3): QUERY for members of the class's top-k,
     0 for the others. ``beta``, ``inheap`` are ``K x nA``."""
-    K = sketch.shape[0]
+    K = sketch.shape[2]
     nA = akeys.shape[0]
-    for c in range(K):
-        for a in range(nA):
-            if _tbl_find(htbl[c], hkeys[c], akeys[a]) >= 0:
+    for a in range(nA):
+        for c in range(K):
+            if _tbl_find_c(htbl, hkeys, c, akeys[a]) >= 0:
                 inheap[c, a] = True
-                beta[c, a] = _sketch_query(sketch[c], abk[a], asg[a], tmp)
+                beta[c, a] = _query_ca(sketch, c, abk, asg, a, tmp)
             else:
                 inheap[c, a] = False
                 beta[c, a] = 0.0
@@ -455,19 +521,19 @@ def _eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta, inheap, tmp):
 def _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp):
     """Raw scores ``p[c]`` of example ``i``: sum over its features that are in class ``c``'s
     top-k of the QUERYed weight times the value (the model's prediction rule)."""
-    K = sketch.shape[0]
-    W = sketch.shape[2]
+    K = sketch.shape[2]
+    W = sketch.shape[1]
     for c in range(K):
         p[c] = 0.0
     for k in range(offsets[i], offsets[i + 1]):
         key = indices[k]
         computed = False
         for c in range(K):
-            if _tbl_find(htbl[c], hkeys[c], key) >= 0:
+            if _tbl_find_c(htbl, hkeys, c, key) >= 0:
                 if not computed:
                     _sketch_positions(key, seeds, W, bk, sg)
                     computed = True
-                p[c] += _sketch_query(sketch[c], bk, sg, tmp) * values[k]
+                p[c] += _query_c(sketch, c, bk, sg, tmp) * values[k]
 
 
 @njit(**INNER)
@@ -513,6 +579,18 @@ def _mb_loss_and_pred(code, p, K, label, out):
         out[1] = math.nan
         return
     out[1] = loss_value(code, p[0], target(code, label))
+
+
+@njit(**INNER)
+def _record(code, p, K, label, i, out, pred_out, loss_out, score_out):
+    """Report row ``i``'s prediction and loss from its class scores ``p`` (and the scores, if
+    ``score_out`` has rows)."""
+    _mb_loss_and_pred(code, p, K, label, out)
+    pred_out[i] = out[0]
+    loss_out[i] = out[1]
+    if score_out.shape[0] > 0:
+        for c in range(K):
+            score_out[i, c] = p[c]
 
 
 @njit(**INNER)
@@ -590,23 +668,38 @@ def _offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta, keep):
     (``akeys``, first occurrences ``aocc``, buckets ``abk`` and signs ``asg``) and offer them to
     its heap (a feature entering the heap takes its name from ``spans``). With ``beta``
     non-empty, ``beta[c, a]`` receives the new weight where ``keep[c, a]`` (else 0)."""
-    K = state.sketch.shape[0]
+    sketch = state.sketch
+    K = sketch.shape[2]
     nA = akeys.shape[0]
-    for c in range(K):
+    V = np.empty((K, nA), np.float64)
+    for a in range(nA):  # QUERY a feature's classes together (adjacent cells)
+        for c in range(K):
+            V[c, a] = _query_ca(sketch, c, abk, asg, a, tmp)
+    if beta.shape[1] > 0:
+        for c in range(K):
+            for a in range(nA):
+                beta[c, a] = V[c, a] if keep[c, a] else 0.0
+    for c in range(K):  # one class's heap arrays at a time (views made once per class)
+        hkeys = state.hkeys[c]
+        hw = state.hw[c]
+        htpos = state.htpos[c]
+        hname = state.hname[c]
+        htbl = state.htbl[c]
+        size = state.hsize[c:c + 1]
+        names = state.names[c]
+        name_len = state.name_len[c]
         for a in range(nA):
-            v = _sketch_query(state.sketch[c], abk[a], asg[a], tmp)
-            if beta.shape[1] > 0:
-                beta[c, a] = v if keep[c, a] else 0.0
-            nid = _heap_offer(state.hkeys[c], state.hw[c], state.htpos[c], state.hname[c], state.htbl[c], state.hsize[c:c + 1],
-                             akeys[a], v)
+            nid = _heap_offer(hkeys, hw, htpos, hname, htbl, size, akeys[a], V[c, a])
             if nid >= 0:
-                _copy_name(state.names[c], state.name_len[c], nid, aocc[a], spans.text, spans.name_start,
-                          spans.name_end, spans.ns_start, spans.ns_end)
+                _copy_name(names, name_len, nid, aocc[a], spans.text, spans.name_start,
+                           spans.name_end, spans.ns_start, spans.ns_end)
 
 
-def minibatch_update(offsets, indices, values, labels, weights, mb, nmb, spans, state, extra, hyper, eta):
+def minibatch_update(offsets, indices, values, labels, weights, mb, nmb, spans, state, extra, hyper, eta, P0):
     """One learner iteration on the minibatch ``mb[:nmb]`` with step ``eta``; returns ``extra``
-    (the learner's own state, possibly reallocated). Only a declaration: each learner binds it
+    (the learner's own state, possibly reallocated). ``P0[q, c]`` receives example ``mb[q]``'s
+    class scores under the weights before the step (Alg. 2 line 3's effective weights: the
+    model's prediction, which the driver reports). Only a declaration: each learner binds it
     for its hyper-parameter tuple with :func:`implements_update`."""
     raise NotImplementedError("minibatch_update runs only inside compiled kernels")
 
@@ -618,7 +711,7 @@ def implements_update(hyper_type):
     kernel passed as an argument would not be)."""
     def bind(kernel):
         @overload(minibatch_update, jit_options={k: v for k, v in INNER.items() if k != "cache"})
-        def _typed(offsets, indices, values, labels, weights, mb, nmb, spans, state, extra, hyper, eta):
+        def _typed(offsets, indices, values, labels, weights, mb, nmb, spans, state, extra, hyper, eta, P0):
             if getattr(hyper, "instance_class", None) is hyper_type:
                 return kernel.py_func
             return None
@@ -643,11 +736,16 @@ def minibatch_run(offsets, indices, values, labels, weights, spans, state, extra
     ``score_out`` has rows (``(n, K)``; ``(0, K)`` for none) each predicted row's raw class
     scores go there too (``--probabilities``: their softmax).
     Returns ``(examples learned, rows pending, extra)``.
+
+    A row that will be learned is not predicted on its own: the model does not change before its
+    minibatch's update, whose scores at the weights before the step (``P0``, the same sums in the
+    same order) are its prediction; rows still pending at the end of the call are predicted
+    then. This halves the sketch and heap look-ups of a learned example.
     """
     n = labels.shape[0]
     sketch = state.sketch
-    K = sketch.shape[0]
-    R = sketch.shape[1]
+    K = sketch.shape[2]
+    R = sketch.shape[0]
     code = hyper.code
     mb = np.empty(n + 1, np.int64)
     nmb = 0
@@ -660,29 +758,33 @@ def minibatch_run(offsets, indices, values, labels, weights, spans, state, extra
     seeds = state.seeds
     htbl = state.htbl
     hkeys = state.hkeys
+    P0 = np.empty((min(hyper.b, n) + 1, K), np.float64)
     for i in range(n + 1):
         last = i == n  # one extra round: learn a final partial minibatch when flushing
         if not last:
-            if i >= skip:  # rows < skip were predicted and recorded by an earlier call
+            labeled = learn and not math.isnan(labels[i])
+            if i >= skip and not labeled:  # rows < skip were predicted and recorded by an earlier call
                 _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp)
-                _mb_loss_and_pred(code, p, K, labels[i], out)
-                pred_out[i] = out[0]
-                loss_out[i] = out[1]
-                if score_out.shape[0] > 0:
-                    for c in range(K):
-                        score_out[i, c] = p[c]
-            if learn and not math.isnan(labels[i]):
+                _record(code, p, K, labels[i], i, out, pred_out, loss_out, score_out)
+            if labeled:
                 mb[nmb] = i
                 nmb += 1
         if nmb >= hyper.b or (last and learn and flush and nmb > 0):
             eta = _step_size(hyper.eta0, hyper.schedule, hyper.t0, state.counters[0])
             extra = minibatch_update(offsets, indices, values, labels, weights, mb, nmb, spans, state,
-                                     extra, hyper, eta)
+                                     extra, hyper, eta, P0)
+            for q in range(nmb):
+                if mb[q] >= skip:
+                    _record(code, P0[q], K, labels[mb[q]], mb[q], out, pred_out, loss_out, score_out)
             state.counters[0] += 1
             learned += nmb
             nmb = 0
     for q in range(nmb):
-        pending_out[q] = mb[q]
+        i = mb[q]
+        pending_out[q] = i
+        if i >= skip:  # learned by a later call, from this model
+            _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp)
+            _record(code, p, K, labels[i], i, out, pred_out, loss_out, score_out)
     return learned, nmb, extra
 
 

@@ -52,6 +52,7 @@ class Bear(SketchLearner):
     )
     default_lr = 0.1
     default_minibatch = 10
+    default_minibatch_unit_oaa = 1  # --oaa K on unit-norm examples: one pass of b = 10 is too few steps
     kernels = _kernels
     run_kernel = "bear_run"
     compiled_kernels = ((_kernels, "bear_run"),)

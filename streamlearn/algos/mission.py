@@ -26,6 +26,7 @@ class Mission(SketchLearner):
     PARAMS = SKETCH_PARAMS + (MINIBATCH_PARAM,)
     default_lr = 0.01
     default_minibatch = 1
+    default_lr_unit_oaa = 1.0  # --oaa K on unit-norm examples (benchmarks/bear_multiclass.py)
     kernels = _kernels
     run_kernel = "mission_run"
     compiled_kernels = ((_kernels, "mission_run"),)

@@ -28,12 +28,13 @@ pairs) goes through :meth:`_extra_state` / :meth:`_set_extra_state`.
 """
 from __future__ import annotations
 
+import copy
 import math
 import struct
 
 import numpy as np
 
-from ..batch import Batch, concat_batches, empty_batch
+from ..batch import Batch, concat_batches, empty_batch, unit_norm_rows
 from ..kernels import kernel_array, kernel_batch, lazy
 from ..memory import physical_memory
 from .base import COMMON_PARAMS, Learner, Param, adopt, lazy_zeros, require
@@ -112,7 +113,16 @@ SKETCH_PARAMS = (
           "labels learned so far (the default, as VW clips; it keeps extreme feature values from making "
           "the steps grow geometrically). bear's curvature pairs always use the unclipped gradient."),
 )
-MINIBATCH_PARAM = Param("minibatch", int, None, "Minibatch size b of bear/mission (bear: 10, mission: 1).",
+SKETCH_PARAMS += (
+    Param("example_norm", ("auto", "unit", "none"), "auto",
+          "bear/mission: scale each example's feature values to unit L2 norm inside the learner (unit; as "
+          "--unit_norm, saved with the model) or not (none). auto: unit with --oaa K, none otherwise. With "
+          "unit under --oaa the step defaults are --learning_rate 1 (mission) and --minibatch 1 (bear) "
+          "(benchmarks/bear_multiclass.py).", structural=True,
+          absent="none"),  # models saved before it continue unscaled, with the old defaults
+)
+MINIBATCH_PARAM = Param("minibatch", int, None, "Minibatch size b of bear/mission (bear: 10, mission: 1; "
+                        "bear with --oaa and unit examples: 1).",
                         low=1, high=65536, why="a minibatch's examples are held in memory until it is learned")
 
 
@@ -143,7 +153,9 @@ class SketchLearner(Learner):
             raise MemoryError(f"Count Sketch of {8 * self.kc * R * W} bytes > {ram} bytes of memory")
         self.R, self.W = R, W
         self.k = k
-        self.sketch = lazy_zeros((self.kc, R, W), np.float64)  # untouched pages never resident
+        # (R, W, K): a feature's K class cells of a row adjacent (one QUERY / ADD of all classes
+        # touches R cache-line groups); saved as (K, R, W) (_arrays). Untouched pages never resident.
+        self.sketch = lazy_zeros((R, W, self.kc), np.float64)
         self.seeds = self._seeds()  # [row, 0] bucket seed, [row, 1] sign seed
         T = _pow2_at_least(2 * k)
         self.hkeys = np.zeros((self.kc, k), np.uint32)
@@ -244,11 +256,21 @@ class SketchLearner(Learner):
             raise ValueError("--loss_function does not apply with --oaa (multiclass uses softmax "
                              "cross-entropy)")
 
+    #: defaults of --learning_rate / --minibatch for --oaa K on unit-norm examples (None: as above)
+    default_lr_unit_oaa = None
+    default_minibatch_unit_oaa = None
+
     def _apply_hyper(self):
+        norm = self.hyper.get("example_norm") or "auto"
+        self.unit = norm == "unit" or (norm == "auto" and self.multiclass)
+        mc = self.unit and self.multiclass
         lr = self.hyper["learning_rate"]
-        self.eta = float(self.default_lr if lr is None else lr)
+        dlr = self.default_lr_unit_oaa if mc and self.default_lr_unit_oaa is not None else self.default_lr
+        self.eta = float(dlr if lr is None else lr)
         mb = self.hyper.get("minibatch")
-        self.b = int(self.default_minibatch if mb is None else mb)
+        dmb = self.default_minibatch_unit_oaa if mc and self.default_minibatch_unit_oaa is not None \
+            else self.default_minibatch
+        self.b = int(dmb if mb is None else mb)
         if self.b < 1:
             raise ValueError("--minibatch must be at least 1")
         self.schedule = 0 if self.hyper["step_schedule"] == "constant" else 1
@@ -327,10 +349,18 @@ class SketchLearner(Learner):
             self.last_probabilities = e / e.sum(axis=1, keepdims=True)
         return pred, loss, pend[:out[1]]
 
+    def _scaled(self, batch):
+        """``batch`` with unit-norm rows (``--example_norm unit``; a shallow copy, the caller's
+        values untouched), else ``batch``."""
+        if not self.unit or batch.nnz == 0:
+            return batch
+        return unit_norm_rows(copy.copy(batch))
+
     def learn_batch(self, batch):
         """Progressive validation (predict, record, learn) over ``batch``; see the module
         docstring for minibatches that straddle calls."""
         self._check_labels(batch.labels)
+        batch = self._scaled(batch)
         skip = 0
         work = batch
         if self._pending is not None and self._pending.n:
@@ -342,6 +372,7 @@ class SketchLearner(Learner):
 
     def predict_batch(self, batch):
         self._check_labels(batch.labels)
+        batch = self._scaled(batch)
         pred, loss, _ = self._call(batch, False, False, 0)
         return pred, loss
 
@@ -368,7 +399,7 @@ class SketchLearner(Learner):
             keys = self.hkeys[c, :n].copy()
             w = self.hw[c, :n].copy()
             if refresh and n:
-                _kernels.sketch_query_keys(self.sketch[c], self.seeds, keys, w)
+                _kernels.sketch_query_class(self.sketch, c, self.seeds, keys, w)
             order = np.lexsort((keys, -np.abs(w)))
             for s in order:
                 nid = int(self.hname[c, s])
@@ -392,7 +423,7 @@ class SketchLearner(Learner):
         """QUERY the sketch of class ``cls`` (0-based) for the given 32-bit hashes."""
         keys = np.ascontiguousarray(hashes, np.uint32)
         out = np.empty(len(keys))
-        _kernels.sketch_query_keys(self.sketch[cls], self.seeds, keys, out)
+        _kernels.sketch_query_class(self.sketch, cls, self.seeds, keys, out)
         return out
 
     # -- summary ------------------------------------------------------------------------------
@@ -409,7 +440,8 @@ class SketchLearner(Learner):
             "sketch": f"{self.R} x {self.W}" + (f" x {self.kc} classes" if self.multiclass else ""),
             "sketch_bytes": int(self.sketch.nbytes),
             "distinct_features": int(round(d)),
-            "compression_factor": round(d / self.sketch_cells, 4),
+            # weights of the model / cells that hold them: d / (R W) per class (K d / K R W)
+            "compression_factor": round(d / (self.R * self.W), 4),
             "top_k": self.k,
             "heap_size": int(self.hsize.sum()),
             "iterations": int(self.counters[0]),
@@ -419,12 +451,21 @@ class SketchLearner(Learner):
     # -- state --------------------------------------------------------------------------------
     def _arrays(self):
         a = {f: getattr(self, f) for f in _kernels.SketchState._fields}
+        a["sketch"] = self.saved_sketch()
         p = self._pending if self._pending is not None else empty_batch()
         spans = _spans(p)
         for f, dt in zip(_PEND_FIELDS, _PEND_DTYPES):
             x = getattr(spans, f) if f in spans._fields else getattr(p, f)
             a["pend_" + f] = np.asarray(x, dt)
         return a
+
+    def saved_sketch(self) -> np.ndarray:
+        """The sketch as model files hold it, ``(K, R, W)`` (one class's ``R x W`` after the
+        other): a view for one class, a transposed copy for ``--oaa K``."""
+        sk = self.sketch
+        if self.kc == 1:
+            return sk.reshape(1, self.R, self.W)
+        return np.ascontiguousarray(np.moveaxis(sk, 2, 0))
 
     # the state's fields in the order of SketchState (kept here: no numba import to load a model)
     _STATE_FIELDS = ("sketch", "seeds", "hkeys", "hw", "htpos", "hname", "htbl", "hsize", "names", "name_len",
@@ -458,6 +499,11 @@ class SketchLearner(Learner):
         for f in self._STATE_FIELDS:
             cur = getattr(self, f)
             require(f in arrays, f"array {f} is missing")
+            if f == "sketch":  # saved (K, R, W); kept (R, W, K)
+                sk = adopt(f, arrays[f], (self.kc, self.R, self.W), cur.dtype)
+                self.sketch = (sk.reshape(self.R, self.W, 1) if self.kc == 1
+                               else np.ascontiguousarray(np.moveaxis(sk, 0, 2)))
+                continue
             setattr(self, f, adopt(f, arrays[f], cur.shape, cur.dtype))
         require(np.array_equal(self.seeds, self._seeds()),
                 "array seeds: not the Count Sketch seeds of --sketch_seed / --random_seed")

@@ -1,0 +1,154 @@
+"""The run loop's exploding-loss warning (issue 21: BEAR / MISSION printed progressive losses of
+1e4-1e10 on unscaled input with no hint) and multiclass sketch-learner checks."""
+import math
+
+import numpy as np
+import pytest
+
+from streamlearn.algos.losses import get_loss
+from streamlearn.batch import Batch
+from streamlearn.evaluate import EXPLODED_AFTER, EXPLODED_FACTOR, _LossWatch
+
+from naive_olbfgs import dense_olbfgs
+
+
+class _Fake:
+    def __init__(self, multiclass=False, n_classes=0, loss="squared"):
+        self.multiclass = multiclass
+        self.n_classes = n_classes
+        self.loss = get_loss(loss)
+
+
+def _batch(labels, weights=None):
+    n = len(labels)
+    return Batch(np.zeros(n + 1, np.int64), np.zeros(0, np.uint32), np.zeros(0), np.asarray(labels, float),
+                 np.ones(n) if weights is None else np.asarray(weights, float))
+
+
+def test_loss_watch_fires_once_past_the_threshold_multiclass():
+    K = 4
+    w = _LossWatch(_Fake(True, K))
+    limit = EXPLODED_FACTOR * math.log(K)
+    # a loss just under the limit never fires, however long the run
+    assert w.check(_batch(np.ones(200)), np.full(200, 0.99 * limit)) is None
+    # then a blow-up: fires when the running average passes the limit, once
+    hit = w.check(_batch(np.ones(200)), np.full(200, 1e6))
+    assert hit is not None and hit[0] == 400 and hit[1] > limit and hit[2] == pytest.approx(limit)
+    assert w.check(_batch(np.ones(10)), np.full(10, 1e9)) is None
+
+
+def test_loss_watch_waits_for_enough_examples_and_ignores_unlabeled():
+    w = _LossWatch(_Fake(True, 3))
+    n = EXPLODED_AFTER - 1
+    assert w.check(_batch(np.ones(n)), np.full(n, 1e9)) is None  # too few labeled examples yet
+    assert w.check(_batch([np.nan] * 30), np.full(30, np.nan)) is None  # unlabeled: nothing counted
+    assert w.n == n
+    assert w.check(_batch([1.0]), np.array([1e9])) is not None
+
+
+def test_loss_watch_reference_scales_with_the_labels():
+    """Squared loss: the reference is the zero predictor's loss (mean y^2), so a regression on
+    labels ~1e3 with losses ~1e4 is not an explosion, but losses 1e9 are."""
+    w = _LossWatch(_Fake(False, 0, "squared"))
+    y = np.full(100, 1000.0)
+    assert w.check(_batch(y), np.full(100, 1e4)) is None
+    assert w.check(_batch(y), np.full(100, 1e9)) is not None
+    # importance weights count: a blow-up on weight-0 rows is none
+    w = _LossWatch(_Fake(False, 0, "logistic"))
+    assert w.check(_batch(np.ones(100), np.zeros(100)), np.full(100, 1e9)) is None
+
+
+def _unscaled(path, n=240, K=3, seed=0):
+    rng = np.random.default_rng(seed)
+    with open(path, "w") as f:
+        for i in range(n):
+            y = i % K + 1
+            x = rng.integers(0, 256, size=8) + 40 * y  # pixel-like values, class-dependent
+            f.write(f"{y} " + " ".join(f"{j + 1}:{v}" for j, v in enumerate(x)) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("algo", ["mission", "bear"])
+def test_exploding_loss_warns_once_and_suggests_unit_norm(algo, tmp_path, invoke_cli):
+    """Pixel-like values with the examples as given (--example_norm none, the paper's algorithm
+    and the default before issue 21): the loss explodes and the run says so, once; scaled
+    input (--unit_norm, or the --oaa default --example_norm auto) does not."""
+    data = _unscaled(tmp_path / "px.libsvm")
+    r = invoke_cli("train", data, "--algo", algo, "--oaa", 3, "-l", 1.0, "--example_norm", "none", "-P", "off",
+                   "--metrics", tmp_path / "m.json")
+    assert r.exit_code == 0, r.output
+    assert r.output.count("progressive loss exploded") == 1, r.output
+    assert "try --unit_norm" in r.output
+    # scaled input: no warning
+    for scaled in (["--unit_norm", "--example_norm", "none"], []):
+        r = invoke_cli("train", data, "--algo", algo, "--oaa", 3, "-l", 1.0, *scaled, "-P", "off")
+        assert r.exit_code == 0, r.output
+        assert "exploded" not in r.output, r.output
+    # --quiet silences it
+    r = invoke_cli("train", data, "--algo", algo, "--oaa", 3, "-l", 1.0, "--example_norm", "none", "--quiet")
+    assert r.exit_code == 0 and "exploded" not in r.output
+
+
+def test_multiclass_compression_factor_is_per_class():
+    """--oaa K: K sketches of R x W cells hold K d weights: the compression factor is d / (R W),
+    as for one class (it was d / (K R W), so CF 1 for a multiclass sketch read as 1/K)."""
+    from streamlearn.algos.mission import Mission
+    rng = np.random.default_rng(3)
+    n, p = 60, 40
+    X = rng.normal(size=(n, p))
+    y = rng.integers(1, 4, n).astype(float)
+    keys = rng.integers(0, 2**32, p).astype(np.uint32)
+    L = Mission(sketch_rows=2, sketch_width=20, top_k=5, oaa=3)
+    L.learn_batch(Batch.from_dense(X, y, hashes=keys))
+    s = L.extra_summary()
+    assert s["distinct_features"] == pytest.approx(p, abs=2)
+    assert s["compression_factor"] == pytest.approx(p / 40, abs=0.05)
+    assert s["sketch_bytes"] == 3 * 2 * 20 * 8
+
+
+@pytest.mark.parametrize("algo", ["mission", "bear"])
+def test_example_norm_unit_is_the_reference_on_unit_rows(algo, collision_free_keys, learner_weights):
+    """--oaa K defaults to --example_norm unit: exactly the paper's algorithm (the dense
+    references) run on the examples scaled to unit L2 norm; the caller's batch is not changed.
+    The defaults it brings: mission -l 1, bear --minibatch 1; binary runs keep the old ones."""
+    from streamlearn.algos.bear import Bear
+    from streamlearn.algos.mission import Mission
+    rng = np.random.default_rng(31)
+    n, p, K = 80, 10, 3
+    X = rng.normal(size=(n, p)) * rng.uniform(0.1, 50.0, size=(n, 1))  # rows of very different lengths
+    y = rng.integers(1, K + 1, n).astype(float)
+    Xu = X / np.linalg.norm(X, axis=1, keepdims=True)
+    keys = collision_free_keys(p, 3, 40, seed=5)
+    if algo == "mission":
+        L = Mission(sketch_rows=3, sketch_width=40, top_k=p, oaa=K)
+        assert (L.eta, L.b, Mission().eta) == (1.0, 1, 0.01)
+        Bref, pref = dense_olbfgs(Xu, y, K, 3, 1, 1.0, 1, second_order=False)
+    else:
+        L = Bear(sketch_rows=3, sketch_width=40, top_k=p, oaa=K, curvature_damping=0.5)
+        assert (L.eta, L.b, Bear().b, Bear(oaa=K, example_norm="none").b) == (0.1, 1, 10, 10)
+        Bref, pref = dense_olbfgs(Xu, y, K, 3, 1, 0.1, 1, damping=0.5)
+    batch = Batch.from_dense(X, y, hashes=keys)
+    before = batch.values.copy()
+    preds = L.learn_batch(batch)[0]
+    np.testing.assert_array_equal(batch.values, before)
+    np.testing.assert_array_equal(preds, pref)
+    np.testing.assert_allclose(learner_weights(L, keys), Bref, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("algo", ["bear", "mission"])
+def test_oaa_model_saved_before_example_norm_continues_as_trained(algo, tmp_path, invoke_cli):
+    """A --oaa model written before --example_norm and the class-interleaved sketch
+    (tests/data/sketch_oaa_v1/make.sh, main at 5d79dbc) loads as --example_norm none with the old
+    step defaults and continues training exactly as that version did; a new run on the same data
+    scales the examples and differs."""
+    from pathlib import Path
+    v1 = Path(__file__).parent / "data" / "sketch_oaa_v1"
+    data = Path(__file__).parent / "data" / "oaa_golden_input.vw"
+    out, new = tmp_path / "cont.txt", tmp_path / "new.txt"
+    r = invoke_cli("train", "-i", v1 / f"{algo}.slm", data, "-p", out, "--quiet")
+    assert r.exit_code == 0, r.output
+    assert out.read_text() == (v1 / f"{algo}.continue.txt").read_text()
+    r = invoke_cli("train", "--algo", algo, "--oaa", 26, "--sketch_rows", 3, "--sketch_width", 64, "--top_k", 20,
+                   data, "-p", new, "--quiet")
+    assert r.exit_code == 0, r.output
+    assert new.read_text() != out.read_text()
