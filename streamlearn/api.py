@@ -653,8 +653,9 @@ def select(model: str, top_k: int | None = None, fmt: str = "tsv", out: str = "-
 def warmup(algos=None, log=None) -> dict:
     """Compile (and cache) the kernels of the learners ``algos`` (default: all) ahead of their
     first real run, for images and cron hosts: each is trained on a small generated VW text
-    file with every loss it takes and with ``--oaa`` (and its softmax loss), its model is saved, loaded,
-    used to predict and, for feature-selection learners, to select. Returns ``{algo: seconds}``."""
+    file with every loss it takes and with ``--oaa`` (and its softmax loss), its model is saved,
+    loaded, used to predict (the first learner's also on LIBSVM and Parquet input, compiling those
+    readers) and, for feature-selection learners, to select. Returns ``{algo: seconds}``."""
     import tempfile
     import time
 
@@ -670,6 +671,14 @@ def warmup(algos=None, log=None) -> dict:
             with open(data[kind], "w") as f:
                 f.writelines(f"{label(i)} {1 + i % 2}.5 'r{i} |a x{i % 7}:0.{i % 9 + 1} y |b z{i % 5}\n"
                              for i in range(64))
+        # the readers' kernels: LIBSVM text and Parquet too (read once, by the first learner; they
+        # hand every learner the same arrays, see kernels.kernel_array)
+        data["libsvm"] = os.path.join(d, "binary.libsvm")
+        with open(data["libsvm"], "w") as f:
+            f.writelines(f"{1 - 2 * (i % 2)} {1 + i % 7}:0.{i % 9 + 1} 9:1\n" for i in range(64))
+        data["parquet"] = os.path.join(d, "binary.parquet")
+        convert(ConvertConfig(inputs=[data["binary"]], output=data["parquet"], quiet=True))
+        readers = [data["libsvm"], data["parquet"]]
         for a in names:
             t0 = time.perf_counter()
             cls = LEARNERS[a]
@@ -684,6 +693,8 @@ def warmup(algos=None, log=None) -> dict:
                 train(RunConfig(data=src, algo=a, hyper=dict(hyper, bit_precision=12), quiet=True,
                                 final_model=model))
                 predict(RunConfig(data=src, initial_model=model, quiet=True))
+                while readers and "oaa" not in hyper:
+                    predict(RunConfig(data=[readers.pop()], initial_model=model, quiet=True))
                 if cls.selects_features:
                     select(model, out=os.path.join(d, "sel.tsv"))
             out[a] = time.perf_counter() - t0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shlex
 import shutil
 import subprocess
 import sysconfig
@@ -88,6 +89,15 @@ def _cold_learners() -> list:
     return out
 
 
+def _cold_numba_readers() -> bool:
+    """Whether the numba readers (used without the C library, and by the tests that compare the
+    two: about 60 s of CPU) are not in numba's cache."""
+    from streamlearn.io import _parquet_kernels, _text_kernels
+    from streamlearn.kernels import is_cached
+
+    return not (is_cached(_text_kernels.parse_chunk) and is_cached(_parquet_kernels.assemble_rows))
+
+
 def pytest_sessionstart(session):
     config = session.config
     n = getattr(config.option, "numprocesses", None)
@@ -95,18 +105,24 @@ def pytest_sessionstart(session):
             or getattr(config, "args_source", None) != pytest.Config.ArgsSource.TESTPATHS):
         return  # an xdist worker, no xdist, or a chosen set of tests: each compiles what it uses
     n = int(n) if str(n).isdigit() else (os.cpu_count() or 1)
-    cold = _cold_learners()
-    if not cold or n < 2:
+    # jobs: (cost, what, command, environment); the numba readers: adagrad's warm-up without C
+    jobs = [(WARMUP_COST.get(a, 10), a, ["--algo", a], {}) for a in _cold_learners()]
+    if _cold_numba_readers():
+        jobs.append((60, "numba readers", ["--algo", "adagrad"], {"STREAMLEARN_NO_C": "1"}))
+    if not jobs or n < 2:
         return
-    bins = [[] for _ in range(min(n, len(cold)))]
+    bins = [[] for _ in range(min(n, len(jobs)))]
     load = [0.0] * len(bins)
-    for a in sorted(cold, key=lambda a: -WARMUP_COST.get(a, 10)):
+    for job in sorted(jobs, key=lambda j: -j[0]):
         k = load.index(min(load))
-        bins[k].append(a)
-        load[k] += WARMUP_COST.get(a, 10)
+        bins[k].append(job)
+        load[k] += job[0]
     t0 = time.perf_counter()
-    procs = [subprocess.Popen([*CLI_CMD, "warmup", *[x for a in b for x in ("--algo", a)]], env=cli_env(),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for b in bins]
+    # one process per bin, running its jobs one after the other
+    procs = [subprocess.Popen(" && ".join(" ".join([*(f"{k}={v}" for k, v in env.items()), *map(shlex.quote, CLI_CMD),
+                                                    "warmup", *args]) for _, _, args, env in b),
+                              shell=True, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for b in bins]
     for p in procs:
         try:
             _, err = p.communicate(timeout=1200)
@@ -115,7 +131,7 @@ def pytest_sessionstart(session):
             err = "timed out"
         if p.returncode:  # the tests of that learner will say what is wrong; say it here too
             sys.stderr.write(f"numba warm-up failed: {err[-2000:]}\n")
-    sys.stderr.write(f"numba warm-up of {', '.join(cold)} in {len(bins)} processes: "
+    sys.stderr.write(f"numba warm-up of {', '.join(j[1] for j in jobs)} in {len(bins)} processes: "
                      f"{time.perf_counter() - t0:.0f} s\n")
 
 
