@@ -17,9 +17,12 @@ fold (also per-feature columns of the table), ``C`` a small (R, k + nbmax) matri
 round the basis reaches tau rows, fast FD when it reaches 2 tau: the basis is rotated into M's
 eigenvectors (C <- U^T C) and cut to k rows, and the buffer is folded into Z: with
 ``C = [P1 P2]``, ``Z += P1^-1 P2 G`` on the buffer's features and ``C = [P1 0]``, O(k nb s).
-cond(P1) grows with the folds; past ``max_cond`` the representation is re-based on every stored
-feature (``Z <- C [Z; G]``, ``C = [I 0]``: O(k^2 n) for n features seen) -- the amortised cost the
-benchmarks measure (``rebases``).
+cond(P1) grows with the folds; past ``max_cond`` the representation is re-based (``Z <- C [Z; G]``,
+``C = [I 0]``). A re-base is lazy, as FD-SON's and FTSL-Shampoo's: the buffer's features are re-based
+at once, every other feature takes an affine map of its ``[w_bar, Z column]`` that is recorded in a
+history of suffix products and applied when the feature is next read (O(k^2)); once the history
+holds max(16, sqrt(n / 5)) re-bases every feature is brought up to date (O(k^2 n) for n features
+seen).
 
 Weights. Mirror forms: ``w = w_bar + Z^T b + G^T cb`` (the step's V^T part lands in b and cb; the
 g / h_perp part in w_bar on g's features; a fold moves ``G^T (cb - A^T b)`` into w_bar).
@@ -30,7 +33,7 @@ summed gradient gbar per feature, ``z = V gbar`` kept incrementally (rotated wit
 Per-feature state lives in an open-addressing hash table keyed by the masked feature index
 (the pattern of :mod:`streamlearn.algos._fd_son_kernels`, whose ``_find``, ``rehash``, ``_eigh``
 and ``_solve`` this module uses): ``keys[slot]`` (-1 = empty), ``tab[slot] = [w_bar, gbar,
-scratch x, mark, in-buffer flag, Z column (k), buffer column (nbmax)]``.
+scratch x, mark, in-buffer flag, re-base stamp, Z column (k), buffer column (nbmax)]``.
 """
 import math
 from typing import NamedTuple
@@ -50,15 +53,18 @@ C_GB = 1  # gbar, the summed gradient (primal-dual forms)
 C_X = 2  # scratch: the example's value of the feature (duplicates summed)
 C_MK = 3  # mark: the example counter of the last example that touched the feature
 C_IB = 4  # 1.0 when the feature is in the buffer's slot list
-C_Z = 5  # first column of Z^T, then the buffer's columns
-N_LEAD = 5
+C_ST = 5  # stamp: the re-base count when the feature's [w_bar, Z column] was last brought up to date
+C_Z = 6  # first column of Z^T, then the buffer's columns
+N_LEAD = 6
 SHRINK_TOL = 1e-16  # an FD shrink lambda_tau <= SHRINK_TOL lambda_1 is round-off: 0 (NOTES_ADA)
 PINV_TOL = 1e-12  # rho + delta = 0: eigenvalues <= PINV_TOL lambda_1 count as 0 (pseudo-inverse)
 RES_TOL = 1e-12  # a residual ||g - V V^T g||^2 <= RES_TOL ||g||^2 is no new direction (Alg. 3 line 6)
 
 # ints
-I_T, I_OCC, I_R, I_NB, I_NBS, I_NZ, I_REB, I_SHR, I_FOLD, I_DEFER = range(10)
-N_INTS = 10
+I_T, I_OCC, I_R, I_NB, I_NBS, I_NZ, I_REB, I_SHR, I_FOLD, I_DEFER, I_HBASE, I_FLUSH = range(12)
+N_INTS = 12
+HIST_MIN = 16  # the re-base history is emptied (every feature brought up to date) once it holds
+#                max(HIST_MIN, sqrt(features seen / 5)) re-bases, or is full
 # flt
 F_RHO, F_IHP = 0, 1
 
@@ -70,7 +76,8 @@ class SadaState(NamedTuple):
     tab: np.ndarray  # float64 (cap, N_LEAD + k + nbmax)
     shift: int  # 64 - log2(cap)
     ints: np.ndarray  # int64 (N_INTS,): examples learned, occupied, r (basis rows), nb (buffer rows), buffer slots,
-    #                   Z rows in use (0 or k), re-bases, shrinks, folds, fast FD shrink deferred (0/1)
+    #                   Z rows in use (0 or k), re-bases, shrinks, folds, fast FD shrink deferred (0/1),
+    #                   the re-base count at the last flush of the history (hbase), flushes
     flt: np.ndarray  # float64 (2,): rho_{1:t}, 1/h_perp of the last step (primal-dual predictions)
     C: np.ndarray  # (R, k + nbmax): V = C [Z; G]
     M: np.ndarray  # (R, R): the sketch in V's coordinates
@@ -82,6 +89,8 @@ class SadaState(NamedTuple):
     e: np.ndarray  # (R,): U diag(1/h - 1/h_perp) U^T z of the last step (primal-dual predictions)
     bslot: np.ndarray  # int64 (bcap,): the table slots with a nonzero buffer column
     ctr: np.ndarray  # int64 (1,): examples read (the marks of the scratch column; not saved)
+    hist: np.ndarray  # float64 (hcap, k + 1, k + 1): S[g] takes [w_bar, Z column] of a feature stamped
+    #                   with re-base hbase + g to the current representation (suffix products)
 
 
 class SadaHyper(NamedTuple):
@@ -190,16 +199,65 @@ def _sa_cond(P):
 
 
 @njit(**INNER)
-def _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, k, nbmax):
-    """Re-base on every stored feature: Z <- C[:k] [Z; G] (the kept basis itself), w_bar absorbs
-    Z^T b + G^T cb, C = [I 0]. One pass, O((k + nb) k) per feature seen; each feature's update is its
-    own (no sum over features), so the result does not depend on the table's layout. V, M and z
-    are unchanged. The caller clears the buffer."""
-    nb = ints[I_NB]
-    zr = np.empty(k)
+def _sa_current(tab, sl, hist, ints, k, out):
+    """Feature ``sl``'s ``[w_bar, Z column]`` in the current representation (into ``out``, length
+    k + 1): the stored values if its stamp is the current re-base, else the suffix product S[g] of
+    the re-bases since its stamp applied to them. Returns True when it was stale."""
+    st = np.int64(tab[sl, C_ST])
+    if st == ints[I_REB]:
+        out[0] = tab[sl, C_W]
+        for i in range(k):
+            out[1 + i] = tab[sl, C_Z + i]
+        return False
+    S = hist[st - ints[I_HBASE]]
+    for i in range(k + 1):
+        acc = S[i, 0] * tab[sl, C_W]
+        for j in range(k):
+            acc += S[i, 1 + j] * tab[sl, C_Z + j]
+        out[i] = acc
+    return True
+
+
+@njit(**INNER)
+def _sa_bring(tab, sl, hist, ints, k, buf):
+    """Bring feature ``sl`` to the current representation in place (values and stamp)."""
+    if _sa_current(tab, sl, hist, ints, k, buf):
+        tab[sl, C_W] = buf[0]
+        for i in range(k):
+            tab[sl, C_Z + i] = buf[1 + i]
+        tab[sl, C_ST] = ints[I_REB]
+
+
+@njit(**INNER)
+def _sa_flush(keys, tab, ints, hist, k):
+    """Every stored feature brought up to date; the history emptied. O(k^2) per stale feature."""
+    buf = np.empty(k + 1)
     for sl in range(keys.shape[0]):
-        if keys[sl] == EMPTY:
-            continue
+        if keys[sl] != EMPTY:
+            _sa_bring(tab, sl, hist, ints, k, buf)
+    ints[I_HBASE] = ints[I_REB]
+    ints[I_FLUSH] += 1
+
+
+@njit(**INNER)
+def _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, hist, k, nbmax):
+    """Re-base: Z <- C[:k] [Z; G] (the kept basis itself), w_bar absorbs Z^T b + G^T cb, C = [I 0].
+    V, M and z are unchanged; the caller clears the buffer. Lazy, as FD-SON's and FTSL-Shampoo's
+    re-bases: a feature outside the buffer (G column 0) takes the affine map
+    T = [[1, b^T], [0, C[:k, :k]]] on ``[w_bar, Z column]``, recorded in the history of suffix products
+    (``S[g] <- T S[g]``, ``S[G] = T``: O(G k^3)) and applied when the feature is next read
+    (:func:`_sa_current`, O(k^2)); the buffer's features (up to date: a re-base happens only in a
+    fold, which empties the buffer) are re-based now. Once the history holds max(HIST_MIN,
+    sqrt(n / 5)) re-bases (or is full) every feature is brought up to date (:func:`_sa_flush`,
+    O(k^2 n) for n features seen). Each feature's update is its own, so the result does not depend
+    on the table's layout."""
+    nb = ints[I_NB]
+    buf = np.empty(k + 1)
+    zr = np.empty(k)
+    reb = ints[I_REB]
+    for e in range(ints[I_NBS]):
+        sl = bslot[e]
+        _sa_bring(tab, sl, hist, ints, k, buf)
         acc = 0.0
         for q in range(k):
             acc += b[q] * tab[sl, C_Z + q]
@@ -213,16 +271,43 @@ def _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, k, nbmax):
             zr[i] = s
         for i in range(k):
             tab[sl, C_Z + i] = zr[i]
+        tab[sl, C_ST] = reb + 1
+    m = k + 1
+    T = np.zeros((m, m))
+    T[0, 0] = 1.0
+    for q in range(k):
+        T[0, 1 + q] = b[q]
+        for i in range(k):
+            T[1 + i, 1 + q] = C[i, q]
+    G = reb - ints[I_HBASE]
+    tmp = np.empty((m, m))
+    for g in range(G):
+        S = hist[g]
+        for i in range(m):
+            for j in range(m):
+                acc = 0.0
+                for q in range(m):
+                    acc += T[i, q] * S[q, j]
+                tmp[i, j] = acc
+        for i in range(m):
+            for j in range(m):
+                S[i, j] = tmp[i, j]
+    for i in range(m):
+        for j in range(m):
+            hist[G, i, j] = T[i, j]
     for i in range(C.shape[0]):
         for q in range(C.shape[1]):
             C[i, q] = 1.0 if (i == q and i < k) else 0.0
     for q in range(k):
         b[q] = 0.0
-    ints[I_REB] += 1
+    ints[I_REB] = reb + 1
+    G += 1
+    if G >= max(HIST_MIN, np.int64(math.sqrt(ints[I_OCC] / 5.0))) or G >= hist.shape[0]:
+        _sa_flush(keys, tab, ints, hist, k)
 
 
 @njit(**INNER)
-def _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, k, nbmax, max_cond):
+def _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, hist, k, nbmax, max_cond):
     """Fold the buffer into Z once the basis is cut to k rows: C[:k] = [P1 P2];
     Z += P1^-1 P2 G and w_bar += G^T (cb - (P1^-1 P2)^T b) on the buffer's features, C = [P1 0]
     (the first fold: Z = P2 G, C = [I 0]); a re-base when cond(P1) passes max_cond."""
@@ -257,7 +342,7 @@ def _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, k, nbmax, max_cond)
                 P1[i, j] = C[i, j]
         cA = _sa_cond(P1)
         if not cA <= max_cond:
-            _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, k, nbmax)
+            _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, hist, k, nbmax)
             _sa_clear_buffer(tab, ints, C, cb, bslot, k, nbmax)
             return
         A = _solve(P1, P2)
@@ -299,10 +384,10 @@ def _sa_cut(ints, flt, C, M, U, lam, z, r, k, tau):
 
 
 @njit(**INNER)
-def _sa_shrink(tab, keys, ints, flt, C, M, U, lam, b, cb, z, bslot, k, nbmax, tau, max_cond):
+def _sa_shrink(tab, keys, ints, flt, C, M, U, lam, b, cb, z, bslot, hist, k, nbmax, tau, max_cond):
     """:func:`_sa_cut`, then the buffer folded into Z."""
     _sa_cut(ints, flt, C, M, U, lam, z, ints[I_R], k, tau)
-    _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, k, nbmax, max_cond)
+    _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, hist, k, nbmax, max_cond)
 
 
 @njit(**KERNEL)
@@ -312,7 +397,7 @@ def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyp
 
     Returns ``(next, learned)``; ``next < n``: the table or the buffer's slot list must grow before
     example ``next`` (the caller grows them and calls again from ``next``)."""
-    keys, tab, shift, ints, flt, C, M, U, lam, b, cb, z, e, bslot, ctr = state
+    keys, tab, shift, ints, flt, C, M, U, lam, b, cb, z, e, bslot, ctr, hist = state
     mask, loss_code, tau, fast, dual, eta, delta, max_cond = hyper
     n = labels.shape[0]
     R = C.shape[0]
@@ -326,6 +411,7 @@ def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyp
     coef = np.zeros(R)
     tmp = np.zeros(R)
     q = np.zeros(k + nbmax)
+    cur = np.zeros(k + 1)  # a stale feature's [w_bar, Z column] brought up to date
     learned = 0
     for i in range(start, n):
         a = offsets[i]
@@ -347,6 +433,7 @@ def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyp
                     continue
                 sl = -1 - sl
                 keys[sl] = key
+                tab[sl, C_ST] = ints[I_REB]
                 ints[I_OCC] += 1
             if tab[sl, C_MK] != mark:
                 tab[sl, C_MK] = mark
@@ -366,9 +453,20 @@ def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyp
         for j in range(ns):
             sl = slot_buf[j]
             v = tab[sl, C_X]
-            wx += tab[sl, C_W] * v
             gx += tab[sl, C_GB] * v
             xx += v * v
+            if nz > 0 and np.int64(tab[sl, C_ST]) != ints[I_REB] and _sa_current(tab, sl, hist, ints, k, cur):
+                # stale (re-bases since it was last read): up to date now, written back when learning
+                wx += cur[0] * v
+                for qq in range(k):
+                    zx[qq] += cur[1 + qq] * v
+                if do_learn:
+                    tab[sl, C_W] = cur[0]
+                    for qq in range(k):
+                        tab[sl, C_Z + qq] = cur[1 + qq]
+                    tab[sl, C_ST] = ints[I_REB]
+                continue
+            wx += tab[sl, C_W] * v
             if nz > 0:
                 for qq in range(k):
                     zx[qq] += tab[sl, C_Z + qq] * v
@@ -401,9 +499,11 @@ def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyp
         if ints[I_DEFER] == 1:
             ints[I_DEFER] = 0
             # x's coordinates in the rotated basis: vx <- U^T vx (the buffer is folded, so recompute)
-            _sa_shrink(tab, keys, ints, flt, C, M, U, lam, b, cb, z, bslot, k, nbmax, tau, max_cond)
+            _sa_shrink(tab, keys, ints, flt, C, M, U, lam, b, cb, z, bslot, hist, k, nbmax, tau, max_cond)
             r = ints[I_R]
             nb = ints[I_NB]
+            for j in range(ns):  # the fold may have re-based
+                _sa_bring(tab, slot_buf[j], hist, ints, k, cur)
             for qq in range(k):
                 acc = 0.0
                 for j in range(ns):
@@ -521,7 +621,7 @@ def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyp
                 tab[sl, C_W] -= st * tab[sl, C_X]
         if not fast:
             if rr == k:
-                _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, k, nbmax, max_cond)
+                _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, hist, k, nbmax, max_cond)
         elif ints[I_R] == R:
             ints[I_DEFER] = 1  # Alg. 3 line 14: r = 2 tau; shrink after the next prediction
     return n, learned
@@ -529,12 +629,13 @@ def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyp
 
 @njit(**KERNEL)
 def rebase_all(state, max_cond):
-    """Fold the buffer (if the basis is cut) and re-base on every feature (tests)."""
-    keys, tab, shift, ints, flt, C, M, U, lam, b, cb, z, e, bslot, ctr = state
+    """Re-base (when the buffer is empty and the basis cut) and bring every feature up to date (tests)."""
+    keys, tab, shift, ints, flt, C, M, U, lam, b, cb, z, e, bslot, ctr, hist = state
     k = b.shape[0]
     nbmax = cb.shape[0]
     if ints[I_NB] == 0 and ints[I_R] == k and ints[I_NZ] == k and k > 0:
-        _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, k, nbmax)
+        _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, hist, k, nbmax)
+    _sa_flush(keys, tab, ints, hist, k)
 
 
 @njit(**KERNEL)
@@ -550,10 +651,16 @@ def relist_buffer(keys, tab, bslot):
 
 
 @njit(**KERNEL)
-def table_rows(keys, tab, shift, query, out):
-    """out[i] = tab's row of feature query[i] (zeros when not stored)."""
+def table_rows(keys, tab, shift, query, out, hist, ints, k):
+    """out[i] = tab's row of feature query[i] (zeros when not stored), its [w_bar, Z column] up to date."""
     capmask = keys.shape[0] - 1
+    cur = np.empty(k + 1)
     for i in range(query.shape[0]):
         sl = _find(keys, query[i], shift, capmask)
         for c in range(tab.shape[1]):
             out[i, c] = tab[sl, c] if sl >= 0 else 0.0
+        if sl >= 0 and _sa_current(tab, sl, hist, ints, k, cur):
+            out[i, C_W] = cur[0]
+            for q in range(k):
+                out[i, C_Z + q] = cur[1 + q]
+            out[i, C_ST] = ints[I_REB]

@@ -31,8 +31,10 @@ Sparse form (SON App. F's construction, as :mod:`streamlearn.algos.fd_son`): the
 columns of a per-feature hash table (features seen only), ``C`` small. Per example O(tau s + tau^3)
 for s features (an eigen-decomposition of a tau x tau, or 2 tau x 2 tau, matrix every learned
 example, as Alg. 1 / Alg. 3 line 11); a shrink folds the buffer into Z in O(tau^2 s); when the
-fold's matrix gets ill-conditioned (cond > ``--max_cond``) the representation is re-based on every
-stored feature, O(tau^2 n) for n features seen. Nothing is O(2^b). The kernels:
+fold's matrix gets ill-conditioned (cond > ``--max_cond``) the representation is re-based, lazily
+(a history of suffix products applied to a feature when it is next read, O(tau^2) per stale read;
+every feature brought up to date, O(tau^2 n) for n features seen, once the history holds
+max(16, sqrt(n / 5)) re-bases). Nothing is O(2^b). The kernels:
 :mod:`streamlearn.algos._sketched_adagrad_kernels`.
 
 Importance weight h: the gradient of h l, g = h l'(p, y) x. Losses: squared, logistic, hinge.
@@ -51,8 +53,8 @@ __all__ = ["SketchedAdaGrad", "SADA", "FastSADA", "FTSL", "FTFSL", "MAX_SKETCH_S
 
 _kernels = lazy("streamlearn.algos._sketched_adagrad_kernels")
 MAX_SKETCH_SIZE = 256
-N_LEAD = 5  # = _kernels.N_LEAD: w_bar, gbar, scratch, mark, in-buffer flag
-N_INTS = 10  # = _kernels.N_INTS
+N_LEAD = 6  # = _kernels.N_LEAD: w_bar, gbar, scratch, mark, in-buffer flag, re-base stamp
+N_INTS = 12  # = _kernels.N_INTS
 _SMALL = ("ints", "flt", "C", "M", "U", "lam", "b", "cb", "z", "e")
 
 
@@ -97,6 +99,7 @@ class SketchedAdaGrad(FeatureTable, Learner):
         self.e = np.zeros(self.R)
         self.bslot = np.zeros(64, np.int64)
         self.ctr = np.zeros(1, np.int64)
+        self.hist = np.zeros((self._hcap(tau), tau, tau))
         self._apply_hyper()
 
     def _apply_hyper(self):
@@ -141,7 +144,12 @@ class SketchedAdaGrad(FeatureTable, Learner):
 
     def _state(self):
         return _kernels.SadaState(self.keys, self.tab, self.shift, self.ints, self.flt, self.C, self.M, self.U,
-                                  self.lam, self.b, self.cb, self.z, self.e, self.bslot, self.ctr)
+                                  self.lam, self.b, self.cb, self.z, self.e, self.bslot, self.ctr, self.hist)
+
+    @staticmethod
+    def _hcap(tau) -> int:
+        """Re-bases the lazy history holds at most: 256, fewer for large tau (about 4 MiB)."""
+        return int(min(256, max(16, 2 ** 19 // (tau * tau))))
 
     # -- learning -----------------------------------------------------------------------------
     def _run(self, batch, learn):
@@ -171,7 +179,7 @@ class SketchedAdaGrad(FeatureTable, Learner):
     def _rows(self, keys):
         keys = np.asarray(keys, np.int64)
         out = np.zeros((len(keys), self.ncol))
-        _kernels.table_rows(self.keys, self.tab, self.shift, keys, out)
+        _kernels.table_rows(self.keys, self.tab, self.shift, keys, out, self.hist, self.ints, self.k)
         return out
 
     def weights_dense(self, keys):
@@ -201,6 +209,10 @@ class SketchedAdaGrad(FeatureTable, Learner):
         return int(self.ints[6])
 
     @property
+    def n_flush(self) -> int:
+        return int(self.ints[11])
+
+    @property
     def n_shrink(self) -> int:
         return int(self.ints[7])
 
@@ -209,14 +221,16 @@ class SketchedAdaGrad(FeatureTable, Learner):
         return int(self.ints[8])
 
     def extra_summary(self) -> dict:
-        return {"shrinks": self.n_shrink, "folds": self.n_fold, "rebases": self.n_rebase}
+        return {"shrinks": self.n_shrink, "folds": self.n_fold, "rebases": self.n_rebase, "flushes": self.n_flush}
 
     # -- state ------------------------------------------------------------------------------------
     def _arrays(self):
         order = self._sorted_slots()
         rows = self.tab[order].copy()
         rows[:, 2:4] = 0.0  # scratch and marks
-        return {"keys": self.keys[order], "rows": rows, **{f: getattr(self, f) for f in _SMALL}}
+        G = int(self.ints[6] - self.ints[10])  # re-bases the lazy history holds
+        return {"keys": self.keys[order], "rows": rows, "hist": self.hist[:G].copy(),
+                **{f: getattr(self, f) for f in _SMALL}}
 
     @classmethod
     def _tau(cls, hyper) -> int:
@@ -236,12 +250,12 @@ class SketchedAdaGrad(FeatureTable, Learner):
     @classmethod
     def build_bytes(cls, hyper):
         tau = cls._tau(hyper)
-        return 8 * (3 * (2 * tau) ** 2 + 10 * tau)
+        return 8 * (3 * (2 * tau) ** 2 + 10 * tau + cls._hcap(tau) * tau * tau)
 
     def _load_arrays(self, arrays):
         """Load the saved state, checking what the kernels index with: the counters (basis rows,
         buffer rows, Z rows in use), the keys (distinct, ascending, within the mask), one row per key
-        and the buffer flags."""
+        the buffer flags and the re-base stamps (within the history, which must fit its bound)."""
         for k, (shape, dt) in self.saved_shapes(self.hyper).items():
             setattr(self, k, adopt(k, arrays[k], shape, dt))
         for k in ("keys", "rows"):
@@ -253,13 +267,24 @@ class SketchedAdaGrad(FeatureTable, Learner):
         keys, rows = adopt("keys", keys), adopt("rows", rows)
         require(not len(keys) or (keys[0] >= 0 and keys[-1] <= self.mask and (np.diff(keys) > 0).all()),
                 f"array keys: not distinct ascending features within 0..{self.mask}")
-        t, occ, r, nb, nbs, nz, reb, shr, fold, defer = (int(x) for x in self.ints)
+        t, occ, r, nb, nbs, nz, reb, shr, fold, defer, hbase, flushes = (int(x) for x in self.ints)
         flags = rows[:, 4] if len(keys) else np.zeros(0)
         require(t >= 0 and occ == len(keys) and 0 <= r <= self.R and 0 <= nb <= min(r, self.nbmax)
                 and nz in (0, self.k) and nbs == int((flags != 0).sum()) and min(reb, shr, fold) >= 0
-                and defer in (0, 1) and (defer == 0 or (self.fast and r == self.R)),
+                and defer in (0, 1) and (defer == 0 or (self.fast and r == self.R))
+                and 0 <= hbase <= reb and reb - hbase < self.hist.shape[0] and flushes >= 0,
                 f"array ints: counters {list(self.ints)} out of range")
         require(((flags == 0) | (flags == 1)).all(), "array rows: a buffer flag is not 0 or 1")
+        require("hist" in arrays, "array hist is missing")
+        tau, G = self.tau, reb - hbase
+        hist = adopt("hist", arrays["hist"])
+        require(np.dtype(hist.dtype) == np.float64 and tuple(hist.shape) == (G, tau, tau),
+                f"array hist has shape {tuple(hist.shape)}, expected ({G}, {tau}, {tau})")
+        stamps = rows[:, 5] if len(keys) else np.zeros(0)
+        require(((stamps >= hbase) & (stamps <= reb) & (stamps == np.floor(stamps))).all(),
+                "array rows: a re-base stamp outside the history")
+        self.hist = np.zeros((self._hcap(tau), tau, tau))
+        self.hist[:G] = hist
         self._load_table(keys, np.array(rows, np.float64))
         self.bslot = np.zeros(max(64, nbs), np.int64)
         self.ints[4] = _kernels.relist_buffer(self.keys, self.tab, self.bslot)
