@@ -58,6 +58,7 @@ C_Z = 6  # first column of Z^T, then the buffer's columns
 N_LEAD = 6
 SHRINK_TOL = 1e-16  # an FD shrink lambda_tau <= SHRINK_TOL lambda_1 is round-off: 0 (NOTES_ADA)
 PINV_TOL = 1e-12  # rho + delta = 0: eigenvalues <= PINV_TOL lambda_1 count as 0 (pseudo-inverse)
+EPS = 2.220446049250313e-16  # double precision's unit round-off (the rank-one eigen update's tolerances)
 RES_TOL = 1e-12  # a residual ||g - V V^T g||^2 <= RES_TOL ||g||^2 is no new direction (Alg. 3 line 6)
 
 # ints
@@ -105,17 +106,234 @@ class SadaHyper(NamedTuple):
 
 
 @njit(**INNER)
-def _sa_eig_desc(M, r, lam, U):
-    """lam[:r], U[:r, :r] <- the eigen-pairs of M[:r, :r], eigenvalues descending."""
-    A = np.empty((r, r))
-    for i in range(r):
-        for j in range(r):
-            A[i, j] = M[i, j]
-    w, Q = _eigh(A)
-    for j in range(r):
-        lam[j] = w[r - 1 - j]
-        for i in range(r):
-            U[i, j] = Q[i, r - 1 - j]
+def _secular_root(dn, z2, n, i, ztot):
+    """Root i (ascending) of the secular equation 1 + sum_j z2[j] / (dn[j] - mu) = 0 of
+    diag(dn[:n]) + z z^T (dn strictly ascending, z2 = z^2 > 0): mu_i in (dn[i], dn[i + 1]) (the last
+    in (dn[n-1], dn[n-1] + ztot)), returned as (origin o, t) with mu_i = dn[o] + t, o the nearer pole,
+    so that mu_i - dn[j] = (dn[o] - dn[j]) + t keeps its relative accuracy (Golub & Van Loan Sec.
+    8.5.3; each step solves Bunch, Nielsen & Sorensen 1978's model of the two nearest poles, kept
+    inside a shrinking bracket; stops when |f| is at the round-off of its terms)."""
+    last = i == n - 1
+    # the first point: the middle of the interval (the last: of (dn[n-1], dn[n-1] + ztot)), where f
+    # says which pole is nearer
+    half = 0.5 * ztot if last else 0.5 * (dn[i + 1] - dn[i])
+    fm = 1.0
+    for j in range(n):
+        fm += z2[j] / ((dn[j] - dn[i]) - half)
+    if last or fm > 0.0:
+        o = i
+        lo, hi = 0.0, (ztot if last else half)
+        t = half
+    else:
+        o = i + 1
+        lo, hi = -half, 0.0
+        t = -half
+    org = dn[o]
+    di = dn[i] - org
+    di1 = (dn[i + 1] - org) if not last else 0.0
+    for _ in range(60):
+        psi = 0.0
+        dpsi = 0.0
+        phi = 0.0
+        dphi = 0.0
+        for j in range(n):
+            inv = 1.0 / ((dn[j] - org) - t)
+            q = z2[j] * inv
+            if j <= i:
+                psi += q
+                dpsi += q * inv
+            else:
+                phi += q
+                dphi += q * inv
+        f = 1.0 + psi + phi
+        if abs(f) <= 8.0 * EPS * n * (1.0 + phi - psi):
+            break
+        if f < 0.0:
+            lo = t
+        else:
+            hi = t
+        Di = di - t
+        a = dpsi * Di * Di
+        A = 1.0 + psi - a / Di
+        u = np.nan
+        if last:
+            if A > 0.0:
+                u = di + a / A
+        else:
+            Di1 = di1 - t
+            c = dphi * Di1 * Di1
+            A += phi - c / Di1
+            P = A * (di + di1) + a + c
+            Qc = A * di * di1 + a * di1 + c * di
+            if A == 0.0:
+                if P != 0.0:
+                    u = Qc / P
+            else:
+                sq = math.sqrt(max(P * P - 4.0 * A * Qc, 0.0))
+                den = P + sq if P >= 0.0 else P - sq
+                if den != 0.0:
+                    u1 = den / (2.0 * A)
+                    u2 = 2.0 * Qc / den
+                    u = u1 if lo < u1 < hi else u2
+        if not (lo < u < hi):
+            u = 0.5 * (lo + hi)
+        if abs(u - t) <= 2.0 * EPS * max(abs(u), abs(t)):
+            t = u
+            break
+        t = u
+    return o, t
+
+
+@njit(**INNER)
+def _rank1_eig(lam, t, m, mu, W):
+    """Eigen-pairs of diag(lam[:m]) + t t^T (lam[:m] descending): ``mu[:m]`` descending and the
+    eigenvectors as the columns of ``W[:m, :m]`` (Golub & Van Loan Sec. 8.5.3, LAPACK dlaed2-4's
+    divide-and-conquer update): deflation of the components with |t_i| ||t|| <= 8 eps max(lam_1,
+    ||t||^2) and of (nearly) equal eigenvalues by a Givens rotation, the secular equation's roots
+    (:func:`_secular_root`) and Gu & Eisenstat's recomputed t, which keeps the eigenvectors
+    orthogonal. O(m^2) (plus O(m^3) only when a rotation deflated a pair)."""
+    order = np.argsort(lam[:m])  # ascending
+    d = np.empty(m)
+    z = np.empty(m)
+    for i in range(m):
+        d[i] = lam[order[i]]
+        z[i] = t[order[i]]
+    nrm2 = 0.0
+    dmax = 0.0
+    for i in range(m):
+        nrm2 += z[i] * z[i]
+        dmax = max(dmax, abs(d[i]))
+    Ws = np.zeros((m, m))
+    ev = np.empty(m)
+    for i in range(m):
+        ev[i] = d[i]
+        Ws[i, i] = 1.0
+    if nrm2 > 0.0:
+        tol = 8.0 * EPS * max(dmax, nrm2)
+        zn = math.sqrt(nrm2)
+        defl = np.zeros(m, np.bool_)
+        for i in range(m):
+            if abs(z[i]) * zn <= tol:
+                defl[i] = True
+                z[i] = 0.0
+        Qt = np.zeros((m, m))
+        for i in range(m):
+            Qt[i, i] = 1.0
+        nrot = 0
+        prev = -1
+        for j in range(m):
+            if defl[j]:
+                continue
+            if prev >= 0:
+                h = math.hypot(z[prev], z[j])
+                c = z[prev] / h
+                s = z[j] / h
+                if abs((d[j] - d[prev]) * c * s) <= tol:
+                    # rotate (prev, j) so that z'_prev = 0, z'_j = h: D' = Q D Q^T drops c s (d_p - d_j)
+                    dp, dj = d[prev], d[j]
+                    d[prev] = s * s * dp + c * c * dj
+                    d[j] = c * c * dp + s * s * dj
+                    z[prev] = 0.0
+                    z[j] = h
+                    defl[prev] = True
+                    for r in range(m):
+                        a_, b_ = Qt[r, prev], Qt[r, j]
+                        Qt[r, prev] = a_ * s - b_ * c
+                        Qt[r, j] = a_ * c + b_ * s
+                    nrot += 1
+            prev = j
+        # the non-deflated problem, ascending
+        n = 0
+        idx = np.empty(m, np.int64)
+        for i in range(m):
+            if not defl[i]:
+                idx[n] = i
+                n += 1
+        dn = np.empty(n)
+        z2 = np.empty(n)
+        ztot = 0.0
+        for j in range(n):
+            dn[j] = d[idx[j]]
+            z2[j] = z[idx[j]] * z[idx[j]]
+            ztot += z2[j]
+        orig = np.empty(n, np.int64)
+        tt = np.empty(n)
+        for i in range(n):
+            orig[i], tt[i] = _secular_root(dn, z2, n, i, ztot)
+        Dl = np.empty((n, n))  # mu_i - dn[j]
+        for i in range(n):
+            for j in range(n):
+                Dl[i, j] = (dn[orig[i]] - dn[j]) + tt[i]
+        zh = np.empty(n)
+        for j in range(n):
+            p = Dl[j, j]
+            for i in range(n):
+                if i != j:
+                    p *= Dl[i, j] / (dn[i] - dn[j])
+            zh[j] = math.copysign(math.sqrt(max(p, 0.0)), z[idx[j]])
+        for i in range(n):
+            col = idx[i]
+            ev[col] = dn[orig[i]] + tt[i]
+            nv = 0.0
+            for j in range(n):
+                v = -zh[j] / Dl[i, j]
+                nv += v * v
+                Ws[idx[j], col] = v
+            nv = math.sqrt(nv)
+            for j in range(n):
+                Ws[idx[j], col] /= nv
+        for j in range(m):
+            if not defl[j]:
+                continue
+            ev[j] = d[j]
+        if nrot > 0:
+            T = np.empty((m, m))
+            for r in range(m):
+                for q in range(m):
+                    acc = 0.0
+                    for p in range(m):
+                        acc += Qt[r, p] * Ws[p, q]
+                    T[r, q] = acc
+            Ws = T
+    # back to lam's order, eigenvalues descending
+    srt = np.argsort(-ev)
+    for c in range(m):
+        mu[c] = ev[srt[c]]
+        for i in range(m):
+            W[order[i], c] = Ws[i, srt[c]]
+
+
+@njit(**INNER)
+def _sa_eig_update(U, lam, cc, r, rr, t, mu):
+    """Alg. 1 line 2 / Alg. 3 line 11: the eigen-pairs of M + cc cc^T from M's (U, lam) on its first r
+    rows (M extended by zero rows to rr = r or r + 1): with t = U^T cc, M + cc cc^T =
+    U (diag(lam) + t t^T) U^T, so U <- U W and lam <- mu for the eigen-pairs (mu, W) of the rank-one
+    update (:func:`_rank1_eig`): O(rr^2) for the update and O(rr^3) with a small constant for U W,
+    where a fresh eigen-decomposition of M costs several times that (Householder, QL)."""
+    for ii in range(r, rr):
+        lam[ii] = 0.0
+        for jj in range(rr):
+            U[ii, jj] = 0.0
+            U[jj, ii] = 0.0
+        U[ii, ii] = 1.0
+    for jj in range(rr):
+        acc = 0.0
+        for ii in range(rr):
+            acc += U[ii, jj] * cc[ii]
+        t[jj] = acc
+    W = np.empty((rr, rr))
+    _rank1_eig(lam, t, rr, mu, W)
+    row = np.empty(rr)
+    for ii in range(rr):
+        for jj in range(rr):
+            acc = 0.0
+            for q in range(rr):
+                acc += U[ii, q] * W[q, jj]
+            row[jj] = acc
+        for jj in range(rr):
+            U[ii, jj] = row[jj]
+    for jj in range(rr):
+        lam[jj] = mu[jj]
 
 
 @njit(**INNER)
@@ -412,6 +630,8 @@ def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyp
     tmp = np.zeros(R)
     q = np.zeros(k + nbmax)
     cur = np.zeros(k + 1)  # a stale feature's [w_bar, Z column] brought up to date
+    t1 = np.zeros(R)
+    mu1 = np.zeros(R)
     learned = 0
     for i in range(start, n):
         a = offsets[i]
@@ -562,7 +782,7 @@ def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyp
         for ii in range(rr):
             for jj in range(rr):
                 M[ii, jj] += cc[ii] * cc[jj]
-        _sa_eig_desc(M, rr, lam, U)
+        _sa_eig_update(U, lam, cc, r, rr, t1, mu1)
         if not fast:
             # Alg. 1 lines 3-4 (FD): rotate into the eigenvectors; at tau rows shrink and cut to tau - 1
             for jj in range(rr):
