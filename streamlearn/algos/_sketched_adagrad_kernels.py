@@ -382,12 +382,14 @@ def _sa_rotate(C, M, U, lam, z, r, keep):
 
 
 @njit(**INNER)
-def _sa_clear_buffer(tab, ints, C, cb, bslot, k, nbmax):
-    for e in range(ints[I_NBS]):
-        sl = bslot[e]
-        tab[sl, C_IB] = 0.0
-        for q in range(nbmax):
-            tab[sl, C_Z + k + q] = 0.0
+def _sa_clear_buffer(tab, ints, C, cb, bslot, k, nbmax, rows=True):
+    """Empty the buffer (``rows``: also its features' columns and flags, unless the caller did)."""
+    if rows:
+        for e in range(ints[I_NBS]):
+            sl = bslot[e]
+            tab[sl, C_IB] = 0.0
+            for q in range(ints[I_NB]):  # the columns past nb are 0
+                tab[sl, C_Z + k + q] = 0.0
     ints[I_NBS] = 0
     ints[I_NB] = 0
     for q in range(nbmax):
@@ -581,7 +583,10 @@ def _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, hist, k, nbmax, max
             for q in range(nb):
                 s += A[i, q] * tab[sl, C_Z + k + q]
             tab[sl, C_Z + i] += s
-    _sa_clear_buffer(tab, ints, C, cb, bslot, k, nbmax)
+        tab[sl, C_IB] = 0.0
+        for q in range(nb):
+            tab[sl, C_Z + k + q] = 0.0
+    _sa_clear_buffer(tab, ints, C, cb, bslot, k, nbmax, False)
 
 
 @njit(**INNER)
@@ -690,8 +695,9 @@ def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyp
             if nz > 0:
                 for qq in range(k):
                     zx[qq] += tab[sl, C_Z + qq] * v
-            for qq in range(nb):
-                zx[k + qq] += tab[sl, C_Z + k + qq] * v
+            if tab[sl, C_IB] != 0.0:  # buffer columns (0 outside the buffer: not read)
+                for qq in range(nb):
+                    zx[k + qq] += tab[sl, C_Z + k + qq] * v
         for ii in range(r):
             acc = 0.0
             for qq in range(k + nb):
