@@ -46,7 +46,7 @@ from ._fd_son_kernels import _eigh, _solve
 from ._feature_table_kernels import EMPTY, _find
 from ._loss_kernels import loss_deriv, loss_value, target
 
-__all__ = ["SadaState", "SadaHyper", "sada_run", "rebase_all", "relist_buffer", "table_rows", "C_W", "C_GB", "C_Z", "N_LEAD", "N_INTS"]
+__all__ = ["SadaState", "SadaHyper", "sada_run", "rebase_all", "relist_buffer", "table_rows", "rank1_eig", "C_W", "C_GB", "C_Z", "N_LEAD", "N_INTS"]
 
 C_W = 0  # w_bar (mirror forms)
 C_GB = 1  # gbar, the summed gradient (primal-dual forms)
@@ -890,3 +890,13 @@ def table_rows(keys, tab, shift, query, out, hist, ints, k):
             for q in range(k):
                 out[i, C_Z + q] = cur[1 + q]
             out[i, C_ST] = ints[I_REB]
+
+
+@njit(**KERNEL)
+def rank1_eig(lam, t):
+    """The eigen-pairs (mu descending, W) of diag(lam) + t t^T, lam descending (tests)."""
+    m = lam.shape[0]
+    mu = np.empty(m)
+    W = np.empty((m, m))
+    _rank1_eig(lam, t, m, mu, W)
+    return mu, W
