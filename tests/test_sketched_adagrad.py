@@ -107,6 +107,29 @@ def _weighted(cls):
     return W
 
 
+@pytest.mark.parametrize("name", ["ftsl", "ftfsl"])
+def test_l2_is_regularised_dual_averaging(name):
+    """--l2 lambda: x_{t+1} = -eta ((G~_t + delta I)^1/2 + eta t lambda I)^-1 gbar_t, the dense reference
+    solving that system with d x d matrices, through shrinks and folds; it shrinks the weights;
+    --l2 0 is the unregularised learner bit for bit; the mirror forms refuse it."""
+    X, y = son_synthetic(T=600, d=20, kappa=50, seed=3)
+    p0, _ = _learner(name, 4).learn_batch(_batch(X, y))
+    q0, _ = _learner(name, 4, l2=0.0).learn_batch(_batch(X, y))
+    assert np.array_equal(p0, q0)
+    L = _learner(name, 4, l2=0.01)
+    p, _ = L.learn_batch(_batch(X, y))
+    ref = REFS[name](20, 4, 0.5, 1e-6, l2=0.01).run(X, y)
+    assert _rel(p, ref) < 1e-6
+    assert L.extra_summary()["shrinks"] > 50 and L.extra_summary()["folds"] > 20
+    A = _learner(name, 4)
+    A.learn_batch(_batch(X, y))
+    keys = np.arange(20)
+    assert np.linalg.norm(L.weights_dense(keys)) < np.linalg.norm(A.weights_dense(keys))
+    for mirror in ("s-ada", "fast-s-ada"):
+        with pytest.raises(ValueError, match="l2"):
+            _learner(mirror, 4, l2=0.01)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_importance_weights_scale_the_gradient(name):
     X, y = son_synthetic(T=600, d=20, kappa=30, seed=5)

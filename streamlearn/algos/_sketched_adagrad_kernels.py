@@ -103,6 +103,7 @@ class SadaHyper(NamedTuple):
     eta: float
     delta: float  # inside the root: G~ = S + (rho + delta) I
     max_cond: float
+    l2: float  # primal-dual forms: the l2 regulariser's t l2/2 ||x||^2 (regularised dual averaging)
 
 
 @njit(**INNER)
@@ -337,16 +338,18 @@ def _sa_eig_update(U, lam, cc, r, rr, t, mu):
 
 
 @njit(**INNER)
-def _sa_coefs(lam, r, rho, delta, coef):
+def _sa_coefs(lam, r, rho, delta, coef, c=0.0):
     """App. A.1: G~^-1/2 = h_perp^-1 I + U diag(h^-1 - h_perp^-1) U^T, h = sqrt(lam + rho + delta),
     h_perp = sqrt(rho + delta); returns 1/h_perp (0 for the pseudo-inverse when rho + delta = 0:
-    then directions with lam <= PINV_TOL lam_1 get no step)."""
+    then directions with lam <= PINV_TOL lam_1 get no step). ``c`` > 0 (the l2 term of the
+    primal-dual step, eta t l2): (G~^1/2 + c I)^-1 in the same form, h + c and h_perp + c in place of
+    h and h_perp (c = 0: the same numbers bit for bit)."""
     hp2 = rho + delta
     top = lam[0] if r > 0 else 0.0
-    if hp2 > 0.0:
-        ihp = 1.0 / math.sqrt(hp2)
+    if hp2 > 0.0 or c > 0.0:
+        ihp = 1.0 / (math.sqrt(max(hp2, 0.0)) + c)
         for i in range(r):
-            coef[i] = 1.0 / math.sqrt(max(lam[i], 0.0) + hp2) - ihp
+            coef[i] = 1.0 / (math.sqrt(max(lam[i], 0.0) + hp2) + c) - ihp
         return ihp
     for i in range(r):
         coef[i] = 1.0 / math.sqrt(lam[i]) if (top > 0.0 and lam[i] > PINV_TOL * top) else 0.0
@@ -621,7 +624,7 @@ def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyp
     Returns ``(next, learned)``; ``next < n``: the table or the buffer's slot list must grow before
     example ``next`` (the caller grows them and calls again from ``next``)."""
     keys, tab, shift, ints, flt, C, M, U, lam, b, cb, z, e, bslot, ctr, hist = state
-    mask, loss_code, tau, fast, dual, eta, delta, max_cond = hyper
+    mask, loss_code, tau, fast, dual, eta, delta, max_cond, l2 = hyper
     n = labels.shape[0]
     R = C.shape[0]
     k = tau - 1
@@ -804,9 +807,10 @@ def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyp
             for ii in range(rr):
                 cc[ii] = tmp[ii]
         # the step with G~_t = V^T M V + (rho_{1:t} + delta) I (App. A.1)
-        ihp = _sa_coefs(lam, rr, flt[F_RHO], delta, coef)
+        ihp = _sa_coefs(lam, rr, flt[F_RHO], delta, coef, eta * l2 * ints[I_T] if dual else 0.0)
         if dual:
-            # FTSL Alg. 2 line 9 / FTFSL Alg. 3 line 13: x_{t+1} = -eta G~_t^-1/2 gbar_t, kept as (1/h_perp, e)
+            # FTSL Alg. 2 line 9 / FTFSL Alg. 3 line 13: x_{t+1} = -eta G~_t^-1/2 gbar_t, kept as (1/h_perp, e);
+            # with --l2 the regularised dual-averaging step x_{t+1} = -eta (G~_t^1/2 + eta t l2 I)^-1 gbar_t
             for jj in range(rr):
                 acc = 0.0
                 for ii in range(rr):

@@ -39,7 +39,11 @@ max(16, sqrt(n / 5)) re-bases). Nothing is O(2^b). The kernels:
 
 Importance weight h: the gradient of h l, g = h l'(p, y) x. Losses: squared, logistic, hinge.
 Options: ``--sketch_size`` tau (1..256; FD keeps tau - 1 directions, as Alg. 1), ``-l`` eta,
-``--delta``, ``--max_cond``.
+``--delta``, ``--max_cond``, ``--l2`` (FTSL / FTFSL only: neither paper has a regulariser; the
+primal-dual step becomes regularised dual averaging (Xiao 2010; Duchi, Hazan & Singer 2011 Eq. 3) with
+psi = lambda/2 ||x||^2, x_{t+1} = -eta (G~_t^1/2 + eta t lambda I)^-1 gbar_t, which App. A.1's
+low-rank form applies with h + eta t lambda in place of h. The mirror forms' composite step would
+shrink every stored weight, and is not built).
 """
 from __future__ import annotations
 
@@ -74,6 +78,9 @@ class SketchedAdaGrad(FeatureTable, Learner):
               low=0, low_open=True),
         Param("delta", float, 1e-6, "Sketched AdaGrad: delta inside the root, G~ = S + (rho + delta) I "
               "(0 = pseudo-inverse).", low=0),
+        Param("l2", float, 0.0, "FTSL / FTFSL: l2 regulariser lambda, the primal-dual step's t lambda/2 ||x||^2 "
+              "(regularised dual averaging: x = -eta (G~^1/2 + eta t lambda I)^-1 gbar); S-ADA / Fast S-ADA take "
+              "only 0.", low=0),
         Param("max_cond", float, 1e6, "Sketched AdaGrad: re-base the basis representation V = C [Z; G] on "
               "every feature when the fold's condition number exceeds this.", low=1, finite=False),
     )
@@ -107,25 +114,33 @@ class SketchedAdaGrad(FeatureTable, Learner):
         self.eta = float(h["learning_rate"])
         self.delta = float(h["delta"])
         self.max_cond = float(h["max_cond"])
+        self.l2 = float(h.get("l2") or 0.0)
+        if not self.l2 >= 0:
+            raise ValueError(f"--l2 must be >= 0, got {self.l2}")
+        if self.l2 > 0 and not self.dual:
+            raise ValueError(f"--l2 is supported by ftsl and ftfsl (the primal-dual step), not by {self.name}: "
+                             "its mirror step would shrink every stored weight")
         if not self.eta > 0:
             raise ValueError(f"-l/--learning_rate must be > 0, got {self.eta}")
         if not self.delta >= 0:
             raise ValueError(f"--delta must be >= 0, got {self.delta}")
         if not self.max_cond >= 1:
             raise ValueError(f"--max_cond must be >= 1, got {self.max_cond}")
-        old = getattr(self, "_delta_set", self.delta)
-        self._delta_set = self.delta
-        if self.dual and self.examples_learned and old != self.delta:
-            # the stored (1/h_perp, e) of the last step follow delta: recompute for a changed --delta
+        key = (self.delta, self.l2, self.eta if self.l2 > 0 else None)  # what the stored (1/h_perp, e) depend on
+        old = getattr(self, "_delta_set", key)
+        self._delta_set = key
+        if self.dual and self.examples_learned and old != self._delta_set:
+            # the stored (1/h_perp, e) of the last step follow delta (and eta l2): recompute when they change
             self._refresh_dual()
 
     def _refresh_dual(self):
         r = int(self.ints[2])
         lam, U = self.lam[:r], self.U[:r, :r]
         hp2 = self.flt[0] + self.delta
-        if hp2 > 0:
-            ihp = 1.0 / np.sqrt(hp2)
-            coef = 1.0 / np.sqrt(np.maximum(lam, 0.0) + hp2) - ihp
+        c = self.eta * self.l2 * float(self.ints[0])
+        if hp2 > 0 or c > 0:
+            ihp = 1.0 / (np.sqrt(max(hp2, 0.0)) + c)
+            coef = 1.0 / (np.sqrt(np.maximum(lam, 0.0) + hp2) + c) - ihp
         else:
             ihp = 0.0
             top = lam[0] if r else 0.0
@@ -162,7 +177,7 @@ class SketchedAdaGrad(FeatureTable, Learner):
         maxs = max(int(np.max(offsets[1:] - offsets[:-1])), 1)
         slot_buf = np.empty(maxs, np.int64)
         hyper = _kernels.SadaHyper(self.mask, self.loss.code, self.tau, self.fast, self.dual, self.eta, self.delta,
-                                   self.max_cond)
+                                   self.max_cond, self.l2)
         start = 0
         while True:
             nxt, learned = _kernels.sada_run(offsets, indices, values, labels, weights, start, bool(learn),
