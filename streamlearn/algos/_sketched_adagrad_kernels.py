@@ -11,7 +11,7 @@ of ``NOTES_ADA.md`` as listed in :mod:`streamlearn.algos.sketched_adagrad`.
 Representation (SON App. F's construction, as FD-SON's kernels): the sketch's orthonormal basis
 is ``V = C [Z; G]`` (r rows): ``Z`` holds k = tau - 1 dense-ish rows (one column per feature seen,
 in the table), ``G`` a buffer of the sparse gradients that brought a new direction since the last
-fold (also per-feature columns of the table), ``C`` a small (R, k + nbmax) matrix. The sketch is
+fold (rows of ``gbuf``, one per buffered feature), ``C`` a small (R, k + nbmax) matrix. The sketch is
 ``V^T M V`` with ``M`` (r x r) kept with its eigen-pairs ``(U, lam)``. A new direction
 (g - V^T V g) / ||.|| is one new row of C on a new buffer row g: O(r s + r^2). FD shrinks every
 round the basis reaches tau rows, fast FD when it reaches 2 tau: the basis is rotated into M's
@@ -33,7 +33,9 @@ summed gradient gbar per feature, ``z = V gbar`` kept incrementally (rotated wit
 Per-feature state lives in an open-addressing hash table keyed by the masked feature index
 (the pattern of :mod:`streamlearn.algos._fd_son_kernels`, whose ``_find``, ``rehash``, ``_eigh``
 and ``_solve`` this module uses): ``keys[slot]`` (-1 = empty), ``tab[slot] = [w_bar, gbar,
-scratch x, mark, in-buffer flag, re-base stamp, Z column (k), buffer column (nbmax)]``.
+scratch x, mark, buffer position + 1 (0: not in the buffer), re-base stamp, Z column (k)]``; the
+buffer's G columns are rows of ``gbuf``, one per buffered feature (most features are never in the
+buffer, so the table's rows hold only tau + 5 floats).
 """
 import math
 from typing import NamedTuple
@@ -52,7 +54,7 @@ C_W = 0  # w_bar (mirror forms)
 C_GB = 1  # gbar, the summed gradient (primal-dual forms)
 C_X = 2  # scratch: the example's value of the feature (duplicates summed)
 C_MK = 3  # mark: the example counter of the last example that touched the feature
-C_IB = 4  # 1.0 when the feature is in the buffer's slot list
+C_IB = 4  # e + 1 when the feature is the buffer's e-th (its G column is gbuf[e]), else 0
 C_ST = 5  # stamp: the re-base count when the feature's [w_bar, Z column] was last brought up to date
 C_Z = 6  # first column of Z^T, then the buffer's columns
 N_LEAD = 6
@@ -74,7 +76,7 @@ class SadaState(NamedTuple):
     """The learner's state: the per-feature table and the sketch's small matrices."""
 
     keys: np.ndarray  # int64 (cap,): masked feature per slot, -1 = empty
-    tab: np.ndarray  # float64 (cap, N_LEAD + k + nbmax)
+    tab: np.ndarray  # float64 (cap, N_LEAD + k)
     shift: int  # 64 - log2(cap)
     ints: np.ndarray  # int64 (N_INTS,): examples learned, occupied, r (basis rows), nb (buffer rows), buffer slots,
     #                   Z rows in use (0 or k), re-bases, shrinks, folds, fast FD shrink deferred (0/1),
@@ -88,10 +90,11 @@ class SadaState(NamedTuple):
     cb: np.ndarray  # (nbmax,): mirror weights' buffer coefficients
     z: np.ndarray  # (R,): V gbar
     e: np.ndarray  # (R,): U diag(1/h - 1/h_perp) U^T z of the last step (primal-dual predictions)
-    bslot: np.ndarray  # int64 (bcap,): the table slots with a nonzero buffer column
+    bslot: np.ndarray  # int64 (bcap,): the buffered features' table slots, in buffer order
     ctr: np.ndarray  # int64 (1,): examples read (the marks of the scratch column; not saved)
     hist: np.ndarray  # float64 (hcap, k + 1, k + 1): S[g] takes [w_bar, Z column] of a feature stamped
     #                   with re-base hbase + g to the current representation (suffix products)
+    gbuf: np.ndarray  # float64 (bcap, nbmax): row e = the G column of the feature in slot bslot[e]
 
 
 class SadaHyper(NamedTuple):
@@ -385,14 +388,13 @@ def _sa_rotate(C, M, U, lam, z, r, keep):
 
 
 @njit(**INNER)
-def _sa_clear_buffer(tab, ints, C, cb, bslot, k, nbmax, rows=True):
+def _sa_clear_buffer(tab, ints, C, cb, bslot, gbuf, k, nbmax, rows=True):
     """Empty the buffer (``rows``: also its features' columns and flags, unless the caller did)."""
     if rows:
         for e in range(ints[I_NBS]):
-            sl = bslot[e]
-            tab[sl, C_IB] = 0.0
+            tab[bslot[e], C_IB] = 0.0
             for q in range(ints[I_NB]):  # the columns past nb are 0
-                tab[sl, C_Z + k + q] = 0.0
+                gbuf[e, q] = 0.0
     ints[I_NBS] = 0
     ints[I_NB] = 0
     for q in range(nbmax):
@@ -463,7 +465,7 @@ def _sa_flush(keys, tab, ints, hist, k):
 
 
 @njit(**INNER)
-def _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, hist, k, nbmax):
+def _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, gbuf, hist, k, nbmax):
     """Re-base: Z <- C[:k] [Z; G] (the kept basis itself), w_bar absorbs Z^T b + G^T cb, C = [I 0].
     V, M and z are unchanged; the caller clears the buffer. Lazy, as FD-SON's and FTSL-Shampoo's
     re-bases: a feature outside the buffer (G column 0) takes the affine map
@@ -485,12 +487,14 @@ def _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, hist, k, nbmax):
         for q in range(k):
             acc += b[q] * tab[sl, C_Z + q]
         for q in range(nb):
-            acc += cb[q] * tab[sl, C_Z + k + q]
+            acc += cb[q] * gbuf[e, q]
         tab[sl, C_W] += acc
         for i in range(k):
             s = 0.0
-            for q in range(k + nb):
+            for q in range(k):
                 s += C[i, q] * tab[sl, C_Z + q]
+            for q in range(nb):
+                s += C[i, k + q] * gbuf[e, q]
             zr[i] = s
         for i in range(k):
             tab[sl, C_Z + i] = zr[i]
@@ -530,7 +534,7 @@ def _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, hist, k, nbmax):
 
 
 @njit(**INNER)
-def _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, hist, k, nbmax, max_cond):
+def _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, gbuf, hist, k, nbmax, max_cond):
     """Fold the buffer into Z once the basis is cut to k rows: C[:k] = [P1 P2];
     Z += P1^-1 P2 G and w_bar += G^T (cb - (P1^-1 P2)^T b) on the buffer's features, C = [P1 0]
     (the first fold: Z = P2 G, C = [I 0]); a re-base when cond(P1) passes max_cond."""
@@ -543,9 +547,9 @@ def _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, hist, k, nbmax, max
             sl = bslot[e]
             acc = 0.0
             for q in range(nb):
-                acc += cb[q] * tab[sl, C_Z + q]
+                acc += cb[q] * gbuf[e, q]
             tab[sl, C_W] += acc
-        _sa_clear_buffer(tab, ints, C, cb, bslot, k, nbmax)
+        _sa_clear_buffer(tab, ints, C, cb, bslot, gbuf, k, nbmax)
         return
     P2 = np.empty((k, nb))
     for i in range(k):
@@ -565,8 +569,8 @@ def _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, hist, k, nbmax, max
                 P1[i, j] = C[i, j]
         cA = _sa_cond(P1)
         if not cA <= max_cond:
-            _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, hist, k, nbmax)
-            _sa_clear_buffer(tab, ints, C, cb, bslot, k, nbmax)
+            _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, gbuf, hist, k, nbmax)
+            _sa_clear_buffer(tab, ints, C, cb, bslot, gbuf, k, nbmax)
             return
         A = _solve(P1, P2)
     corr = np.empty(nb)  # cb - A^T b
@@ -579,17 +583,17 @@ def _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, hist, k, nbmax, max
         sl = bslot[e]
         acc = 0.0
         for q in range(nb):
-            acc += corr[q] * tab[sl, C_Z + k + q]
+            acc += corr[q] * gbuf[e, q]
         tab[sl, C_W] += acc
         for i in range(k):
             s = 0.0
             for q in range(nb):
-                s += A[i, q] * tab[sl, C_Z + k + q]
+                s += A[i, q] * gbuf[e, q]
             tab[sl, C_Z + i] += s
         tab[sl, C_IB] = 0.0
         for q in range(nb):
-            tab[sl, C_Z + k + q] = 0.0
-    _sa_clear_buffer(tab, ints, C, cb, bslot, k, nbmax, False)
+            gbuf[e, q] = 0.0
+    _sa_clear_buffer(tab, ints, C, cb, bslot, gbuf, k, nbmax, False)
 
 
 @njit(**INNER)
@@ -610,10 +614,10 @@ def _sa_cut(ints, flt, C, M, U, lam, z, r, k, tau):
 
 
 @njit(**INNER)
-def _sa_shrink(tab, keys, ints, flt, C, M, U, lam, b, cb, z, bslot, hist, k, nbmax, tau, max_cond):
+def _sa_shrink(tab, keys, ints, flt, C, M, U, lam, b, cb, z, bslot, gbuf, hist, k, nbmax, tau, max_cond):
     """:func:`_sa_cut`, then the buffer folded into Z."""
     _sa_cut(ints, flt, C, M, U, lam, z, ints[I_R], k, tau)
-    _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, hist, k, nbmax, max_cond)
+    _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, gbuf, hist, k, nbmax, max_cond)
 
 
 @njit(**KERNEL)
@@ -623,7 +627,7 @@ def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyp
 
     Returns ``(next, learned)``; ``next < n``: the table or the buffer's slot list must grow before
     example ``next`` (the caller grows them and calls again from ``next``)."""
-    keys, tab, shift, ints, flt, C, M, U, lam, b, cb, z, e, bslot, ctr, hist = state
+    keys, tab, shift, ints, flt, C, M, U, lam, b, cb, z, e, bslot, ctr, hist, gbuf = state
     mask, loss_code, tau, fast, dual, eta, delta, max_cond, l2 = hyper
     n = labels.shape[0]
     R = C.shape[0]
@@ -698,9 +702,10 @@ def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyp
             if nz > 0:
                 for qq in range(k):
                     zx[qq] += tab[sl, C_Z + qq] * v
-            if tab[sl, C_IB] != 0.0:  # buffer columns (0 outside the buffer: not read)
+            if tab[sl, C_IB] != 0.0:  # in the buffer: its G column (0 outside the buffer)
+                eb = np.int64(tab[sl, C_IB]) - 1
                 for qq in range(nb):
-                    zx[k + qq] += tab[sl, C_Z + k + qq] * v
+                    zx[k + qq] += gbuf[eb, qq] * v
         for ii in range(r):
             acc = 0.0
             for qq in range(k + nb):
@@ -728,7 +733,7 @@ def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyp
         if ints[I_DEFER] == 1:
             ints[I_DEFER] = 0
             # x's coordinates in the rotated basis: vx <- U^T vx (the buffer is folded, so recompute)
-            _sa_shrink(tab, keys, ints, flt, C, M, U, lam, b, cb, z, bslot, hist, k, nbmax, tau, max_cond)
+            _sa_shrink(tab, keys, ints, flt, C, M, U, lam, b, cb, z, bslot, gbuf, hist, k, nbmax, tau, max_cond)
             r = ints[I_R]
             nb = ints[I_NB]
             for j in range(ns):  # the fold may have re-based
@@ -771,11 +776,11 @@ def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyp
             C[r, k + nb] = 1.0 / nr
             for j in range(ns):
                 sl = slot_buf[j]
-                tab[sl, C_Z + k + nb] = gl * tab[sl, C_X]
                 if tab[sl, C_IB] == 0.0:
-                    tab[sl, C_IB] = 1.0
+                    tab[sl, C_IB] = ints[I_NBS] + 1.0
                     bslot[ints[I_NBS]] = sl
                     ints[I_NBS] += 1
+                gbuf[np.int64(tab[sl, C_IB]) - 1, nb] = gl * tab[sl, C_X]
             cb[nb] = 0.0
             cc[r] = nr
             if dual:
@@ -851,7 +856,7 @@ def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyp
                 tab[sl, C_W] -= st * tab[sl, C_X]
         if not fast:
             if rr == k:
-                _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, hist, k, nbmax, max_cond)
+                _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, gbuf, hist, k, nbmax, max_cond)
         elif ints[I_R] == R:
             ints[I_DEFER] = 1  # Alg. 3 line 14: r = 2 tau; shrink after the next prediction
     return n, learned
@@ -860,11 +865,11 @@ def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyp
 @njit(**KERNEL)
 def rebase_all(state, max_cond):
     """Re-base (when the buffer is empty and the basis cut) and bring every feature up to date (tests)."""
-    keys, tab, shift, ints, flt, C, M, U, lam, b, cb, z, e, bslot, ctr, hist = state
+    keys, tab, shift, ints, flt, C, M, U, lam, b, cb, z, e, bslot, ctr, hist, gbuf = state
     k = b.shape[0]
     nbmax = cb.shape[0]
     if ints[I_NB] == 0 and ints[I_R] == k and ints[I_NZ] == k and k > 0:
-        _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, hist, k, nbmax)
+        _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, gbuf, hist, k, nbmax)
     _sa_flush(keys, tab, ints, hist, k)
 
 
@@ -875,20 +880,29 @@ def relist_buffer(keys, tab, bslot):
     n = 0
     for sl in range(keys.shape[0]):
         if keys[sl] != EMPTY and tab[sl, C_IB] != 0.0:
-            bslot[n] = sl
+            bslot[np.int64(tab[sl, C_IB]) - 1] = sl
             n += 1
     return n
 
 
 @njit(**KERNEL)
-def table_rows(keys, tab, shift, query, out, hist, ints, k):
-    """out[i] = tab's row of feature query[i] (zeros when not stored), its [w_bar, Z column] up to date."""
+def table_rows(keys, tab, shift, query, out, hist, ints, k, gbuf):
+    """out[i] = tab's row of feature query[i] (zeros when not stored), its [w_bar, Z column] up to date,
+    then its buffer column (``out`` has N_LEAD + k + nbmax columns)."""
     capmask = keys.shape[0] - 1
     cur = np.empty(k + 1)
     for i in range(query.shape[0]):
         sl = _find(keys, query[i], shift, capmask)
+        for c in range(out.shape[1]):
+            out[i, c] = 0.0
+        if sl < 0:
+            continue
         for c in range(tab.shape[1]):
-            out[i, c] = tab[sl, c] if sl >= 0 else 0.0
+            out[i, c] = tab[sl, c]
+        if tab[sl, C_IB] != 0.0:
+            eb = np.int64(tab[sl, C_IB]) - 1
+            for q in range(gbuf.shape[1]):
+                out[i, C_Z + k + q] = gbuf[eb, q]
         if sl >= 0 and _sa_current(tab, sl, hist, ints, k, cur):
             out[i, C_W] = cur[0]
             for q in range(k):

@@ -27,10 +27,11 @@ h = sqrt(lambda + rho + delta), h_perp = sqrt(rho + delta). The corrections of `
 * App. A.2 / A.4's a_t, b_t = max{rho / (||g||^2 + rho), 1} <= 1 should read min (proofs only).
 
 Sparse form (SON App. F's construction, as :mod:`streamlearn.algos.fd_son`): the basis is
-``V = C [Z; G]`` with ``Z`` (tau - 1 rows) and the buffer ``G`` of new-direction gradients as
-columns of a per-feature hash table (features seen only), ``C`` small. Per example O(tau s + tau^3)
-for s features (an eigen-decomposition of a tau x tau, or 2 tau x 2 tau, matrix every learned
-example, as Alg. 1 / Alg. 3 line 11); a shrink folds the buffer into Z in O(tau^2 s); when the
+``V = C [Z; G]`` with ``Z`` (tau - 1 rows) as columns of a per-feature hash table (features seen
+only) and the buffer ``G`` of new-direction gradients as rows of a small array over the buffered
+features, ``C`` small. Per example O(tau s + tau^3) for s features (the eigen-pairs of a tau x tau,
+or 2 tau x 2 tau, matrix every learned example, as Alg. 1 / Alg. 3 line 11, as a rank-one update of
+the previous ones: O(tau^2) for the secular equation plus one tau^3 product with a small constant); a shrink folds the buffer into Z in O(tau^2 s); when the
 fold's matrix gets ill-conditioned (cond > ``--max_cond``) the representation is re-based, lazily
 (a history of suffix products applied to a feature when it is next read, O(tau^2) per stale read;
 every feature brought up to date, O(tau^2 n) for n features seen, once the history holds
@@ -57,7 +58,7 @@ __all__ = ["SketchedAdaGrad", "SADA", "FastSADA", "FTSL", "FTFSL", "MAX_SKETCH_S
 
 _kernels = lazy("streamlearn.algos._sketched_adagrad_kernels")
 MAX_SKETCH_SIZE = 256
-N_LEAD = 6  # = _kernels.N_LEAD: w_bar, gbar, scratch, mark, in-buffer flag, re-base stamp
+N_LEAD = 6  # = _kernels.N_LEAD: w_bar, gbar, scratch, mark, buffer position + 1, re-base stamp (then Z: tau - 1)
 N_INTS = 12  # = _kernels.N_INTS
 _SMALL = ("ints", "flt", "C", "M", "U", "lam", "b", "cb", "z", "e")
 
@@ -73,7 +74,7 @@ class SketchedAdaGrad(FeatureTable, Learner):
         Param("sketch_size", int, 10,
               "S-ADA / Fast S-ADA / FTSL / FTFSL sketch size tau (FD keeps tau - 1 directions; the fast forms "
               "a basis of up to 2 tau).", short="-m", structural=True, low=1, high=MAX_SKETCH_SIZE,
-              why="O(tau^3) work per example and up to 3 tau + 4 floats per feature seen"),
+              why="O(tau^3) work per example and tau + 5 floats per feature seen (plus 2 tau per buffered feature)"),
         Param("learning_rate", float, 1.0, "Step size eta of the sketched AdaGrad learners.", short="-l",
               low=0, low_open=True),
         Param("delta", float, 1e-6, "Sketched AdaGrad: delta inside the root, G~ = S + (rho + delta) I "
@@ -92,7 +93,7 @@ class SketchedAdaGrad(FeatureTable, Learner):
         self.k = tau - 1
         self.R = 2 * tau if self.fast else tau
         self.nbmax = self.R
-        self.ncol = N_LEAD + self.k + self.nbmax
+        self.ncol = N_LEAD + self.k  # the buffer's G columns live in gbuf
         self._alloc_table(MIN_CAP)
         self.ints = np.zeros(N_INTS, np.int64)
         self.flt = np.zeros(2)
@@ -105,6 +106,7 @@ class SketchedAdaGrad(FeatureTable, Learner):
         self.z = np.zeros(self.R)
         self.e = np.zeros(self.R)
         self.bslot = np.zeros(64, np.int64)
+        self.gbuf = np.zeros((64, self.nbmax))
         self.ctr = np.zeros(1, np.int64)
         self.hist = np.zeros((self._hcap(tau), tau, tau))
         self._apply_hyper()
@@ -154,12 +156,17 @@ class SketchedAdaGrad(FeatureTable, Learner):
     def _grow(self, needed):
         FeatureTable._grow(self, needed)
         if self.bslot.shape[0] < needed:
-            self.bslot = np.zeros(max(needed, 2 * self.bslot.shape[0]), np.int64)
+            new = max(needed, 2 * self.bslot.shape[0])
+            self.bslot = np.zeros(new, np.int64)
+            g = np.zeros((new, self.nbmax))
+            g[:self.gbuf.shape[0]] = self.gbuf
+            self.gbuf = g
         self.ints[4] = _kernels.relist_buffer(self.keys, self.tab, self.bslot)
 
     def _state(self):
         return _kernels.SadaState(self.keys, self.tab, self.shift, self.ints, self.flt, self.C, self.M, self.U,
-                                  self.lam, self.b, self.cb, self.z, self.e, self.bslot, self.ctr, self.hist)
+                                  self.lam, self.b, self.cb, self.z, self.e, self.bslot, self.ctr, self.hist,
+                                  self.gbuf)
 
     @staticmethod
     def _hcap(tau) -> int:
@@ -193,8 +200,8 @@ class SketchedAdaGrad(FeatureTable, Learner):
     # -- introspection (tests, benchmarks) ------------------------------------------------------
     def _rows(self, keys):
         keys = np.asarray(keys, np.int64)
-        out = np.zeros((len(keys), self.ncol))
-        _kernels.table_rows(self.keys, self.tab, self.shift, keys, out, self.hist, self.ints, self.k)
+        out = np.zeros((len(keys), self.ncol + self.nbmax))
+        _kernels.table_rows(self.keys, self.tab, self.shift, keys, out, self.hist, self.ints, self.k, self.gbuf)
         return out
 
     def weights_dense(self, keys):
@@ -245,6 +252,7 @@ class SketchedAdaGrad(FeatureTable, Learner):
         rows[:, 2:4] = 0.0  # scratch and marks
         G = int(self.ints[6] - self.ints[10])  # re-bases the lazy history holds
         return {"keys": self.keys[order], "rows": rows, "hist": self.hist[:G].copy(),
+                "gbuf": self.gbuf[:int(self.ints[4])].copy(),
                 **{f: getattr(self, f) for f in _SMALL}}
 
     @classmethod
@@ -283,13 +291,18 @@ class SketchedAdaGrad(FeatureTable, Learner):
         require(not len(keys) or (keys[0] >= 0 and keys[-1] <= self.mask and (np.diff(keys) > 0).all()),
                 f"array keys: not distinct ascending features within 0..{self.mask}")
         t, occ, r, nb, nbs, nz, reb, shr, fold, defer, hbase, flushes = (int(x) for x in self.ints)
-        flags = rows[:, 4] if len(keys) else np.zeros(0)
+        flags = rows[:, 4] if len(keys) else np.zeros(0)  # buffer position + 1, 0 = not buffered
         require(t >= 0 and occ == len(keys) and 0 <= r <= self.R and 0 <= nb <= min(r, self.nbmax)
                 and nz in (0, self.k) and nbs == int((flags != 0).sum()) and min(reb, shr, fold) >= 0
                 and defer in (0, 1) and (defer == 0 or (self.fast and r == self.R))
                 and 0 <= hbase <= reb and reb - hbase < self.hist.shape[0] and flushes >= 0,
                 f"array ints: counters {list(self.ints)} out of range")
-        require(((flags == 0) | (flags == 1)).all(), "array rows: a buffer flag is not 0 or 1")
+        pos = np.sort(flags[flags != 0])
+        require(np.array_equal(pos, np.arange(1, nbs + 1)), "array rows: the buffer positions are not 1..n once each")
+        require("gbuf" in arrays, "array gbuf is missing")
+        gb = adopt("gbuf", arrays["gbuf"])
+        require(np.dtype(gb.dtype) == np.float64 and tuple(gb.shape) == (nbs, self.nbmax),
+                f"array gbuf has shape {tuple(gb.shape)}, expected ({nbs}, {self.nbmax})")
         require("hist" in arrays, "array hist is missing")
         tau, G = self.tau, reb - hbase
         hist = adopt("hist", arrays["hist"])
@@ -302,6 +315,8 @@ class SketchedAdaGrad(FeatureTable, Learner):
         self.hist[:G] = hist
         self._load_table(keys, np.array(rows, np.float64))
         self.bslot = np.zeros(max(64, nbs), np.int64)
+        self.gbuf = np.zeros((self.bslot.shape[0], self.nbmax))
+        self.gbuf[:nbs] = gb
         self.ints[4] = _kernels.relist_buffer(self.keys, self.tab, self.bslot)
         self.ctr = np.zeros(1, np.int64)
 
