@@ -45,6 +45,7 @@ from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
 from ._fd_son_kernels import _eigh, _solve
+from ._rebase_history_kernels import hist_push
 from ._feature_table_kernels import EMPTY, _find
 from ._loss_kernels import loss_deriv, loss_value, target
 
@@ -507,21 +508,7 @@ def _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, gbuf, hist, k, nb
         for i in range(k):
             T[1 + i, 1 + q] = C[i, q]
     G = reb - ints[I_HBASE]
-    tmp = np.empty((m, m))
-    for g in range(G):
-        S = hist[g]
-        for i in range(m):
-            for j in range(m):
-                acc = 0.0
-                for q in range(m):
-                    acc += T[i, q] * S[q, j]
-                tmp[i, j] = acc
-        for i in range(m):
-            for j in range(m):
-                S[i, j] = tmp[i, j]
-    for i in range(m):
-        for j in range(m):
-            hist[G, i, j] = T[i, j]
+    hist_push(hist, G, T, m, m)
     for i in range(C.shape[0]):
         for q in range(C.shape[1]):
             C[i, q] = 1.0 if (i == q and i < k) else 0.0
