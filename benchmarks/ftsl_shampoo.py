@@ -21,6 +21,7 @@ example of FTSL-Shampoo at ``-b 24`` against ``-b 18`` (warm kernels, best of 3 
 the features seen, so only collisions differ). Prints the load average it ran under.
 
     python3 benchmarks/ftsl_shampoo.py [--sets satimage,letter,mnist,news20] [--steps -10:4]
+    python3 benchmarks/ftsl_shampoo.py --diagnose [n]   # news20: the right factor's rho^R (see diagnose)
 """
 from __future__ import annotations
 
@@ -156,5 +157,51 @@ def main():
     print(f"\nload average at end: {os.getloadavg()}")
 
 
+def diagnose(name, n, steps):
+    """Why FTSL-Shampoo loses on sparse text (issue 18): the right factor's escaped mass rho^R, which
+    Alg. 5 adds back as rho^R I, against each feature's own curvature. R = sum_t G_t^T G_t with
+    G_t = h q_t a_t^T, so R_jj = sum_t h^2 ||q_t||^2 a_tj^2 <= 2 sum_t a_tj^2 (||q||^2 <= 2):
+    the percentiles of sum_t a_tj^2 bound what full Shampoo would apply to feature j, while the
+    sketch applies (eps + rho^R)^-1/4 to every feature outside its tau directions. Then the error
+    against the right sketch size (rho^R shrinks as the sketch grows) and diagonal softmax AdaGrad,
+    on the first n examples, best step of ``steps``."""
+    batch, _, K, _ = _prepare(name)
+    n = min(n, batch.n)
+    sub = batch.slice(0, n)
+    end = int(sub.offsets[n])
+    _, inv = np.unique(sub.indices[:end], return_inverse=True)
+    mass = np.bincount(inv, weights=sub.values[:end] ** 2)
+    rows = []
+    for label, algo, hyper in [("softmax adagrad (diag)", "adagrad", {"oaa": K, "loss_function": "multiclass_logistic",
+                                                                     "adaptive": True}),
+                               ("ftsl-shampoo tau=10", "ftsl-shampoo", {"oaa": K, "sketch_size": 10}),
+                               ("ftsl-shampoo tau=10, left K", "ftsl-shampoo", {"oaa": K, "sketch_size": 10,
+                                                                               "left_sketch_size": K}),
+                               ("ftsl-shampoo tau=10, right 60", "ftsl-shampoo", {"oaa": K, "sketch_size": 10,
+                                                                                 "right_sketch_size": 60})]:
+        best = min((_ours(sub, algo, dict(hyper, learning_rate=st)) + (st,) for st in steps), key=lambda r: r[0])
+        L = best[2]
+        rho = L.flt if algo == "ftsl-shampoo" else [np.nan, np.nan]
+        rows.append({"learner": label, "error %": f"{100 * best[0]:.2f}", "best step": f"2^{int(np.log2(best[3]))}",
+                     "rho^L": f"{rho[0]:.3g}", "rho^R": f"{rho[1]:.3g}"})
+        print(f"  {rows[-1]}", flush=True)
+    print(f"\n{name}, first {n} examples ({len(mass)} features): one pass, best step of 2^{int(np.log2(steps[0]))}.."
+          f"2^{int(np.log2(steps[-1]))}")
+    print(table(rows, ["learner", "error %", "best step", "rho^L", "rho^R"]))
+    q = [50, 90, 99, 99.9, 100]
+    print("\nper-feature sum_t a_tj^2 (R_jj <= 2x this) against the sketch's rho^R:")
+    print(table([{"percentile": f"{p}", "sum_t a_tj^2": f"{np.percentile(mass, p):.3g}"} for p in q],
+                ["percentile", "sum_t a_tj^2"]))
+    rhoR = float(rows[1]["rho^R"])
+    print(f"features whose R_jj bound is below rho^R / 1000 = {rhoR / 1000:.3g}: {100 * np.mean(2 * mass < rhoR / 1000):.2f}%")
+
+
 if __name__ == "__main__":
+    if "--diagnose" in sys.argv:  # python3 benchmarks/ftsl_shampoo.py --diagnose [n]
+        i = sys.argv.index("--diagnose")
+        n = int(sys.argv[i + 1]) if len(sys.argv) > i + 1 else 4000
+        need_shared()
+        print(f"load average at start: {os.getloadavg()}", flush=True)
+        diagnose("news20", n, [2.0 ** e for e in range(-8, 5, 2)])
+        sys.exit(0)
     main()

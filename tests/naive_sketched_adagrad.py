@@ -294,8 +294,9 @@ class _Sketched(_Linear):
 
     form = fast = None
 
-    def __init__(self, d, tau, eta, delta, loss="logistic", delta_inside=True, lowrank=False, **sketch_kw):
+    def __init__(self, d, tau, eta, delta, loss="logistic", delta_inside=True, lowrank=False, l2=0.0, **sketch_kw):
         super().__init__(d, eta, loss)
+        self.l2 = float(l2)  # dual form: regularised dual averaging with t l2/2 ||x||^2
         self.tau, self.delta, self.inside = int(tau), float(delta), bool(delta_inside)
         self.lowrank = bool(lowrank)  # apply H^{-1} by ``lowrank_inv_root_apply`` (no d x d matrix)
         self.sketch = FastFD(d, tau, **sketch_kw) if self.fast else FD(d, tau, **sketch_kw)
@@ -306,6 +307,17 @@ class _Sketched(_Linear):
         self.gbar += g
         self.sketch.insert(g)
         v = g if self.form == "mirror" else self.gbar
+        if self.l2 > 0:
+            # RDA (Xiao 2010, with AdaGrad's proximal term, Duchi et al. 2011 Eq. 3):
+            # x = argmin <gbar, x> + t l2/2 ||x||^2 + 1/(2 eta) x^T H x = -eta (H + eta t l2 I)^-1 gbar,
+            # H = (G~ + delta I)^1/2
+            assert self.form == "dual" and self.inside
+            self.Gtilde = self.sketch.psd() + self.sketch.rho * np.eye(self.d)
+            w_, Q = np.linalg.eigh(self.Gtilde + self.delta * np.eye(self.d))
+            H = (Q * np.sqrt(np.maximum(w_, 0.0))) @ Q.T
+            self.w = -self.eta * np.linalg.solve(H + self.eta * self.t * self.l2 * np.eye(self.d), self.gbar)
+            self.sketch.end_round()
+            return
         if self.lowrank:
             U, lam = self.sketch.eigpairs()
             step = lowrank_inv_root_apply(U, lam, self.sketch.rho, self.delta, v, self.inside)

@@ -107,6 +107,29 @@ def _weighted(cls):
     return W
 
 
+@pytest.mark.parametrize("name", ["ftsl", "ftfsl"])
+def test_l2_is_regularised_dual_averaging(name):
+    """--l2 lambda: x_{t+1} = -eta ((G~_t + delta I)^1/2 + eta t lambda I)^-1 gbar_t, the dense reference
+    solving that system with d x d matrices, through shrinks and folds; it shrinks the weights;
+    --l2 0 is the unregularised learner bit for bit; the mirror forms refuse it."""
+    X, y = son_synthetic(T=600, d=20, kappa=50, seed=3)
+    p0, _ = _learner(name, 4).learn_batch(_batch(X, y))
+    q0, _ = _learner(name, 4, l2=0.0).learn_batch(_batch(X, y))
+    assert np.array_equal(p0, q0)
+    L = _learner(name, 4, l2=0.01)
+    p, _ = L.learn_batch(_batch(X, y))
+    ref = REFS[name](20, 4, 0.5, 1e-6, l2=0.01).run(X, y)
+    assert _rel(p, ref) < 1e-6
+    assert L.extra_summary()["shrinks"] > 50 and L.extra_summary()["folds"] > 20
+    A = _learner(name, 4)
+    A.learn_batch(_batch(X, y))
+    keys = np.arange(20)
+    assert np.linalg.norm(L.weights_dense(keys)) < np.linalg.norm(A.weights_dense(keys))
+    for mirror in ("s-ada", "fast-s-ada"):
+        with pytest.raises(ValueError, match="l2"):
+            _learner(mirror, 4, l2=0.01)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_importance_weights_scale_the_gradient(name):
     X, y = son_synthetic(T=600, d=20, kappa=30, seed=5)
@@ -181,6 +204,65 @@ def test_rebases_do_not_change_the_result(name):
         counts[mc] = (s["rebases"], s["folds"])
     assert counts[1.0][0] >= counts[1.0][1] - 1 > 50  # every fold but the first (Z empty) re-based
     assert counts[1e8][0] < counts[1.0][0] / 2
+
+
+def test_rank_one_eigen_update_equals_numpy():
+    """The per-example eigen step diag(lam) + t t^T (deflation of zero components and of equal
+    eigenvalues, the secular equation, Gu-Eisenstat eigenvectors) against numpy's eigh, on generic,
+    rank-deficient, tied, nearly-deflated and zero cases."""
+    from streamlearn.algos._sketched_adagrad_kernels import rank1_eig
+    rng = np.random.default_rng(0)
+    for trial in range(300):
+        m = int(rng.integers(1, 22))
+        lam = np.sort(np.abs(rng.standard_normal(m)) * 10 ** rng.uniform(-3, 3))[::-1].copy()
+        t = rng.standard_normal(m) * 10 ** rng.uniform(-3, 3)
+        kind = trial % 6
+        if kind == 1:
+            lam[-(m // 2):] = 0.0  # a rank-deficient sketch: repeated zeros
+        elif kind == 2 and m > 3:
+            lam[1] = lam[2] = lam[3]  # ties
+        elif kind == 3:
+            t[rng.integers(0, m, m // 2)] = 0.0  # g inside part of the eigen-basis
+        elif kind == 4:
+            t[0] *= 1e-14  # nearly deflated
+        elif kind == 5:
+            lam[:] = 0.0  # the first round
+        A = np.diag(lam) + np.outer(t, t)
+        mu, W = rank1_eig(lam, t)
+        ref = np.linalg.eigvalsh(A)[::-1]
+        scale = max(float(np.abs(ref).max()), 1e-300)
+        assert np.abs(mu - ref).max() <= 1e-12 * scale, trial
+        assert np.abs(A @ W - W * mu).max() <= 1e-12 * scale, trial
+        assert np.abs(W.T @ W - np.eye(m)).max() <= 1e-12, trial
+    mu, W = rank1_eig(np.array([3.0, 1.0]), np.zeros(2))  # nothing to add
+    assert np.array_equal(mu, [3.0, 1.0]) and np.array_equal(W, np.eye(2))
+
+
+@pytest.mark.parametrize("name", ["s-ada", "ftfsl"])
+def test_lazy_rebases_stale_features_and_history(name):
+    """Re-based on every fold (max_cond 1) over a stream whose features come back rarely: most reads
+    are of stale features (their [w_bar, Z column] behind by several re-bases, caught up through the
+    history), the history is emptied (flushes), and the learner still equals the dense reference; a
+    model saved while rows are stale and the history is not empty continues bit for bit."""
+    X, y, h = _sparse_hashed(T=1200, d=300, density=0.03, seed=5)
+    ref = REFS[name](300, 6, 0.5, 1e-6, lowrank=True).run(X, y)
+    L = _learner(name, 6, max_cond=1.0)
+    batch = _batch(X, y, h)
+    p, _ = L.learn_batch(batch)
+    assert _rel(p, ref) < 1e-6
+    s = L.extra_summary()
+    assert s["rebases"] > 100 and s["flushes"] >= 3
+    stamps = L.tab[L.keys >= 0, 5]
+    assert (stamps < L.n_rebase).mean() > 0.5  # most features are stale at the end
+    cut = 700
+    A = _learner(name, 6, max_cond=1.0)
+    A.learn_batch(batch.slice(0, cut))
+    assert A.n_rebase > int(A.ints[10])  # the history holds re-bases
+    meta, arrays = A.state_dict()
+    assert arrays["hist"].shape[0] == A.n_rebase - int(A.ints[10])
+    B = LEARNERS[name].from_state(meta, {k: np.array(v) for k, v in arrays.items()})
+    q, _ = B.learn_batch(batch.slice(cut, len(y)))
+    assert np.array_equal(q, p[cut:])
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -43,6 +43,7 @@ from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
 from ._feature_table_kernels import EMPTY, _find, rehash  # noqa: F401 (rehash: the learner's table)
+from ._rebase_history_kernels import hist_push
 from ._softmax_kernels import _softmax_record
 from ._fd_son_kernels import _eigh  # numba's np.linalg.eigh needs scipy's LAPACK, which the CLI does not load
 
@@ -312,21 +313,7 @@ def _rebase(keys, tab, K, F, Q, Kz, S, ints, uslot, nu):
             Q[c, i] = newQ[c, i] if i < ell else 0.0
     # history: S[g] <- T[:, :rb] S[g]; S[G] = T
     G = ints[I_REBASE] - ints[I_HBASE]
-    rb = ints[I_RBASE]
-    tmp = np.zeros((ell, rmax))
-    for g in range(G):
-        for i in range(ell):
-            for j in range(rmax):
-                acc = 0.0
-                for k in range(rb):
-                    acc += T[i, k] * S[g, k, j]
-                tmp[i, j] = acc
-        for i in range(S.shape[1]):
-            for j in range(rmax):
-                S[g, i, j] = tmp[i, j] if i < ell else 0.0
-    for i in range(S.shape[1]):
-        for j in range(rmax):
-            S[G, i, j] = T[i, j] if i < ell else 0.0
+    hist_push(S, G, T, ell, ints[I_RBASE])
     # the current example's features (current before): apply T now
     z = np.zeros(rmax)
     for u in range(nu):
