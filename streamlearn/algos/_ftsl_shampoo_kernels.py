@@ -43,7 +43,7 @@ from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
 from ._feature_table_kernels import EMPTY, _find, rehash  # noqa: F401 (rehash: the learner's table)
-from ._rebase_history_kernels import hist_push
+from ._rebase_history_kernels import _hist_push
 from ._softmax_kernels import _softmax_record
 from ._fd_son_kernels import _eigh  # numba's np.linalg.eigh needs scipy's LAPACK, which the CLI does not load
 
@@ -313,7 +313,7 @@ def _rebase(keys, tab, K, F, Q, Kz, S, ints, uslot, nu):
             Q[c, i] = newQ[c, i] if i < ell else 0.0
     # history: S[g] <- T[:, :rb] S[g]; S[G] = T
     G = ints[I_REBASE] - ints[I_HBASE]
-    hist_push(S, G, T, ell, ints[I_RBASE])
+    _hist_push(S, G, T, ell, ints[I_RBASE])
     # the current example's features (current before): apply T now
     z = np.zeros(rmax)
     for u in range(nu):

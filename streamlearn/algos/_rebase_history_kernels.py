@@ -4,7 +4,7 @@
 A re-base replaces every stored feature's column c (its coordinates in the basis) by T c. Instead of
 touching every feature, the learners record T in a history of suffix products: ``S[g]`` takes a
 column stamped with re-base ``hbase + g`` to the current representation. A new re-base T updates
-every held product, ``S[g] <- T S[g]``, and appends ``S[G] = T`` (:func:`hist_push`); a feature is
+every held product, ``S[g] <- T S[g]``, and appends ``S[G] = T`` (:func:`_hist_push`); a feature is
 brought up to date when it is next read, ``c <- S[g] c`` (each learner gathers its own columns:
 FTSL-Shampoo's Z column, the sketched AdaGrad learners' [w_bar, Z column]); the learners empty the
 history (every feature brought up to date) once it holds enough re-bases.
@@ -14,11 +14,11 @@ from numba import njit
 
 from ..kernels._jit import INNER
 
-__all__ = ["hist_push"]
+__all__ = ["_hist_push"]
 
 
 @njit(**INNER)
-def hist_push(S, G, T, nrow, ninner):
+def _hist_push(S, G, T, nrow, ninner):
     """Record the re-base ``T`` (rows ``:nrow``, acting on the first ``ninner`` coordinates) after
     the G held ones: ``S[g][:nrow] <- T[:nrow, :ninner] S[g][:ninner]`` for g < G (rows past nrow
     set to 0), ``S[G] = T`` (rows past nrow 0). O(G nrow ninner ncol)."""

@@ -45,7 +45,7 @@ from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
 from ._fd_son_kernels import _eigh, _solve
-from ._rebase_history_kernels import hist_push
+from ._rebase_history_kernels import _hist_push
 from ._feature_table_kernels import EMPTY, _find
 from ._loss_kernels import loss_deriv, loss_value, target
 
@@ -508,7 +508,7 @@ def _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, gbuf, hist, k, nb
         for i in range(k):
             T[1 + i, 1 + q] = C[i, q]
     G = reb - ints[I_HBASE]
-    hist_push(hist, G, T, m, m)
+    _hist_push(hist, G, T, m, m)
     for i in range(C.shape[0]):
         for q in range(C.shape[1]):
             C[i, q] = 1.0 if (i == q and i < k) else 0.0
