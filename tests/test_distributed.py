@@ -77,13 +77,6 @@ def adagrad_state(rng, hyper, touched=0.5, examples=100, scal=None):
 # -- rules ---------------------------------------------------------------------------------------
 
 
-def test_murmur3_matches_mmh3():
-    keys = np.array([0, 1, 2, 40, 0xFFFFFFFF, 123456789, 2**31], np.uint32)
-    for seed in (0, 1, 0x9E3779B1):
-        got = M.murmur3_u32(keys, seed)
-        assert [int(x) for x in got] == [ref_hash(k, seed) for k in keys]
-
-
 def test_adagrad_merge_is_vw_weighted_average():
     rng = np.random.default_rng(1)
     hyper = {"bit_precision": 5, "loss_function": "logistic"}

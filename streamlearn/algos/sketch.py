@@ -535,6 +535,13 @@ class SketchLearner(Learner):
 _FIB = 0x9E3779B1
 
 
+def heap_homes(keys, tmask: int) -> np.ndarray:
+    """Each heap key's home entry in a position map of ``tmask + 1`` entries (the kernels'
+    ``_sketch_kernels._home``, vectorised)."""
+    return ((((np.asarray(keys).astype(np.uint64) * np.uint64(_FIB)) & np.uint64(0xFFFFFFFF)) >> np.uint64(8))
+            .astype(np.int64) & tmask)
+
+
 def _check_position_map(c: int, n: int, hkeys, htpos, htbl) -> None:
     """``ValueError`` unless class ``c``'s heap of ``n`` members (``hkeys[:n]``, distinct) and its
     position map form the open-addressing table the kernels assume (``_sketch_kernels``: linear
@@ -551,8 +558,7 @@ def _check_position_map(c: int, n: int, hkeys, htpos, htbl) -> None:
     pos = htpos[:n].astype(np.int64)
     require(((pos >= 0) & (pos < T)).all(), f"array htpos: class {c}: a position outside 0..{T - 1}")
     require((htbl[pos] == np.arange(n)).all(), f"array htpos: class {c}: does not point at its htbl entries")
-    home = ((((keys.astype(np.uint64) * np.uint64(_FIB)) & np.uint64(0xFFFFFFFF)) >> np.uint64(8))
-            .astype(np.int64) & tmask)
+    home = heap_homes(keys, tmask)
     empty = np.concatenate([[0], np.cumsum(np.tile(htbl < 0, 2))])  # empties in [0, i) of two laps
     end = np.where(pos >= home, pos, pos + T)  # probe path home .. pos, wrapping once
     require((empty[end + 1] - empty[home] == 0).all(),

@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["State", "MergeError", "state_of", "learner_of", "fresh_state", "check_compatible", "lift",
-           "combine", "finish", "merge_states", "fd_merge", "murmur3_u32", "sketch_positions",
+           "combine", "finish", "merge_states", "fd_merge",
            "sketch_query", "state_nbytes"]
 
 
@@ -301,62 +301,22 @@ def _softmax_finish(acc, base_meta, base_arrays):
 
 # -- Count Sketch family -------------------------------------------------------------------------
 
-_M32 = np.uint64(0xFFFFFFFF)
-
-
-def _rotl(x, r):
-    return ((x << np.uint64(r)) | (x >> np.uint64(32 - r))) & _M32
-
-
-def murmur3_u32(keys, seed) -> np.ndarray:
-    """MurmurHash3 x86_32 of each uint32 key as 4 little-endian bytes (vectorised; the Count
-    Sketch's hash, ``_sketch_kernels._murmur3_u32``)."""
-    k = np.asarray(keys, np.uint64) & _M32
-    h = np.full(k.shape, np.uint64(int(seed) & 0xFFFFFFFF))
-    c1, c2 = np.uint64(0xCC9E2D51), np.uint64(0x1B873593)
-    k = (k * c1) & _M32
-    k = _rotl(k, 15)
-    k = (k * c2) & _M32
-    h ^= k
-    h = _rotl(h, 13)
-    h = (h * np.uint64(5) + np.uint64(0xE6546B64)) & _M32
-    h ^= np.uint64(4)
-    h ^= h >> np.uint64(16)
-    h = (h * np.uint64(0x85EBCA6B)) & _M32
-    h ^= h >> np.uint64(13)
-    h = (h * np.uint64(0xC2B2AE35)) & _M32
-    h ^= h >> np.uint64(16)
-    return h
-
-
-def sketch_positions(keys, seeds, width):
-    """``(buckets, signs)``, each ``(R, len(keys))``: the Count Sketch cells of the keys
-    (bucket ``(h * W) >> 32``, sign from the top bit of the sign hash)."""
-    keys = np.asarray(keys, np.uint32)
-    R = seeds.shape[0]
-    bk = np.empty((R, len(keys)), np.int64)
-    sg = np.empty((R, len(keys)))
-    for r in range(R):
-        hb = murmur3_u32(keys, seeds[r, 0])
-        hs = murmur3_u32(keys, seeds[r, 1])
-        bk[r] = ((hb * np.uint64(width)) >> np.uint64(32)).astype(np.int64)
-        sg[r] = np.where((hs >> np.uint64(31)) == 0, 1.0, -1.0)
-    return bk, sg
-
-
 def sketch_query(sk, seeds, keys) -> np.ndarray:
-    """QUERY one class's ``R x W`` sketch: the median over rows of ``sign * cell``."""
-    if len(keys) == 0:
-        return np.zeros(0)
-    bk, sg = sketch_positions(keys, seeds, sk.shape[1])
-    vals = sg * sk[np.arange(sk.shape[0])[:, None], bk]
-    return np.median(vals, axis=0)
+    """QUERY one class's ``R x W`` sketch for ``keys``: the median over rows of ``sign * cell``
+    (the learners' own compiled QUERY, ``_sketch_kernels.sketch_query_keys``)."""
+    from ..kernels import lazy
 
-
-_FIB = np.uint64(0x9E3779B1)
+    keys = np.ascontiguousarray(keys, np.uint32)
+    out = np.zeros(len(keys))
+    if len(keys):
+        lazy("streamlearn.algos._sketch_kernels").sketch_query_keys(
+            np.ascontiguousarray(sk, np.float64), np.ascontiguousarray(seeds), keys, out)
+    return out
 
 
 def _heap_arrays(keys, w, names, name_len, k, T):
+    from ..algos.sketch import heap_homes
+
     """One class's heap (``hkeys, hw, htpos, hname, htbl, size, names, name_len``) of the
     members ``keys`` with weights ``w``: sorted by ``|w|`` ascending (a valid min-heap), the
     position map filled by linear probing from each key's home entry, name ids in slot order."""
@@ -372,7 +332,7 @@ def _heap_arrays(keys, w, names, name_len, k, T):
     hkeys[:n], hw[:n] = keys[order], w[order]
     nm[:n], nl[:n] = names[order], name_len[order]
     tmask = T - 1
-    homes = (((hkeys[:n].astype(np.uint64) * _FIB) & _M32) >> np.uint64(8)).astype(np.int64) & tmask
+    homes = heap_homes(hkeys[:n], tmask)
     for s in range(n):
         i = int(homes[s])
         while htbl[i] >= 0:
