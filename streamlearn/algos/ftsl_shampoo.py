@@ -32,7 +32,6 @@ import numpy as np
 from ..kernels import kernel_batch, lazy
 from .base import Learner, Param, require
 from .feature_table import MIN_CAP, FeatureTable
-from .multiclass import class_bits
 from .softmax import MULTICLASS_LOGISTIC, SoftmaxClasses
 
 __all__ = ["FTSLShampoo"]
@@ -82,14 +81,8 @@ class FTSLShampoo(SoftmaxClasses, FeatureTable, Learner):
             raise ValueError(f"--algo {self.name} needs --oaa K with K >= 2 (it is a K-class softmax), got {K}")
         self.losses = ("logistic",)
         super().__init__(**hyper)
-        self.hyper["loss_function"] = MULTICLASS_LOGISTIC.name
-        self.loss = MULTICLASS_LOGISTIC
-        self.n_classes = K = int(K)
-        self.class_shift = class_bits(K)
-        rb = self.bits - self.class_shift
-        if rb < 1:
-            raise ValueError(f"--oaa {K} needs -b/--bit_precision of at least {self.class_shift + 1}; got -b {self.bits}")
-        self.row_mask = (1 << rb) - 1
+        self._init_classes(K)
+        K = self.n_classes
         self.tau_l, self.tau_r = self._taus(self.hyper)
         self.rmax = 3 * self.tau_r + 1
         self._alloc_table(MIN_CAP)

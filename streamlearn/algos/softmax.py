@@ -43,6 +43,22 @@ class SoftmaxClasses:
     def loss_name(self) -> str:
         return MULTICLASS_LOGISTIC.name
 
+    def _init_classes(self, K) -> int:
+        """After ``Learner.__init__``: the softmax loss and the class layout of ``K`` classes in
+        the hashed rows (as VW's --oaa: the low ``ceil(log2 K)`` bits of an index are the class);
+        returns the row bits left."""
+        self.hyper["loss_function"] = MULTICLASS_LOGISTIC.name
+        self.loss = MULTICLASS_LOGISTIC
+        self.n_classes = K = int(K)
+        self.class_shift = class_bits(K)
+        rb = self.bits - self.class_shift
+        if rb < 1:
+            raise ValueError(f"--oaa {K} needs -b/--bit_precision of at least {self.class_shift + 1} "
+                             f"(-b minus ceil(log2 {K}) = {self.class_shift} bits per class, as VW's --oaa); "
+                             f"got -b {self.bits}")
+        self.row_mask = (1 << rb) - 1
+        return rb
+
     def set_probabilities(self, on: bool = True) -> None:
         self.probabilities = bool(on)
 
@@ -76,16 +92,7 @@ class SoftmaxAdaGrad(SoftmaxClasses, Learner):
             raise ValueError(f"--loss_function {MULTICLASS_LOGISTIC.name} does not take option(s): "
                              + ", ".join("--" + k for k in other))
         super().__init__(**hyper)
-        self.hyper["loss_function"] = MULTICLASS_LOGISTIC.name
-        self.loss = MULTICLASS_LOGISTIC
-        self.n_classes = K = int(K)
-        self.class_shift = class_bits(K)
-        rb = self.bits - self.class_shift
-        if rb < 1:
-            raise ValueError(f"--oaa {K} needs -b/--bit_precision of at least {self.class_shift + 1} "
-                             f"(-b minus ceil(log2 {K}) = {self.class_shift} bits per class, as VW's --oaa); "
-                             f"got -b {self.bits}")
-        self.row_mask = (1 << rb) - 1
+        rb = self._init_classes(K)
         self.rule = self._rule()
         rows = 1 << rb
         self.W = lazy_zeros((rows, K), np.float32)
