@@ -517,7 +517,13 @@ class _Base:
         """Learn from one example (a ``{name: value}`` dict, weight ``w``); River's
         ``learn_one``. A one-row batch through the same kernels: far slower per example than
         :meth:`partial_fit` on batches (``benchmarks/api_overhead.py``). A :class:`Classifier` needs
-        ``classes=`` on its first call (all the labels it will see). Returns self."""
+        ``classes=`` on its first call (all the labels it will see), except with bool labels
+        (River's binary convention), which mean ``classes=[False, True]``. Returns self."""
+        if self._kind == "classifier" and getattr(self, "_learner", None) is None and kw.get("classes") is None:
+            if not isinstance(y, (bool, np.bool_)):
+                raise ValueError(f"the first learn_one needs classes= (every label it will see, e.g. "
+                                 f"classes=[0, 1]); only bool labels imply classes=[False, True] (got y={y!r})")
+            kw["classes"] = [False, True]
         return self.partial_fit([x], [y], sample_weight=[w], **kw)
 
     def predict_one(self, x: dict):

@@ -342,6 +342,22 @@ def test_learn_one_equals_partial_fit(a9a):
     assert set(p) == {-1.0, 1.0} and abs(sum(p.values()) - 1) < 1e-12
 
 
+def test_learn_one_takes_river_bool_labels_without_classes(a9a):
+    """River's binary models learn from bool labels with no classes= up front: so does learn_one;
+    other labels without classes= on the first call get a message naming the fix."""
+    X, y = a9a
+    names = [f"c{j}" for j in range(X.shape[1])]
+    rows, yb = _dicts(X[:50], names), [bool(t > 0) for t in y[:50]]
+    one = streamlearn.Classifier()
+    for x, t in zip(rows, yb):
+        one.learn_one(x, t)
+    batch = streamlearn.Classifier().partial_fit(rows, yb, classes=[False, True])
+    _same_state(one._learner, batch._learner)
+    assert one.classes_.tolist() == [False, True] and one.predict_one(rows[0]) in (False, True)
+    with pytest.raises(ValueError, match=r"classes="):
+        streamlearn.Classifier().learn_one(rows[0], 1)
+
+
 def test_progressive_val_equals_cli_table(a9a, tmp_path, invoke_cli):
     X, y = a9a
     data = tmp_path / "d.libsvm"
