@@ -48,6 +48,8 @@ from __future__ import annotations
 import inspect
 import itertools
 import numbers
+import sys
+import warnings
 
 import numpy as np
 
@@ -703,11 +705,25 @@ for _cls in (Classifier, Regressor):
 # -- helpers ------------------------------------------------------------------------------------
 
 
+def _data_conversion_warning():
+    """scikit-learn's ``DataConversionWarning`` when scikit-learn is loaded (it is not a dependency),
+    else ``UserWarning``, its base class."""
+    if "sklearn" in sys.modules:
+        try:
+            from sklearn.exceptions import DataConversionWarning
+            return DataConversionWarning
+        except ImportError:  # pragma: no cover - a broken scikit-learn install
+            pass
+    return UserWarning
+
+
 def _as_1d(y, n):
     if y is None:
         raise ValueError("requires y to be passed, but the target y is None")
     y = np.asarray(y)
     if y.ndim == 2 and y.shape[1] == 1:
+        warnings.warn("A column-vector y was passed when a 1d array was expected. Please change the shape "
+                      "of y to (n_samples, ), for example using ravel().", _data_conversion_warning(), stacklevel=3)
         y = y[:, 0]
     if y.ndim != 1:
         raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} instead.")

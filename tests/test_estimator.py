@@ -398,8 +398,6 @@ EXPECTED_FAILED = {
     "check_sample_weight_equivalence_on_sparse_data": "as on dense data",
     "check_regressors_train": "the check sets alpha=0.01 (an option of algo='oja-son'), which algo='adagrad' "
                               "refuses, as the command line refuses --alpha with --algo adagrad",
-    "check_supervised_y_2d": "a column y is taken as 1-D without scikit-learn's DataConversionWarning "
-                             "(scikit-learn is not a runtime dependency)",
 }
 
 
