@@ -48,6 +48,8 @@ C_Z = 3  # first column of Z^T
 HIST_MIN = 64  # the smallest history capacity (re-bases recorded between compactions)
 RESID_TOL = 1e-11  # buffer residual directions below this share of ||G||_F^2 count as dependent
 DRIFT_TOL = 1e-9
+#: re-base when the column norms of F (the scales of Z's rows) differ by more than this (see _equilibrated_cond)
+COL_RATIO = 1e100
 #: a re-base is done on every feature (and K recomputed from the table) when at least (features
 #: seen) / FULL_REBASE_RATIO examples were learned since the last such one: O(m^2 FULL_REBASE_RATIO)
 #: per example (see _eigen_step); the others are lazy
@@ -923,6 +925,33 @@ def _orthonormalise_active(F, K, na):
 
 
 @njit(**INNER)
+def _equilibrated_cond(N1):
+    """The condition number of ``N1 diag(1 / ||N1 e_q||)`` (its columns scaled to unit norm; inf if one is
+    0, or if their norms differ by more than COL_RATIO). ``F = N1`` with ``Z += N1^-1 N2 G``: scaling F's
+    column q scales Z's row q inversely, which loses no precision (each row of Z carries its own exponent),
+    so what can amplify the rounding of Z in ``V = F Z`` is the condition number of F with its columns
+    equilibrated, not of F (van der Sluis 1969: within sqrt(m) of the best column scaling)."""
+    m = N1.shape[0]
+    W = np.empty((m, m))
+    cmin = math.inf
+    cmax = 0.0
+    for q in range(m):
+        nrm = 0.0
+        for r in range(m):
+            nrm += N1[r, q] * N1[r, q]
+        nrm = math.sqrt(nrm)
+        cmin = min(cmin, nrm)
+        cmax = max(cmax, nrm)
+        if nrm > 0.0:
+            for r in range(m):
+                W[r, q] = N1[r, q] / nrm
+    if not cmin > 0.0 or cmax > COL_RATIO * cmin:
+        return math.inf
+    ev = _eigh(_mm(_tr(W), W))[0]  # squared singular values, ascending
+    return math.sqrt(ev[m - 1] / ev[0]) if ev[0] > 0.0 else math.inf
+
+
+@njit(**INNER)
 def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, flt, robust, max_cond, delta_out,
                 hP, hc):
     """The buffer is full: App. F Alg. 9 lines 6-13 / Alg. 10 / Alg. 11, in 2m x 2m algebra.
@@ -1089,9 +1118,7 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
             VVn[i, j] = ((VVn[i, j] + X1[i, j]) + X1[j, i]) + X3[i, j]
     ints[I_NA] = kk
     ints[I_EIG] += 1
-    ev = _eigh(_mm(_tr(N1), N1))[0]  # squared singular values, ascending
-    cond = math.sqrt(ev[m - 1] / ev[0]) if ev[0] > 0.0 else math.inf
-    ok = cond <= max_cond
+    ok = _equilibrated_cond(N1) <= max_cond
     tau = ints[I_TAU]
     if ok:
         Delta = _solve(N1, N2)
