@@ -104,6 +104,10 @@ OLD_SIGMA_ETA = 1.0
 FULL_REBASE_RATIO = 8
 
 
+def _hist_rows(hcap) -> int:
+    return 2 * hcap + (hcap >> 4) + 1  # = _fd_son_kernels.n_hist_rows: the dyadic blocks, then the suffixes
+
+
 def _kernels_hist_min() -> int:
     return 64  # = _fd_son_kernels.HIST_MIN (not imported here: --help must not load numba)
 
@@ -223,8 +227,9 @@ class FDSON(FeatureTable, Learner):
     # -- hash table, buffer and re-base history ----------------------------------------------
     def _alloc_history(self, hcap):
         m = self.m
-        self.hP = np.zeros((2 * hcap, m, m))
-        self.hc = np.zeros((2 * hcap, m))
+        rows = _hist_rows(hcap)
+        self.hP = np.zeros((rows, m, m))
+        self.hc = np.zeros((rows, m))
         self.ints[9] = hcap
 
     def _grow_history(self, occupied):
@@ -246,6 +251,9 @@ class FDSON(FeatureTable, Learner):
             self.hP[b:b + nblk] = oldP[a:a + nblk]
             self.hc[b:b + nblk] = oldc[a:a + nblk]
             lvl += 1
+        ns = _hist_rows(hcap) - 2 * hcap  # the suffixes
+        self.hP[2 * new:2 * new + ns] = oldP[2 * hcap:]
+        self.hc[2 * new:2 * new + ns] = oldc[2 * hcap:]
 
     def _grow(self, needed):
         if super()._grow(needed):
