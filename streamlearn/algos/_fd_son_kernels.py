@@ -97,7 +97,7 @@ class FdHyper(NamedTuple):
     robust: bool  # RFD (Luo et al. 2019 Alg. 3): alpha grows by half of every shrink
     sigma_eta: float  # to-sketch scale: g^ = sqrt(sigma_eta h) l'(p) x
     proj_c: float  # |w^T x| <= C (0 = off)
-    max_cond: float  # re-base when cond(F) exceeds this
+    max_cond: float  # re-base when the condition number of F with unit-norm columns exceeds this
     invariant: bool  # importance-invariant step along A^-1 x (else the paper's u = w - A^-1 g)
     clip: bool  # squared loss: prediction and derivative clipped to the label range learned so far (flt[3:5])
     precond: bool  # diagonal pre-scaling (the table's N_PRE extra columns; flt[5:7] = sum h ||x / s||^2, sum h)
@@ -1032,7 +1032,7 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
     ``Z += Delta G`` on the buffer's features, ``K`` updated in m x m algebra, and ``w_bar`` corrected
     with the buffer before it is cleared (``Z^T b`` moved by ``G^T Delta^T b``, and ``G^T c``
     folded: NOTES_FD item 2). Otherwise (the first epoch, where Z is empty and N1 = 0; a
-    rank-deficient stream; cond(N1) > max_cond) it re-bases: ``w_bar += Z^T b``, ``Z = [N1; .] Z +
+    rank-deficient stream; N1's column-equilibrated condition number > max_cond) it re-bases: ``w_bar += Z^T b``, ``Z = [N1; .] Z +
     [N2; 0] G`` over every stored feature, ``F = I``, ``K`` recomputed (NOTES_FD item 5).
 
     The re-base is lazy when every row is active (the usual case): it is recorded in the history
