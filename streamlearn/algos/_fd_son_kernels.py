@@ -143,7 +143,7 @@ def n_hist_rows(hcap):
 
 
 @njit(**INNER)
-def _hcap(hP):
+def _hist_cap(hP):
     """The history's capacity hcap (a power of 2) from ``hP``'s rows (:func:`n_hist_rows`)."""
     n0 = hP.shape[0]
     h = 1
@@ -223,7 +223,7 @@ def _complete(hP, hc, k, hcap):
 def rebuild_levels(hP, hc, R):
     """The blocks of levels >= 1 from the R level-0 records (a loaded model: the same arithmetic
     as when they were recorded)."""
-    hcap = _hcap(hP)
+    hcap = _hist_cap(hP)
     for k in range(R):
         _complete(hP, hc, k, hcap)
 
@@ -233,7 +233,7 @@ def _catch_up(tab, sl, hP, hc, R, wz):
     """``wz[0] = w_bar``, ``wz[1:m+1] = Z column`` of slot ``sl`` after the recorded re-bases from its
     stamp to R (per block: ``w += c . z``, ``z <- P z``); ``wz[m+1:]`` is scratch."""
     m = hP.shape[1]
-    hcap = _hcap(hP)
+    hcap = _hist_cap(hP)
     st = np.int64(tab[sl, C_T])
     wz[0] = tab[sl, C_U]
     for r in range(m):
@@ -282,7 +282,7 @@ def _rebase_all(keys, tab, ints, hP, hc, N, u):
     P_st^T u_(st+1)`` (``u_R = u``), O(R m^3), so each feature costs O(m^2) whatever its stamp."""
     m = hP.shape[1]
     R = ints[I_HIST]
-    hcap = _hcap(hP)
+    hcap = _hist_cap(hP)
     T = np.empty((R + 1, m, m))
     uu = np.empty((R + 1, m))
     for r in range(m):
@@ -1205,7 +1205,7 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
                 F[i, j] = N1[i, j]
                 delta_out[i, j] = Delta[i, j]
     elif kk == m and (ints[I_T] - flt[2]) * FULL_REBASE_RATIO < ints[I_OCC]:  # lazy re-base: recorded; applied now only to the buffer's features (all at stamp k)
-        hcap = _hcap(hP)
+        hcap = _hist_cap(hP)
         if ints[I_HIST] == hcap:
             eye = np.zeros((m, m))
             for i in range(m):
@@ -1323,7 +1323,7 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
     cu = np.empty((slot_buf.shape[0], m + 1))  # predict only: a stale feature's caught-up [w_bar, Z column]
     stale = np.zeros(slot_buf.shape[0], np.bool_)
     xt = np.empty(slot_buf.shape[0])  # the example as the sketch sees it: x, or x~ = f x with the pre-scaling
-    hcap = _hcap(hP)
+    hcap = _hist_cap(hP)
     learned = 0
     for i in range(start, n):
         a = offsets[i]
