@@ -399,7 +399,7 @@ def test_default_fd_son_learns_unscaled_squared_without_diverging(invoke_cli, tm
 def test_model_saved_before_the_options_continues_as_it_was(name, tmp_path, invoke_cli):
     """Models written before --no_invariant / --no_clip existed (tests/data/fd_son_v1/make.sh, main at
     73a6abf: the paper's step, no clip, flt of 3 floats, sigma_eta / alpha0 unset) continue training
-    exactly as that version did; the continued model keeps both switches on explicitly."""
+    as that version did (to 1e-7: rounding); the continued model keeps both switches on explicitly."""
     from pathlib import Path
 
     from streamlearn.api import load_model
@@ -408,7 +408,10 @@ def test_model_saved_before_the_options_continues_as_it_was(name, tmp_path, invo
     out, model = tmp_path / "cont.txt", tmp_path / "cont.slm"
     r = invoke_cli("train", "-i", v1 / f"{name}_squared.slm", data, "-p", out, "-f", model, "--quiet")
     assert r.exit_code == 0, r.output
-    assert out.read_text() == (v1 / f"{name}_squared.continue.txt").read_text()
+    # the same predictions up to rounding: the re-base schedule (which eigen steps re-base, decided by the
+    # equilibrated condition number of F since 2026-11-26) changes the last digits, not what is learned
+    got, want = np.loadtxt(out), np.loadtxt(v1 / f"{name}_squared.continue.txt")
+    assert got.shape == want.shape and np.allclose(got, want, rtol=1e-7, atol=1e-7), np.max(np.abs(got - want))
     learner, _, header = load_model(model)
     hyper = header["meta"]["hyper"]
     assert hyper["no_invariant"] is True and hyper["no_clip"] is True

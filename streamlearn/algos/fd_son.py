@@ -22,10 +22,12 @@ buffer's coefficients ``c``. Every m-th example the eigen step, O(m^3 + m^2 s): 
 Re-bases (NOTES_FD item 5). ``F_new = N1`` is forced by the sparse update ``Z += N1^-1 N2 G``: a new
 sketch direction that lies mostly in the buffer has a small coefficient on the old Z, so cond(F)
 grows by a factor per eigen step whenever the sketch's directions change, and reaches ``--max_cond``
-every few eigen steps. A re-base (``w_bar += Z^T b``, ``Z <- F Z``,
+every few eigen steps. What bounds the rounding of ``V = F Z`` is the condition number of F with its
+columns scaled to unit norm (a column's scale only moves Z's row's exponent): that is what ``--max_cond``
+bounds. A re-base (``w_bar += Z^T b``, ``Z <- F Z``,
 ``F = I``) costs O(m^2 n) for n features seen; it is therefore lazy: recorded in a history of
-transforms (kept in dyadic blocks) and applied to a feature when it is next read, O(m^2 log) per
-feature. It is done on every feature (which also recomputes V's Gram matrix from the table,
+transforms (kept in dyadic blocks, and from every 16th record composed to the last) and applied to a
+feature when it is next read, O(m^2 log) per feature. It is done on every feature (which also recomputes V's Gram matrix from the table,
 correcting the rounding of the lazily applied transforms) only once n / 8 examples have passed
 since the last such one. ``K`` is the Gram matrix ``V V^T`` (I up to rounding), carried through each
 eigen step in V's coordinates; the drift guard re-orthonormalises V's active rows against it.
@@ -33,7 +35,7 @@ eigen step in V's coordinates; the drift guard re-orthonormalises V's active row
 Options (``--name``): ``sketch_size`` m (0..1024; 0 = online gradient descent with step 1/alpha: no
 sketch, A = alpha I), ``alpha`` (A = alpha I + S^T S), ``no_diag`` (no pre-scaling, below), ``sigma_eta`` (the to-sketch scale:
 ``g^ = sqrt(sigma_eta h) l'(p) x``, held constant), ``projection_c`` (Alg. 1 line 4, SON Lemma 1:
-|w^T x| <= C; 0 = off), ``max_cond`` (re-base when the new F's condition number exceeds it),
+|w^T x| <= C; 0 = off), ``max_cond`` (re-base when the new F's column-equilibrated condition number exceeds it),
 ``no_invariant``, ``no_clip``. Importance weight h: the step of the loss h l, whose gradient is
 ``g = h l'(p) x`` and whose exp-concavity is sigma / h, hence the sketched ``sqrt(sigma_eta h) l'(p) x``.
 
@@ -104,6 +106,10 @@ OLD_SIGMA_ETA = 1.0
 FULL_REBASE_RATIO = 8
 
 
+def _hist_rows(hcap) -> int:
+    return 2 * hcap + (hcap >> 4) + 1  # = _fd_son_kernels.n_hist_rows: the dyadic blocks, then the suffixes
+
+
 def _kernels_hist_min() -> int:
     return 64  # = _fd_son_kernels.HIST_MIN (not imported here: --help must not load numba)
 
@@ -129,7 +135,7 @@ class FDSON(FeatureTable, Learner):
         Param("projection_c", float, 0.0, "FD-SON / RFD-SON: projection constant C of SON Alg. 1 "
               "(|w^T x| <= C); 0 = no projection.", low=0),
         Param("max_cond", float, 1e4, "FD-SON / RFD-SON: re-base the sketch's representation V = F Z when "
-              "cond(F) exceeds this.", low=1, finite=False),
+              "the condition number of F with its columns scaled to unit norm exceeds this.", low=1, finite=False),
         Param("no_invariant", bool, False,
               "FD-SON / RFD-SON: take the paper's plain Newton step u = w - A^-1 g instead of the "
               "importance-invariant one (default), which moves the prediction as many infinitesimal steps would "
@@ -223,8 +229,9 @@ class FDSON(FeatureTable, Learner):
     # -- hash table, buffer and re-base history ----------------------------------------------
     def _alloc_history(self, hcap):
         m = self.m
-        self.hP = np.zeros((2 * hcap, m, m))
-        self.hc = np.zeros((2 * hcap, m))
+        rows = _hist_rows(hcap)
+        self.hP = np.zeros((rows, m, m))
+        self.hc = np.zeros((rows, m))
         self.ints[9] = hcap
 
     def _grow_history(self, occupied):
@@ -246,6 +253,9 @@ class FDSON(FeatureTable, Learner):
             self.hP[b:b + nblk] = oldP[a:a + nblk]
             self.hc[b:b + nblk] = oldc[a:a + nblk]
             lvl += 1
+        ns = _hist_rows(hcap) - 2 * hcap  # the suffixes
+        self.hP[2 * new:2 * new + ns] = oldP[2 * hcap:]
+        self.hc[2 * new:2 * new + ns] = oldc[2 * hcap:]
 
     def _grow(self, needed):
         if super()._grow(needed):
