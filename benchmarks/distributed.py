@@ -305,14 +305,16 @@ def speed(args):
                           ["--engine", "dask", "--workers", "2", "--worker_threads"])):
         best = None
         for _ in range(args.repeat):
-            wall, cpu, err = _run_timed(cli + [str(pq), "-f", str(out), "--metrics", str(metrics)] + extra)
+            wall, cpu, err = _run_timed(cli + [str(pq)] * args.input_copies + ["-f", str(out), "--metrics", str(metrics)]
+                                        + extra)
             m = json.loads(metrics.read_text())
             if best is None or wall < best[0]:
                 best = (wall, cpu, m)
         wall, cpu, m = best
         ex = m["examples"]
         row = {"run": label, "wall s": f"{wall:.2f}", "ex/s": f"{ex / wall:,.0f}",
-               "CPU us/ex": f"{1e6 * cpu / ex:.2f}", "avg loss": f"{m['average_loss']:.4f}"}
+               "CPU us/ex": f"{1e6 * cpu / ex:.2f}", "cores busy": f"{cpu / wall:.2f}",
+               "avg loss": f"{m['average_loss']:.4f}"}
         if "engine" in m:
             e = m["engine"]
             p = e["passes"][0]
@@ -320,8 +322,9 @@ def speed(args):
             row["start s"] = f"{e.get('cluster_start_seconds', 0):.2f}"
             row["imports s"] = f"{e.get('worker_import_seconds', 0):.2f}"
             row["stop s"] = f"{e.get('cluster_stop_seconds', 0):.2f}"
+            row["client s"] = f"{wall - p['seconds'] - e.get('cluster_start_seconds', 0) - e.get('worker_import_seconds', 0) - e.get('cluster_stop_seconds', 0):.2f}"
             row["tasks s"] = f"{p['task_seconds']:.2f}"
-            row["task CPU s"] = f"{p['task_cpu_seconds']:.2f}"
+            row["task CPU s"] = "n/a" if p["task_cpu_seconds"] is None else f"{p['task_cpu_seconds']:.2f}"
             row["state s"] = f"{p.get('state_seconds', 0):.2f}"
             row["merge s"] = f"{p.get('merge_seconds', 0):.2f}"
             row["merge MB"] = f"{p['merge_bytes'] / 1e6:.1f}"
@@ -337,18 +340,19 @@ def speed(args):
                           "--workers", str(w), "--passes", "3"])
         m = json.loads(metrics.read_text())
         over.append(f"{w} worker{'s' if w > 1 else ''}: " + ", ".join(f"{p['seconds']:.2f}" for p in m["engine"]["passes"]))
-    print(f"\nThroughput: gen_sparse.py n=200,000 x 5 = {n:,} examples as one Parquet file ({pq.stat().st_size / 1e6:.0f} MB, {groups} row "
-          f"groups), adagrad (VW's default rule, C kernel), one pass, -b 18; best of {args.repeat}; "
+    n *= args.input_copies
+    print(f"\nThroughput: gen_sparse.py n=200,000 x 5 x {args.input_copies} = {n:,} examples as one Parquet file ({pq.stat().st_size / 1e6:.0f} MB, {groups} row "
+          f"groups{f', given {args.input_copies} times' if args.input_copies > 1 else ''}), adagrad (VW's default rule, C kernel), one pass, -b 18; best of {args.repeat}; "
           f"load average {os.getloadavg()[0]:.1f}")
-    print(table(rows, ["run", "wall s", "ex/s", "ex/s vs CLI", "CPU us/ex", "CPU/ex vs CLI", "pass s", "merge MB",
+    print(table(rows, ["run", "wall s", "ex/s", "ex/s vs CLI", "CPU us/ex", "CPU/ex vs CLI", "cores busy", "pass s", "merge MB",
                        "worker RSS MB", "avg loss"]))
     print("\nWhere the engine's wall time goes (seconds): cluster start (processes spawned, scheduler), the "
           "workers' imports, the pass (tasks: wall summed over the partition tasks, learning included; their CPU; "
           "state: building the learner from the broadcast state and reading it back; merge: lift, combine and "
-          "finish), cluster stop; the rest of the wall is the client's own start-up (imports, partition plan) "
-          "and the model write")
+          "finish), cluster stop; client: the rest of the wall, the client's own start-up (Python, streamlearn and "
+          "dask.distributed imports, partition plan) and the model write")
     print(table(rows[1:], ["run", "wall s", "start s", "imports s", "pass s", "tasks s", "task CPU s", "state s",
-                           "merge s", "stop s"]))
+                           "merge s", "stop s", "client s"]))
     print("engine fixed overhead per pass (seconds per pass of 3 on 3,000 examples, the first with the workers' "
           "imports): " + "; ".join(over))
 
@@ -371,6 +375,9 @@ def main():
     ap.add_argument("--skip-accuracy", action="store_true")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--input-copies", type=int, default=1,
+                    help="speed: the 1M-example Parquet file given this many times (a longer run against the same "
+                         "fixed costs)")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
     need_shared()

@@ -360,7 +360,9 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
                              "state_seconds": stats.get("state_seconds", 0.0),
                              "merge_seconds": stats.get("merge_seconds", 0.0),
                              "task_page_faults": stats.get("page_faults", 0),
-                             "task_cpu_seconds": stats.get("cpu", 0.0),
+                             # a task's CPU is its process's (the reader's threads included): with
+                             # worker_threads every worker shares one process, so it is not a task's own
+                             "task_cpu_seconds": None if worker_threads else stats.get("cpu", 0.0),
                              "merge_bytes": stats.get("max_acc_bytes", 0), "state_bytes": state_nbytes(base),
                              "peak_worker_rss": stats.get("rss", 0), "skipped_partitions": len(stats.get("skipped", []))})
             if not cfg.quiet:
