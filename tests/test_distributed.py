@@ -121,6 +121,72 @@ def test_merge_from_a_common_base_adds_what_each_node_added():
         assert m.arrays["scal"][i] == pytest.approx(want)
 
 
+def mix_reference(rule, base, nodes):
+    """The :data:`MIX_RULES` other than VW's, one coordinate at a time from their definitions: with
+    dw_i = w_i - w_0, dG_i = G_i - G_0 and lambda_i the examples node i learned from the base,
+    delta: w_0 + sum dG_i dw_i / sum dG_i, G_0 + sum dG_i; examples: w_0 + sum lambda_i dw_i / sum lambda_i,
+    G = sum G_i^2 / sum G_i (VW's); sqrtk: delta's step times sqrt((sum dG_i)^2 / sum dG_i^2), G as delta;
+    N: sum dG_i N_i / sum dG_i (the base's where no node added to G)."""
+    b = {k: base.arrays[k].astype(np.float64) for k in ("w", "G", "N")}
+    nd = [{k: s.arrays[k].astype(np.float64) for k in ("w", "G", "N")} for s in nodes]
+    lam = [s.examples - base.examples for s in nodes]
+    n = len(b["w"])
+    w, G, N = b["w"].copy(), b["G"].copy(), b["N"].copy()
+    for j in range(n):
+        dG = [x["G"][j] - b["G"][j] for x in nd]
+        dw = [x["w"][j] - b["w"][j] for x in nd]
+        tot = sum(dG)
+        if rule == "examples":
+            w[j] = b["w"][j] + sum(l * d for l, d in zip(lam, dw)) / sum(lam)
+            gs = [x["G"][j] for x in nd]
+            G[j] = sum(g * g for g in gs) / sum(gs) if sum(gs) > 0 else 0.0
+        else:
+            step = sum(g * d for g, d in zip(dG, dw)) / tot if tot > 0 else 0.0
+            if rule == "sqrtk" and tot > 0:
+                step *= np.sqrt(tot * tot / sum(g * g for g in dG))
+            w[j] = b["w"][j] + step
+            G[j] = b["G"][j] + tot
+        if tot > 0:
+            N[j] = sum(g * x["N"][j] for g, x in zip(dG, nd)) / tot
+    return w, G, N
+
+
+@pytest.mark.parametrize("rule", ["delta", "examples", "sqrtk"])
+def test_adagrad_mixing_rules_follow_their_definitions(rule):
+    """Nodes that went on from a common base, each touching a random subset of the coordinates (some
+    touched by one node only, some by none): each rule against its reference, a tree of merges equal
+    to one merge, and only the coordinates a node changed travel."""
+    rng = np.random.default_rng(11)
+    hyper = {"bit_precision": 6, "loss_function": "logistic"}
+    base = adagrad_state(rng, hyper, examples=40)
+    n = base.arrays["w"].shape[0]
+    nodes = []
+    for e in (12, 30, 5):
+        s = M.State(base.algo, dict(base.meta, examples_learned=40 + e),
+                    {k: np.array(v, copy=True) for k, v in base.arrays.items()}, dict(base.reader))
+        on = rng.random(n) < 0.3
+        s.arrays["w"][on] += rng.normal(size=on.sum()).astype(np.float32)
+        s.arrays["G"][on] += (rng.random(on.sum()) * 2 + 0.1).astype(np.float32)
+        s.arrays["N"][on] = np.maximum(s.arrays["N"][on], rng.random(on.sum()) * 2).astype(np.float32)
+        s.arrays["scal"][[0, 1, 4]] += rng.random(3)
+        nodes.append(s)
+    merged = M.merge_states(nodes, base=base, mix=rule)
+    w, G, N = mix_reference(rule, base, nodes)
+    for k, want in (("w", w), ("G", G), ("N", N)):
+        np.testing.assert_allclose(merged.arrays[k], want, rtol=2e-6, atol=1e-6, err_msg=k)
+    assert merged.examples == 87
+    accs = [M.lift(s, base, rule) for s in nodes]
+    tree = M.finish(M.combine([M.combine(accs[:2]), accs[2]]), base)
+    for k in merged.arrays:
+        np.testing.assert_allclose(tree.arrays[k], merged.arrays[k], rtol=1e-6, atol=1e-12)
+    changed = np.flatnonzero(nodes[0].arrays["G"] != base.arrays["G"])
+    assert np.array_equal(accs[0]["units"][0]["sp"]["idx"], changed)
+    vw = M.merge_states(nodes, base=base)
+    assert not np.allclose(vw.arrays["w"], merged.arrays["w"])  # a rule, not VW's under another name
+    with pytest.raises(M.MergeError, match="unknown mixing rule"):
+        M.lift(nodes[0], base, "mean")
+
+
 def test_tree_of_merges_equals_one_merge():
     rng = np.random.default_rng(4)
     hyper = {"bit_precision": 6}
@@ -625,6 +691,14 @@ def test_engine_without_chains_merges_one_model_per_partition(parquet_dir, clust
     assert s["engine"]["chains"] == 4
     np.testing.assert_array_equal(got[0].arrays["w"], want.arrays["w"])
     assert got[0].examples == want.examples == 3000
+    # another mixing rule reaches the tasks: from a fresh base "delta" sums G where VW's rule averages it
+    delta = M.merge_states(hand, mix="delta")
+    assert not np.allclose(delta.arrays["G"], want.arrays["G"])
+    got = []
+    train_dask(RunConfig(data=[str(parquet_dir)], hyper=hyper, quiet=True), scheduler=cluster.scheduler_address,
+               chain=False, mix="delta", on_pass=lambda p, st: got.append(st))
+    np.testing.assert_array_equal(got[0].arrays["G"], delta.arrays["G"])
+    np.testing.assert_array_equal(got[0].arrays["w"], delta.arrays["w"])
 
 
 @pytest.mark.slow
