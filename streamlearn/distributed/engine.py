@@ -122,6 +122,7 @@ def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, u
     t0 = time.perf_counter()
     cpu0 = time.process_time()
     flt0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    _reset_peak_rss()
     learner = learner_of(base)
     t_state = time.perf_counter() - t0
     rc = _reader_config(cfg, base.reader, keep_names)
@@ -157,8 +158,32 @@ def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, u
     stats.update(ev=_evaluation_fields(ev), warnings=[f"{s}:{ln}: {r}" for s, ln, r in errors],
                  seconds=time.perf_counter() - t0, cpu=time.process_time() - cpu0, state_seconds=t_state,
                  page_faults=resource.getrusage(resource.RUSAGE_SELF).ru_minflt - flt0,
-                 rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+                 rss=_peak_rss())
     return state, stats
+
+
+def _reset_peak_rss() -> None:
+    """Start the process's peak RSS (``VmHWM``) again from its current RSS (Linux: ``/proc/self/clear_refs``),
+    so that a long-lived worker reports the peak of this task, not of every task it ran before."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def _peak_rss() -> int:
+    """The process's peak RSS in bytes since :func:`_reset_peak_rss` (``VmHWM``; elsewhere ``ru_maxrss``)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _add_stats(a: dict, b: dict) -> dict:
