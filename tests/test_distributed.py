@@ -447,6 +447,44 @@ def test_son_merge_under_mixing_counts_the_base_once(algo, son_lines):
         np.testing.assert_allclose(lr.weights_dense(keys), sum(e * w for e, w in zip(ex, ws)) / ex.sum(), atol=1e-12)
 
 
+@pytest.mark.parametrize("algo", ("fd-son", "rfd-son"))
+def test_engine_compacts_fd_sketch_rows_at_every_tree_node(algo, son_lines):
+    """lift(compact=True) (what the engine's tasks send): a leaf's m + tau sketch rows and every tree
+    node's rows are cut to m (the top directions of their sum); the table, weights and counters are
+    the exact merge's; the curvature differs from the exact merge's by no more than the frequent-directions
+    argument allows (both shrinks below what they merge by at most their m-th eigenvalue, and the cuts
+    drop at most `dropped`)."""
+    m = 5
+    base_lr = _son_learn(algo, son_lines[:600], m=m)
+    base = M.state_of(base_lr, {})
+    parts = [son_lines[600 + 300 * i:900 + 300 * i] for i in range(6)]
+    states = [M.state_of(_son_learn(algo, p, start=base), {}) for p in parts]
+    exact = M.merge_states(states, base=base)
+
+    def rows(acc):
+        return sum(R.shape[0] for _, R in acc["units"][0]["sk"]["rows"])
+    assert min(rows(M.lift(s, base)) for s in states) > m  # a leaf holds m + tau rows uncompacted
+    accs = [M.lift(s, base, compact=True) for s in states]
+    assert max(rows(a) for a in accs) == m
+    halves = [M.combine(accs[:3]), M.combine(accs[3:])]
+    top = M.combine(halves)
+    assert rows(halves[0]) == rows(top) == m  # not 3 m, 6 m
+    dropped = float(top["units"][0]["sk"]["dropped"][0])
+    assert dropped > 0
+    comp = M.finish(top, base)
+    for k in exact.arrays:
+        if k not in ("rows", "D", "H", "flt", "ints"):
+            np.testing.assert_allclose(comp.arrays[k], exact.arrays[k], atol=1e-12, err_msg=k)
+    keys = exact.arrays["keys"]
+    le, lc = M.learner_of(exact), M.learner_of(comp)
+    np.testing.assert_allclose(lc.weights_dense(keys), le.weights_dense(keys), atol=1e-12)
+    shrink_e = exact.arrays["flt"][1] - base.arrays["flt"][1]
+    shrink_c = comp.arrays["flt"][1] - base.arrays["flt"][1]
+    ev = np.linalg.eigvalsh(_curvature(algo, le, keys) - _curvature(algo, lc, keys))
+    assert ev.min() >= -shrink_e - 1e-10 and ev.max() <= dropped + shrink_c + 1e-10
+    assert np.abs(ev).max() < 0.01 * np.linalg.eigvalsh(_curvature(algo, le, keys)).max()
+
+
 def test_son_table_columns_merge_by_declared_rule():
     """Each per-feature column merges by the rule its name declares; a table with columns the rule does not
     know is refused, naming it (a new per-feature array is one line in merge.TABLE_COLUMNS)."""

@@ -97,7 +97,7 @@ def _close_chain(result, base: State, mix: str = "vw"):
     if state is None or "ev" not in stats:  # every partition skipped
         return None, stats
     t0 = time.perf_counter()
-    acc = lift(state, base, mix)
+    acc = lift(state, base, mix, compact=True)
     stats.update(acc_bytes=state_nbytes(acc), max_acc_bytes=state_nbytes(acc),
                  merge_seconds=stats.get("merge_seconds", 0.0) + time.perf_counter() - t0)
     return acc, stats

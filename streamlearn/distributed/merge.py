@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["State", "MergeError", "MIX_RULES", "state_of", "learner_of", "fresh_state", "check_compatible", "lift",
-           "combine", "finish", "merge_states", "fd_merge",
+           "combine", "finish", "merge_states", "fd_merge", "compact_rows",
            "sketch_query", "state_nbytes"]
 
 
@@ -612,7 +612,8 @@ def _label_range(algo, nflt):
 
 
 def _union_rows(a, b):
-    """Two ``{"keys", "rows": [(weight, R x n)]}`` stacks over the union of their keys."""
+    """Two ``{"keys", "rows": [(weight, R x n)]}`` stacks over the union of their keys (compacted,
+    :func:`compact_rows`, where either carries a ``cap``)."""
     keys = np.union1d(a["keys"], b["keys"])
     out = []
     for src in (a, b):
@@ -621,7 +622,30 @@ def _union_rows(a, b):
             M = np.zeros((R.shape[0], len(keys)))
             M[:, pos] = R
             out.append((w, M))
-    return {"keys": keys, "rows": out}
+    res = {"keys": keys, "rows": out}
+    if "cap" in a or "cap" in b:
+        res["cap"] = a.get("cap", b.get("cap"))
+        res["dropped"] = a.get("dropped", np.zeros(1)) + b.get("dropped", np.zeros(1))
+        res = compact_rows(res)
+    return res
+
+
+def compact_rows(sk: dict) -> dict:
+    """A frequent-directions sketch accumulator ``{"keys", "rows": [(1, R)], "cap"}`` cut to its top
+    ``cap`` (the sketch size m) directions: one block ``sqrt(lambda_j) v_j`` of the top eigen-pairs of
+    ``sum_i R_i^T R_i``, the rest dropped (``dropped`` sums the largest eigenvalue dropped at each cut:
+    the merged curvature is below the exact merge's by at most that much in any direction, on top of
+    the frequent-directions shrink; Ghashami et al. 2016's mergeability, truncating instead of shrinking
+    so that the base's sketch, subtracted at the end, is not shrunk twice). The engine compacts every
+    leaf and every tree node, so an accumulator carries m rows over its keys however many nodes
+    it sums (``lift(..., compact=True)``); ``streamlearn merge`` does not (exact)."""
+    cap = int(sk["cap"][0])
+    if sum(R.shape[0] for _, R in sk["rows"]) <= cap:
+        return sk
+    with _one_blas_thread():
+        lam, V, nxt = _directions_([(1.0, R) for _, R in sk["rows"]], len(sk["keys"]), cap)
+    rows = np.sqrt(np.maximum(lam, 0.0))[:, None] * V
+    return dict(sk, rows=[(1.0, rows)], dropped=sk.get("dropped", np.zeros(1)) + nxt)
 
 
 def _sparse_union(a, b):
@@ -886,8 +910,10 @@ def _rule(state: State):
 MIX_RULES = ("vw", "delta", "examples", "sqrtk")
 
 
-def lift(state: State, base: State, mix: str = "vw") -> dict:
-    """The accumulator of ``state``, a node's state reached from ``base`` (``mix``: :data:`MIX_RULES`)."""
+def lift(state: State, base: State, mix: str = "vw", compact: bool = False) -> dict:
+    """The accumulator of ``state``, a node's state reached from ``base`` (``mix``: :data:`MIX_RULES`;
+    ``compact``: FD-SON / RFD-SON sketch rows cut to m at this node and every node it is combined at,
+    :func:`compact_rows`)."""
     if mix not in MIX_RULES:
         raise MergeError(f"unknown mixing rule {mix!r} (known: {', '.join(MIX_RULES)})")
     lift_fn, _ = _rule(state)
@@ -900,6 +926,8 @@ def lift(state: State, base: State, mix: str = "vw") -> dict:
     for (m, a), (bm, ba) in zip(units, bunits):
         ex = max(int(m.get("examples_learned", 0)) - int(bm.get("examples_learned", 0)), 0)
         acc = lift_fn(m, a, bm, ba, float(ex) if len(units) > 1 else lam, **({"mix": mix} if mix != "vw" else {}))
+        if compact and state.algo in ("fd-son", "rfd-son"):
+            acc["sk"] = compact_rows(dict(acc["sk"], cap=np.array([len(a["D"])], np.int64)))
         acc["examples"] = np.array([ex], np.int64)
         accs.append(acc)
     return {"units": accs, "examples": np.array([state.examples - base.examples], np.int64),
