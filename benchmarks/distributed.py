@@ -2,11 +2,11 @@
 
 Accuracy (``--skip-accuracy`` to leave out): a9a, ijcnn1, news20_binary and covtype (20k subset:
 every 5th row held out as its test set), each training file written as Parquet in 1, 2, 4 and 8
-files of consecutive rows (the partitions), for every mergeable learner (adagrad, mission, bear;
-logistic loss, defaults otherwise). Sequential: ``train`` with ``--passes 1`` and ``--passes 3``
-over the same files in the same order. Engine: 3 passes of iterative parameter mixing on a
-LocalCluster of 2 worker processes (one cluster for the whole section; the model after pass 1 is
-taken from the run). Columns: progressive error of pass 1 (sequential / engine), test error after
+files of consecutive rows (the partitions), for every mergeable learner (adagrad, mission, bear,
+oja-son, fd-son, rfd-son; logistic loss, defaults otherwise). Sequential: ``train`` with ``--passes 1``
+and ``--passes 3`` over the same files in the same order. Engine: 3 passes of iterative parameter mixing
+on a LocalCluster of ``--acc-workers`` (2, 4) worker processes (one cluster per worker count; the model
+after pass 1 is taken from the run). Columns: progressive error of pass 1 (sequential / engine), test error after
 1 and 3 passes (sequential / engine) and the gaps in points, bytes per merge (the largest
 accumulator a task sends), peak worker RSS.
 
@@ -15,7 +15,8 @@ its row groups the partitions), one pass of adagrad: the single-process CLI, and
 ``--engine dask --workers 1`` and ``2`` (embedded cluster, started and stopped by the run; worker
 processes, then ``--worker_threads``):
 wall seconds, examples/s, CPU-seconds per example (the command's own CPU and its children's,
-workers included) and the ratios to the CLI; the engine's fixed overhead per pass is the pass
+workers included), cores busy (CPU / wall: the CLI's Parquet reader decodes on pyarrow's threads while
+the kernel learns, so one process keeps more than one core busy) and the ratios to the CLI; the engine's fixed overhead per pass is the pass
 time on a 3,000-example input (same ``-b``), and its start-up + shutdown the rest of the wall.
 
 Chaining (``--section chaining``): a9a and news20_binary as 16 Parquet partitions; per pass, the test
