@@ -2,11 +2,11 @@
 
 Accuracy (``--skip-accuracy`` to leave out): a9a, ijcnn1, news20_binary and covtype (20k subset:
 every 5th row held out as its test set), each training file written as Parquet in 1, 2, 4 and 8
-files of consecutive rows (the partitions), for every mergeable learner (adagrad, mission, bear;
-logistic loss, defaults otherwise). Sequential: ``train`` with ``--passes 1`` and ``--passes 3``
-over the same files in the same order. Engine: 3 passes of iterative parameter mixing on a
-LocalCluster of 2 worker processes (one cluster for the whole section; the model after pass 1 is
-taken from the run). Columns: progressive error of pass 1 (sequential / engine), test error after
+files of consecutive rows (the partitions), for every mergeable learner (adagrad, mission, bear,
+oja-son, fd-son, rfd-son; logistic loss, defaults otherwise). Sequential: ``train`` with ``--passes 1``
+and ``--passes 3`` over the same files in the same order. Engine: 3 passes of iterative parameter mixing
+on a LocalCluster of ``--acc-workers`` (2, 4) worker processes (one cluster per worker count; the model
+after pass 1 is taken from the run). Columns: progressive error of pass 1 (sequential / engine), test error after
 1 and 3 passes (sequential / engine) and the gaps in points, bytes per merge (the largest
 accumulator a task sends), peak worker RSS.
 
@@ -15,7 +15,8 @@ its row groups the partitions), one pass of adagrad: the single-process CLI, and
 ``--engine dask --workers 1`` and ``2`` (embedded cluster, started and stopped by the run; worker
 processes, then ``--worker_threads``):
 wall seconds, examples/s, CPU-seconds per example (the command's own CPU and its children's,
-workers included) and the ratios to the CLI; the engine's fixed overhead per pass is the pass
+workers included), cores busy (CPU / wall: the CLI's Parquet reader decodes on pyarrow's threads while
+the kernel learns, so one process keeps more than one core busy) and the ratios to the CLI; the engine's fixed overhead per pass is the pass
 time on a 3,000-example input (same ``-b``), and its start-up + shutdown the rest of the wall.
 
 Chaining (``--section chaining``): a9a and news20_binary as 16 Parquet partitions; per pass, the test
@@ -27,7 +28,12 @@ Merge cost (``--section merge_cost``): no engine; k = 2, 4 models trained from s
 consecutive rows, merged (``streamlearn merge``'s rule), test error against one model over the
 whole file, for adagrad and the SON learners (Oja-SON's merge is an approximation: this measures it).
 
-Run: ``python3 benchmarks/distributed.py [--section speed accuracy chaining merge_cost]`` (default:
+Mixing (``--section mixing``): the engine's arithmetic in one process (the same task functions, one after
+another; no Dask): adagrad on ``--chain-sets`` as 16 partitions, ``--mix-workers`` chains, each chain cut into
+``--mix-rounds`` segments with a merge after each (1: the engine's pass; more: mixing more often), by each of
+``--mix-rules`` (``merge.MIX_RULES``); test error after each pass against the CLI's.
+
+Run: ``python3 benchmarks/distributed.py [--section speed accuracy chaining merge_cost mixing]`` (default:
 speed and accuracy; needs ../shared and ``pip install 'dask[distributed]'``).
 """
 from __future__ import annotations
@@ -57,7 +63,7 @@ SETS = {
     "news20_binary": ("news20/news20_binary_train.vw.gz", "news20/news20_binary_test.vw.gz"),
     "covtype": ("covtype_subset20k/covtype_subset20k.libsvm.gz", None),
 }
-LEARNERS = ("adagrad", "mission", "bear")
+LEARNERS = ("adagrad", "mission", "bear", "oja-son", "fd-son", "rfd-son")
 PARTS = (1, 2, 4, 8)
 
 
@@ -107,16 +113,20 @@ def accuracy(args):
     from streamlearn.distributed.engine import _write_model, train_dask
 
     rows = []
+    seq_runs = {}
     work = CACHE / "distributed" / "models"
     work.mkdir(parents=True, exist_ok=True)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                      silence_logs=50) as cluster:
+    for nw in args.acc_workers:
+      with LocalCluster(n_workers=nw, threads_per_worker=1, processes=True, dashboard_address=":0",
+                        silence_logs=50) as cluster:
         for name in args.sets:
             for algo in args.learners:
                 hyper = {"loss_function": "logistic"}
-                seq = {}
+                seq = seq_runs.setdefault((name, algo), {})
                 d1, test = prepare(name, 1)
                 for passes in (1, 3):
+                    if passes in seq:
+                        continue
                     m = work / f"seq{passes}.slm"
                     s = train(RunConfig(data=[str(d1)], algo=algo, hyper=hyper, passes=passes, quiet=True,
                                         final_model=str(m)))
@@ -137,7 +147,7 @@ def accuracy(args):
                     e = s["engine"]["passes"]
                     t1, t3 = test_error(m1, test), test_error(m3, test)
                     rows.append({
-                        "data": name, "algo": algo, "parts": parts,
+                        "data": name, "algo": algo, "workers": nw, "parts": parts,
                         "prog1 seq": f"{seq[1][0]:.4f}", "prog1 eng": f"{e[0]['progressive_error']:.4f}",
                         "prog3 eng": f"{e[2]['progressive_error']:.4f}",
                         "test1 seq": f"{seq[1][1]:.4f}", "test1 eng": f"{t1:.4f}",
@@ -150,8 +160,10 @@ def accuracy(args):
                     })
                     print(table(rows[-1:], list(rows[-1])), flush=True) if args.verbose else None
     cols = list(rows[0]) if rows else []
-    print("\nAccuracy: sequential vs --engine dask (2 workers, iterative parameter mixing), logistic loss; "
-          "error rates; gap = engine - sequential test error, in points")
+    print(f"\nAccuracy: sequential vs --engine dask ({', '.join(map(str, args.acc_workers))} worker processes, "
+          "iterative parameter mixing), logistic loss; error rates; gap = engine - sequential test error, in points; "
+          "merge MB: the largest accumulator a task sent; worker RSS: the largest peak of a task's process; "
+          f"load average {os.getloadavg()[0]:.1f}")
     print(table(rows, cols))
     within = [r for r in rows if abs(float(r["gap3 pt"])) <= 0.5]
     print(f"\nwithin 0.5 point after 3 passes: {len(within)}/{len(rows)}")
@@ -259,6 +271,76 @@ def merge_cost(args):
     print(table(rows, list(rows[0]) if rows else []))
 
 
+def _mixing_run(data_dir, test, algo, hyper, workers, passes, rounds, mix):
+    """The engine's arithmetic in this process (no Dask): the same task functions, one after another. Each
+    pass cuts the partitions into ``workers`` chains (as the engine) and each chain into ``rounds`` segments of
+    consecutive partitions; after every round the chains' states are merged by ``mix`` and the next round
+    starts from the merged state. rounds = 1 is the engine's pass. Test error % after each pass."""
+    from streamlearn.api import RunConfig, initial_learner
+    from streamlearn.distributed.engine import _learn_partition, _write_model
+    from streamlearn.distributed.merge import combine, finish, lift, state_of
+    from streamlearn.distributed.partitions import chains as plan_chains, plan_partitions
+
+    cfg = RunConfig(data=[str(data_dir)], algo=algo, hyper=dict(hyper), quiet=True)
+    base = state_of(*initial_learner(cfg))
+    parts = plan_partitions(cfg.data, min_parts=workers)
+    segs = [[c[r * len(c) // rounds:(r + 1) * len(c) // rounds] for r in range(rounds)]
+            for c in plan_chains(parts, workers)]
+    out = []
+    model = CACHE / "distributed" / "models" / "mix.slm"
+    for _ in range(passes):
+        for r in range(rounds):
+            accs = []
+            for chain in segs:
+                st = base
+                for i in chain[r]:
+                    st, _ = _learn_partition(st, parts[i], cfg, False, False, True)
+                if chain[r]:
+                    accs.append(lift(st, base, mix))
+            if accs:  # (a round can be empty for every chain: more rounds than a chain has partitions)
+                base = finish(combine(accs), base)
+        _write_model(str(model), base)
+        out.append(100 * test_error(model, test))
+    return out
+
+
+def mixing(args):
+    """Mixing rules (merge.MIX_RULES) and mixing more often than once a pass (rounds), adagrad, logistic
+    loss, ``args.chain_parts`` partitions, test error % after each pass against the CLI's after as many."""
+    from streamlearn.api import RunConfig, train
+
+    (CACHE / "distributed" / "models").mkdir(parents=True, exist_ok=True)
+    hyper = {"loss_function": "logistic"}
+    P = args.chain_passes
+    rows = []
+    for name in args.chain_sets:
+        d1, test = prepare(name, 1)
+        dn, _ = prepare(name, args.chain_parts)
+        row = {"data": name, "workers": "CLI", "rounds": "", "mix": ""}
+        seq = []
+        for p in range(1, P + 1):
+            m = CACHE / "distributed" / "models" / "seq.slm"
+            train(RunConfig(data=[str(d1)], hyper=hyper, passes=p, quiet=True, final_model=str(m)))
+            seq.append(100 * test_error(m, test))
+            row[f"test err % p{p}"] = f"{seq[-1]:.2f}"
+        rows.append(row)
+        for w in args.mix_workers:
+            for r in args.mix_rounds:
+                for mix in args.mix_rules:
+                    errs = _mixing_run(dn, test, "adagrad", hyper, w, P, r, mix)
+                    row = {"data": name, "workers": w, "rounds": r, "mix": mix}
+                    for p, (e, q) in enumerate(zip(errs, seq), 1):
+                        row[f"test err % p{p}"] = f"{e:.2f} ({e - q:+.2f})"
+                    rows.append(row)
+                    if args.verbose:
+                        print(table(rows[-1:], list(rows[-1])), flush=True)
+    print(f"\nMixing rules and rounds per pass (the engine's arithmetic in one process): adagrad, logistic loss, "
+          f"{args.chain_parts} Parquet partitions of consecutive rows in one chain per worker, each chain cut into "
+          "`rounds` segments with a merge after each; test error % after each pass (in brackets: minus the CLI's "
+          "after as many passes, points)")
+    print(table(rows, list(rows[0])))
+
+
 def _run_timed(cmd):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -305,14 +387,16 @@ def speed(args):
                           ["--engine", "dask", "--workers", "2", "--worker_threads"])):
         best = None
         for _ in range(args.repeat):
-            wall, cpu, err = _run_timed(cli + [str(pq), "-f", str(out), "--metrics", str(metrics)] + extra)
+            wall, cpu, err = _run_timed(cli + [str(pq)] * args.input_copies + ["-f", str(out), "--metrics", str(metrics)]
+                                        + extra)
             m = json.loads(metrics.read_text())
             if best is None or wall < best[0]:
                 best = (wall, cpu, m)
         wall, cpu, m = best
         ex = m["examples"]
         row = {"run": label, "wall s": f"{wall:.2f}", "ex/s": f"{ex / wall:,.0f}",
-               "CPU us/ex": f"{1e6 * cpu / ex:.2f}", "avg loss": f"{m['average_loss']:.4f}"}
+               "CPU us/ex": f"{1e6 * cpu / ex:.2f}", "cores busy": f"{cpu / wall:.2f}",
+               "avg loss": f"{m['average_loss']:.4f}"}
         if "engine" in m:
             e = m["engine"]
             p = e["passes"][0]
@@ -320,8 +404,9 @@ def speed(args):
             row["start s"] = f"{e.get('cluster_start_seconds', 0):.2f}"
             row["imports s"] = f"{e.get('worker_import_seconds', 0):.2f}"
             row["stop s"] = f"{e.get('cluster_stop_seconds', 0):.2f}"
+            row["client s"] = f"{wall - p['seconds'] - e.get('cluster_start_seconds', 0) - e.get('worker_import_seconds', 0) - e.get('cluster_stop_seconds', 0):.2f}"
             row["tasks s"] = f"{p['task_seconds']:.2f}"
-            row["task CPU s"] = f"{p['task_cpu_seconds']:.2f}"
+            row["task CPU s"] = "n/a" if p["task_cpu_seconds"] is None else f"{p['task_cpu_seconds']:.2f}"
             row["state s"] = f"{p.get('state_seconds', 0):.2f}"
             row["merge s"] = f"{p.get('merge_seconds', 0):.2f}"
             row["merge MB"] = f"{p['merge_bytes'] / 1e6:.1f}"
@@ -337,18 +422,19 @@ def speed(args):
                           "--workers", str(w), "--passes", "3"])
         m = json.loads(metrics.read_text())
         over.append(f"{w} worker{'s' if w > 1 else ''}: " + ", ".join(f"{p['seconds']:.2f}" for p in m["engine"]["passes"]))
-    print(f"\nThroughput: gen_sparse.py n=200,000 x 5 = {n:,} examples as one Parquet file ({pq.stat().st_size / 1e6:.0f} MB, {groups} row "
-          f"groups), adagrad (VW's default rule, C kernel), one pass, -b 18; best of {args.repeat}; "
+    n *= args.input_copies
+    print(f"\nThroughput: gen_sparse.py n=200,000 x 5 x {args.input_copies} = {n:,} examples as one Parquet file ({pq.stat().st_size / 1e6:.0f} MB, {groups} row "
+          f"groups{f', given {args.input_copies} times' if args.input_copies > 1 else ''}), adagrad (VW's default rule, C kernel), one pass, -b 18; best of {args.repeat}; "
           f"load average {os.getloadavg()[0]:.1f}")
-    print(table(rows, ["run", "wall s", "ex/s", "ex/s vs CLI", "CPU us/ex", "CPU/ex vs CLI", "pass s", "merge MB",
+    print(table(rows, ["run", "wall s", "ex/s", "ex/s vs CLI", "CPU us/ex", "CPU/ex vs CLI", "cores busy", "pass s", "merge MB",
                        "worker RSS MB", "avg loss"]))
     print("\nWhere the engine's wall time goes (seconds): cluster start (processes spawned, scheduler), the "
           "workers' imports, the pass (tasks: wall summed over the partition tasks, learning included; their CPU; "
           "state: building the learner from the broadcast state and reading it back; merge: lift, combine and "
-          "finish), cluster stop; the rest of the wall is the client's own start-up (imports, partition plan) "
-          "and the model write")
+          "finish), cluster stop; client: the rest of the wall, the client's own start-up (Python, streamlearn and "
+          "dask.distributed imports, partition plan) and the model write")
     print(table(rows[1:], ["run", "wall s", "start s", "imports s", "pass s", "tasks s", "task CPU s", "state s",
-                           "merge s", "stop s"]))
+                           "merge s", "stop s", "client s"]))
     print("engine fixed overhead per pass (seconds per pass of 3 on 3,000 examples, the first with the workers' "
           "imports): " + "; ".join(over))
 
@@ -358,7 +444,8 @@ def main():
     ap.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
     ap.add_argument("--learners", nargs="+", default=list(LEARNERS), choices=list(LEARNERS))
     ap.add_argument("--parts", nargs="+", type=int, default=list(PARTS))
-    ap.add_argument("--section", nargs="+", choices=("speed", "accuracy", "chaining", "merge_cost"),
+    ap.add_argument("--acc-workers", nargs="+", type=int, default=[2, 4], help="accuracy: worker processes")
+    ap.add_argument("--section", nargs="+", choices=("speed", "accuracy", "chaining", "merge_cost", "mixing"),
                     default=["speed", "accuracy"], help="what to run (chaining: --chain-* below)")
     ap.add_argument("--chain-sets", nargs="+", default=["a9a", "news20_binary"], choices=list(SETS))
     ap.add_argument("--chain-parts", type=int, default=16)
@@ -366,11 +453,17 @@ def main():
     ap.add_argument("--chain-passes", type=int, default=3)
     ap.add_argument("--chain-learners", nargs="+", default=["adagrad"])
     ap.add_argument("--chain-modes", nargs="+", default=["chained", "unchained"], choices=("chained", "unchained"))
+    ap.add_argument("--mix-workers", nargs="+", type=int, default=[2, 4])
+    ap.add_argument("--mix-rounds", nargs="+", type=int, default=[1, 2, 4])
+    ap.add_argument("--mix-rules", nargs="+", default=["vw", "delta", "examples", "sqrtk"])
     ap.add_argument("--merge-learners", nargs="+", default=["adagrad", "oja-son", "fd-son", "rfd-son"])
     ap.add_argument("--merge-parts", nargs="+", type=int, default=[2, 4])
     ap.add_argument("--skip-accuracy", action="store_true")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--input-copies", type=int, default=1,
+                    help="speed: the 1M-example Parquet file given this many times (a longer run against the same "
+                         "fixed costs)")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
     need_shared()
@@ -383,6 +476,8 @@ def main():
         chaining(args)
     if "merge_cost" in args.section:
         merge_cost(args)
+    if "mixing" in args.section:
+        mixing(args)
 
 
 if __name__ == "__main__":

@@ -121,6 +121,72 @@ def test_merge_from_a_common_base_adds_what_each_node_added():
         assert m.arrays["scal"][i] == pytest.approx(want)
 
 
+def mix_reference(rule, base, nodes):
+    """The :data:`MIX_RULES` other than VW's, one coordinate at a time from their definitions: with
+    dw_i = w_i - w_0, dG_i = G_i - G_0 and lambda_i the examples node i learned from the base,
+    delta: w_0 + sum dG_i dw_i / sum dG_i, G_0 + sum dG_i; examples: w_0 + sum lambda_i dw_i / sum lambda_i,
+    G = sum G_i^2 / sum G_i (VW's); sqrtk: delta's step times sqrt((sum dG_i)^2 / sum dG_i^2), G as delta;
+    N: sum dG_i N_i / sum dG_i (the base's where no node added to G)."""
+    b = {k: base.arrays[k].astype(np.float64) for k in ("w", "G", "N")}
+    nd = [{k: s.arrays[k].astype(np.float64) for k in ("w", "G", "N")} for s in nodes]
+    lam = [s.examples - base.examples for s in nodes]
+    n = len(b["w"])
+    w, G, N = b["w"].copy(), b["G"].copy(), b["N"].copy()
+    for j in range(n):
+        dG = [x["G"][j] - b["G"][j] for x in nd]
+        dw = [x["w"][j] - b["w"][j] for x in nd]
+        tot = sum(dG)
+        if rule == "examples":
+            w[j] = b["w"][j] + sum(l * d for l, d in zip(lam, dw)) / sum(lam)
+            gs = [x["G"][j] for x in nd]
+            G[j] = sum(g * g for g in gs) / sum(gs) if sum(gs) > 0 else 0.0
+        else:
+            step = sum(g * d for g, d in zip(dG, dw)) / tot if tot > 0 else 0.0
+            if rule == "sqrtk" and tot > 0:
+                step *= np.sqrt(tot * tot / sum(g * g for g in dG))
+            w[j] = b["w"][j] + step
+            G[j] = b["G"][j] + tot
+        if tot > 0:
+            N[j] = sum(g * x["N"][j] for g, x in zip(dG, nd)) / tot
+    return w, G, N
+
+
+@pytest.mark.parametrize("rule", ["delta", "examples", "sqrtk"])
+def test_adagrad_mixing_rules_follow_their_definitions(rule):
+    """Nodes that went on from a common base, each touching a random subset of the coordinates (some
+    touched by one node only, some by none): each rule against its reference, a tree of merges equal
+    to one merge, and only the coordinates a node changed travel."""
+    rng = np.random.default_rng(11)
+    hyper = {"bit_precision": 6, "loss_function": "logistic"}
+    base = adagrad_state(rng, hyper, examples=40)
+    n = base.arrays["w"].shape[0]
+    nodes = []
+    for e in (12, 30, 5):
+        s = M.State(base.algo, dict(base.meta, examples_learned=40 + e),
+                    {k: np.array(v, copy=True) for k, v in base.arrays.items()}, dict(base.reader))
+        on = rng.random(n) < 0.3
+        s.arrays["w"][on] += rng.normal(size=on.sum()).astype(np.float32)
+        s.arrays["G"][on] += (rng.random(on.sum()) * 2 + 0.1).astype(np.float32)
+        s.arrays["N"][on] = np.maximum(s.arrays["N"][on], rng.random(on.sum()) * 2).astype(np.float32)
+        s.arrays["scal"][[0, 1, 4]] += rng.random(3)
+        nodes.append(s)
+    merged = M.merge_states(nodes, base=base, mix=rule)
+    w, G, N = mix_reference(rule, base, nodes)
+    for k, want in (("w", w), ("G", G), ("N", N)):
+        np.testing.assert_allclose(merged.arrays[k], want, rtol=2e-6, atol=1e-6, err_msg=k)
+    assert merged.examples == 87
+    accs = [M.lift(s, base, rule) for s in nodes]
+    tree = M.finish(M.combine([M.combine(accs[:2]), accs[2]]), base)
+    for k in merged.arrays:
+        np.testing.assert_allclose(tree.arrays[k], merged.arrays[k], rtol=1e-6, atol=1e-12)
+    changed = np.flatnonzero(nodes[0].arrays["G"] != base.arrays["G"])
+    assert np.array_equal(accs[0]["units"][0]["sp"]["idx"], changed)
+    vw = M.merge_states(nodes, base=base)
+    assert not np.allclose(vw.arrays["w"], merged.arrays["w"])  # a rule, not VW's under another name
+    with pytest.raises(M.MergeError, match="unknown mixing rule"):
+        M.lift(nodes[0], base, "mean")
+
+
 def test_tree_of_merges_equals_one_merge():
     rng = np.random.default_rng(4)
     hyper = {"bit_precision": 6}
@@ -381,6 +447,44 @@ def test_son_merge_under_mixing_counts_the_base_once(algo, son_lines):
         np.testing.assert_allclose(lr.weights_dense(keys), sum(e * w for e, w in zip(ex, ws)) / ex.sum(), atol=1e-12)
 
 
+@pytest.mark.parametrize("algo", ("fd-son", "rfd-son"))
+def test_engine_compacts_fd_sketch_rows_at_every_tree_node(algo, son_lines):
+    """lift(compact=True) (what the engine's tasks send): a leaf's m + tau sketch rows and every tree
+    node's rows are cut to m (the top directions of their sum); the table, weights and counters are
+    the exact merge's; the curvature differs from the exact merge's by no more than the frequent-directions
+    argument allows (both shrinks below what they merge by at most their m-th eigenvalue, and the cuts
+    drop at most `dropped`)."""
+    m = 5
+    base_lr = _son_learn(algo, son_lines[:600], m=m)
+    base = M.state_of(base_lr, {})
+    parts = [son_lines[600 + 300 * i:900 + 300 * i] for i in range(6)]
+    states = [M.state_of(_son_learn(algo, p, start=base), {}) for p in parts]
+    exact = M.merge_states(states, base=base)
+
+    def rows(acc):
+        return sum(R.shape[0] for _, R in acc["units"][0]["sk"]["rows"])
+    assert min(rows(M.lift(s, base)) for s in states) > m  # a leaf holds m + tau rows uncompacted
+    accs = [M.lift(s, base, compact=True) for s in states]
+    assert max(rows(a) for a in accs) == m
+    halves = [M.combine(accs[:3]), M.combine(accs[3:])]
+    top = M.combine(halves)
+    assert rows(halves[0]) == rows(top) == m  # not 3 m, 6 m
+    dropped = float(top["units"][0]["sk"]["dropped"][0])
+    assert dropped > 0
+    comp = M.finish(top, base)
+    for k in exact.arrays:
+        if k not in ("rows", "D", "H", "flt", "ints"):
+            np.testing.assert_allclose(comp.arrays[k], exact.arrays[k], atol=1e-12, err_msg=k)
+    keys = exact.arrays["keys"]
+    le, lc = M.learner_of(exact), M.learner_of(comp)
+    np.testing.assert_allclose(lc.weights_dense(keys), le.weights_dense(keys), atol=1e-12)
+    shrink_e = exact.arrays["flt"][1] - base.arrays["flt"][1]
+    shrink_c = comp.arrays["flt"][1] - base.arrays["flt"][1]
+    ev = np.linalg.eigvalsh(_curvature(algo, le, keys) - _curvature(algo, lc, keys))
+    assert ev.min() >= -shrink_e - 1e-10 and ev.max() <= dropped + shrink_c + 1e-10
+    assert np.abs(ev).max() < 0.01 * np.linalg.eigvalsh(_curvature(algo, le, keys)).max()
+
+
 def test_son_table_columns_merge_by_declared_rule():
     """Each per-feature column merges by the rule its name declares; a table with columns the rule does not
     know is refused, naming it (a new per-feature array is one line in merge.TABLE_COLUMNS)."""
@@ -625,6 +729,14 @@ def test_engine_without_chains_merges_one_model_per_partition(parquet_dir, clust
     assert s["engine"]["chains"] == 4
     np.testing.assert_array_equal(got[0].arrays["w"], want.arrays["w"])
     assert got[0].examples == want.examples == 3000
+    # another mixing rule reaches the tasks: from a fresh base "delta" sums G where VW's rule averages it
+    delta = M.merge_states(hand, mix="delta")
+    assert not np.allclose(delta.arrays["G"], want.arrays["G"])
+    got = []
+    train_dask(RunConfig(data=[str(parquet_dir)], hyper=hyper, quiet=True), scheduler=cluster.scheduler_address,
+               chain=False, mix="delta", on_pass=lambda p, st: got.append(st))
+    np.testing.assert_array_equal(got[0].arrays["G"], delta.arrays["G"])
+    np.testing.assert_array_equal(got[0].arrays["w"], delta.arrays["w"])
 
 
 @pytest.mark.slow

@@ -516,6 +516,32 @@ def test_validity_from_the_bitmap_equals_is_valid():
                     assert got.dtype == bool and got.tolist() == ref.tolist(), (t, n, off, ln)
 
 
+def test_numeric_columns_are_read_without_pandas_and_equal_to_numpy():
+    """parquet._numpy views the data buffer (no pandas import: Array.to_numpy loads pandas, ~0.65 CPU-s
+    in every process that reads Parquet, every Dask worker): the same values and dtype as
+    Array.to_numpy on sliced arrays of each numeric type, with and without nulls; and a child process
+    that trains on a Parquet file has not imported pandas."""
+    import subprocess
+    import sys
+
+    from streamlearn.io.parquet import _numpy
+    r = np.random.default_rng(2)
+    for t in (pa.float64(), pa.float32(), pa.int8(), pa.int32(), pa.int64(), pa.uint32(), pa.uint64()):
+        for nulls in (False, True):
+            vals = [None if nulls and r.random() < 0.3 else int(r.integers(0, 100)) for _ in range(13)]
+            a = pa.array(vals, t)
+            for off, ln in ((0, 13), (3, 7), (5, 0), (12, 1)):
+                sl = a.slice(off, ln)
+                ref, got = sl.to_numpy(zero_copy_only=False), _numpy(sl)
+                assert got.dtype == ref.dtype and np.array_equal(got, ref, equal_nan=True), (t, nulls, off, ln)
+    code = ("import sys; from streamlearn.api import RunConfig, train; "
+            f"train(RunConfig(data=[{str(DATA / 'pq_sparse.parquet')!r}], quiet=True)); "
+            "print('pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=str(DATA.parents[1]), check=True).stdout.strip()
+    assert out == "False"
+
+
 def test_parquet_from_a_pipe_is_copied_to_a_temporary_file_and_read_as_the_file(tmp_path, run_cli):
     """Parquet needs random access (its footer is at the end): a pipe is copied to $TMPDIR,
     read with bounded memory like the file, and the copy is removed afterwards."""

@@ -67,15 +67,17 @@ def _evaluation_fields(ev) -> dict:
     return {f.name: getattr(ev, f.name) for f in fields(ev) if f.name != "t0"}
 
 
-def train_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, use_c: bool = True):
+def train_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, use_c: bool = True, mix: str = "vw"):
     """One pass of the learner ``base`` over partition ``part``: ``(accumulator, stats)``
     (``accumulator`` None for a skipped partition). ``use_c``: the client's kernel backend
-    choice (``STREAMLEARN_NO_C``), which the worker's kernel seam follows."""
+    choice (``STREAMLEARN_NO_C``), which the worker's kernel seam follows; ``mix``: the mixing
+    rule (:data:`~streamlearn.distributed.merge.MIX_RULES`)."""
     state, stats = _learn_partition(base, part, cfg, keep_names, skip_bad, use_c)
-    return _close_chain((state, stats), base)
+    return _close_chain((state, stats), base, mix)
 
 
-def train_link(base: State, prev, part, cfg, keep_names: bool, skip_bad: bool, use_c: bool = True, last=False):
+def train_link(base: State, prev, part, cfg, keep_names: bool, skip_bad: bool, use_c: bool = True, last=False,
+               mix: str = "vw"):
     """One link of a chain: partition ``part`` learned from ``prev`` (the previous link's
     ``(state, stats)``; None: the chain's first link, which starts from ``base``, the pass's
     merged state). Returns ``(state, stats)`` with the stats of the chain so far, or, for the
@@ -86,16 +88,16 @@ def train_link(base: State, prev, part, cfg, keep_names: bool, skip_bad: bool, u
         stats = _add_stats(stats0, stats)
     if state is None:  # skipped: the chain goes on from where it was
         state = start
-    return _close_chain((state, stats), base) if last else (state, stats)
+    return _close_chain((state, stats), base, mix) if last else (state, stats)
 
 
-def _close_chain(result, base: State):
+def _close_chain(result, base: State, mix: str = "vw"):
     """``(state, stats)`` -> ``(accumulator against base, stats)`` (None: nothing was learned)."""
     state, stats = result[0], dict(result[1])
     if state is None or "ev" not in stats:  # every partition skipped
         return None, stats
     t0 = time.perf_counter()
-    acc = lift(state, base)
+    acc = lift(state, base, mix, compact=True)
     stats.update(acc_bytes=state_nbytes(acc), max_acc_bytes=state_nbytes(acc),
                  merge_seconds=stats.get("merge_seconds", 0.0) + time.perf_counter() - t0)
     return acc, stats
@@ -120,6 +122,7 @@ def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, u
     t0 = time.perf_counter()
     cpu0 = time.process_time()
     flt0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    _reset_peak_rss()
     learner = learner_of(base)
     t_state = time.perf_counter() - t0
     rc = _reader_config(cfg, base.reader, keep_names)
@@ -155,8 +158,32 @@ def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, u
     stats.update(ev=_evaluation_fields(ev), warnings=[f"{s}:{ln}: {r}" for s, ln, r in errors],
                  seconds=time.perf_counter() - t0, cpu=time.process_time() - cpu0, state_seconds=t_state,
                  page_faults=resource.getrusage(resource.RUSAGE_SELF).ru_minflt - flt0,
-                 rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+                 rss=_peak_rss())
     return state, stats
+
+
+def _reset_peak_rss() -> None:
+    """Start the process's peak RSS (``VmHWM``) again from its current RSS (Linux: ``/proc/self/clear_refs``),
+    so that a long-lived worker reports the peak of this task, not of every task it ran before."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def _peak_rss() -> int:
+    """The process's peak RSS in bytes since :func:`_reset_peak_rss` (``VmHWM``; elsewhere ``ru_maxrss``)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _add_stats(a: dict, b: dict) -> dict:
@@ -245,7 +272,7 @@ def _start_cluster(scheduler, workers, log, processes=True):
 
 
 def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, save_every_pass=False, log=None,
-               on_pass=None, chain=True, n_chains=None, worker_threads=False):
+               on_pass=None, chain=True, n_chains=None, worker_threads=False, mix="vw"):
     """``train`` over ``cfg`` (:class:`streamlearn.api.RunConfig`) with iterative parameter
     mixing on Dask (module docstring); returns the run summary (``summary['engine']``: per-pass
     losses, partitions, chains, bytes per merge, seconds, peak worker RSS). ``on_pass(p, state)`` is
@@ -253,7 +280,9 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     ``n_chains``: chains per pass (default: the workers at the start); ``chain=False`` learns
     every partition from the merged state (one leaf per partition: what ``benchmarks/distributed.py``
     compares chaining with). ``worker_threads``: the embedded cluster's workers are threads of this
-    process (no processes to start, nothing serialised between them; no per-worker memory limit)."""
+    process (no processes to start, nothing serialised between them; no per-worker memory limit).
+    ``mix``: how adaptive adagrad states mix (:data:`~streamlearn.distributed.merge.MIX_RULES`; VW's
+    rule by default)."""
     from ..api import _check_inputs, _output_plan, initial_learner
     from ..evaluate import Evaluation, ProgressSchedule
     from ..io.model_file import encode_model
@@ -272,6 +301,9 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
         raise ConfigError("--workers must be >= 1")
     if cfg.passes < 1:
         raise ConfigError("--passes must be >= 1")
+    from .merge import MIX_RULES
+    if mix not in MIX_RULES:
+        raise ConfigError(f"unknown mixing rule {mix!r} (known: {', '.join(MIX_RULES)})")
     try:
         ProgressSchedule(cfg.progress)
     except ValueError as e:
@@ -322,11 +354,11 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
                     prev = None
                     for j, i in enumerate(run):
                         prev = client.submit(train_link, bf, prev, parts[i], cfg, keep_names, skip_bad_partitions,
-                                             use_c, j == len(run) - 1,
+                                             use_c, j == len(run) - 1, mix,
                                              key=f"streamlearn-pass{p}-chain{c}-part{i}-{id(bf)}", pure=False)
                     level.append(prev)
             else:
-                level = [client.submit(train_partition, bf, part, cfg, keep_names, skip_bad_partitions, use_c,
+                level = [client.submit(train_partition, bf, part, cfg, keep_names, skip_bad_partitions, use_c, mix,
                                        key=f"streamlearn-pass{p}-part{i}-{id(bf)}", pure=False)
                          for i, part in enumerate(parts)]
             depth = 0
@@ -360,7 +392,9 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
                              "state_seconds": stats.get("state_seconds", 0.0),
                              "merge_seconds": stats.get("merge_seconds", 0.0),
                              "task_page_faults": stats.get("page_faults", 0),
-                             "task_cpu_seconds": stats.get("cpu", 0.0),
+                             # a task's CPU is its process's (the reader's threads included): with
+                             # worker_threads every worker shares one process, so it is not a task's own
+                             "task_cpu_seconds": None if worker_threads else stats.get("cpu", 0.0),
                              "merge_bytes": stats.get("max_acc_bytes", 0), "state_bytes": state_nbytes(base),
                              "peak_worker_rss": stats.get("rss", 0), "skipped_partitions": len(stats.get("skipped", []))})
             if not cfg.quiet:

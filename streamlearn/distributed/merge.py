@@ -57,8 +57,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["State", "MergeError", "state_of", "learner_of", "fresh_state", "check_compatible", "lift",
-           "combine", "finish", "merge_states", "fd_merge",
+__all__ = ["State", "MergeError", "MIX_RULES", "state_of", "learner_of", "fresh_state", "check_compatible", "lift",
+           "combine", "finish", "merge_states", "fd_merge", "compact_rows",
            "sketch_query", "state_nbytes"]
 
 
@@ -239,14 +239,17 @@ def _linear_finish(acc: dict, adaptive: bool, w_shape, G_shape, N_shape, n_rows=
 _SCAL_ADD = (0, 1, 4)
 
 
-def _adagrad_lift(meta, arrays, base_meta, base_arrays, lam) -> dict:
-    """Sparse: only the coordinates where a node's ``w``, ``G`` or ``N`` is non-zero travel."""
+def _adagrad_lift(meta, arrays, base_meta, base_arrays, lam, mix="vw") -> dict:
+    """Sparse: only the coordinates where a node's ``w``, ``G`` or ``N`` is non-zero travel (``mix="delta"``:
+    only those it changed from the base)."""
     w, G, N, scal = arrays["w"], arrays["G"], arrays["N"], np.asarray(arrays["scal"], np.float64)
     if scal[5] != 0.0 or scal[6] != 1.0:
         raise MergeError("an adagrad state with unfolded --l1/--l2 terms (learner.finish() folds them)")
     n = w.shape[0]
     adaptive = G.shape[0] == n
     has_n = N.shape[0] == n
+    if mix != "vw" and adaptive:
+        return _adagrad_delta_lift(arrays, base_arrays, has_n, mix, lam)
     nz = w != 0
     if adaptive:
         nz |= G != 0
@@ -262,23 +265,79 @@ def _adagrad_lift(meta, arrays, base_meta, base_arrays, lam) -> dict:
     return acc
 
 
+def _adagrad_delta_lift(arrays, base_arrays, has_n, mix, lam) -> dict:
+    """The accumulator of the :data:`MIX_RULES` other than ``"vw"``: sums over the coordinates a node
+    changed from the base (``dG = G_i - G_0``, ``dw = w_i - w_0``): ``dG`` and ``dG N_i``; ``dG dw``
+    (delta, sqrtk), ``dG^2`` (sqrtk, examples), ``lambda_i dw`` with the examples learned ``lambda_i``
+    and the node count (examples); the additive scalars as in VW's rule."""
+    w, G, N = (np.asarray(arrays[k], np.float64) for k in ("w", "G", "N"))
+    bw, bG, bN = (np.asarray(base_arrays[k], np.float64) for k in ("w", "G", "N"))
+    dG = G - bG
+    nz = (dG != 0) | (w != bw)
+    if has_n:
+        nz |= N != bN
+    idx = np.flatnonzero(nz)
+    dG, dw = dG[idx], w[idx] - bw[idx]
+    sp = {"idx": idx, "dG": dG}
+    if has_n:
+        sp["dGN"] = dG * N[idx]
+    if mix in ("delta", "sqrtk"):
+        sp["dGdw"] = dG * dw
+    if mix in ("sqrtk", "examples"):
+        sp["dG2"] = dG * dG
+    scal, bs = np.asarray(arrays["scal"], np.float64), np.asarray(base_arrays["scal"], np.float64)
+    acc = {"sp": sp, "dscal": np.array([scal[i] - bs[i] for i in _SCAL_ADD]),
+           "lo": np.array([scal[2]]), "hi": np.array([scal[3]])}
+    if mix == "examples":
+        sp["lw"] = lam * dw
+        acc.update(lamx=np.array([lam]), nk=np.array([1.0]))
+    return acc
+
+
+def _adagrad_delta_finish(acc, bw, bG, bN, has_n):
+    """``(w, G, N)`` of a summed :func:`_adagrad_delta_lift` accumulator (its rule told by its columns)."""
+    sp = acc["sp"]
+    idx, dG = sp["idx"], sp["dG"]
+    w, G, N = (np.array(a, np.float32) for a in (bw, bG, bN))
+    w0, g0 = np.asarray(bw, np.float64)[idx], np.asarray(bG, np.float64)[idx]
+    pos = dG > 0
+    safe = np.where(pos, dG, 1.0)
+    if "lw" in sp:  # examples: VW's G rule over k nodes, G_i = G_0 + dG_i (0 where untouched)
+        k, lam = float(acc["nk"][0]), float(acc["lamx"][0])
+        w[idx] = w0 + (sp["lw"] / lam if lam > 0 else 0.0)
+        den = k * g0 + dG
+        G[idx] = np.where(den > 0, (k * g0 * g0 + 2 * g0 * dG + sp["dG2"]) / np.where(den > 0, den, 1.0), 0.0)
+    else:
+        step = np.where(pos, sp["dGdw"] / safe, 0.0)
+        if "dG2" in sp:  # sqrtk: times the square root of the nodes' participation ratio
+            step *= np.sqrt(np.where(pos, dG * dG / np.where(pos, sp["dG2"], 1.0), 1.0))
+        w[idx] = w0 + step
+        G[idx] = g0 + dG
+    if has_n:
+        N[idx] = np.where(pos, sp["dGN"] / safe, np.asarray(bN, np.float64)[idx])
+    return w, G, N
+
+
 def _adagrad_finish(acc, base_meta, base_arrays):
     bw, bG, bN = base_arrays["w"], base_arrays["G"], base_arrays["N"]
     n = bw.shape[0]
     adaptive, has_n = bG.shape[0] == n, bN.shape[0] == n
     sp = dict(acc["sp"])
     idx = sp.pop("idx")
-    sub = dict(sp, **{k: acc[k] for k in ("lam", "n") if k in acc})
-    w_, G_, N_ = _linear_finish(sub, adaptive, idx.shape, idx.shape if adaptive else bG.shape,
-                                idx.shape if has_n else bN.shape)
-    w = np.zeros(n, np.float32)
-    w[idx] = w_
-    G = np.zeros(bG.shape, np.float32)
-    N = np.zeros(bN.shape, np.float32)
-    if adaptive:
-        G[idx] = G_
-    if has_n:
-        N[idx] = N_
+    if "dG" in sp:  # a MIX_RULES rule other than VW's
+        w, G, N = _adagrad_delta_finish(acc, bw, bG, bN, has_n)
+    else:
+        sub = dict(sp, **{k: acc[k] for k in ("lam", "n") if k in acc})
+        w_, G_, N_ = _linear_finish(sub, adaptive, idx.shape, idx.shape if adaptive else bG.shape,
+                                    idx.shape if has_n else bN.shape)
+        w = np.zeros(n, np.float32)
+        w[idx] = w_
+        G = np.zeros(bG.shape, np.float32)
+        N = np.zeros(bN.shape, np.float32)
+        if adaptive:
+            G[idx] = G_
+        if has_n:
+            N[idx] = N_
     scal = np.array(base_arrays["scal"], np.float64)
     for j, i in enumerate(_SCAL_ADD):
         scal[i] += acc["dscal"][j]
@@ -553,7 +612,8 @@ def _label_range(algo, nflt):
 
 
 def _union_rows(a, b):
-    """Two ``{"keys", "rows": [(weight, R x n)]}`` stacks over the union of their keys."""
+    """Two ``{"keys", "rows": [(weight, R x n)]}`` stacks over the union of their keys (compacted,
+    :func:`compact_rows`, where either carries a ``cap``)."""
     keys = np.union1d(a["keys"], b["keys"])
     out = []
     for src in (a, b):
@@ -562,7 +622,30 @@ def _union_rows(a, b):
             M = np.zeros((R.shape[0], len(keys)))
             M[:, pos] = R
             out.append((w, M))
-    return {"keys": keys, "rows": out}
+    res = {"keys": keys, "rows": out}
+    if "cap" in a or "cap" in b:
+        res["cap"] = a.get("cap", b.get("cap"))
+        res["dropped"] = a.get("dropped", np.zeros(1)) + b.get("dropped", np.zeros(1))
+        res = compact_rows(res)
+    return res
+
+
+def compact_rows(sk: dict) -> dict:
+    """A frequent-directions sketch accumulator ``{"keys", "rows": [(1, R)], "cap"}`` cut to its top
+    ``cap`` (the sketch size m) directions: one block ``sqrt(lambda_j) v_j`` of the top eigen-pairs of
+    ``sum_i R_i^T R_i``, the rest dropped (``dropped`` sums the largest eigenvalue dropped at each cut:
+    the merged curvature is below the exact merge's by at most that much in any direction, on top of
+    the frequent-directions shrink; Ghashami et al. 2016's mergeability, truncating instead of shrinking
+    so that the base's sketch, subtracted at the end, is not shrunk twice). The engine compacts every
+    leaf and every tree node, so an accumulator carries m rows over its keys however many nodes
+    it sums (``lift(..., compact=True)``); ``streamlearn merge`` does not (exact)."""
+    cap = int(sk["cap"][0])
+    if sum(R.shape[0] for _, R in sk["rows"]) <= cap:
+        return sk
+    with _one_blas_thread():
+        lam, V, nxt = _directions_([(1.0, R) for _, R in sk["rows"]], len(sk["keys"]), cap)
+    rows = np.sqrt(np.maximum(lam, 0.0))[:, None] * V
+    return dict(sk, rows=[(1.0, rows)], dropped=sk.get("dropped", np.zeros(1)) + nxt)
 
 
 def _sparse_union(a, b):
@@ -807,16 +890,44 @@ def _rule(state: State):
     return _RULES[state.algo]
 
 
-def lift(state: State, base: State) -> dict:
-    """The accumulator of ``state``, a node's state reached from ``base``."""
+#: how the adaptive AdaGrad states of nodes that started from one base mix (``lift(mix=...)``;
+#: other learners, and adagrad without ``--adaptive``, have their one rule). Per coordinate, with
+#: ``w_0, G_0`` the base's, ``dw_i = w_i - w_0``, ``dG_i = G_i - G_0`` (0 where node i did not touch it),
+#: ``lambda_i`` the examples node i learned, k nodes:
+#:
+#: * ``"vw"`` (default; ``streamlearn merge``): VW's AllReduce rule (module docstring), the G-weighted
+#:   mean of the weights, in which each node's copy of the base counts: a step that one node took
+#:   alone is shrunk by the k - 1 others' copies of the base;
+#: * ``"delta"``: ``w = w_0 + sum dG_i dw_i / sum dG_i``, ``G = G_0 + sum dG_i`` (what a sequential pass
+#:   accumulates): a step one node took alone is kept whole;
+#: * ``"examples"``: ``w = w_0 + sum lambda_i dw_i / sum lambda_i`` (McDonald et al.'s mixing weighted by
+#:   examples), ``G`` by VW's rule;
+#: * ``"sqrtk"``: delta's step times ``sqrt(k_eff)``, ``k_eff = (sum dG_i)^2 / sum dG_i^2`` (1 to k, the
+#:   nodes that shared the coordinate): between averaging and summing the steps.
+#:
+#: ``N`` (``--normalized``) is the dG-weighted mean of the nodes' in all but ``"vw"``.
+#: ``benchmarks/distributed.py --section mixing`` measures them.
+MIX_RULES = ("vw", "delta", "examples", "sqrtk")
+
+
+def lift(state: State, base: State, mix: str = "vw", compact: bool = False) -> dict:
+    """The accumulator of ``state``, a node's state reached from ``base`` (``mix``: :data:`MIX_RULES`;
+    ``compact``: FD-SON / RFD-SON sketch rows cut to m at this node and every node it is combined at,
+    :func:`compact_rows`)."""
+    if mix not in MIX_RULES:
+        raise MergeError(f"unknown mixing rule {mix!r} (known: {', '.join(MIX_RULES)})")
     lift_fn, _ = _rule(state)
+    if mix != "vw" and lift_fn is not _adagrad_lift:
+        mix = "vw"  # the only rule of the other learners
     _, units = _unit(state)
     _, bunits = _unit(base)
     lam = float(max(state.examples - base.examples, 0))
     accs = []
     for (m, a), (bm, ba) in zip(units, bunits):
         ex = max(int(m.get("examples_learned", 0)) - int(bm.get("examples_learned", 0)), 0)
-        acc = lift_fn(m, a, bm, ba, float(ex) if len(units) > 1 else lam)
+        acc = lift_fn(m, a, bm, ba, float(ex) if len(units) > 1 else lam, **({"mix": mix} if mix != "vw" else {}))
+        if compact and state.algo in ("fd-son", "rfd-son"):
+            acc["sk"] = compact_rows(dict(acc["sk"], cap=np.array([len(a["D"])], np.int64)))
         acc["examples"] = np.array([ex], np.int64)
         accs.append(acc)
     return {"units": accs, "examples": np.array([state.examples - base.examples], np.int64),
@@ -851,9 +962,10 @@ def finish(acc: dict, base: State) -> State:
     return State(base.algo, meta, arrays, dict(base.reader))
 
 
-def merge_states(states, base: State | None = None, names=None) -> State:
+def merge_states(states, base: State | None = None, names=None, mix: str = "vw") -> State:
     """Merge ``states`` (nodes that all started from ``base``; None: from scratch, a fresh
-    learner of the same hyper-parameters) by the learner's rule (module docstring)."""
+    learner of the same hyper-parameters) by the learner's rule (module docstring; ``mix``:
+    :data:`MIX_RULES`)."""
     states = list(states)
     if not states:
         raise MergeError("nothing to merge")
@@ -861,7 +973,7 @@ def merge_states(states, base: State | None = None, names=None) -> State:
     _rule(states[0])
     if base is None:
         base = fresh_state(states[0])
-    return finish(combine(lift(s, base) for s in states), base)
+    return finish(combine(lift(s, base, mix) for s in states), base)
 
 
 # -- frequent directions (FD-SON / RFD-SON / FTSL, when they merge) -------------------------------
