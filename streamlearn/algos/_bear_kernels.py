@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
-from ._sketch_kernels import (DRIVER_HYPER, _build_active, _eff_weights, _hll_add, _mb_gradient, _mb_predict,
+from ._sketch_kernels import (DRIVER_HYPER, _build_active, _const_index, _eff_weights, _hll_add, _mb_gradient, _mb_predict,
                               _add_ca, _offer_active, implements_update, minibatch_run)
 
 __all__ = ["Ring", "BearHyper", "two_loop", "bear_update", "bear_run", "ring_push"]
@@ -236,6 +236,9 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
 
     Line 3: QUERY A_t intersect top-k (others 0); 4: mean gradient on A_t; 5: oLBFGS
     direction (Alg. 1); 6: ADD ``-eta z`` on A_t; 7: re-QUERY A_t; 10: offer A_t to the heap.
+    The constant feature (``hyper.const_key``) is a coordinate like the others for the direction
+    and the pair, but its weight is the intercept: outside the sketch, always in the model (in
+    both ends of the secant pair), never offered to the heap.
     Lines 8-9: ``s = beta_{t+1} - beta_t`` is the change of the QUERYed weights (not the
     intended step ``-eta z``; NOTES_BEAR item 2) and ``r`` the gradient change on the same
     minibatch, both with the effective weights of the *same* top-k set (``hyper.same_set``: the
@@ -257,7 +260,8 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     tmp = np.empty(R, np.float64)
     beta0 = np.empty((K, nA), np.float64)
     inheap = np.empty((K, nA), np.bool_)
-    _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta0, inheap, tmp)
+    aconst = _const_index(akeys, hyper.const_key)
+    _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta0, inheap, tmp, state.intercept, aconst)
     _mb_predict(offsets, values, mb, nmb, loc, beta0, P0)  # the scores before the step (reported)
     G0 = np.empty((K, nA), np.float64)
     bound = _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P0, G0, state.lrange, hyper.clip)
@@ -283,15 +287,19 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     # line 6
     for a in range(nA):
         _hll_add(state.hll, akeys[a])
+        if a == aconst:  # the intercept, outside the sketch
+            for c in range(K):
+                state.intercept[c] -= eta * z[c * nA + a]
+            continue
         for c in range(K):
             d = z[c * nA + a]
             if d != 0.0:
                 _add_ca(sketch, c, abk, asg, a, -eta * d)
     # lines 7, 10 (and the weights after the step for line 8)
     beta1 = np.empty((K, nA), np.float64)
-    _offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta1, inheap)  # the set before the update
+    _offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta1, inheap, aconst)  # the set before the update
     if not hyper.same_set:  # the set after it
-        _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta1, inheap, tmp)
+        _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta1, inheap, tmp, state.intercept, aconst)
     P = np.empty((nmb, K), np.float64)
     _mb_predict(offsets, values, mb, nmb, loc, beta1, P)
     _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, state.lrange, False)  # G0 <- G1
