@@ -146,9 +146,32 @@ def _sketch_positions(key, seeds, width, bk, sg):
         sg[r] = 1.0 if (hs >> np.uint64(31)) == np.uint64(0) else -1.0
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _med3(a, b, c):
+    """The median of three values (min / max: no branches)."""
+    return max(min(a, b), min(max(a, b), c))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _med5(a, b, c, d, e):
+    """The median of five values: order the pairs (a, b) and (d, e); the smaller of the two
+    minima and the larger of the two maxima each have two values on one side, so neither is the
+    median, which is then the median of the other three (min / max: no branches)."""
+    lo1 = min(a, b)
+    hi1 = max(a, b)
+    lo2 = min(d, e)
+    hi2 = max(d, e)
+    return _med3(max(lo1, lo2), min(hi1, hi2), c)
+
+
 @njit(**INNER)
 def _median(tmp, R):
-    """Median of ``tmp[:R]`` (sorted in place by insertion; even ``R``: mean of the two middle values)."""
+    """Median of ``tmp[:R]`` (R = 3, 5: a min / max network; else sorted in place by insertion;
+    even ``R``: mean of the two middle values)."""
+    if R == 5:
+        return _med5(tmp[0], tmp[1], tmp[2], tmp[3], tmp[4])
+    if R == 3:
+        return _med3(tmp[0], tmp[1], tmp[2])
     for r in range(1, R):
         v = tmp[r]
         j = r
@@ -387,6 +410,16 @@ def _heap_offer(hkeys, hw, htpos, hname, tbl, size, key, val):
         elif abs(val) > old:
             _sift_down(hkeys, hw, htpos, hname, tbl, s, n)
         return -1
+    return _heap_enter(hkeys, hw, htpos, hname, tbl, size, key, val)
+
+
+@njit(**INNER)
+def _heap_enter(hkeys, hw, htpos, hname, tbl, size, key, val):
+    """The part of :func:`_heap_offer` for a ``key`` known not to be a member (no look-up):
+    enters if the heap is not full (and ``val != 0``) or if ``|val|`` beats the smallest member.
+    Returns the new member's name id or -1."""
+    k = hkeys.shape[0]
+    n = size[0]
     if val == 0.0 or k == 0:
         return -1
     if n < k:
@@ -507,6 +540,24 @@ def _build_active(offsets, indices, mb, nmb, seeds, width):
     for a in range(nA):
         _sketch_positions(akeys[a], seeds, width, abk[a], asg[a])
     return akeys, aocc, loc, abk, asg
+
+
+@njit(**INNER)
+def _touch_rows(sketch, abk):
+    """Read one value of every cache line the active features' cells span (each row's K
+    adjacent class cells), in one loop of independent loads, and return their sum (NaN only
+    if a cell is). The loads overlap, so the minibatch's later QUERYs and ADDs find the lines
+    in cache: one at a time, each would wait for memory (issue 21's 20 Newsgroups profile: the
+    ADD alone, at a miss per line, was a fifth of MISSION's run)."""
+    K = sketch.shape[2]
+    acc = 0.0
+    for a in range(abk.shape[0]):
+        for r in range(abk.shape[1]):
+            b = abk[a, r]
+            for c in range(0, K, 8):  # 8 float64 = one 64-byte line
+                acc += sketch[r, b, c]
+            acc += sketch[r, b, K - 1]
+    return acc
 
 
 @njit(**INNER)
@@ -697,9 +748,11 @@ def _step_size(eta0, schedule, t0, t):
 def _offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta, keep, aconst):
     """BEAR Alg. 2 lines 7 and 10: re-QUERY every class's weights of the active set A_t
     (``akeys``, first occurrences ``aocc``, buckets ``abk`` and signs ``asg``) and offer them to
-    its heap (a feature entering the heap takes its name from ``spans``). With ``beta``
-    non-empty, ``beta[c, a]`` receives the new weight where ``keep[c, a]`` (else 0). The
-    constant feature (active index ``aconst``, -1: none) has the intercept and is not offered."""
+    its heap (a feature entering the heap takes its name from ``spans``). ``keep[c, a]``: ``a``
+    was a member of class ``c``'s heap when the minibatch's weights were QUERYed (``_eff_weights``;
+    the others are offered without a look-up). With ``beta`` non-empty, ``beta[c, a]`` receives
+    the new weight where ``keep[c, a]`` (else 0). The constant feature (active index ``aconst``,
+    -1: none) has the intercept and is not offered."""
     sketch = state.sketch
     K = sketch.shape[2]
     nA = akeys.shape[0]
@@ -727,7 +780,10 @@ def _offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta, keep, aconst):
         for a in range(nA):
             if a == aconst:
                 continue
-            nid = _heap_offer(hkeys, hw, htpos, hname, htbl, size, akeys[a], V[c, a])
+            if keep[c, a]:  # a member when the weights were QUERYed: look it up (it may have left since)
+                nid = _heap_offer(hkeys, hw, htpos, hname, htbl, size, akeys[a], V[c, a])
+            else:  # not a member then, so not now (only a's own offer can add a)
+                nid = _heap_enter(hkeys, hw, htpos, hname, htbl, size, akeys[a], V[c, a])
             if nid >= 0:
                 _copy_name(names, name_len, nid, aocc[a], spans.text, spans.name_start,
                            spans.name_end, spans.ns_start, spans.ns_end)
