@@ -59,7 +59,7 @@ def _find_or_add(tbl, tkeys, nU, key):
     tmask = tbl.shape[0] - 1
     j = _home64(key, tmask)
     while True:
-        u = tbl[j]
+        u = np.int64(tbl[j])
         if u < 0:
             u = nU[0]
             tbl[j] = u
@@ -101,7 +101,7 @@ def _two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring
     T = 8
     while T < 2 * tot:
         T *= 2
-    tbl = np.empty(T, np.int64)
+    tbl = np.empty(T, np.int32)
     for t in range(T):
         tbl[t] = -1
     tkeys = np.empty(tot, np.int64)
@@ -114,10 +114,14 @@ def _two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring
         slot = head - 1 - j
         if slot < 0:
             slot += tau
-        for e in range(rs_len[slot]):
+        ns = rs_len[slot]
+        for e in range(ns):
             pos[2 * j * cap + e] = _find_or_add(tbl, tkeys, nU, rs_keys[slot, e])
-        for e in range(rr_len[slot]):
-            pos[(2 * j + 1) * cap + e] = _find_or_add(tbl, tkeys, nU, rr_keys[slot, e])
+        for e in range(rr_len[slot]):  # r's support is mostly s's (both on the pair's active set)
+            if e < ns and rr_keys[slot, e] == rs_keys[slot, e]:
+                pos[(2 * j + 1) * cap + e] = pos[2 * j * cap + e]
+            else:
+                pos[(2 * j + 1) * cap + e] = _find_or_add(tbl, tkeys, nU, rr_keys[slot, e])
     q = np.empty(nU[0], np.float64)
     for u in range(nU[0]):
         q[u] = g[u] if u < D else 0.0
