@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
-from ._sketch_kernels import (DRIVER_HYPER, _build_active, _const_index, _touch_rows, _eff_weights, _hll_add, _mb_gradient, _mb_predict,
+from ._sketch_kernels import (DRIVER_HYPER, _build_active, _const_index, _eff_weights, _hll_add, _mb_gradient, _mb_predict,
                               _add_ca, _offer_active, implements_update, minibatch_run)
 
 __all__ = ["Ring", "BearHyper", "two_loop", "bear_update", "bear_run", "ring_push"]
@@ -262,7 +262,6 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     nA = akeys.shape[0]
     D = K * nA
     tmp = np.empty(R, np.float64)
-    tmp[0] = _touch_rows(sketch, abk)  # kept in a scratch array the helpers own: the loads stay
     beta0 = np.empty((K, nA), np.float64)
     inheap = np.empty((K, nA), np.bool_)
     aconst = _const_index(akeys, hyper.const_key)

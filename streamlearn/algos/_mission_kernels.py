@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit
 
 from ..kernels._jit import KERNEL
-from ._sketch_kernels import (DRIVER_HYPER, _build_active, _const_index, _touch_rows, _eff_weights, _hll_add, _mb_gradient, _mb_predict,
+from ._sketch_kernels import (DRIVER_HYPER, _build_active, _const_index, _eff_weights, _hll_add, _mb_gradient, _mb_predict,
                               _add_ca, _offer_active, implements_update, minibatch_run)
 
 __all__ = ["MissionHyper", "mission_update", "mission_run"]
@@ -33,7 +33,6 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
     akeys, aocc, loc, abk, asg = _build_active(offsets, indices, mb, nmb, state.seeds, sketch.shape[1])
     nA = akeys.shape[0]
     tmp = np.empty(sketch.shape[0], np.float64)
-    tmp[0] = _touch_rows(sketch, abk)  # kept in a scratch array the helpers own: the loads stay
     beta = np.empty((K, nA), np.float64)
     inheap = np.empty((K, nA), np.bool_)
     aconst = _const_index(akeys, hyper.const_key)

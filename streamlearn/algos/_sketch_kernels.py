@@ -543,24 +543,6 @@ def _build_active(offsets, indices, mb, nmb, seeds, width):
 
 
 @njit(**INNER)
-def _touch_rows(sketch, abk):
-    """Read one value of every cache line the active features' cells span (each row's K
-    adjacent class cells), in one loop of independent loads, and return their sum (NaN only
-    if a cell is). The loads overlap, so the minibatch's later QUERYs and ADDs find the lines
-    in cache: one at a time, each would wait for memory (issue 21's 20 Newsgroups profile: the
-    ADD alone, at a miss per line, was a fifth of MISSION's run)."""
-    K = sketch.shape[2]
-    acc = 0.0
-    for a in range(abk.shape[0]):
-        for r in range(abk.shape[1]):
-            b = abk[a, r]
-            for c in range(0, K, 8):  # 8 float64 = one 64-byte line
-                acc += sketch[r, b, c]
-            acc += sketch[r, b, K - 1]
-    return acc
-
-
-@njit(**INNER)
 def _const_index(akeys, const_key):
     """The active index of the constant feature (``const_key``) in ``akeys``, or -1 (absent, or
     ``const_key`` -1: no intercept kept apart)."""
