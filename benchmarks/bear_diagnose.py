@@ -117,7 +117,8 @@ def direction(tr, a, extra):
         nA = len(akeys)
         beta = np.empty((1, nA))
         inh = np.empty((1, nA), np.bool_)
-        sk.eff_weights(L.sketch, L.htbl, L.hkeys, akeys, abk, asg, beta, inh, np.empty(L.R))
+        sk.eff_weights(L.sketch, L.htbl, L.hkeys, akeys, abk, asg, beta, inh, np.empty(L.R), L.intercept,
+                       sk.const_index(akeys, L.const_key))
         P = np.empty((m.n, 1))
         sk.mb_predict(off, val, mb, m.n, loc, beta, P)
         G = np.empty((1, nA))

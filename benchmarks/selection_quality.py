@@ -41,9 +41,9 @@ compressed), so ``--sketch_width`` = round(p / (CF x rows x max(K, 1))); the tab
 width used and the exact CF it gives. Under ``--oaa`` the per-class selections overlap by
 different amounts, so the tables give each union's size: the oracle's per-class top k share many
 frequent words (news20, k 100: 536 distinct features against chi2's 1,938), which makes it a weak
-reference there. The heaps hold k + 1 members and the
-constant (bias) feature is dropped from every selection, so each method selects k real features
-(the intercept is always part of the retrained model). At k = 1000 the sketch has fewer cells
+reference there. BEAR / MISSION keep the intercept outside their heaps (k members), and the
+constant (bias) feature is dropped from every other selection, so each method selects k real
+features (the intercept is always part of the retrained model). At k = 1000 the sketch has fewer cells
 than the heap has members from CF ~120 on (news20).
 
 Steps: BEAR (step x ``--curvature_damping``) and MISSION (step) are tuned on the **training**
@@ -250,7 +250,7 @@ def random_select(d, k, seed):
 
 def sketch_fit(d, name, W, rows, k, lr, b, passes, extra, seed, stop=False):
     """Train BEAR / MISSION; returns (learner, last-pass progressive loss)."""
-    L = LEARNERS[name](sketch_rows=rows, sketch_width=W, top_k=k + (0 if d.regression else 1),
+    L = LEARNERS[name](sketch_rows=rows, sketch_width=W, top_k=k,
                        minibatch=b, learning_rate=lr, oaa=d.K, loss_function=d.loss,
                        sketch_seed=seed, **extra)
     pl = np.inf

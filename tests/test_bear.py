@@ -8,7 +8,7 @@ bk = pytest.importorskip("streamlearn.algos._bear_kernels")
 
 from streamlearn.algos import COMMON_PARAMS, LEARNERS  # noqa: E402
 from streamlearn.algos.bear import Bear  # noqa: E402
-from streamlearn.batch import Batch  # noqa: E402
+from streamlearn.batch import CONSTANT_HASH, Batch  # noqa: E402
 
 from naive_olbfgs import dense_olbfgs, dense_two_loop  # noqa: E402
 
@@ -113,9 +113,11 @@ def test_ring_grows_capacity():
 
 
 # -- BEAR vs dense minibatch oLBFGS -------------------------------------------------------------
-@pytest.mark.parametrize("loss,code,damping", [("squared", 0, 0.0), ("logistic", 1, 0.0),
-                                               ("logistic", 1, 1.0)])
-def test_bear_equals_olbfgs_without_collisions(loss, code, damping, collision_free_keys, learner_weights):
+@pytest.mark.parametrize("loss,code,damping,const", [("squared", 0, 0.0, False), ("logistic", 1, 0.0, False),
+                                                     ("logistic", 1, 1.0, False), ("squared", 0, 0.0, True)])
+def test_bear_equals_olbfgs_without_collisions(loss, code, damping, const, collision_free_keys, learner_weights):
+    """``const``: column 0 is the constant feature (an offset in the labels): its weight is the
+    intercept, in the model from the first step (the reference's ``intercept``)."""
     rng = np.random.default_rng(7)
     n, p, R, W = 150, 24, 3, 96
     X = rng.normal(size=(n, p))
@@ -125,8 +127,14 @@ def test_bear_equals_olbfgs_without_collisions(loss, code, damping, collision_fr
     if code == 1:
         y = np.where(y > 0, 1.0, -1.0)
     keys = collision_free_keys(p, R, W)
+    if const:
+        X[:, 0] = 1.0
+        y = y + 2.0
+        keys[0] = CONSTANT_HASH
     eta, b, passes = 0.1, 10, 3
-    Bref, pref = dense_olbfgs(X, y, 0, code, b, eta, passes, damping=damping)
+    Bref, pref = dense_olbfgs(X, y, 0, code, b, eta, passes, damping=damping, intercept=0 if const else None)
+    if const:  # the constant as a feature (before issue 21's fix) gives another model: no pair at t = 0
+        assert not np.allclose(dense_olbfgs(X, y, 0, code, b, eta, passes, damping=damping)[1], pref)
     L = Bear(sketch_rows=R, sketch_width=W, top_k=p, minibatch=b, learning_rate=eta,
              loss_function=loss, curvature_damping=damping)
     batch = Batch.from_dense(X, y, hashes=keys)

@@ -240,7 +240,7 @@ def _probabilities(path):
 def test_sketch_learners_probabilities_are_the_softmax_of_their_class_scores(algo, tmp_path, invoke_cli):
     """--oaa K --probabilities with the Count-Sketch learners: the softmax of the K class scores,
     each the sum over the example's features in that class's top-k of the QUERYed weight times
-    the value. Progressive: uniform before the first update, the most probable class is the
+    the value, plus the class's intercept times the constant's value. Progressive: uniform before the first update, the most probable class is the
     prediction, and -log p(label) averages to the reported cross-entropy. predict: equal to
     the softmax computed here from the saved model's heaps."""
     from streamlearn.io import ReaderConfig, read_batches
@@ -269,6 +269,10 @@ def test_sketch_learners_probabilities_are_the_softmax_of_their_class_scores(alg
     learner, _, _ = load_model(str(model))
     kc, keys, wts, _ = learner.top_features(refresh=True)
     heap = [dict(zip(keys[kc == c].tolist(), wts[kc == c].tolist())) for c in range(26)]
+    from streamlearn.batch import CONSTANT_HASH
+    assert CONSTANT_HASH not in keys.tolist()
+    for c in range(26):  # the intercept: the constant feature's weight, kept apart from the heap
+        heap[c][CONSTANT_HASH] = float(learner.intercept[c])
     (b,) = list(read_batches([str(src)], ReaderConfig()))
     assert learner.unit  # --oaa: --example_norm auto scales each example to unit norm, predict too
     from streamlearn.batch import unit_norm_rows

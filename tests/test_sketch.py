@@ -76,6 +76,19 @@ def test_median_query_even_rows():
     assert sk.sketch_query(S3, np.zeros(3, np.int64), np.array([1.0, 1.0, -1.0]), np.empty(3)) == -1.0
 
 
+@pytest.mark.parametrize("R", [1, 2, 3, 4, 5, 6, 7])
+def test_median_query_equals_numpy_median(R):
+    """QUERY's median (min / max networks for R = 3 and 5, insertion sort otherwise) equals
+    np.median over every order of values with ties, signs and zeros."""
+    rng = np.random.default_rng(R)
+    bk = np.zeros(R, np.int64)
+    for _ in range(300):
+        v = rng.choice([-2.0, -1.0, 0.0, 0.5, 1.0, 3.0], R) if rng.random() < 0.5 else rng.normal(size=R)
+        S = v.reshape(R, 1).copy()
+        sg = rng.choice([-1.0, 1.0], R)
+        assert sk.sketch_query(S, bk, sg, np.empty(R)) == np.median(sg * v)
+
+
 def test_heavy_hitter_recovery():
     rng = np.random.default_rng(3)
     p, R, W = 20000, 5, 400

@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
-from ._sketch_kernels import (DRIVER_HYPER, _build_active, _eff_weights, _hll_add, _mb_gradient, _mb_predict,
+from ._sketch_kernels import (DRIVER_HYPER, _build_active, _const_index, _eff_weights, _hll_add, _mb_gradient, _mb_predict,
                               _add_ca, _offer_active, implements_update, minibatch_run)
 
 __all__ = ["Ring", "BearHyper", "two_loop", "bear_update", "bear_run", "ring_push"]
@@ -59,7 +59,7 @@ def _find_or_add(tbl, tkeys, nU, key):
     tmask = tbl.shape[0] - 1
     j = _home64(key, tmask)
     while True:
-        u = tbl[j]
+        u = np.int64(tbl[j])
         if u < 0:
             u = nU[0]
             tbl[j] = u
@@ -101,7 +101,7 @@ def _two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring
     T = 8
     while T < 2 * tot:
         T *= 2
-    tbl = np.empty(T, np.int64)
+    tbl = np.empty(T, np.int32)
     for t in range(T):
         tbl[t] = -1
     tkeys = np.empty(tot, np.int64)
@@ -114,10 +114,14 @@ def _two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring
         slot = head - 1 - j
         if slot < 0:
             slot += tau
-        for e in range(rs_len[slot]):
+        ns = rs_len[slot]
+        for e in range(ns):
             pos[2 * j * cap + e] = _find_or_add(tbl, tkeys, nU, rs_keys[slot, e])
-        for e in range(rr_len[slot]):
-            pos[(2 * j + 1) * cap + e] = _find_or_add(tbl, tkeys, nU, rr_keys[slot, e])
+        for e in range(rr_len[slot]):  # r's support is mostly s's (both on the pair's active set)
+            if e < ns and rr_keys[slot, e] == rs_keys[slot, e]:
+                pos[(2 * j + 1) * cap + e] = pos[2 * j * cap + e]
+            else:
+                pos[(2 * j + 1) * cap + e] = _find_or_add(tbl, tkeys, nU, rr_keys[slot, e])
     q = np.empty(nU[0], np.float64)
     for u in range(nU[0]):
         q[u] = g[u] if u < D else 0.0
@@ -236,6 +240,9 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
 
     Line 3: QUERY A_t intersect top-k (others 0); 4: mean gradient on A_t; 5: oLBFGS
     direction (Alg. 1); 6: ADD ``-eta z`` on A_t; 7: re-QUERY A_t; 10: offer A_t to the heap.
+    The constant feature (``hyper.const_key``) is a coordinate like the others for the direction
+    and the pair, but its weight is the intercept: outside the sketch, always in the model (in
+    both ends of the secant pair), never offered to the heap.
     Lines 8-9: ``s = beta_{t+1} - beta_t`` is the change of the QUERYed weights (not the
     intended step ``-eta z``; NOTES_BEAR item 2) and ``r`` the gradient change on the same
     minibatch, both with the effective weights of the *same* top-k set (``hyper.same_set``: the
@@ -257,7 +264,8 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     tmp = np.empty(R, np.float64)
     beta0 = np.empty((K, nA), np.float64)
     inheap = np.empty((K, nA), np.bool_)
-    _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta0, inheap, tmp)
+    aconst = _const_index(akeys, hyper.const_key)
+    _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta0, inheap, tmp, state.intercept, aconst)
     _mb_predict(offsets, values, mb, nmb, loc, beta0, P0)  # the scores before the step (reported)
     G0 = np.empty((K, nA), np.float64)
     bound = _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P0, G0, state.lrange, hyper.clip)
@@ -283,15 +291,19 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     # line 6
     for a in range(nA):
         _hll_add(state.hll, akeys[a])
+        if a == aconst:  # the intercept, outside the sketch
+            for c in range(K):
+                state.intercept[c] -= eta * z[c * nA + a]
+            continue
         for c in range(K):
             d = z[c * nA + a]
             if d != 0.0:
                 _add_ca(sketch, c, abk, asg, a, -eta * d)
     # lines 7, 10 (and the weights after the step for line 8)
     beta1 = np.empty((K, nA), np.float64)
-    _offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta1, inheap)  # the set before the update
+    _offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta1, inheap, aconst)  # the set before the update
     if not hyper.same_set:  # the set after it
-        _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta1, inheap, tmp)
+        _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta1, inheap, tmp, state.intercept, aconst)
     P = np.empty((nmb, K), np.float64)
     _mb_predict(offsets, values, mb, nmb, loc, beta1, P)
     _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, state.lrange, False)  # G0 <- G1

@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit
 
 from ..kernels._jit import KERNEL
-from ._sketch_kernels import (DRIVER_HYPER, _build_active, _eff_weights, _hll_add, _mb_gradient, _mb_predict,
+from ._sketch_kernels import (DRIVER_HYPER, _build_active, _const_index, _eff_weights, _hll_add, _mb_gradient, _mb_predict,
                               _add_ca, _offer_active, implements_update, minibatch_run)
 
 __all__ = ["MissionHyper", "mission_update", "mission_run"]
@@ -25,8 +25,9 @@ MissionHyper = namedtuple("MissionHyper", DRIVER_HYPER)
 @njit(cache=True, nogil=True)
 def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, state, extra, hyper, eta, P0):
     """One MISSION iteration on the minibatch ``mb[:nmb]``: QUERY A_t intersect top-k, mean
-    gradient on A_t, ADD ``-eta g`` on A_t, re-QUERY A_t and offer it to the heap. MISSION has
-    no state of its own: ``extra`` is returned as it came."""
+    gradient on A_t, ADD ``-eta g`` on A_t, re-QUERY A_t and offer it to the heap. The constant
+    feature's weight (``hyper.const_key``) is the intercept, stepped outside the sketch and never
+    offered. MISSION has no state of its own: ``extra`` is returned as it came."""
     sketch = state.sketch
     K = sketch.shape[2]
     akeys, aocc, loc, abk, asg = _build_active(offsets, indices, mb, nmb, state.seeds, sketch.shape[1])
@@ -34,17 +35,23 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
     tmp = np.empty(sketch.shape[0], np.float64)
     beta = np.empty((K, nA), np.float64)
     inheap = np.empty((K, nA), np.bool_)
-    _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta, inheap, tmp)
+    aconst = _const_index(akeys, hyper.const_key)
+    _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta, inheap, tmp, state.intercept, aconst)
     P = P0  # the scores before the step: the driver reports them
     _mb_predict(offsets, values, mb, nmb, loc, beta, P)
     G = np.empty((K, nA), np.float64)
     _mb_gradient(hyper.code, offsets, values, labels, weights, mb, nmb, loc, P, G, state.lrange, hyper.clip)
     for a in range(nA):
         _hll_add(state.hll, akeys[a])
+        if a == aconst:  # the intercept, outside the sketch
+            for c in range(K):
+                state.intercept[c] -= eta * G[c, a]
+            continue
         for c in range(K):
             if G[c, a] != 0.0:
                 _add_ca(sketch, c, abk, asg, a, -eta * G[c, a])
-    _offer_active(state, akeys, aocc, abk, asg, spans, tmp, np.empty((K, 0), np.float64), inheap)  # no weights back
+    _offer_active(state, akeys, aocc, abk, asg, spans, tmp, np.empty((K, 0), np.float64), inheap,
+                  aconst)  # no weights back
     return extra
 
 

@@ -14,6 +14,10 @@ duplicated or lost. Each member owns a stable *name id* indexing a fixed ``k x N
 buffer holding the feature's original ``namespace^name`` (truncated to ``NAME_BYTES`` bytes;
 the stored length is the full length so truncation is visible).
 
+The intercept (not in the papers, whose models have none): the constant feature's weight of
+each class, ``SketchState.intercept``, outside the sketch and the heap, in every prediction and
+stepped like the other coordinates (``DRIVER_HYPER``'s ``const_key``).
+
 HyperLogLog (Flajolet et al. 2007, 2^12 one-byte registers) counts distinct features seen in
 constant memory, for the compression factor.
 
@@ -35,7 +39,7 @@ from ._loss_kernels import loss_deriv, loss_value, target
 __all__ = [
     "NAME_BYTES", "HLL_BITS", "SOFTMAX", "murmur3_u32_array",
     "sketch_positions", "sketch_query", "sketch_query_keys", "sketch_query_class", "sketch_add_keys",
-    "tbl_find", "heap_offer", "heap_lookup", "hll_add", "build_active", "eff_weights",
+    "tbl_find", "heap_offer", "heap_lookup", "hll_add", "build_active", "const_index", "eff_weights",
     "mb_predict", "mb_gradient", "copy_name",
     "SketchState", "Spans", "minibatch_update", "implements_update", "minibatch_run", "DRIVER_HYPER",
 ]
@@ -44,8 +48,11 @@ __all__ = [
 #: The minibatch driver's hyper-parameters, the first fields of every sketch learner's hyper
 #: tuple: loss code (``_loss_kernels``; 3 = softmax for ``--oaa``), step ``eta0``, ``schedule``
 #: (0 constant, 1 inverse: ``eta0 * t0 / (t0 + t)``), ``t0``, the minibatch size ``b`` and ``clip``
-#: (squared loss: derivatives at the score clipped to the label range; ``--no_clip`` turns it off).
-DRIVER_HYPER = ("code", "eta0", "schedule", "t0", "b", "clip")
+#: (squared loss: derivatives at the score clipped to the label range; ``--no_clip`` turns it off) and
+#: ``const_key``: the constant feature's hash, whose weight (per class) is the intercept kept outside
+#: the sketch and the heap and used in every prediction, or -1 (models saved before: the constant
+#: is a feature like any other, in the sketch, and in the model only while it is in the heap).
+DRIVER_HYPER = ("code", "eta0", "schedule", "t0", "b", "clip", "const_key")
 
 
 class SketchState(NamedTuple):
@@ -65,6 +72,7 @@ class SketchState(NamedTuple):
     hll: np.ndarray  # uint8 (2^HLL_BITS,): HyperLogLog registers of the features seen
     counters: np.ndarray  # int64 (4,): t, ring head, ring count, pairs rejected
     lrange: np.ndarray  # float64 (2,): squared loss: label range learned so far
+    intercept: np.ndarray  # float64 (K,): the constant feature's weight of each class (const_key >= 0)
 
 
 class Spans(NamedTuple):
@@ -138,9 +146,32 @@ def _sketch_positions(key, seeds, width, bk, sg):
         sg[r] = 1.0 if (hs >> np.uint64(31)) == np.uint64(0) else -1.0
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _med3(a, b, c):
+    """The median of three values (min / max: no branches)."""
+    return max(min(a, b), min(max(a, b), c))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _med5(a, b, c, d, e):
+    """The median of five values: order the pairs (a, b) and (d, e); the smaller of the two
+    minima and the larger of the two maxima each have two values on one side, so neither is the
+    median, which is then the median of the other three (min / max: no branches)."""
+    lo1 = min(a, b)
+    hi1 = max(a, b)
+    lo2 = min(d, e)
+    hi2 = max(d, e)
+    return _med3(max(lo1, lo2), min(hi1, hi2), c)
+
+
 @njit(**INNER)
 def _median(tmp, R):
-    """Median of ``tmp[:R]`` (sorted in place by insertion; even ``R``: mean of the two middle values)."""
+    """Median of ``tmp[:R]`` (R = 3, 5: a min / max network; else sorted in place by insertion;
+    even ``R``: mean of the two middle values)."""
+    if R == 5:
+        return _med5(tmp[0], tmp[1], tmp[2], tmp[3], tmp[4])
+    if R == 3:
+        return _med3(tmp[0], tmp[1], tmp[2])
     for r in range(1, R):
         v = tmp[r]
         j = r
@@ -379,6 +410,16 @@ def _heap_offer(hkeys, hw, htpos, hname, tbl, size, key, val):
         elif abs(val) > old:
             _sift_down(hkeys, hw, htpos, hname, tbl, s, n)
         return -1
+    return _heap_enter(hkeys, hw, htpos, hname, tbl, size, key, val)
+
+
+@njit(**INNER)
+def _heap_enter(hkeys, hw, htpos, hname, tbl, size, key, val):
+    """The part of :func:`_heap_offer` for a ``key`` known not to be a member (no look-up):
+    enters if the heap is not full (and ``val != 0``) or if ``|val|`` beats the smallest member.
+    Returns the new member's name id or -1."""
+    k = hkeys.shape[0]
+    n = size[0]
     if val == 0.0 or k == 0:
         return -1
     if n < k:
@@ -502,12 +543,30 @@ def _build_active(offsets, indices, mb, nmb, seeds, width):
 
 
 @njit(**INNER)
-def _eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta, inheap, tmp):
+def _const_index(akeys, const_key):
+    """The active index of the constant feature (``const_key``) in ``akeys``, or -1 (absent, or
+    ``const_key`` -1: no intercept kept apart)."""
+    if const_key < 0:
+        return -1
+    for a in range(akeys.shape[0]):
+        if np.int64(akeys[a]) == const_key:
+            return a
+    return -1
+
+
+@njit(**INNER)
+def _eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta, inheap, tmp, intercept, aconst):
     """Effective weights on A_t (Alg. 2 line 3): QUERY for members of the class's top-k,
-    0 for the others. ``beta``, ``inheap`` are ``K x nA``."""
+    0 for the others; the constant feature (active index ``aconst``, -1: none) has the
+    intercept, always in the model. ``beta``, ``inheap`` are ``K x nA``."""
     K = sketch.shape[2]
     nA = akeys.shape[0]
     for a in range(nA):
+        if a == aconst:
+            for c in range(K):
+                inheap[c, a] = True
+                beta[c, a] = intercept[c]
+            continue
         for c in range(K):
             if _tbl_find_c(htbl, hkeys, c, akeys[a]) >= 0:
                 inheap[c, a] = True
@@ -518,15 +577,20 @@ def _eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta, inheap, tmp):
 
 
 @njit(**INNER)
-def _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp):
+def _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp, intercept, const_key):
     """Raw scores ``p[c]`` of example ``i``: sum over its features that are in class ``c``'s
-    top-k of the QUERYed weight times the value (the model's prediction rule)."""
+    top-k of the QUERYed weight times the value, plus the intercept times the constant
+    feature's value (the model's prediction rule)."""
     K = sketch.shape[2]
     W = sketch.shape[1]
     for c in range(K):
         p[c] = 0.0
     for k in range(offsets[i], offsets[i + 1]):
         key = indices[k]
+        if np.int64(key) == const_key:
+            for c in range(K):
+                p[c] += intercept[c] * values[k]
+            continue
         computed = False
         for c in range(K):
             if _tbl_find_c(htbl, hkeys, c, key) >= 0:
@@ -663,16 +727,23 @@ def _step_size(eta0, schedule, t0, t):
 
 
 @njit(**INNER)
-def _offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta, keep):
+def _offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta, keep, aconst):
     """BEAR Alg. 2 lines 7 and 10: re-QUERY every class's weights of the active set A_t
     (``akeys``, first occurrences ``aocc``, buckets ``abk`` and signs ``asg``) and offer them to
-    its heap (a feature entering the heap takes its name from ``spans``). With ``beta``
-    non-empty, ``beta[c, a]`` receives the new weight where ``keep[c, a]`` (else 0)."""
+    its heap (a feature entering the heap takes its name from ``spans``). ``keep[c, a]``: ``a``
+    was a member of class ``c``'s heap when the minibatch's weights were QUERYed (``_eff_weights``;
+    the others are offered without a look-up). With ``beta`` non-empty, ``beta[c, a]`` receives
+    the new weight where ``keep[c, a]`` (else 0). The constant feature (active index ``aconst``,
+    -1: none) has the intercept and is not offered."""
     sketch = state.sketch
     K = sketch.shape[2]
     nA = akeys.shape[0]
     V = np.empty((K, nA), np.float64)
     for a in range(nA):  # QUERY a feature's classes together (adjacent cells)
+        if a == aconst:
+            for c in range(K):
+                V[c, a] = state.intercept[c]
+            continue
         for c in range(K):
             V[c, a] = _query_ca(sketch, c, abk, asg, a, tmp)
     if beta.shape[1] > 0:
@@ -689,7 +760,12 @@ def _offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta, keep):
         names = state.names[c]
         name_len = state.name_len[c]
         for a in range(nA):
-            nid = _heap_offer(hkeys, hw, htpos, hname, htbl, size, akeys[a], V[c, a])
+            if a == aconst:
+                continue
+            if keep[c, a]:  # a member when the weights were QUERYed: look it up (it may have left since)
+                nid = _heap_offer(hkeys, hw, htpos, hname, htbl, size, akeys[a], V[c, a])
+            else:  # not a member then, so not now (only a's own offer can add a)
+                nid = _heap_enter(hkeys, hw, htpos, hname, htbl, size, akeys[a], V[c, a])
             if nid >= 0:
                 _copy_name(names, name_len, nid, aocc[a], spans.text, spans.name_start,
                            spans.name_end, spans.ns_start, spans.ns_end)
@@ -758,13 +834,15 @@ def minibatch_run(offsets, indices, values, labels, weights, spans, state, extra
     seeds = state.seeds
     htbl = state.htbl
     hkeys = state.hkeys
+    intercept = state.intercept
     P0 = np.empty((min(hyper.b, n) + 1, K), np.float64)
     for i in range(n + 1):
         last = i == n  # one extra round: learn a final partial minibatch when flushing
         if not last:
             labeled = learn and not math.isnan(labels[i])
             if i >= skip and not labeled:  # rows < skip were predicted and recorded by an earlier call
-                _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp)
+                _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp, intercept,
+                                 hyper.const_key)
                 _record(code, p, K, labels[i], i, out, pred_out, loss_out, score_out)
             if labeled:
                 mb[nmb] = i
@@ -783,7 +861,8 @@ def minibatch_run(offsets, indices, values, labels, weights, spans, state, extra
         i = mb[q]
         pending_out[q] = i
         if i >= skip:  # learned by a later call, from this model
-            _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp)
+            _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp, intercept,
+                                 hyper.const_key)
             _record(code, p, K, labels[i], i, out, pred_out, loss_out, score_out)
     return learned, nmb, extra
 
@@ -831,9 +910,15 @@ def build_active(offsets, indices, mb, nmb, seeds, width):
 
 
 @njit(**KERNEL)
-def eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta, inheap, tmp):
+def const_index(akeys, const_key):
+    """:func:`_const_index` callable from Python (tests, benchmarks)."""
+    return _const_index(akeys, const_key)
+
+
+@njit(**KERNEL)
+def eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta, inheap, tmp, intercept, aconst):
     """:func:`_eff_weights` callable from Python (tests, benchmarks)."""
-    return _eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta, inheap, tmp)
+    return _eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta, inheap, tmp, intercept, aconst)
 
 
 @njit(**KERNEL)

@@ -90,8 +90,8 @@ class Bear(SketchLearner):
             raise ValueError("--curvature_damping must be >= 0")
 
     def _hyper_tuple(self):
-        return _kernels.BearHyper(self.loss_code, self.eta, self.schedule, self.t0, self.b, self.clip, self.eps,
-                                  self.damping, self.same_set, self.secant_topk)
+        return _kernels.BearHyper(self.loss_code, self.eta, self.schedule, self.t0, self.b, self.clip, self.const_key,
+                                  self.eps, self.damping, self.same_set, self.secant_topk)
 
     def _extra_state(self):
         return _kernels.Ring(*(getattr(self, f) for f in _kernels.Ring._fields))

@@ -32,4 +32,5 @@ class Mission(SketchLearner):
     compiled_kernels = ((_kernels, "mission_run"),)
 
     def _hyper_tuple(self):
-        return _kernels.MissionHyper(self.loss_code, self.eta, self.schedule, self.t0, self.b, self.clip)
+        return _kernels.MissionHyper(self.loss_code, self.eta, self.schedule, self.t0, self.b, self.clip,
+                                     self.const_key)

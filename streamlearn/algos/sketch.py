@@ -11,7 +11,14 @@ first-order baseline):
   original ``namespace^name`` (captured when a feature enters the heap, at most
   ``NAME_BYTES`` = 64 bytes each; longer names are truncated), so memory is O(sketch + k);
 * predictions use only the top-k features: ``p = sum over x's features in the top-k of
-  QUERY(h) * x_h`` (as in the paper; NOTES_BEAR item 6);
+  QUERY(h) * x_h`` (as in the paper; NOTES_BEAR item 6), plus the intercept: the constant
+  feature's weight (VW's constant hash, ``batch.CONSTANT_HASH``; absent with ``--noconstant``) is
+  kept apart, one float per class outside the sketch and the heap, learned by the same update as
+  the other coordinates and used in every prediction. The papers' models have no intercept; as
+  a heap member it would compete for a slot, and out of the heap its weight is learned while the
+  model does not use it (issue 21: on rcv1 one sketch seed ended with the constant entering the
+  heap late with a large weight, predicting 93% positive). Models saved before keep the constant
+  as a feature like any other (``meta.intercept`` absent: ``"heap"``);
 * learning runs on minibatches of ``--minibatch`` labeled examples with the mean gradient;
   every example is predicted with the model as it is before its minibatch's update
   (progressive validation; one driver, ``_sketch_kernels.minibatch_run``). A minibatch may
@@ -34,7 +41,7 @@ import struct
 
 import numpy as np
 
-from ..batch import Batch, concat_batches, empty_batch, unit_norm_rows
+from ..batch import CONSTANT_HASH, Batch, concat_batches, empty_batch, unit_norm_rows
 from ..kernels import kernel_array, kernel_batch, lazy
 from ..memory import physical_memory
 from .base import COMMON_PARAMS, Learner, Param, adopt, lazy_zeros, require
@@ -169,6 +176,9 @@ class SketchLearner(Learner):
         self.hll = np.zeros(1 << HLL_BITS, np.uint8)
         self.counters = np.zeros(4, np.int64)  # t, ring head, ring count, pairs rejected
         self.lrange = np.zeros(2, np.float64)  # squared loss: label range learned so far
+        self.intercept = np.zeros(self.kc, np.float64)  # the constant feature's weight per class
+        #: the intercept kept apart (False: a model saved before, the constant a heap feature)
+        self.keep_intercept = True
         self._pending: Batch | None = None
         self.probabilities = False
         self.last_probabilities = None
@@ -278,6 +288,20 @@ class SketchLearner(Learner):
         self.clip = not self.hyper.get("no_clip")
         if self.schedule and self.t0 <= 0:
             raise ValueError("--t0 must be positive")
+
+    @property
+    def const_key(self) -> int:
+        """The kernels' ``const_key``: the constant feature's hash when the intercept is kept apart,
+        else -1."""
+        return CONSTANT_HASH if self.keep_intercept else -1
+
+    def _extra_meta(self):
+        return {"intercept": "kept" if self.keep_intercept else "heap"}
+
+    def _load_extra_meta(self, meta):
+        mode = meta.get("intercept", "heap")  # saved before the intercept was kept apart: in the heap
+        require(mode in ("kept", "heap"), f"meta.intercept = {mode!r} is not 'kept' or 'heap'")
+        self.keep_intercept = mode == "kept"
 
     @property
     def loss_code(self) -> int:
@@ -420,10 +444,13 @@ class SketchLearner(Learner):
         return [self.query(hashes)]
 
     def query(self, hashes, cls: int = 0) -> np.ndarray:
-        """QUERY the sketch of class ``cls`` (0-based) for the given 32-bit hashes."""
+        """QUERY the sketch of class ``cls`` (0-based) for the given 32-bit hashes (the constant
+        feature's: the intercept, when it is kept apart)."""
         keys = np.ascontiguousarray(hashes, np.uint32)
         out = np.empty(len(keys))
         _kernels.sketch_query_class(self.sketch, cls, self.seeds, keys, out)
+        if self.keep_intercept:
+            out[keys == CONSTANT_HASH] = self.intercept[cls]
         return out
 
     # -- summary ------------------------------------------------------------------------------
@@ -450,7 +477,9 @@ class SketchLearner(Learner):
 
     # -- state --------------------------------------------------------------------------------
     def _arrays(self):
-        a = {f: getattr(self, f) for f in _kernels.SketchState._fields}
+        a = {f: getattr(self, f) for f in self._STATE_FIELDS}
+        if not self.keep_intercept:  # a model saved before: its format
+            del a["intercept"]
         a["sketch"] = self.saved_sketch()
         p = self._pending if self._pending is not None else empty_batch()
         spans = _spans(p)
@@ -469,7 +498,7 @@ class SketchLearner(Learner):
 
     # the state's fields in the order of SketchState (kept here: no numba import to load a model)
     _STATE_FIELDS = ("sketch", "seeds", "hkeys", "hw", "htpos", "hname", "htbl", "hsize", "names", "name_len",
-                     "hll", "counters", "lrange")
+                     "hll", "counters", "lrange", "intercept")
 
     @classmethod
     def saved_shapes(cls, hyper):
@@ -498,6 +527,9 @@ class SketchLearner(Learner):
         pending minibatch a valid batch of learnable rows."""
         for f in self._STATE_FIELDS:
             cur = getattr(self, f)
+            if f == "intercept" and not self.keep_intercept:  # saved before: the constant in the sketch
+                require(f not in arrays, "array intercept in a model whose meta.intercept is 'heap'")
+                continue
             require(f in arrays, f"array {f} is missing")
             if f == "sketch":  # saved (K, R, W); kept (R, W, K)
                 sk = adopt(f, arrays[f], (self.kc, self.R, self.W), cur.dtype)
@@ -509,6 +541,9 @@ class SketchLearner(Learner):
                 "array seeds: not the Count Sketch seeds of --sketch_seed / --random_seed")
         k = self.k
         require(((self.hsize >= 0) & (self.hsize <= k)).all(), f"array hsize: a heap size outside 0..{k}")
+        require(not self.keep_intercept or not (self.hkeys == CONSTANT_HASH)[
+            np.arange(k)[None, :] < self.hsize[:, None]].any(),
+            "array hkeys: the constant feature in the heap of a model that keeps the intercept apart")
         require(((self.name_len >= 0)).all(), "array name_len: a negative length")
         ids = np.sort(self.hname, axis=1)
         require((ids == np.arange(k, dtype=np.int32)[None, :]).all(),

@@ -414,7 +414,10 @@ def _sketch_lift(meta, arrays, base_meta, base_arrays, lam) -> dict:
     cnt, bc = arrays["counters"], base_arrays["counters"]
     return {"S": lam * sk, "lam": np.array([lam]), "Ssum": sk.copy(), "n": np.array([1.0]), "cand": cand,
             "hll": arrays["hll"].copy(), "dt": np.array([cnt[0] - bc[0], cnt[3] - bc[3]], np.int64),
-            "lo": np.array([arrays["lrange"][0]]), "hi": np.array([arrays["lrange"][1]])}
+            "lo": np.array([arrays["lrange"][0]]), "hi": np.array([arrays["lrange"][1]]),
+            # the intercept kept apart from the sketch (absent in models saved before): averaged alike
+            "I": lam * np.asarray(arrays.get("intercept", np.zeros(kc)), np.float64),
+            "Isum": np.asarray(arrays.get("intercept", np.zeros(kc)), np.float64).copy()}
 
 
 def _union_candidates(a, b):
@@ -432,6 +435,8 @@ def _sketch_finish(acc, base_meta, base_arrays):
     lam = float(acc["lam"][0])
     sk = acc["S"] / lam if lam > 0 else acc["Ssum"] / float(acc["n"][0])
     out["sketch"] = sk
+    if "intercept" in out:
+        out["intercept"] = acc["I"] / lam if lam > 0 else acc["Isum"] / float(acc["n"][0])
     seeds = base_arrays["seeds"]
     kc, k = base_arrays["hkeys"].shape
     T = base_arrays["htbl"].shape[1]
