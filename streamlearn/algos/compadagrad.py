@@ -84,11 +84,30 @@ Composite steps
 ``--l2`` / ``--l1``: the paper's phi(x) = l2/2 ||x||^2 + l1 ||x||_1, eta phi per round. At k = 0 the
 step is per coordinate, x_j <- soft(D_j x_j - eta imp g_j, eta l1) / (D_j + eta l2) in every round
 for every feature seen, applied lazily (Duchi et al. 2011 Sec. 5: between two rounds with j the
-rounds with g_j = 0 shrink x_j in closed form). With k > 0 the constraint Pi y = 0 couples every
-feature of a bucket through the shrink factors D_j / (D_j + eta l2), which differ per feature: no
-lazy form is O(s), so ``--l1`` / ``--l2`` with ``-k > 0`` is a usage error.
+rounds with g_j = 0 shrink x_j in closed form).
 
-Cost per learned example: O(s + k^2) plus the O(k^3) Jacobi eigen step (small at k ~ 10); memory
+With k > 0 the step moves every feature of the map in every round, and not lazily: the shrink
+factors D_j / (D_j + eta l2) differ per feature while the constraint Pi y = 0 couples the features of a
+bucket, so a feature's weight after m idle rounds is a degree-m polynomial in its own D_j, with
+coefficients from each round (no finite per-bucket summary). The learner keeps the weights of the
+features in the map materialised and takes the exact step on all of them (the eager form, O(N k + k^3)
+per learned example for N features in the map, with a gradient or without; the features of the map
+linked in the order they joined, through ``lastt``, with their positions in ``bsnap``):
+
+* ``--l2`` alone (Mehta Sec. 4.1, unscaled map): the subspace part Pi^T a, a = (K + eta l2 I)^-1 (K Pi x_t -
+  Pi g) (Lemma 5), and the complement part per bucket (Lemma 6; Pi D Pi^T is diagonal, the buckets being
+  disjoint);
+* ``--l1`` (Sec. 4.2's LASSO, argmin <g - A x_t, x> + 1/2 x^T (A + eta l2 I) x + eta l1 ||x||_1): with
+  a = Pi x as a variable and nu its multiplier, x is separable (a soft-threshold per feature) given
+  (a, nu), and Newton's method solves the 2k piecewise-linear optimality equations, exactly once the
+  pattern of zero weights stops changing (usually a few steps; the paper uses LARS over all n
+  coordinates).
+
+Both equal the dense reference (``CompAdaGrad(..., l1=, l2=)``: an n x n solve, coordinate descent for
+l1) to 1e-6 (``tests/test_compadagrad.py``). Not with ``--subspace_map srht``.
+
+Cost per learned example: O(s + k^2) plus the O(k^3) Jacobi eigen step (small at k ~ 10; with
+``--l1`` / ``--l2`` and k > 0, O(N k) more for the N features in the map); memory
 four float64 tables of 2^b (w, G, and the two snapshots; allocated lazily, only pages touched become
 resident) and O(k^2).
 
@@ -154,9 +173,11 @@ class CompAdaGrad(Learner):
         Param("complement_weight", float, 1.0, "CompAdaGrad: weight of the complement's regulariser "
               "(Mehta's tau; its step is divided by it).", low=0, low_open=True),
         Param("l1", float, 0.0, "CompAdaGrad: l1 regulariser, the composite step's eta l1 ||x||_1 "
-              "(-k 0 only).", structural=True, low=0),
+              "(with -k > 0 every feature seen moves in every round: O(features seen x k) per example; "
+              "not with --subspace_map srht).", structural=True, low=0),
         Param("l2", float, 0.0, "CompAdaGrad: l2 regulariser, the composite step's eta l2/2 ||x||^2 "
-              "(-k 0 only).", structural=True, low=0),
+              "(with -k > 0 every feature seen moves in every round: O(features seen x k) per example; "
+              "not with --subspace_map srht).", structural=True, low=0),
     )
 
     compiled_kernels = ((_kernels, "comp_run"),)
@@ -166,9 +187,10 @@ class CompAdaGrad(Learner):
         h = self.hyper
         self.k = int(h["subspace_dim"])
         self.prox = float(h["l1"]) > 0.0 or float(h["l2"]) > 0.0
-        if self.k > 0 and self.prox:
-            raise ValueError("--algo compadagrad: --l1 / --l2 need -k 0 (with k > 0 the composite step couples "
-                             "every feature of a subspace bucket: no O(s) form)")
+        if self.k > 0 and self.prox and h["subspace_map"] == "srht":
+            raise ValueError("--algo compadagrad: --l1 / --l2 are not implemented with --subspace_map srht "
+                             "(use the default countsketch map, or -k 0)")
+        self.eager = self.k > 0 and self.prox
         self.seed = (int(h["subspace_seed"]) + 0x9E3779B97F4A7C15 * int(h["random_seed"])) & 0xFFFFFFFFFFFFFFFF
         size = 1 << self.bits
         kk = max(self.k, 1)
@@ -194,6 +216,7 @@ class CompAdaGrad(Learner):
         self.S0 = np.zeros((self.k, self.k))
         self.V = np.eye(self.k)
         self.scal = np.zeros(3)
+        self.head = np.zeros(2 if self.eager else 1)
         if self.loss.name == "logistic":
             self.scal[0], self.scal[1] = -50.0, 50.0  # VW's prediction range for logistic loss (as adagrad)
         self.pages = PageSet(size)
@@ -282,6 +305,8 @@ class CompAdaGrad(Learner):
                "lastt": ((size if prox else 1,), np.float64), "S0": ((k, k), np.float64), "V": ((k, k), np.float64),
                "scal": ((3,), np.float64)}
         out.update({f: ((kk,), np.float64) for f in ("bsum", "rsum", "phi", "nseen")})
+        if k > 0 and prox:
+            out["head"] = ((2,), np.float64)
         if hyper.get("subspace_map") == "srht" and k > 0:
             out = {"w": ((size,), np.float64), "G": ((size,), np.float64), "signs": ((size,), np.float64),
                    "rows": ((k,), np.int64), "S0": ((k, k), np.float64), "scal": ((3,), np.float64)}
@@ -296,7 +321,7 @@ class CompAdaGrad(Learner):
         for f in _TABLES:
             a = getattr(self, f)
             out[f] = pages.table(a, entries) if entries is not None and a.shape[0] == pages.size else a
-        for f in _SMALL:
+        for f in _SMALL + (("head",) if self.eager else ()):
             out[f] = getattr(self, f)
         return out
 
@@ -316,7 +341,7 @@ class CompAdaGrad(Learner):
             cur = getattr(self, f)
             setattr(self, f, self.pages.load(f, arrays[f], cur.shape, cur.dtype, track=cur.shape[0] == self.pages.size,
                                              owned=adopting()))
-        for f in _SMALL:
+        for f in _SMALL + (("head",) if self.eager else ()):
             setattr(self, f, np.array(arrays[f], dtype=np.float64).reshape(getattr(self, f).shape))
         require(all_nonnegative(self.G), "array G: a negative entry")
         require(all_nonnegative(self.lastt), "array lastt: a negative entry")
@@ -327,3 +352,6 @@ class CompAdaGrad(Learner):
         require(self.k == 0 or float(np.abs(self.V.T @ self.V - np.eye(self.k)).max()) < 1e-6, "array V: not orthogonal")
         sc = self.scal
         require(sc[0] <= sc[1] and sc[2] >= 0, "array scal: label range or round count out of range")
+        if self.eager:
+            require(bool(_kernels.check_list(self._state(), self._hp())),
+                    "arrays lastt / bsnap / head: not the list of the features in the map")
