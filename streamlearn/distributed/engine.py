@@ -30,7 +30,6 @@ memory limit or crash isolation.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from dataclasses import fields
 
@@ -252,18 +251,13 @@ def _start_cluster(scheduler, workers, log, processes=True):
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=False, memory_limit=limit,
                                dashboard_address=":0", silence_logs=40)
     else:
-        import contextlib
-
-        import dask
-
-        # on Linux the worker processes are forked from this one (it has imported what they need): Dask's
-        # default, spawn, starts each from a fresh interpreter that imports dask, numpy and streamlearn again
-        # (benchmarks/distributed.py times start, imports and stop); a worker the nanny restarts later is spawned
-        fork = sys.platform.startswith("linux")
-        with (dask.config.set({"distributed.worker.multiprocessing-method": "fork"}) if fork
-              else contextlib.nullcontext()):
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=limit,
-                                   dashboard_address=":0", silence_logs=40)
+        # the worker processes are spawned (Dask's default), not forked: forking a process that already
+        # runs threads (pyarrow's pools, BLAS, a notebook's or a test runner's) can leave a child
+        # deadlocked on a lock some other thread held at the fork, and the cluster then waits for that
+        # worker for ever (seen in the test suite: a forked worker that never ran). Spawning costs about
+        # 1 s more per run (a fresh interpreter imports dask, numpy and streamlearn).
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=limit,
+                               dashboard_address=":0", silence_logs=40)
     client = Client(cluster)
     log(f"dask: LocalCluster of {n} worker {'processes' if processes else 'threads in this process'} (memory limit "
         f"{'auto' if limit == 'auto' else f'{limit / 2**30:.1f} GiB'} each), dashboard {client.dashboard_link}"
