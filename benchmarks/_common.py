@@ -115,6 +115,16 @@ def gunzip_to(src: Path, dst: Path) -> Path:
     return dst
 
 
+def vw_text_sets(sets, only=()):
+    """``(name, K, source file, VW text file)`` for each ``(name, path under DATASETS, K)`` of ``sets`` named in
+    ``only`` (every one when empty), converted (LIBSVM) or unpacked (gzip) into CACHE once."""
+    for name, rel, K in sets:
+        if only and name not in only:
+            continue
+        src, dst = DATASETS / rel, CACHE / f"{name}.vw"
+        yield name, K, src, (libsvm_to_vw(src, dst) if rel.endswith(".libsvm.gz") else gunzip_to(src, dst))
+
+
 def gen_sparse(n=200_000) -> tuple[Path, Path]:
     prefix = CACHE / f"gs{n}"
     vw, ls = Path(str(prefix) + ".vw"), Path(str(prefix) + ".libsvm")
@@ -141,7 +151,7 @@ def metrics(path: Path) -> dict:
 
 
 def table(rows, cols):
-    widths = [max(len(str(c)), *(len(str(r.get(c, ""))) for r in rows)) for c in cols]
+    widths = [max([len(str(c))] + [len(str(r.get(c, ""))) for r in rows]) for c in cols]
     line = "  ".join(str(c).ljust(w) for c, w in zip(cols, widths))
     out = [line, "  ".join("-" * w for w in widths)]
     for r in rows:

@@ -23,10 +23,9 @@ import math
 import os
 import re
 import subprocess
-import sys
 
 from _baseline import baseline_cmd, baseline_tree
-from _common import CACHE, DATASETS, gunzip_to, libsvm_to_vw, need_shared, streamlearn_cmd, table, vw_cmd
+from _common import CACHE, need_shared, streamlearn_cmd, table, vw_cmd, vw_text_sets
 
 SETS = [  # name, path, K
     ("letter_scale", "letter_scale/letter_scale.libsvm.gz", 26),
@@ -74,11 +73,7 @@ def main():
         subprocess.run(prefix("warmup", *sum((["--algo", x] for x in algos), [])), capture_output=True, check=True)
     load = os.getloadavg()
     rows = []
-    for name, rel, K in SETS:
-        if only and name not in only:
-            continue
-        src = DATASETS / rel
-        vwfile = libsvm_to_vw(src, CACHE / f"{name}.vw") if rel.endswith(".libsvm.gz") else gunzip_to(src, CACHE / f"{name}.vw")
+    for name, K, src, vwfile in vw_text_sets(SETS, only):
         wall, cpu, err = timed(vw_cmd(vwfile, "--oaa", K))
         vw_err = float(re.search(r"average loss = ([\d.]+)", err).group(1))
         rows.append({"dataset": name, "K": K, "run": "VW --oaa K", "error": f"{vw_err:.4f}", "wall s": f"{wall:.2f}",

@@ -27,7 +27,7 @@ import re
 import sys
 from pathlib import Path
 
-from _common import CACHE, DATASETS, gunzip_to, libsvm_to_vw, need_shared, run_rss, streamlearn_cmd, table, vw_cmd
+from _common import CACHE, gunzip_to, need_shared, run_rss, streamlearn_cmd, table, vw_cmd, vw_text_sets
 
 SETS = [  # name, path, K
     ("letter_scale", "letter_scale/letter_scale.libsvm.gz", 26),
@@ -95,11 +95,7 @@ def main():
     # compile the numba kernels once (oja-son, the softmax) so that no row pays for it
     run_rss(streamlearn_cmd("warmup", "--algo", "adagrad", "--algo", "oja-son"))
     rows = []
-    for name, rel, K in SETS:
-        if only and name not in only:
-            continue
-        src = DATASETS / rel
-        vwfile = libsvm_to_vw(src, CACHE / f"{name}.vw") if rel.endswith(".libsvm.gz") else gunzip_to(src, CACHE / f"{name}.vw")
+    for name, K, src, vwfile in vw_text_sets(SETS, only):
         vw_wall, vw_err, n, vw_rss, vw_inner = _vw(vwfile, K, a.repeat)
         rows.append({"dataset": name, "K": K, "n": n, "run": "VW --oaa K", "error": f"{vw_err:.4f}",
                      "d err (pts)": "", "examples/s": f"{n / vw_wall:,.0f}", "speed vs VW": "1.00x",
@@ -149,14 +145,10 @@ def _repeat(src: Path, dst: Path, times: int) -> Path:
 
 def scaled(a, only):
     rows = []
-    for name, rel, K in SETS:
-        if name not in SCALED or (only and name not in only):
-            continue
-        src = DATASETS / rel
-        vw1 = libsvm_to_vw(src, CACHE / f"{name}.vw") if rel.endswith(".libsvm.gz") else gunzip_to(src, CACHE / f"{name}.vw")
+    for name, K, src, vw1 in vw_text_sets([s for s in SETS if s[0] in SCALED], only):
         vwfile = _repeat(vw1, CACHE / f"{name}_x{a.scale}.vw", a.scale)
         ours_in = vwfile
-        if rel.endswith(".libsvm.gz"):
+        if str(src).endswith(".libsvm.gz"):
             ours_in = _repeat(gunzip_to(src, CACHE / f"{name}.libsvm"), CACHE / f"{name}_x{a.scale}.libsvm", a.scale)
         vw_wall, vw_err, n, vw_rss, vw_inner = _vw(vwfile, K, a.repeat)
         rows.append({"dataset": f"{name} x{a.scale}", "K": K, "n": n, "run": "VW --oaa K", "error": f"{vw_err:.4f}",
