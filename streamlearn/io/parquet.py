@@ -43,6 +43,8 @@ linear features, before ``-q`` interactions) unless ``cfg.constant`` is false.
 """
 from __future__ import annotations
 
+import functools
+
 import io
 import os
 
@@ -261,20 +263,15 @@ def _pos_map(s, e, s_their, size):
     return m
 
 
-def _NUMPY_TYPES():
+@functools.cache
+def _numpy_types():
     """Arrow type id -> NumPy dtype of the fixed-width numeric types :func:`_numpy` views."""
-    if not _NUMPY_TYPE_IDS:
-        import pyarrow as pa
+    import pyarrow as pa
 
-        for t, d in ((pa.float64(), np.float64), (pa.float32(), np.float32), (pa.int8(), np.int8),
-                     (pa.int16(), np.int16), (pa.int32(), np.int32), (pa.int64(), np.int64),
-                     (pa.uint8(), np.uint8), (pa.uint16(), np.uint16), (pa.uint32(), np.uint32),
-                     (pa.uint64(), np.uint64)):
-            _NUMPY_TYPE_IDS[t.id] = np.dtype(d)
-    return _NUMPY_TYPE_IDS
-
-
-_NUMPY_TYPE_IDS = {}
+    return {t.id: np.dtype(d) for t, d in (
+        (pa.float64(), np.float64), (pa.float32(), np.float32), (pa.int8(), np.int8), (pa.int16(), np.int16),
+        (pa.int32(), np.int32), (pa.int64(), np.int64), (pa.uint8(), np.uint8), (pa.uint16(), np.uint16),
+        (pa.uint32(), np.uint32), (pa.uint64(), np.uint64))}
 
 
 def _numpy(arr):
@@ -282,7 +279,7 @@ def _numpy(arr):
     of the data buffer, slice offset honoured; with nulls, a copy with NaN at the nulls, integers
     as float64) without calling it: ``Array.to_numpy`` imports pandas on its first call (pyarrow
     26), ~0.65 CPU-s in every process that reads Parquet, every ``--engine dask`` worker included."""
-    dt = _NUMPY_TYPES().get(arr.type.id)
+    dt = _numpy_types().get(arr.type.id)
     bufs = arr.buffers() if dt is not None else None
     if dt is None or len(bufs) < 2 or bufs[1] is None:
         return arr.to_numpy(zero_copy_only=False)
