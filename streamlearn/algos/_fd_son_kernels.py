@@ -820,6 +820,18 @@ def _xainvx(H, sx, xx, alpha, F, D, ZG, GG, tau, h):
 
 
 @njit(**INNER)
+def _buffer_dots(tab, boff, bslot, bval, tau, m, gx):
+    """``gx[q] = g_q . x`` for each buffered gradient row q < tau (``x`` summed into ``tab[., C_S]``
+    on the example's slots), 0 for the rows q >= tau; O(buffer entries)."""
+    for q in range(m):
+        acc = 0.0
+        if q < tau:
+            for e in range(boff[q], boff[q + 1]):
+                acc += bval[e] * tab[bslot[e], C_S]
+        gx[q] = acc
+
+
+@njit(**INNER)
 def _buffer_share(tab, slot_buf, s, boff, bslot, bval, c, tau, col):
     """Pre-scaling: ``tab[., col] = (G^T c)_j``, the buffer's share of ``w~_j``, on the example's features and
     the buffer's (0 on the example's features outside the buffer), O(s + buffer entries)."""
@@ -1395,12 +1407,7 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
             if sl >= 0:
                 xx += xt[k] * tab[sl, C_S]
         tau = ints[I_TAU]
-        for q in range(m):
-            acc = 0.0
-            if q < tau:
-                for e in range(boff[q], boff[q + 1]):
-                    acc += bval[e] * tab[bslot[e], C_S]
-            gx[q] = acc
+        _buffer_dots(tab, boff, bslot, bval, tau, m, gx)
         for k in range(s):
             if slot_buf[k] >= 0:
                 tab[slot_buf[k], C_S] = 0.0
@@ -1483,12 +1490,7 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
             xx = 0.0
             for k in range(s):
                 xx += xt[k] * tab[slot_buf[k], C_S]
-            for q in range(m):
-                acc = 0.0
-                if q < tau:
-                    for e in range(boff[q], boff[q + 1]):
-                        acc += bval[e] * tab[bslot[e], C_S]
-                gx[q] = acc
+            _buffer_dots(tab, boff, bslot, bval, tau, m, gx)
             for k in range(s):
                 tab[slot_buf[k], C_S] = 0.0
         gl = imp * dl * eta
