@@ -445,11 +445,11 @@ def _assert_same_outputs(outs):
     assert t0 == t1, "predict outputs differ"
 
 
-CLI_CASES = [
-    ("vw", ["--loss_function", "logistic"]),
+CLI_CASES = [  # one per reader path in the default run; the rest: -m slow
+    pytest.param("vw", ["--loss_function", "logistic"], marks=pytest.mark.slow),
     ("vw", ["-q", "ab", "-b", "20"]),
     ("libsvm", ["--loss_function", "hinge"]),
-    ("vw.gz", ["--loss_function", "logistic", "--noconstant"]),
+    pytest.param("vw.gz", ["--loss_function", "logistic", "--noconstant"], marks=pytest.mark.slow),
     ("stdin", ["--loss_function", "squared", "-l", "0.05"]),
 ]
 
@@ -475,7 +475,7 @@ def _cli_input(tmp_path):
     (tmp_path / "d.vw.gz").write_bytes(gzip.compress((tmp_path / "d.vw").read_bytes()))
 
 
-@pytest.mark.parametrize("kind,opts", CLI_CASES, ids=[f"{k}{''.join(o)}" for k, o in CLI_CASES])
+@pytest.mark.parametrize("kind,opts", CLI_CASES, ids=lambda v: "".join(v) if isinstance(v, list) else v)
 def test_cli_with_and_without_c_is_byte_identical(kind, opts, tmp_path, run_cli):
     _cli_input(tmp_path)
     outs = []

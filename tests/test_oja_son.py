@@ -95,7 +95,7 @@ def assert_close(p_sparse, p_dense, rtol=RTOL):
 
 
 @pytest.mark.parametrize("diag", ["vw", "paper", "data-vw", "off"])
-@pytest.mark.parametrize("m", [1, 5, 10])
+@pytest.mark.parametrize("m", [pytest.param(1, marks=pytest.mark.slow), pytest.param(5, marks=pytest.mark.slow), 10])
 def test_matches_dense_reference_10k(m, diag):
     """vw = pre-scaling as a preconditioner (--diag_frame precond, VW order); paper = SON Alg. 4-5 + Sec. 5.2
     exactly (data frame, D^-1/2, paper order, paper to-sketch scale, plain Newton step); data-vw = the data frame in VW order."""

@@ -224,8 +224,12 @@ def stress_file(tmp_path_factory):
     return data
 
 
-@pytest.mark.parametrize("algo", list(ALGOS))
-@pytest.mark.parametrize("loss", ["squared", "logistic", "hinge"])
+LOSSES = ["squared", "logistic", "hinge"]
+
+
+@pytest.mark.parametrize("algo,loss", [  # every learner and every loss in the default run; the rest: -m slow
+    pytest.param(a, loss, marks=() if (i % 3) == j else pytest.mark.slow)
+    for i, a in enumerate(ALGOS) for j, loss in enumerate(LOSSES)])
 def test_extreme_values_never_make_weights_nan(algo, loss, tmp_path, stress_file):
     """Feature values 1e-30..1e30 and importance weights up to 1e6 at -b 28: the run ends
     normally with a finite model, and the 2^28 table is not resident beyond the ~26,000
@@ -339,7 +343,8 @@ def test_save_on_interrupt_writes_a_complete_model(tmp_path, run_cli):
 
 # -- 5. determinism -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("algo", list(ALGOS))
+@pytest.mark.parametrize("algo", [  # the sketch learners share their reader and driver with these: -m slow
+    pytest.param(a, marks=pytest.mark.slow if a in ("bear", "mission") else ()) for a in ALGOS])
 def test_same_input_same_bytes_across_runs_and_batch_sizes(algo, tmp_path, run_cli):
     """Same input, options and --random_seed: byte-identical model files and predictions,
     run after run and whatever the chunk (batch) size and reader threads."""
