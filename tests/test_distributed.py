@@ -830,3 +830,34 @@ def test_engine_survives_a_worker_killed_mid_pass(parquet_dir, tmp_path, cluster
     assert summary["examples"] == 6000 and out.exists()
     from streamlearn.api import load_model
     assert load_model(str(out))[0].examples_learned == 6000
+
+
+def test_engine_restarts_a_pass_whose_base_state_was_lost(parquet_dir, tmp_path, cluster, monkeypatch):
+    """The scattered base state has no lineage (Dask's memory manager keeps one replica of it):
+    losing it with a worker cancels the pass's tasks. The engine runs the pass again, from a fresh
+    scatter, and says so; the model is the one an undisturbed run writes. Here the first pass's
+    base is cancelled by hand after its tasks are submitted (what a lost replica does)."""
+    import distributed
+
+    from streamlearn.api import RunConfig
+    from streamlearn.distributed.engine import train_dask
+
+    real_submit = distributed.Client.submit
+    lost = []
+
+    def submit(self, fn, *args, key=None, **kw):
+        fut = real_submit(self, fn, *args, key=key, **kw)
+        if "-finish-" in str(key) and not lost:
+            lost.append(key)
+            self.cancel(args[1])  # finish_pass(level, base): the scattered base
+        return fut
+
+    cfg = dict(data=[str(parquet_dir)], quiet=True, hyper={"loss_function": "logistic"}, passes=2)
+    train_dask(RunConfig(final_model=str(tmp_path / "want.slm"), **cfg), scheduler=cluster.scheduler_address)
+    monkeypatch.setattr(distributed.Client, "submit", submit)
+    said = []
+    s = train_dask(RunConfig(final_model=str(tmp_path / "got.slm"), **cfg), scheduler=cluster.scheduler_address,
+                   log=said.append)
+    assert lost and s["examples"] == 6000
+    assert any("pass 1" in line and "starts again" in line for line in said), said
+    assert (tmp_path / "got.slm").read_bytes() == (tmp_path / "want.slm").read_bytes()

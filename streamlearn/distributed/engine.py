@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from dataclasses import fields
 
 
@@ -41,6 +42,7 @@ from .partitions import chains as plan_chains, plan_partitions
 __all__ = ["train_dask", "train_partition", "SPLIT_EVERY", "INSTALL_HINT", "require_dask"]
 
 SPLIT_EVERY = 8
+PASS_RESTARTS = 3  # a pass whose tasks are cancelled (its base state lost with a worker) runs again
 INSTALL_HINT = ("--engine dask needs dask.distributed, an optional extra: "
                 "pip install 'streamlearn[dask]' (or pip install 'dask[distributed]')")
 
@@ -339,35 +341,48 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
             log(f"dask: {len(chains) if chain else len(parts)} "
                 + (f"chains of consecutive partitions ({', '.join(str(len(c)) for c in chains)})" if chain
                    else "independent partitions") + f" per pass on {n_workers} workers")
+        from concurrent.futures import CancelledError
+
         for p in range(cfg.passes):
             t0 = time.perf_counter()
-            bf = client.scatter(base, broadcast=True, hash=False)
-            if chain:
-                level = []
-                for c, run in enumerate(chains):
-                    prev = None
-                    for j, i in enumerate(run):
-                        prev = client.submit(train_link, bf, prev, parts[i], cfg, keep_names, skip_bad_partitions,
-                                             use_c, j == len(run) - 1, mix,
-                                             key=f"streamlearn-pass{p}-chain{c}-part{i}-{id(bf)}", pure=False)
-                    level.append(prev)
-            else:
-                level = [client.submit(train_partition, bf, part, cfg, keep_names, skip_bad_partitions, use_c, mix,
-                                       key=f"streamlearn-pass{p}-part{i}-{id(bf)}", pure=False)
-                         for i, part in enumerate(parts)]
-            depth = 0
-            while len(level) > 1:
-                depth += 1
-                level = [client.submit(combine_results, *level[i:i + SPLIT_EVERY],
-                                       key=f"streamlearn-pass{p}-merge{depth}-{i}-{id(bf)}", pure=False)
-                         for i in range(0, len(level), SPLIT_EVERY)]
-            root = client.submit(finish_pass, level[0], bf, key=f"streamlearn-pass{p}-finish-{id(bf)}", pure=False)
-            try:
-                base, stats = root.result()
-            except StreamlearnError:
-                raise
-            except Exception as e:  # a task's own error (not a lost worker: those are re-run)
-                raise StreamlearnError(f"--engine dask: pass {p + 1} failed: {type(e).__name__}: {e}") from None
+            for attempt in range(1 + PASS_RESTARTS):
+                # the scattered base has no lineage: the Active Memory Manager keeps one replica of it,
+                # and a worker lost with that replica cancels the whole pass ("already forgotten");
+                # the pass is pure, so it is run again from a fresh scatter
+                run = uuid.uuid4().hex[:12]
+                bf = client.scatter(base, broadcast=True, hash=False)
+                if chain:
+                    level = []
+                    for c, run_parts in enumerate(chains):
+                        prev = None
+                        for j, i in enumerate(run_parts):
+                            prev = client.submit(train_link, bf, prev, parts[i], cfg, keep_names, skip_bad_partitions,
+                                                 use_c, j == len(run_parts) - 1, mix,
+                                                 key=f"streamlearn-pass{p}-chain{c}-part{i}-{run}", pure=False)
+                        level.append(prev)
+                else:
+                    level = [client.submit(train_partition, bf, part, cfg, keep_names, skip_bad_partitions, use_c, mix,
+                                           key=f"streamlearn-pass{p}-part{i}-{run}", pure=False)
+                             for i, part in enumerate(parts)]
+                depth = 0
+                while len(level) > 1:
+                    depth += 1
+                    level = [client.submit(combine_results, *level[i:i + SPLIT_EVERY],
+                                           key=f"streamlearn-pass{p}-merge{depth}-{i}-{run}", pure=False)
+                             for i in range(0, len(level), SPLIT_EVERY)]
+                root = client.submit(finish_pass, level[0], bf, key=f"streamlearn-pass{p}-finish-{run}", pure=False)
+                try:
+                    base, stats = root.result()
+                    break
+                except StreamlearnError:
+                    raise
+                except CancelledError as e:
+                    if attempt == PASS_RESTARTS:
+                        raise StreamlearnError(f"--engine dask: pass {p + 1} failed: its tasks were cancelled "
+                                               f"{attempt + 1} times (workers lost): {e}") from None
+                    log(f"warning: pass {p + 1}: a lost worker took the pass's state with it; the pass starts again")
+                except Exception as e:  # a task's own error (not a lost worker: those are re-run)
+                    raise StreamlearnError(f"--engine dask: pass {p + 1} failed: {type(e).__name__}: {e}") from None
             secs = time.perf_counter() - t0
             for msg in stats.get("skipped", []):
                 log(f"warning: skipped partition (--skip_bad_partitions): {msg}")
