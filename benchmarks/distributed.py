@@ -375,24 +375,28 @@ def speed(args):
         subprocess.run([sys.executable, "-m", "streamlearn", "convert", str(head), "-o", str(small)], check=True,
                        env=dict(os.environ, PYTHONPATH=str(ROOT)))
     cli = [sys.executable, "-m", "streamlearn", "train"]
+    load0 = os.getloadavg()[0]
     out = CACHE / "distributed" / "speed.slm"
     metrics = CACHE / "distributed" / "speed.json"
-    rows = []
-    base = None
-    for label, extra in (("CLI (one process)", []), ("--engine dask --workers 1", ["--engine", "dask", "--workers", "1"]),
-                         ("--engine dask --workers 2", ["--engine", "dask", "--workers", "2"]),
-                         ("--engine dask --workers 1 --worker_threads",
-                          ["--engine", "dask", "--workers", "1", "--worker_threads"]),
-                         ("--engine dask --workers 2 --worker_threads",
-                          ["--engine", "dask", "--workers", "2", "--worker_threads"])):
-        best = None
-        for _ in range(args.repeat):
+    runs = (("CLI (one process)", []), ("--engine dask --workers 1", ["--engine", "dask", "--workers", "1"]),
+            ("--engine dask --workers 2", ["--engine", "dask", "--workers", "2"]),
+            ("--engine dask --workers 1 --worker_threads", ["--engine", "dask", "--workers", "1", "--worker_threads"]),
+            ("--engine dask --workers 2 --worker_threads", ["--engine", "dask", "--workers", "2", "--worker_threads"]))
+    runs = [r for r in runs if r[0] == runs[0][0] or any(k in r[0] for k in args.speed_runs)]
+    # interleaved: every round runs each command once, so that the load of other processes falls on all alike;
+    # each figure is the median over the rounds (the model metrics of the round with the median wall)
+    got = {label: [] for label, _ in runs}
+    for _ in range(args.repeat):
+        for label, extra in runs:
             wall, cpu, err = _run_timed(cli + [str(pq)] * args.input_copies + ["-f", str(out), "--metrics", str(metrics)]
                                         + extra)
-            m = json.loads(metrics.read_text())
-            if best is None or wall < best[0]:
-                best = (wall, cpu, m)
-        wall, cpu, m = best
+            got[label].append((wall, cpu, json.loads(metrics.read_text())))
+    rows = []
+    base = None
+    for label, _ in runs:
+        rs = sorted(got[label], key=lambda r: r[0])
+        wall, m = rs[len(rs) // 2][0], rs[len(rs) // 2][2]
+        cpu = float(np.median([r[1] for r in rs]))
         ex = m["examples"]
         row = {"run": label, "wall s": f"{wall:.2f}", "ex/s": f"{ex / wall:,.0f}",
                "CPU us/ex": f"{1e6 * cpu / ex:.2f}", "cores busy": f"{cpu / wall:.2f}",
@@ -415,6 +419,8 @@ def speed(args):
             base = (wall, cpu)
         row["ex/s vs CLI"] = f"{base[0] / wall:.2f}x"
         row["CPU/ex vs CLI"] = f"{cpu / base[1]:.2f}x"
+        row["walls"] = " ".join(f"{r[0]:.1f}" for r in got[label])
+        row["CPUs"] = " ".join(f"{r[1]:.1f}" for r in got[label])
         rows.append(row)
     over = []
     for w in (1, 2):
@@ -424,10 +430,11 @@ def speed(args):
         over.append(f"{w} worker{'s' if w > 1 else ''}: " + ", ".join(f"{p['seconds']:.2f}" for p in m["engine"]["passes"]))
     n *= args.input_copies
     print(f"\nThroughput: gen_sparse.py n=200,000 x 5 x {args.input_copies} = {n:,} examples as one Parquet file ({pq.stat().st_size / 1e6:.0f} MB, {groups} row "
-          f"groups{f', given {args.input_copies} times' if args.input_copies > 1 else ''}), adagrad (VW's default rule, C kernel), one pass, -b 18; best of {args.repeat}; "
-          f"load average {os.getloadavg()[0]:.1f}")
+          f"groups{f', given {args.input_copies} times' if args.input_copies > 1 else ''}), adagrad (VW's default rule, C kernel), one pass, -b 18; medians of {args.repeat} "
+          f"interleaved rounds (walls, CPUs: each round's, seconds; CPU: the process's and its children's user + system); "
+          f"load average {os.getloadavg()[0]:.1f} (at start {load0:.1f})")
     print(table(rows, ["run", "wall s", "ex/s", "ex/s vs CLI", "CPU us/ex", "CPU/ex vs CLI", "cores busy", "pass s", "merge MB",
-                       "worker RSS MB", "avg loss"]))
+                       "worker RSS MB", "avg loss", "walls", "CPUs"]))
     print("\nWhere the engine's wall time goes (seconds): cluster start (processes spawned, scheduler), the "
           "workers' imports, the pass (tasks: wall summed over the partition tasks, learning included; their CPU; "
           "state: building the learner from the broadcast state and reading it back; merge: lift, combine and "
@@ -460,7 +467,9 @@ def main():
     ap.add_argument("--merge-parts", nargs="+", type=int, default=[2, 4])
     ap.add_argument("--skip-accuracy", action="store_true")
     ap.add_argument("--skip-speed", action="store_true")
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3, help="speed: interleaved rounds (medians)")
+    ap.add_argument("--speed-runs", nargs="+", default=["workers 1", "workers 2"],
+                    help="speed: which engine runs beside the CLI (substrings of their labels, e.g. 'workers 2 --worker_threads')")
     ap.add_argument("--input-copies", type=int, default=1,
                     help="speed: the 1M-example Parquet file given this many times (a longer run against the same "
                          "fixed costs)")

@@ -38,9 +38,23 @@ from ..errors import ConfigError, InputError, StreamlearnError
 from .merge import MergeError, State, _rule, combine, finish, learner_of, lift, state_nbytes, state_of
 from .partitions import chains as plan_chains, plan_partitions
 
-__all__ = ["train_dask", "train_partition", "SPLIT_EVERY", "INSTALL_HINT", "require_dask"]
+__all__ = ["train_dask", "train_partition", "SPLIT_EVERY", "EMBEDDED_CONFIG", "INSTALL_HINT", "require_dask"]
 
 SPLIT_EVERY = 8
+
+#: dask.distributed settings of the embedded LocalCluster (not of an existing cluster given by --scheduler):
+#: its periodic callbacks run on the event loop, which in ``worker_threads`` mode is the client's own process.
+#: The statistical profiler samples every worker thread's Python stack every 10 ms (it feeds the dashboard's
+#: profile page); the event-loop tick checks for a blocked loop every 20 ms; the system monitor reads
+#: psutil every 500 ms; work stealing re-balances queued tasks, which here are chains placed on purpose on one
+#: worker each (the benchmark's speed section shows what they cost). Memory monitoring (the memory limit)
+#: is left as it is.
+EMBEDDED_CONFIG = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "2s",
+    "distributed.scheduler.work-stealing": False,
+}
 INSTALL_HINT = ("--engine dask needs dask.distributed, an optional extra: "
                 "pip install 'streamlearn[dask]' (or pip install 'dask[distributed]')")
 
@@ -244,21 +258,25 @@ def _start_cluster(scheduler, workers, log, processes=True):
         return client, None
     from ..memory import physical_memory
 
+    import dask
+
     n = int(workers or os.cpu_count() or 1)
     ram = physical_memory()
     limit = int(ram * 0.9 / n) if ram else "auto"
-    if not processes:  # one process, n worker threads (the kernels and the Parquet decoder release the GIL)
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=False, memory_limit=limit,
-                               dashboard_address=":0", silence_logs=40)
-    else:
-        # the worker processes are spawned (Dask's default), not forked: forking a process that already
-        # runs threads (pyarrow's pools, BLAS, a notebook's or a test runner's) can leave a child
-        # deadlocked on a lock some other thread held at the fork, and the cluster then waits for that
-        # worker for ever (seen in the test suite: a forked worker that never ran). Spawning costs about
-        # 1 s more per run (a fresh interpreter imports dask, numpy and streamlearn).
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=limit,
-                               dashboard_address=":0", silence_logs=40)
-    client = Client(cluster)
+    # the embedded cluster's own config (the workers copy it, spawned ones too; an existing cluster keeps its own)
+    with dask.config.set(EMBEDDED_CONFIG):
+        if not processes:  # one process, n worker threads (the kernels and the Parquet decoder release the GIL)
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=False, memory_limit=limit,
+                                   dashboard_address=":0", silence_logs=40)
+        else:
+            # the worker processes are spawned (Dask's default), not forked: forking a process that already
+            # runs threads (pyarrow's pools, BLAS, a notebook's or a test runner's) can leave a child
+            # deadlocked on a lock some other thread held at the fork, and the cluster then waits for that
+            # worker for ever (seen in the test suite: a forked worker that never ran). Spawning costs about
+            # 1 s more per run (a fresh interpreter imports dask, numpy and streamlearn).
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=limit,
+                                   dashboard_address=":0", silence_logs=40)
+        client = Client(cluster)
     log(f"dask: LocalCluster of {n} worker {'processes' if processes else 'threads in this process'} (memory limit "
         f"{'auto' if limit == 'auto' else f'{limit / 2**30:.1f} GiB'} each), dashboard {client.dashboard_link}"
         f" (dask.distributed {distributed.__version__})")
