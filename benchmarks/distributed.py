@@ -379,7 +379,7 @@ def _diag_merge(states, base, variant):
     return State(out.algo, out.meta, arrays, out.reader)
 
 
-def _diag_run(data_dir, test, hyper, workers, passes, variant, rounds=1):
+def _diag_run(data_dir, test, hyper, workers, passes, variant, rounds=1, strided=False):
     """The engine's pass in this process (as :func:`_mixing_run`), merged by :func:`_diag_merge`; test error %
     after each pass, and the share of the coordinates touched in pass 1 that only one chain touched."""
     from streamlearn.api import RunConfig, initial_learner
@@ -390,8 +390,8 @@ def _diag_run(data_dir, test, hyper, workers, passes, variant, rounds=1):
     cfg = RunConfig(data=[str(data_dir)], hyper=dict(hyper), quiet=True)
     base = state_of(*initial_learner(cfg))
     parts = plan_partitions(cfg.data, min_parts=workers)
-    segs = [[c[r * len(c) // rounds:(r + 1) * len(c) // rounds] for r in range(rounds)]
-            for c in plan_chains(parts, workers)]
+    cs = [list(range(len(parts)))[c::workers] for c in range(workers)] if strided else plan_chains(parts, workers)
+    segs = [[c[r * len(c) // rounds:(r + 1) * len(c) // rounds] for r in range(rounds)] for c in cs]
     out, single = [], None
     model = CACHE / "distributed" / "models" / "diag.slm"
     for p in range(passes):
@@ -471,8 +471,9 @@ def diagnose(args):
             rows.append(row)
             for w in args.diag_workers:
                 for v in (variants if w > 1 else variants[:1]):
-                    errs, single = _diag_run(dn, test, hyper, w, P, v)
-                    row = {"data": name, "order": order, "workers": w, "weights": v[0], "G": v[1], "step": v[2]}
+                    errs, single = _diag_run(dn, test, hyper, w, P, v, strided=args.diag_strided)
+                    row = {"data": name, "order": order, "workers": w, "weights": v[0], "G": v[1], "step": v[2],
+                           "chains": "strided" if args.diag_strided else "consecutive"}
                     for p, (e, q) in enumerate(zip(errs, seq), 1):
                         row[f"test err % p{p}"] = f"{e:.2f} ({e - q:+.2f})"
                     row["one-chain coords %"] = f"{100 * single:.1f}"
@@ -615,6 +616,8 @@ def main():
     ap.add_argument("--diag-orders", nargs="+", default=["file", "shuffled-1"],
                     help="diagnose: the rows in file order, or shuffled with seed N (shuffled-N)")
     ap.add_argument("--diag-steps", nargs="+", default=["2"], help="diagnose: step multipliers (numbers or sqrtk)")
+    ap.add_argument("--diag-strided", action="store_true",
+                    help="diagnose: chain c takes partitions c, c+K, c+2K, ... (K chains) instead of a consecutive run")
     ap.add_argument("--diag-only-steps", action="store_true", help="diagnose: VW's rule and the step multipliers only")
     ap.add_argument("--merge-learners", nargs="+", default=["adagrad", "oja-son", "fd-son", "rfd-son"])
     ap.add_argument("--merge-parts", nargs="+", type=int, default=[2, 4])
