@@ -390,7 +390,7 @@ def _diag_run(data_dir, test, hyper, workers, passes, variant, rounds=1, strided
     cfg = RunConfig(data=[str(data_dir)], hyper=dict(hyper), quiet=True)
     base = state_of(*initial_learner(cfg))
     parts = plan_partitions(cfg.data, min_parts=workers)
-    cs = [list(range(len(parts)))[c::workers] for c in range(workers)] if strided else plan_chains(parts, workers)
+    cs = plan_chains(parts, workers, "strided" if strided else "consecutive")
     segs = [[c[r * len(c) // rounds:(r + 1) * len(c) // rounds] for r in range(rounds)] for c in cs]
     out, single = [], None
     model = CACHE / "distributed" / "models" / "diag.slm"
@@ -615,9 +615,10 @@ def main():
     ap.add_argument("--diag-workers", nargs="+", type=int, default=[1, 4])
     ap.add_argument("--diag-orders", nargs="+", default=["file", "shuffled-1"],
                     help="diagnose: the rows in file order, or shuffled with seed N (shuffled-N)")
-    ap.add_argument("--diag-steps", nargs="+", default=["2"], help="diagnose: step multipliers (numbers or sqrtk)")
+    ap.add_argument("--diag-steps", nargs="*", default=["2"], help="diagnose: step multipliers (numbers or sqrtk)")
     ap.add_argument("--diag-strided", action="store_true",
-                    help="diagnose: chain c takes partitions c, c+K, c+2K, ... (K chains) instead of a consecutive run")
+                    help="diagnose: the engine's default chains (partitions dealt out in turn: chain c takes c, c+K, ... of "
+                         "K chains) instead of runs of consecutive partitions")
     ap.add_argument("--diag-only-steps", action="store_true", help="diagnose: VW's rule and the step multipliers only")
     ap.add_argument("--merge-learners", nargs="+", default=["adagrad", "oja-son", "fd-son", "rfd-son"])
     ap.add_argument("--merge-parts", nargs="+", type=int, default=[2, 4])

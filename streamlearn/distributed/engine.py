@@ -2,8 +2,8 @@
 
 Every pass (McDonald, Hall & Mann 2010, iterative parameter mixing; the merge is VW's AllReduce
 rule for adaptive updates, Agarwal et al. 2014): the partitions
-(:mod:`~streamlearn.distributed.partitions`) are cut into one chain of consecutive partitions per
-worker; each partition is learned in one task, one progressive-validation pass, on the worker that
+(:mod:`~streamlearn.distributed.partitions`) are dealt out to one chain per worker (in turn, so
+that each chain spreads over the whole input); each partition is learned in one task, one progressive-validation pass, on the worker that
 reads it (the client moves no data, only states), the chain's first from the current merged state
 and every other from the state its predecessor reached (Dask runs a task where its input is, so a
 chain stays on one worker unless that worker is lost). A pass therefore averages one model per
@@ -284,7 +284,7 @@ def _start_cluster(scheduler, workers, log, processes=True):
 
 
 def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, save_every_pass=False, log=None,
-               on_pass=None, chain=True, n_chains=None, worker_threads=False, mix="vw"):
+               on_pass=None, chain=True, n_chains=None, worker_threads=False, mix="vw", chain_order="strided"):
     """``train`` over ``cfg`` (:class:`streamlearn.api.RunConfig`) with iterative parameter
     mixing on Dask (module docstring); returns the run summary (``summary['engine']``: per-pass
     losses, partitions, chains, bytes per merge, seconds, peak worker RSS). ``on_pass(p, state)`` is
@@ -294,7 +294,9 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     compares chaining with). ``worker_threads``: the embedded cluster's workers are threads of this
     process (no processes to start, nothing serialised between them; no per-worker memory limit).
     ``mix``: how adaptive adagrad states mix (:data:`~streamlearn.distributed.merge.MIX_RULES`; VW's
-    rule by default)."""
+    rule by default). ``chain_order``: :data:`~streamlearn.distributed.partitions.CHAIN_ORDERS` (``strided``,
+    the default: the partitions dealt out to the chains in turn; ``consecutive``: runs of consecutive
+    partitions; :func:`~streamlearn.distributed.partitions.chains`)."""
     from ..api import _check_inputs, _output_plan, initial_learner
     from ..evaluate import Evaluation, ProgressSchedule
     from ..io.model_file import encode_model
@@ -316,6 +318,9 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     from .merge import MIX_RULES
     if mix not in MIX_RULES:
         raise ConfigError(f"unknown mixing rule {mix!r} (known: {', '.join(MIX_RULES)})")
+    from .partitions import CHAIN_ORDERS
+    if chain_order not in CHAIN_ORDERS:
+        raise ConfigError(f"unknown chain order {chain_order!r} (known: {', '.join(CHAIN_ORDERS)})")
     try:
         ProgressSchedule(cfg.progress)
     except ValueError as e:
@@ -352,10 +357,10 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
         client.run(_prepare_worker)  # imports on every worker at once, before the first pass is timed
         timing["worker_import_seconds"] = time.perf_counter() - t_up
         n_workers = len(client.scheduler_info().get("workers", {})) or 1
-        chains = plan_chains(parts, n_chains or n_workers)
+        chains = plan_chains(parts, n_chains or n_workers, chain_order)
         if not cfg.quiet:
             log(f"dask: {len(chains) if chain else len(parts)} "
-                + (f"chains of consecutive partitions ({', '.join(str(len(c)) for c in chains)})" if chain
+                + (f"chains of {chain_order} partitions ({', '.join(str(len(c)) for c in chains)})" if chain
                    else "independent partitions") + f" per pass on {n_workers} workers")
         for p in range(cfg.passes):
             t0 = time.perf_counter()
