@@ -148,12 +148,12 @@ def accuracy(args):
                     t0 = time.perf_counter()
                     s = train_dask(RunConfig(data=[str(d)], algo=algo, hyper=hyper, passes=3, quiet=True,
                                              final_model=str(m3)), scheduler=cluster.scheduler_address,
-                                   on_pass=keep)
+                                   on_pass=keep, chain_order=args.acc_chain_order)
                     wall = time.perf_counter() - t0
                     e = s["engine"]["passes"]
                     t1, t3 = test_error(m1, test), test_error(m3, test)
                     rows.append({
-                        "data": name, "algo": algo, "workers": nw, "parts": parts,
+                        "data": name, "algo": algo, "workers": nw, "parts": parts, "chains": args.acc_chain_order,
                         "prog1 seq": f"{seq[1][0]:.4f}", "prog1 eng": f"{e[0]['progressive_error']:.4f}",
                         "prog3 eng": f"{e[2]['progressive_error']:.4f}",
                         "test1 seq": f"{seq[1][1]:.4f}", "test1 eng": f"{t1:.4f}",
@@ -601,6 +601,8 @@ def main():
     ap.add_argument("--learners", nargs="+", default=list(LEARNERS), choices=list(LEARNERS))
     ap.add_argument("--parts", nargs="+", type=int, default=list(PARTS))
     ap.add_argument("--acc-workers", nargs="+", type=int, default=[2, 4], help="accuracy: worker processes")
+    ap.add_argument("--acc-chain-order", default="strided", choices=("strided", "consecutive"),
+                    help="accuracy: how the engine deals the partitions to its chains (train_dask(chain_order=...))")
     ap.add_argument("--section", nargs="+", choices=("speed", "accuracy", "chaining", "merge_cost", "mixing", "diagnose"),
                     default=["speed", "accuracy"], help="what to run (chaining: --chain-* below)")
     ap.add_argument("--chain-sets", nargs="+", default=["a9a", "news20_binary"], choices=list(SETS))
