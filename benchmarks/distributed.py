@@ -33,6 +33,12 @@ another; no Dask): adagrad on ``--chain-sets`` as 16 partitions, ``--mix-workers
 ``--mix-rounds`` segments with a merge after each (1: the engine's pass; more: mixing more often), by each of
 ``--mix-rules`` (``merge.MIX_RULES``); test error after each pass against the CLI's.
 
+Diagnosis (``--section diagnose``): why adagrad loses accuracy under mixing: the engine's arithmetic in one
+process on ``--chain-sets`` (16 partitions, ``--diag-workers`` chains) with the merge cut in two, the weights
+(VW's G-weighted mean over all nodes, or over only the nodes that touched a coordinate: rare features kept
+exactly) and the accumulators (VW's rule, or summed as one sequential run adds them), each swapped; an oracle
+step multiplier; the rows in file order and shuffled (``--diag-orders``); 1 worker as the check against the CLI.
+
 Run: ``python3 benchmarks/distributed.py [--section speed accuracy chaining merge_cost mixing]`` (default:
 speed and accuracy; needs ../shared and ``pip install 'dask[distributed]'``).
 """
@@ -142,12 +148,12 @@ def accuracy(args):
                     t0 = time.perf_counter()
                     s = train_dask(RunConfig(data=[str(d)], algo=algo, hyper=hyper, passes=3, quiet=True,
                                              final_model=str(m3)), scheduler=cluster.scheduler_address,
-                                   on_pass=keep)
+                                   on_pass=keep, chain_order=args.acc_chain_order)
                     wall = time.perf_counter() - t0
                     e = s["engine"]["passes"]
                     t1, t3 = test_error(m1, test), test_error(m3, test)
                     rows.append({
-                        "data": name, "algo": algo, "workers": nw, "parts": parts,
+                        "data": name, "algo": algo, "workers": nw, "parts": parts, "chains": args.acc_chain_order,
                         "prog1 seq": f"{seq[1][0]:.4f}", "prog1 eng": f"{e[0]['progressive_error']:.4f}",
                         "prog3 eng": f"{e[2]['progressive_error']:.4f}",
                         "test1 seq": f"{seq[1][1]:.4f}", "test1 eng": f"{t1:.4f}",
@@ -341,6 +347,149 @@ def mixing(args):
     print(table(rows, list(rows[0])))
 
 
+def _diag_merge(states, base, variant):
+    """Merge adagrad ``states`` reached from ``base`` by one cell of the diagnosis (``benchmarks`` only, not an
+    engine rule): weights ``vw`` (VW's G-weighted mean over every node: a node that did not touch a coordinate
+    still votes for the base's weight with the base's G) or ``touch`` (the same mean over only the nodes whose G
+    grew there: a coordinate one node saw gets exactly that node's weight); accumulators ``vw`` (VW's
+    sum G_i^2 / sum G_i) or ``sum`` (G_0 + sum_i (G_i - G_0): the squared gradients of every example, as one
+    sequential run adds them); ``step`` multiplies the merged weight's move from the base (an oracle knob; ``sqrtk``:
+    per coordinate, the square root of the number of nodes that touched it)."""
+    from streamlearn.distributed.merge import State, combine, finish, lift
+
+    wmode, gmode, step = variant
+    out = finish(combine([lift(s, base) for s in states]), base)  # VW's rule: scal and N as the engine has them
+    w0 = np.asarray(base.arrays["w"], np.float64)
+    G0 = np.asarray(base.arrays["G"], np.float64)
+    W = np.stack([np.asarray(s.arrays["w"], np.float64) for s in states])
+    G = np.stack([np.asarray(s.arrays["G"], np.float64) for s in states])
+    touched = G > G0
+    wt = np.where(touched, G, 0.0) if wmode == "touch" else G
+    den = wt.sum(0)
+    w = np.where(den > 0, (wt * W).sum(0) / np.where(den > 0, den, 1.0), w0 if wmode == "touch" else 0.0)
+    if step == "sqrtk":  # per coordinate: the square root of the number of nodes that moved it
+        w = w0 + np.sqrt(np.maximum(1, touched.sum(0))) * (w - w0)
+    else:
+        w = w0 + float(step) * (w - w0)
+    if gmode == "sum":
+        g = G0 + (G - G0).sum(0)
+    else:
+        g = np.asarray(out.arrays["G"], np.float64)
+    arrays = dict(out.arrays, w=w.astype(np.float32), G=g.astype(np.float32))
+    return State(out.algo, out.meta, arrays, out.reader)
+
+
+def _diag_run(data_dir, test, hyper, workers, passes, variant, rounds=1, strided=False):
+    """The engine's pass in this process (as :func:`_mixing_run`), merged by :func:`_diag_merge`; test error %
+    after each pass, and the share of the coordinates touched in pass 1 that only one chain touched."""
+    from streamlearn.api import RunConfig, initial_learner
+    from streamlearn.distributed.engine import _learn_partition, _write_model
+    from streamlearn.distributed.merge import state_of
+    from streamlearn.distributed.partitions import chains as plan_chains, plan_partitions
+
+    cfg = RunConfig(data=[str(data_dir)], hyper=dict(hyper), quiet=True)
+    base = state_of(*initial_learner(cfg))
+    parts = plan_partitions(cfg.data, min_parts=workers)
+    cs = plan_chains(parts, workers, "strided" if strided else "consecutive")
+    segs = [[c[r * len(c) // rounds:(r + 1) * len(c) // rounds] for r in range(rounds)] for c in cs]
+    out, single = [], None
+    model = CACHE / "distributed" / "models" / "diag.slm"
+    for p in range(passes):
+        for r in range(rounds):
+            states = []
+            for chain in segs:
+                st = base
+                for i in chain[r]:
+                    st, _ = _learn_partition(st, parts[i], cfg, False, False, True)
+                states.append(st)
+            if single is None:
+                t = np.stack([np.asarray(s.arrays["G"]) > np.asarray(base.arrays["G"]) for s in states]).sum(0)
+                single = float((t == 1).sum() / max(1, (t > 0).sum()))
+            base = _diag_merge(states, base, variant)
+        _write_model(str(model), base)
+        out.append(100 * test_error(model, test))
+    return out, single
+
+
+def _shuffled(name, parts, seed):
+    """``prepare(name, parts)`` with the training rows in a random order (seed ``seed``), and the one-file copy."""
+    from streamlearn.api import ConvertConfig, convert
+
+    train, _ = SETS[name]
+    _, test_path = prepare(name, 1)
+    base = CACHE / "distributed" / f"{name}_shuf{seed}"
+    out = base / f"p{parts}"
+    one = base / "p1"
+    if out.exists() and one.exists():
+        return one, out, test_path
+    base.mkdir(parents=True, exist_ok=True)
+    lines = _lines(DATASETS / train)
+    if SETS[name][1] is None:
+        lines = [ln for i, ln in enumerate(lines) if i % 5 != 4]
+    lines = [lines[i] for i in np.random.default_rng(seed).permutation(len(lines))]
+    ext = ".vw" if train.endswith(".vw.gz") else ".libsvm"
+    for d, k in ((out, parts), (one, 1)):
+        d.mkdir(exist_ok=True)
+        n = len(lines)
+        for i in range(k):
+            chunk = base / f"chunk{ext}"
+            chunk.write_text("".join(lines[i * n // k:(i + 1) * n // k]))
+            convert(ConvertConfig(inputs=[str(chunk)], output=str(d / f"part{i:02d}.parquet"), quiet=True))
+            chunk.unlink()
+    return one, out, test_path
+
+
+def diagnose(args):
+    """Why the engine's adagrad loses accuracy on news20 at 4 workers (issue 19): the same arithmetic as the
+    engine in one process, with the merge cut into its two parts (weights, accumulators), each part swapped for
+    a variant (:func:`_diag_merge`); the data in file order and shuffled; 1 worker (one chain: exactly the
+    CLI's order) as the check that the arithmetic is the CLI's."""
+    from streamlearn.api import RunConfig, train
+
+    (CACHE / "distributed" / "models").mkdir(parents=True, exist_ok=True)
+    hyper = {"loss_function": "logistic"}
+    P = args.chain_passes
+    rows = []
+    variants = [("vw", "vw", "1"), ("touch", "vw", "1"), ("vw", "sum", "1"), ("touch", "sum", "1")]
+    variants += [("vw", "vw", k) for k in args.diag_steps]
+    if args.diag_only_steps:
+        variants = [("vw", "vw", k) for k in ["1"] + args.diag_steps]
+    for name in args.chain_sets:
+        for order in args.diag_orders:
+            if order == "file":
+                d1, test = prepare(name, 1)
+                dn, _ = prepare(name, args.chain_parts)
+            else:
+                d1, dn, test = _shuffled(name, args.chain_parts, int(order.split("-")[1]))
+            seq = []
+            row = {"data": name, "order": order, "workers": "CLI", "weights": "", "G": "", "step": ""}
+            for p in range(1, P + 1):
+                m = CACHE / "distributed" / "models" / "seq.slm"
+                train(RunConfig(data=[str(d1)], hyper=hyper, passes=p, quiet=True, final_model=str(m)))
+                seq.append(100 * test_error(m, test))
+                row[f"test err % p{p}"] = f"{seq[-1]:.2f}"
+            rows.append(row)
+            for w in args.diag_workers:
+                for v in (variants if w > 1 else variants[:1]):
+                    errs, single = _diag_run(dn, test, hyper, w, P, v, strided=args.diag_strided)
+                    row = {"data": name, "order": order, "workers": w, "weights": v[0], "G": v[1], "step": v[2],
+                           "chains": "strided" if args.diag_strided else "consecutive"}
+                    for p, (e, q) in enumerate(zip(errs, seq), 1):
+                        row[f"test err % p{p}"] = f"{e:.2f} ({e - q:+.2f})"
+                    row["one-chain coords %"] = f"{100 * single:.1f}"
+                    rows.append(row)
+                    if args.verbose:
+                        print(table(rows[-1:], list(rows[-1])), flush=True)
+    print(f"\nDiagnosis (adagrad, logistic loss, {args.chain_parts} partitions, one chain per worker, the engine's "
+          "arithmetic in one process): weights vw = VW's G-weighted mean over all nodes, touch = over the nodes that "
+          "touched the coordinate; G vw = VW's sum G_i^2/sum G_i, sum = G_0 + the nodes' increments; step: the merged "
+          "move from the base times this; test error % after each pass (in brackets: minus the CLI's after as many "
+          "passes on the same order, points); one-chain coords: of the coordinates touched in pass 1, the share only "
+          f"one chain touched; load average {os.getloadavg()[0]:.1f}")
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    print(table(rows, cols))
+
+
 def _run_timed(cmd):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -375,24 +524,28 @@ def speed(args):
         subprocess.run([sys.executable, "-m", "streamlearn", "convert", str(head), "-o", str(small)], check=True,
                        env=dict(os.environ, PYTHONPATH=str(ROOT)))
     cli = [sys.executable, "-m", "streamlearn", "train"]
+    load0 = os.getloadavg()[0]
     out = CACHE / "distributed" / "speed.slm"
     metrics = CACHE / "distributed" / "speed.json"
-    rows = []
-    base = None
-    for label, extra in (("CLI (one process)", []), ("--engine dask --workers 1", ["--engine", "dask", "--workers", "1"]),
-                         ("--engine dask --workers 2", ["--engine", "dask", "--workers", "2"]),
-                         ("--engine dask --workers 1 --worker_threads",
-                          ["--engine", "dask", "--workers", "1", "--worker_threads"]),
-                         ("--engine dask --workers 2 --worker_threads",
-                          ["--engine", "dask", "--workers", "2", "--worker_threads"])):
-        best = None
-        for _ in range(args.repeat):
+    runs = (("CLI (one process)", []), ("--engine dask --workers 1", ["--engine", "dask", "--workers", "1"]),
+            ("--engine dask --workers 2", ["--engine", "dask", "--workers", "2"]),
+            ("--engine dask --workers 1 --worker_threads", ["--engine", "dask", "--workers", "1", "--worker_threads"]),
+            ("--engine dask --workers 2 --worker_threads", ["--engine", "dask", "--workers", "2", "--worker_threads"]))
+    runs = [r for r in runs if r[0] == runs[0][0] or any(k in r[0] for k in args.speed_runs)]
+    # interleaved: every round runs each command once, so that the load of other processes falls on all alike;
+    # each figure is the median over the rounds (the model metrics of the round with the median wall)
+    got = {label: [] for label, _ in runs}
+    for _ in range(args.repeat):
+        for label, extra in runs:
             wall, cpu, err = _run_timed(cli + [str(pq)] * args.input_copies + ["-f", str(out), "--metrics", str(metrics)]
                                         + extra)
-            m = json.loads(metrics.read_text())
-            if best is None or wall < best[0]:
-                best = (wall, cpu, m)
-        wall, cpu, m = best
+            got[label].append((wall, cpu, json.loads(metrics.read_text())))
+    rows = []
+    base = None
+    for label, _ in runs:
+        rs = sorted(got[label], key=lambda r: r[0])
+        wall, m = rs[len(rs) // 2][0], rs[len(rs) // 2][2]
+        cpu = float(np.median([r[1] for r in rs]))
         ex = m["examples"]
         row = {"run": label, "wall s": f"{wall:.2f}", "ex/s": f"{ex / wall:,.0f}",
                "CPU us/ex": f"{1e6 * cpu / ex:.2f}", "cores busy": f"{cpu / wall:.2f}",
@@ -415,6 +568,8 @@ def speed(args):
             base = (wall, cpu)
         row["ex/s vs CLI"] = f"{base[0] / wall:.2f}x"
         row["CPU/ex vs CLI"] = f"{cpu / base[1]:.2f}x"
+        row["walls"] = " ".join(f"{r[0]:.1f}" for r in got[label])
+        row["CPUs"] = " ".join(f"{r[1]:.1f}" for r in got[label])
         rows.append(row)
     over = []
     for w in (1, 2):
@@ -424,10 +579,11 @@ def speed(args):
         over.append(f"{w} worker{'s' if w > 1 else ''}: " + ", ".join(f"{p['seconds']:.2f}" for p in m["engine"]["passes"]))
     n *= args.input_copies
     print(f"\nThroughput: gen_sparse.py n=200,000 x 5 x {args.input_copies} = {n:,} examples as one Parquet file ({pq.stat().st_size / 1e6:.0f} MB, {groups} row "
-          f"groups{f', given {args.input_copies} times' if args.input_copies > 1 else ''}), adagrad (VW's default rule, C kernel), one pass, -b 18; best of {args.repeat}; "
-          f"load average {os.getloadavg()[0]:.1f}")
+          f"groups{f', given {args.input_copies} times' if args.input_copies > 1 else ''}), adagrad (VW's default rule, C kernel), one pass, -b 18; medians of {args.repeat} "
+          f"interleaved rounds (walls, CPUs: each round's, seconds; CPU: the process's and its children's user + system); "
+          f"load average {os.getloadavg()[0]:.1f} (at start {load0:.1f})")
     print(table(rows, ["run", "wall s", "ex/s", "ex/s vs CLI", "CPU us/ex", "CPU/ex vs CLI", "cores busy", "pass s", "merge MB",
-                       "worker RSS MB", "avg loss"]))
+                       "worker RSS MB", "avg loss", "walls", "CPUs"]))
     print("\nWhere the engine's wall time goes (seconds): cluster start (processes spawned, scheduler), the "
           "workers' imports, the pass (tasks: wall summed over the partition tasks, learning included; their CPU; "
           "state: building the learner from the broadcast state and reading it back; merge: lift, combine and "
@@ -445,7 +601,9 @@ def main():
     ap.add_argument("--learners", nargs="+", default=list(LEARNERS), choices=list(LEARNERS))
     ap.add_argument("--parts", nargs="+", type=int, default=list(PARTS))
     ap.add_argument("--acc-workers", nargs="+", type=int, default=[2, 4], help="accuracy: worker processes")
-    ap.add_argument("--section", nargs="+", choices=("speed", "accuracy", "chaining", "merge_cost", "mixing"),
+    ap.add_argument("--acc-chain-order", default="strided", choices=("strided", "consecutive"),
+                    help="accuracy: how the engine deals the partitions to its chains (train_dask(chain_order=...))")
+    ap.add_argument("--section", nargs="+", choices=("speed", "accuracy", "chaining", "merge_cost", "mixing", "diagnose"),
                     default=["speed", "accuracy"], help="what to run (chaining: --chain-* below)")
     ap.add_argument("--chain-sets", nargs="+", default=["a9a", "news20_binary"], choices=list(SETS))
     ap.add_argument("--chain-parts", type=int, default=16)
@@ -456,11 +614,21 @@ def main():
     ap.add_argument("--mix-workers", nargs="+", type=int, default=[2, 4])
     ap.add_argument("--mix-rounds", nargs="+", type=int, default=[1, 2, 4])
     ap.add_argument("--mix-rules", nargs="+", default=["vw", "delta", "examples", "sqrtk"])
+    ap.add_argument("--diag-workers", nargs="+", type=int, default=[1, 4])
+    ap.add_argument("--diag-orders", nargs="+", default=["file", "shuffled-1"],
+                    help="diagnose: the rows in file order, or shuffled with seed N (shuffled-N)")
+    ap.add_argument("--diag-steps", nargs="*", default=["2"], help="diagnose: step multipliers (numbers or sqrtk)")
+    ap.add_argument("--diag-strided", action="store_true",
+                    help="diagnose: the engine's default chains (partitions dealt out in turn: chain c takes c, c+K, ... of "
+                         "K chains) instead of runs of consecutive partitions")
+    ap.add_argument("--diag-only-steps", action="store_true", help="diagnose: VW's rule and the step multipliers only")
     ap.add_argument("--merge-learners", nargs="+", default=["adagrad", "oja-son", "fd-son", "rfd-son"])
     ap.add_argument("--merge-parts", nargs="+", type=int, default=[2, 4])
     ap.add_argument("--skip-accuracy", action="store_true")
     ap.add_argument("--skip-speed", action="store_true")
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3, help="speed: interleaved rounds (medians)")
+    ap.add_argument("--speed-runs", nargs="+", default=["workers 1", "workers 2"],
+                    help="speed: which engine runs beside the CLI (substrings of their labels, e.g. 'workers 2 --worker_threads')")
     ap.add_argument("--input-copies", type=int, default=1,
                     help="speed: the 1M-example Parquet file given this many times (a longer run against the same "
                          "fixed costs)")
@@ -478,6 +646,8 @@ def main():
         merge_cost(args)
     if "mixing" in args.section:
         mixing(args)
+    if "diagnose" in args.section:
+        diagnose(args)
 
 
 if __name__ == "__main__":

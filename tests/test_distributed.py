@@ -611,11 +611,11 @@ def test_parquet_split_by_row_group_covers_every_row_once(tmp_path):
     assert not p.parquet and p.row_groups is None
 
 
-def test_chains_are_consecutive_runs_of_about_equal_bytes():
+def test_consecutive_chains_are_runs_of_about_equal_bytes():
     from streamlearn.distributed.partitions import Partition, chains
 
     def cut(sizes, n):
-        return chains([Partition("x", None, -1, b, False) for b in sizes], n)
+        return chains([Partition("x", None, -1, b, False) for b in sizes], n, "consecutive")
 
     assert cut([1] * 4, 2) == [[0, 1], [2, 3]]
     assert cut([1] * 10, 3) == [[0, 1, 2], [3, 4, 5, 6], [7, 8, 9]]
@@ -626,6 +626,25 @@ def test_chains_are_consecutive_runs_of_about_equal_bytes():
     for sizes, n in (([3, 1, 4, 1, 5, 9, 2, 6], 3), ([1] * 7, 7), ([2] * 9, 4)):
         c = cut(sizes, n)
         assert [i for run in c for i in run] == list(range(len(sizes))) and len(c) == min(n, len(sizes))
+
+
+def test_strided_chains_deal_the_partitions_out_in_turn():
+    from streamlearn.distributed.partitions import Partition, chains
+
+    def cut(sizes, n):
+        return chains([Partition("x", None, -1, b, False) for b in sizes], n)  # strided: the default
+
+    assert cut([1] * 16, 4) == [[0, 4, 8, 12], [1, 5, 9, 13], [2, 6, 10, 14], [3, 7, 11, 15]]
+    assert cut([1] * 5, 2) == [[0, 2, 4], [1, 3]]
+    assert cut([10, 1, 1, 1, 1], 2) == [[0, 2, 4], [1, 3]]  # in turn, whatever the sizes
+    assert cut([1] * 3, 4) == [[0], [1], [2]]  # never an empty chain
+    assert cut([1] * 6, 1) == [list(range(6))]  # one chain: the file order, as the CLI reads it
+    for sizes, n in (([3, 1, 4, 1, 5, 9, 2, 6], 3), ([1] * 7, 7), ([2] * 9, 4)):
+        c = cut(sizes, n)
+        assert sorted(i for run in c for i in run) == list(range(len(sizes))) and len(c) == min(n, len(sizes))
+        assert all(run == sorted(run) and run for run in c)
+    with pytest.raises(ValueError, match="chain order"):
+        chains([], 2, "random")
 
 
 def test_a_large_parquet_file_is_cut_near_the_target_size(tmp_path):
@@ -670,21 +689,24 @@ def cluster():
 
 def test_engine_equals_merge_of_models_trained_by_hand(parquet_dir, tmp_path, invoke_cli):
     """An embedded cluster of 2 worker processes, 4 Parquet partitions, one pass: two chains of
-    two partitions; the engine's model is the merge of the 2 models trained by hand, each on its
-    chain's two files in order (same bytes, so the same predictions)."""
+    two partitions (strided: files 0, 2 and 1, 3); the engine's model is the merge of the 2 models
+    trained by hand, each on its chain's two files in order (same bytes, so the same predictions).
+    With worker threads and consecutive chains: files 0, 1 and 2, 3."""
     import json
 
     from streamlearn.api import RunConfig
     from streamlearn.distributed.engine import train_dask
 
-    hand = []
     files = sorted(parquet_dir.iterdir())
-    for i in (0, 2):
-        m = tmp_path / f"chain{i}.slm"
-        assert invoke_cli("train", *files[i:i + 2], "--loss_function", "logistic", "-f", m,
-                          "--quiet").exit_code == 0
-        hand.append(m)
-    assert invoke_cli("merge", *hand, "-f", tmp_path / "hand.slm", "--quiet").exit_code == 0
+    for name, runs in (("hand", ((0, 2), (1, 3))), ("hand_consecutive", ((0, 1), (2, 3)))):
+        hand = []
+        for run in runs:
+            m = tmp_path / f"{name}{run[0]}.slm"
+            assert invoke_cli("train", *[files[i] for i in run], "--loss_function", "logistic", "-f", m,
+                              "--quiet").exit_code == 0
+            hand.append(m)
+        assert invoke_cli("merge", *hand, "-f", tmp_path / f"{name}.slm", "--quiet").exit_code == 0
+    assert (tmp_path / "hand.slm").read_bytes() != (tmp_path / "hand_consecutive.slm").read_bytes()
     said = []
     summary = train_dask(RunConfig(data=[str(parquet_dir)], hyper={"loss_function": "logistic"},
                                    final_model=str(tmp_path / "dask.slm"), metrics=str(tmp_path / "m.json")),
@@ -696,12 +718,14 @@ def test_engine_equals_merge_of_models_trained_by_hand(parquet_dir, tmp_path, in
     # the same with the workers as threads of this process (--worker_threads)
     said = []
     train_dask(RunConfig(data=[str(parquet_dir)], hyper={"loss_function": "logistic"},
-                         final_model=str(tmp_path / "threads.slm")), workers=2, worker_threads=True, log=said.append)
+                         final_model=str(tmp_path / "threads.slm")), workers=2, worker_threads=True, log=said.append,
+               chain_order="consecutive")
     assert "LocalCluster of 2 worker threads in this process" in "\n".join(said)
-    assert (tmp_path / "threads.slm").read_bytes() == (tmp_path / "hand.slm").read_bytes()
+    assert "2 chains of consecutive partitions (2, 2)" in "\n".join(said)
+    assert (tmp_path / "threads.slm").read_bytes() == (tmp_path / "hand_consecutive.slm").read_bytes()
     m = json.loads((tmp_path / "m.json").read_text())
     assert m["examples"] == 3000 == summary["examples"] and m["engine"]["partitions"] == 4
-    assert m["engine"]["chains"] == 2 and "2 chains of consecutive partitions (2, 2)" in text
+    assert m["engine"]["chains"] == 2 and "2 chains of strided partitions (2, 2)" in text
     assert m["engine"]["passes"][0]["merge_bytes"] > 0
     preds = []
     for model in ("dask.slm", "hand.slm"):

@@ -2,8 +2,8 @@
 
 Every pass (McDonald, Hall & Mann 2010, iterative parameter mixing; the merge is VW's AllReduce
 rule for adaptive updates, Agarwal et al. 2014): the partitions
-(:mod:`~streamlearn.distributed.partitions`) are cut into one chain of consecutive partitions per
-worker; each partition is learned in one task, one progressive-validation pass, on the worker that
+(:mod:`~streamlearn.distributed.partitions`) are dealt out to one chain per worker (in turn, so
+that each chain spreads over the whole input); each partition is learned in one task, one progressive-validation pass, on the worker that
 reads it (the client moves no data, only states), the chain's first from the current merged state
 and every other from the state its predecessor reached (Dask runs a task where its input is, so a
 chain stays on one worker unless that worker is lost). A pass therefore averages one model per
@@ -39,10 +39,24 @@ from ..errors import ConfigError, InputError, StreamlearnError
 from .merge import MergeError, State, _rule, combine, finish, learner_of, lift, state_nbytes, state_of
 from .partitions import chains as plan_chains, plan_partitions
 
-__all__ = ["train_dask", "train_partition", "SPLIT_EVERY", "INSTALL_HINT", "require_dask"]
+__all__ = ["train_dask", "train_partition", "SPLIT_EVERY", "EMBEDDED_CONFIG", "INSTALL_HINT", "require_dask"]
 
 SPLIT_EVERY = 8
 PASS_RESTARTS = 3  # a pass whose tasks are cancelled (its base state lost with a worker) runs again
+
+#: dask.distributed settings of the embedded LocalCluster (not of an existing cluster given by --scheduler):
+#: its periodic callbacks run on the event loop, which in ``worker_threads`` mode is the client's own process.
+#: The statistical profiler samples every worker thread's Python stack every 10 ms (it feeds the dashboard's
+#: profile page); the event-loop tick checks for a blocked loop every 20 ms; the system monitor reads
+#: psutil every 500 ms; work stealing re-balances queued tasks, which here are chains placed on purpose on one
+#: worker each (the benchmark's speed section shows what they cost). Memory monitoring (the memory limit)
+#: is left as it is.
+EMBEDDED_CONFIG = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "2s",
+    "distributed.scheduler.work-stealing": False,
+}
 INSTALL_HINT = ("--engine dask needs dask.distributed, an optional extra: "
                 "pip install 'streamlearn[dask]' (or pip install 'dask[distributed]')")
 
@@ -246,21 +260,25 @@ def _start_cluster(scheduler, workers, log, processes=True):
         return client, None
     from ..memory import physical_memory
 
+    import dask
+
     n = int(workers or os.cpu_count() or 1)
     ram = physical_memory()
     limit = int(ram * 0.9 / n) if ram else "auto"
-    if not processes:  # one process, n worker threads (the kernels and the Parquet decoder release the GIL)
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=False, memory_limit=limit,
-                               dashboard_address=":0", silence_logs=40)
-    else:
-        # the worker processes are spawned (Dask's default), not forked: forking a process that already
-        # runs threads (pyarrow's pools, BLAS, a notebook's or a test runner's) can leave a child
-        # deadlocked on a lock some other thread held at the fork, and the cluster then waits for that
-        # worker for ever (seen in the test suite: a forked worker that never ran). Spawning costs about
-        # 1 s more per run (a fresh interpreter imports dask, numpy and streamlearn).
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=limit,
-                               dashboard_address=":0", silence_logs=40)
-    client = Client(cluster)
+    # the embedded cluster's own config (the workers copy it, spawned ones too; an existing cluster keeps its own)
+    with dask.config.set(EMBEDDED_CONFIG):
+        if not processes:  # one process, n worker threads (the kernels and the Parquet decoder release the GIL)
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=False, memory_limit=limit,
+                                   dashboard_address=":0", silence_logs=40)
+        else:
+            # the worker processes are spawned (Dask's default), not forked: forking a process that already
+            # runs threads (pyarrow's pools, BLAS, a notebook's or a test runner's) can leave a child
+            # deadlocked on a lock some other thread held at the fork, and the cluster then waits for that
+            # worker for ever (seen in the test suite: a forked worker that never ran). Spawning costs about
+            # 1 s more per run (a fresh interpreter imports dask, numpy and streamlearn).
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=limit,
+                                   dashboard_address=":0", silence_logs=40)
+        client = Client(cluster)
     log(f"dask: LocalCluster of {n} worker {'processes' if processes else 'threads in this process'} (memory limit "
         f"{'auto' if limit == 'auto' else f'{limit / 2**30:.1f} GiB'} each), dashboard {client.dashboard_link}"
         f" (dask.distributed {distributed.__version__})")
@@ -268,7 +286,7 @@ def _start_cluster(scheduler, workers, log, processes=True):
 
 
 def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, save_every_pass=False, log=None,
-               on_pass=None, chain=True, n_chains=None, worker_threads=False, mix="vw"):
+               on_pass=None, chain=True, n_chains=None, worker_threads=False, mix="vw", chain_order="strided"):
     """``train`` over ``cfg`` (:class:`streamlearn.api.RunConfig`) with iterative parameter
     mixing on Dask (module docstring); returns the run summary (``summary['engine']``: per-pass
     losses, partitions, chains, bytes per merge, seconds, peak worker RSS). ``on_pass(p, state)`` is
@@ -278,7 +296,9 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     compares chaining with). ``worker_threads``: the embedded cluster's workers are threads of this
     process (no processes to start, nothing serialised between them; no per-worker memory limit).
     ``mix``: how adaptive adagrad states mix (:data:`~streamlearn.distributed.merge.MIX_RULES`; VW's
-    rule by default)."""
+    rule by default). ``chain_order``: :data:`~streamlearn.distributed.partitions.CHAIN_ORDERS` (``strided``,
+    the default: the partitions dealt out to the chains in turn; ``consecutive``: runs of consecutive
+    partitions; :func:`~streamlearn.distributed.partitions.chains`)."""
     from ..api import _check_inputs, _output_plan, initial_learner
     from ..evaluate import Evaluation, ProgressSchedule
     from ..io.model_file import encode_model
@@ -300,6 +320,9 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     from .merge import MIX_RULES
     if mix not in MIX_RULES:
         raise ConfigError(f"unknown mixing rule {mix!r} (known: {', '.join(MIX_RULES)})")
+    from .partitions import CHAIN_ORDERS
+    if chain_order not in CHAIN_ORDERS:
+        raise ConfigError(f"unknown chain order {chain_order!r} (known: {', '.join(CHAIN_ORDERS)})")
     try:
         ProgressSchedule(cfg.progress)
     except ValueError as e:
@@ -336,10 +359,10 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
         client.run(_prepare_worker)  # imports on every worker at once, before the first pass is timed
         timing["worker_import_seconds"] = time.perf_counter() - t_up
         n_workers = len(client.scheduler_info().get("workers", {})) or 1
-        chains = plan_chains(parts, n_chains or n_workers)
+        chains = plan_chains(parts, n_chains or n_workers, chain_order)
         if not cfg.quiet:
             log(f"dask: {len(chains) if chain else len(parts)} "
-                + (f"chains of consecutive partitions ({', '.join(str(len(c)) for c in chains)})" if chain
+                + (f"chains of {chain_order} partitions ({', '.join(str(len(c)) for c in chains)})" if chain
                    else "independent partitions") + f" per pass on {n_workers} workers")
         from concurrent.futures import CancelledError
 

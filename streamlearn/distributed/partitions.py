@@ -6,9 +6,9 @@ consecutive row groups of one file form a partition, and the partitions are abou
 the workers (each file gets its share by bytes, uncompressed as the footer states them; at least
 one partition per file), or more where a share is above ``TARGET_BYTES`` (128 MB: Dask's per-task
 cost of 0.2-1 ms is then nothing, and a lost worker re-runs little). The engine learns the
-partitions in chains (:func:`chains`): one chain of consecutive partitions per worker, each
-partition starting from the state its predecessor reached, so cutting finer does not multiply
-the models that a pass averages (``benchmarks/distributed.py``). A text
+partitions in chains (:func:`chains`): one chain per worker, the partitions dealt out to the
+chains in turn, each partition starting from the state its predecessor reached, so cutting finer
+does not multiply the models that a pass averages (``benchmarks/distributed.py``). A text
 file (VW, LIBSVM; gzip'd or not) is one partition: gzip cannot be split, nor can a text file
 without reading it to find line ends; one large text file therefore runs on one worker, and
 :func:`plan_partitions` says to ``streamlearn convert`` it to Parquet.
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError, InputError
 
-__all__ = ["Partition", "plan_partitions", "chains", "TARGET_BYTES"]
+__all__ = ["Partition", "plan_partitions", "chains", "CHAIN_ORDERS", "TARGET_BYTES"]
 
 #: partitions of about this many (uncompressed) bytes or more
 TARGET_BYTES = 128 << 20
@@ -121,12 +121,25 @@ def plan_partitions(paths, min_parts: int = 1, target_bytes: int = TARGET_BYTES,
     return out
 
 
-def chains(parts, n: int):
-    """The partitions (indices into ``parts``, in order) cut into at most ``n`` chains of
-    consecutive partitions of about equal bytes (``nbytes``), none empty. A chain is learned by
-    one worker, partition after partition, each from the state the previous one reached: a
-    pass then merges ``n`` models, however finely the input is cut."""
+CHAIN_ORDERS = ("strided", "consecutive")
+
+
+def chains(parts, n: int, order: str = "strided"):
+    """The partitions (indices into ``parts``, in order) cut into at most ``n`` chains, none empty.
+    ``strided`` (the default): the partitions dealt out in turn, chain c takes partitions c, c + n,
+    c + 2n, ...: every chain is a spread of the whole input, as a shuffle would make it at the grain
+    of a partition (the chains are as long as the partitions are alike in size, which
+    :func:`plan_partitions` makes them within a file). ``consecutive``: runs of consecutive
+    partitions of about equal bytes (``nbytes``). The order matters where the input is not in random order
+    (neighbouring rows of one topic, day or source): averaging models that each saw one stretch of
+    it loses more (``benchmarks/distributed.py --section diagnose``). A chain is learned by one
+    worker, partition after partition, each from the state the previous one reached: a pass then
+    merges ``n`` models, however finely the input is cut."""
+    if order not in CHAIN_ORDERS:
+        raise ValueError(f"unknown chain order {order!r} (known: {', '.join(CHAIN_ORDERS)})")
     n = max(1, min(int(n), len(parts)))
+    if order == "strided":
+        return [list(range(c, len(parts), n)) for c in range(n)]
     sizes = [max(int(p.nbytes), 1) for p in parts]
     total = sum(sizes)
     out, cur, acc = [], [], 0
