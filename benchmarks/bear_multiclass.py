@@ -6,8 +6,10 @@ letter (LIBSVM's scaled part and PMLB's unscaled one), satimage (unscaled pixels
 
 Rows per data set: VW (``vw F --oaa K``, its defaults); then for bear and mission: the defaults
 (``-b 18``: a sketch far larger than the feature space), compression factor 1 (``--sketch_width
-ceil(d / R)``: R x W cells per class for the d distinct features the default run counted), each
-with and without ``--unit_norm``. Each run is made with this tree ("after") and with the
+ceil(d / R)``: R x W cells per class for the d distinct features the default run counted) and
+every row as wide as the feature space (``--sketch_width d``: the other reading of "a sketch as
+large as the feature space", R d cells per class), each with and without ``--unit_norm``. Each run
+is made with this tree ("after") and with the
 revision ``--baseline`` ("before", default 5d79dbc, the main this work started from), in the
 same run, so the ratios share the machine's load. Error: the summary's average loss (the 0/1
 loss for both tools); time: whole-process wall and CPU (user + sys) seconds, start-up and
@@ -81,14 +83,17 @@ def main():
         print(f"  {name}: VW {vw_err:.4f} {wall:.2f} s", flush=True)
         d = None
         for algo in algos:
-            for cf1 in (False, True):
+            for cf1 in (None, "cells", "row"):
                 for unit in ((False,) if a.no_unit_norm else (False, True)):
                     extra = ["--algo", algo]
-                    if cf1:
+                    if cf1 == "cells":  # R x W = d cells per class (the papers' compression factor 1)
                         extra += ["--sketch_width", math.ceil(d / R)]
+                    elif cf1 == "row":  # each of the R rows as wide as the feature space (W = d)
+                        extra += ["--sketch_width", d]
                     if unit:
                         extra += ["--unit_norm"]
-                    label = f"{algo} {'CF 1' if cf1 else 'defaults'}{' --unit_norm' if unit else ''}"
+                    name_cf = {None: "defaults", "cells": "CF 1", "row": "W = d"}[cf1]
+                    label = f"{algo} {name_cf}{' --unit_norm' if unit else ''}"
                     row = {"dataset": "", "K": "", "run": label}
                     for tag, prefix in trees:
                         wall, cpu, e, learner = ours(prefix, src, K, extra)

@@ -110,7 +110,7 @@ def test_multiclass_compression_factor_is_per_class():
 def test_example_norm_unit_is_the_reference_on_unit_rows(algo, collision_free_keys, learner_weights):
     """--oaa K defaults to --example_norm unit: exactly the paper's algorithm (the dense
     references) run on the examples scaled to unit L2 norm; the caller's batch is not changed.
-    The defaults it brings: mission -l 1, bear --minibatch 1; binary runs keep the old ones."""
+    The defaults it brings: mission -l 3, bear --minibatch 1; binary runs keep the old ones."""
     from streamlearn.algos.bear import Bear
     from streamlearn.algos.mission import Mission
     rng = np.random.default_rng(31)
@@ -121,8 +121,8 @@ def test_example_norm_unit_is_the_reference_on_unit_rows(algo, collision_free_ke
     keys = collision_free_keys(p, 3, 40, seed=5)
     if algo == "mission":
         L = Mission(sketch_rows=3, sketch_width=40, top_k=p, oaa=K)
-        assert (L.eta, L.b, Mission().eta) == (1.0, 1, 0.01)
-        Bref, pref = dense_olbfgs(Xu, y, K, 3, 1, 1.0, 1, second_order=False)
+        assert (L.eta, L.b, Mission().eta) == (3.0, 1, 0.01)
+        Bref, pref = dense_olbfgs(Xu, y, K, 3, 1, 3.0, 1, second_order=False)
     else:
         L = Bear(sketch_rows=3, sketch_width=40, top_k=p, oaa=K, curvature_damping=0.5)
         assert (L.eta, L.b, Bear().b, Bear(oaa=K, example_norm="none").b) == (0.1, 1, 10, 10)
@@ -152,3 +152,29 @@ def test_oaa_model_saved_before_example_norm_continues_as_trained(algo, tmp_path
                    data, "-p", new, "--quiet")
     assert r.exit_code == 0, r.output
     assert new.read_text() != out.read_text()
+
+
+def test_step_default_version_is_saved_and_old_models_keep_their_step():
+    """mission --oaa K on unit-norm examples defaults to -l 3 (step defaults version 2). The model
+    records the version (meta ``step_defaults``); a model without it (saved under version 1, -l 1)
+    continues with -l 1, exactly as a learner given -l 1."""
+    from streamlearn.algos.mission import Mission
+    kw = dict(oaa=3, sketch_rows=2, sketch_width=30, top_k=6)
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(40, 8))
+    y = rng.integers(1, 4, 40).astype(float)
+    batch = Batch.from_dense(X, y, hashes=(np.arange(1, 9) * 2654435761 % 2**32).astype(np.uint32))
+    new = Mission(**kw)
+    assert new.eta == 3.0
+    meta, arrays = new.state_dict()
+    assert meta["step_defaults"] == 2
+    assert Mission.from_state(meta, arrays).eta == 3.0
+    old_meta = {k: v for k, v in meta.items() if k != "step_defaults"}
+    old = Mission.from_state(old_meta, arrays)
+    assert old.eta == 1.0
+    given = Mission(**kw, learning_rate=1.0)
+    np.testing.assert_array_equal(old.learn_batch(batch)[1], given.learn_batch(batch)[1])
+    np.testing.assert_array_equal(old.sketch, given.sketch)
+    assert not np.array_equal(Mission(**kw).learn_batch(batch)[1], given.learn_batch(batch)[1])
+    with pytest.raises(ValueError, match="step_defaults"):
+        Mission.from_state({**meta, "step_defaults": 3}, arrays)

@@ -155,3 +155,17 @@ def test_merge_averages_the_intercept(algo):
     expect = (w[0] * nodes[0].intercept + w[1] * nodes[1].intercept) / w.sum()
     np.testing.assert_allclose(merged.arrays["intercept"], expect, rtol=1e-12)
     assert nodes[0].intercept[0] != nodes[1].intercept[0]
+
+
+@pytest.mark.parametrize("algo", ["mission", "bear"])
+def test_compression_factor_does_not_count_the_intercept(algo):
+    """The HyperLogLog behind ``distinct_features`` / ``compression_factor`` counts the features
+    the sketch holds: the constant, kept apart, is not one of them (it was counted: p + 1)."""
+    X, y = _stream(2, 0, n=40, p=16)
+    keys = np.concatenate([[CONSTANT_HASH], np.arange(1, 17) * 0x9E3779B1 % 2**32]).astype(np.uint32)
+    L = LEARNERS[algo](sketch_rows=2, sketch_width=8, top_k=4, loss_function="logistic")
+    L.learn_batch(Batch.from_dense(X, y, hashes=keys))
+    L.finish()
+    s = L.extra_summary()
+    assert s["distinct_features"] == 16
+    assert s["compression_factor"] == pytest.approx(1.0, abs=0.01)  # 16 cells; 17 / 16 counting it

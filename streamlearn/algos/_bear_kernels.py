@@ -290,11 +290,11 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
                 g[c * nA + a] = G0[c, a]
     # line 6
     for a in range(nA):
-        _hll_add(state.hll, akeys[a])
-        if a == aconst:  # the intercept, outside the sketch
+        if a == aconst:  # the intercept, outside the sketch (and not a feature the sketch holds: not counted)
             for c in range(K):
                 state.intercept[c] -= eta * z[c * nA + a]
             continue
+        _hll_add(state.hll, akeys[a])
         for c in range(K):
             d = z[c * nA + a]
             if d != 0.0:

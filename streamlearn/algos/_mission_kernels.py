@@ -42,11 +42,11 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
     G = np.empty((K, nA), np.float64)
     _mb_gradient(hyper.code, offsets, values, labels, weights, mb, nmb, loc, P, G, state.lrange, hyper.clip)
     for a in range(nA):
-        _hll_add(state.hll, akeys[a])
-        if a == aconst:  # the intercept, outside the sketch
+        if a == aconst:  # the intercept, outside the sketch (and not a feature the sketch holds: not counted)
             for c in range(K):
                 state.intercept[c] -= eta * G[c, a]
             continue
+        _hll_add(state.hll, akeys[a])
         for c in range(K):
             if G[c, a] != 0.0:
                 _add_ca(sketch, c, abk, asg, a, -eta * G[c, a])

@@ -164,7 +164,7 @@ def _med5(a, b, c, d, e):
     return _med3(max(lo1, lo2), min(hi1, hi2), c)
 
 
-@njit(**INNER)
+@njit(cache=True, nogil=True, inline="always")
 def _median(tmp, R):
     """Median of ``tmp[:R]`` (R = 3, 5: a min / max network; else sorted in place by insertion;
     even ``R``: mean of the two middle values)."""
@@ -194,7 +194,7 @@ def _sketch_query(sk, bk, sg, tmp):
     return _median(tmp, R)
 
 
-@njit(**INNER)
+@njit(cache=True, nogil=True, inline="always")
 def _query_c(sketch, c, bk, sg, tmp):
     """QUERY class ``c`` of a learner's class-interleaved sketch ``(R, W, K)``: the median over
     rows of ``sg[r] * sketch[r, bk[r], c]``. A feature's K class cells of a row are adjacent,
@@ -205,7 +205,7 @@ def _query_c(sketch, c, bk, sg, tmp):
     return _median(tmp, R)
 
 
-@njit(**INNER)
+@njit(cache=True, nogil=True, inline="always")
 def _query_ca(sketch, c, abk, asg, a, tmp):
     """:func:`_query_c` for active feature ``a`` of a minibatch (its buckets ``abk[a]`` and signs
     ``asg[a]``), indexed in place: no array view per call (each view costs an atomic reference
@@ -216,7 +216,7 @@ def _query_ca(sketch, c, abk, asg, a, tmp):
     return _median(tmp, R)
 
 
-@njit(**INNER)
+@njit(cache=True, nogil=True, inline="always")
 def _add_ca(sketch, c, abk, asg, a, delta):
     """ADD ``delta`` to class ``c`` of active feature ``a`` (as :func:`_query_ca`, no views)."""
     for r in range(abk.shape[1]):
@@ -294,7 +294,7 @@ def _tbl_find(tbl, hkeys, key):
         i = (i + 1) & tmask
 
 
-@njit(**INNER)
+@njit(cache=True, nogil=True, inline="always")
 def _tbl_find_c(htbl, hkeys, c, key):
     """:func:`_tbl_find` in class ``c``'s table and heap of the ``(K, T)`` / ``(K, k)`` arrays
     (indexed in place: no views per call)."""
@@ -765,7 +765,10 @@ def _offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta, keep, aconst):
             if keep[c, a]:  # a member when the weights were QUERYed: look it up (it may have left since)
                 nid = _heap_offer(hkeys, hw, htpos, hname, htbl, size, akeys[a], V[c, a])
             else:  # not a member then, so not now (only a's own offer can add a)
-                nid = _heap_enter(hkeys, hw, htpos, hname, htbl, size, akeys[a], V[c, a])
+                v = V[c, a]
+                if v == 0.0 or (size[0] >= hkeys.shape[0] and abs(v) <= abs(hw[0])):
+                    continue  # _heap_enter's refusals, tested here: most offers, and a call costs more
+                nid = _heap_enter(hkeys, hw, htpos, hname, htbl, size, akeys[a], v)
             if nid >= 0:
                 _copy_name(names, name_len, nid, aocc[a], spans.text, spans.name_start,
                            spans.name_end, spans.ns_start, spans.ns_end)

@@ -26,7 +26,9 @@ class Mission(SketchLearner):
     PARAMS = SKETCH_PARAMS + (MINIBATCH_PARAM,)
     default_lr = 0.01
     default_minibatch = 1
-    default_lr_unit_oaa = 1.0  # --oaa K on unit-norm examples (benchmarks/bear_multiclass.py)
+    default_lr_unit_oaa = 3.0  # --oaa K on unit-norm examples (benchmarks/bear_multiclass.py)
+    STEP_DEFAULTS = 2  # version 1: default_lr_unit_oaa 1.0 (models saved before record no version)
+    default_lr_unit_oaa_before = {1: 1.0}
     kernels = _kernels
     run_kernel = "mission_run"
     compiled_kernels = ((_kernels, "mission_run"),)

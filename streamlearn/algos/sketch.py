@@ -124,7 +124,8 @@ SKETCH_PARAMS += (
     Param("example_norm", ("auto", "unit", "none"), "auto",
           "bear/mission: scale each example's feature values to unit L2 norm inside the learner (unit; as "
           "--unit_norm, saved with the model) or not (none). auto: unit with --oaa K, none otherwise. With "
-          "unit under --oaa the step defaults are --learning_rate 1 (mission) and --minibatch 1 (bear) "
+          "unit under --oaa the step defaults are --learning_rate 3 (mission; 1 for models saved before) and "
+          "--minibatch 1 (bear) "
           "(benchmarks/bear_multiclass.py).", structural=True,
           absent="none"),  # models saved before it continue unscaled, with the old defaults
 )
@@ -179,6 +180,7 @@ class SketchLearner(Learner):
         self.intercept = np.zeros(self.kc, np.float64)  # the constant feature's weight per class
         #: the intercept kept apart (False: a model saved before, the constant a heap feature)
         self.keep_intercept = True
+        self.step_defaults = self.STEP_DEFAULTS  # a loaded model: the version it was trained with
         self._pending: Batch | None = None
         self.probabilities = False
         self.last_probabilities = None
@@ -269,13 +271,20 @@ class SketchLearner(Learner):
     #: defaults of --learning_rate / --minibatch for --oaa K on unit-norm examples (None: as above)
     default_lr_unit_oaa = None
     default_minibatch_unit_oaa = None
+    #: version of the step defaults above; a model records the version it was trained with (meta
+    #: ``step_defaults``, written when above 1; absent: 1), so that a model trained without ``-l``
+    #: continues with the step it was trained with after a default changes
+    STEP_DEFAULTS = 1
+    #: ``default_lr_unit_oaa`` of earlier versions (version -> step)
+    default_lr_unit_oaa_before: dict = {}
 
     def _apply_hyper(self):
         norm = self.hyper.get("example_norm") or "auto"
         self.unit = norm == "unit" or (norm == "auto" and self.multiclass)
         mc = self.unit and self.multiclass
         lr = self.hyper["learning_rate"]
-        dlr = self.default_lr_unit_oaa if mc and self.default_lr_unit_oaa is not None else self.default_lr
+        unit_lr = self.default_lr_unit_oaa_before.get(self.step_defaults, self.default_lr_unit_oaa)
+        dlr = unit_lr if mc and unit_lr is not None else self.default_lr
         self.eta = float(dlr if lr is None else lr)
         mb = self.hyper.get("minibatch")
         dmb = self.default_minibatch_unit_oaa if mc and self.default_minibatch_unit_oaa is not None \
@@ -296,12 +305,20 @@ class SketchLearner(Learner):
         return CONSTANT_HASH if self.keep_intercept else -1
 
     def _extra_meta(self):
-        return {"intercept": "kept" if self.keep_intercept else "heap"}
+        out = {"intercept": "kept" if self.keep_intercept else "heap"}
+        if self.step_defaults > 1:
+            out["step_defaults"] = self.step_defaults
+        return out
 
     def _load_extra_meta(self, meta):
         mode = meta.get("intercept", "heap")  # saved before the intercept was kept apart: in the heap
         require(mode in ("kept", "heap"), f"meta.intercept = {mode!r} is not 'kept' or 'heap'")
         self.keep_intercept = mode == "kept"
+        v = meta.get("step_defaults", 1)  # saved before the step defaults changed: the first ones
+        require(type(v) is int and 1 <= v <= self.STEP_DEFAULTS,
+                f"meta.step_defaults = {v!r} is not a version 1..{self.STEP_DEFAULTS} of {self.name}'s step defaults")
+        self.step_defaults = v
+        self._apply_hyper()
 
     @property
     def loss_code(self) -> int:
