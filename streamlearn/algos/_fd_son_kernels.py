@@ -34,6 +34,10 @@ import numpy as np
 from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
+
+#: a helper with one call site, inlined into it by numba (not compiled, optimised and linked as a library of
+#: its own, then again inside each caller's)
+INLINE = dict(INNER, inline="always")
 from ._feature_table_kernels import EMPTY, _find
 from ._loss_kernels import SQUARED, invariant_step, loss_deriv, loss_value, target
 from ._oja_son_kernels import _pscale
@@ -152,7 +156,7 @@ def _hist_cap(hP):
     return h
 
 
-@njit(**INNER)
+@njit(**INLINE)  # (one call site)
 def _suffix_append(hP, hc, k, hcap):
     """Record k was written at level 0: start suffix k / SUF with it if k is a multiple of SUF, and extend
     every earlier suffix by it (``P = P_k P``, ``c = c + P^T c_k``, as :func:`_complete` composes)."""
@@ -261,7 +265,7 @@ def _catch_up(tab, sl, hP, hc, R, wz):
             wz[1 + r] = wz[1 + m + r]
 
 
-@njit(**INNER)
+@njit(**INLINE)  # (one call site)
 def _catch_up_inplace(tab, sl, hP, hc, R, wz):
     """Bring slot ``sl`` up to date (stamp R) in the table."""
     if tab[sl, C_T] == R:
@@ -917,7 +921,7 @@ def _key_order(keys):
     return a
 
 
-@njit(**INNER)
+@njit(**INLINE)  # (one call site)
 def _recompute_k(keys, tab, K, m):
     """``K = Z Z^T`` exactly from the table, summed in the order of the features (not of the slots:
     a restored model's table is laid out differently, and its K must be the same to the bit)."""
@@ -934,7 +938,7 @@ def _recompute_k(keys, tab, K, m):
                     K[i, j] += zi * tab[s, C_Z + j]
 
 
-@njit(**INNER)
+@njit(**INLINE)  # (one call site)
 def _orthonormalise_active(F, K, na):
     """Drift guard: if ``K = V V^T`` on the active rows is not I (to DRIFT_TOL), replace those rows
     of F by ``L^-1 F`` (``L L^T = K_aa``; K_aa = I after): Gram-Schmidt of V's active rows, O(m^3).
@@ -976,7 +980,7 @@ def _orthonormalise_active(F, K, na):
     return True
 
 
-@njit(**INNER)
+@njit(**INLINE)  # (one call site)
 def _equilibrated_cond(N1):
     """The condition number of ``N1 diag(1 / ||N1 e_q||)`` (its columns scaled to unit norm; inf if one is
     0, or if their norms differ by more than COL_RATIO). ``F = N1`` with ``Z += N1^-1 N2 G``: scaling F's
