@@ -34,6 +34,10 @@ import numpy as np
 from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
+
+#: a helper with one call site, inlined into it by numba (not compiled, optimised and linked as a library of
+#: its own, then again inside each caller's)
+INLINE = dict(INNER, inline="always")
 from ._feature_table_kernels import EMPTY, _find
 from ._loss_kernels import SQUARED, invariant_step, loss_deriv, loss_value, target
 from ._oja_son_kernels import _pscale
@@ -152,7 +156,7 @@ def _hist_cap(hP):
     return h
 
 
-@njit(**INNER)
+@njit(**INLINE)  # (one call site)
 def _suffix_append(hP, hc, k, hcap):
     """Record k was written at level 0: start suffix k / SUF with it if k is a multiple of SUF, and extend
     every earlier suffix by it (``P = P_k P``, ``c = c + P^T c_k``, as :func:`_complete` composes)."""
@@ -184,7 +188,7 @@ def _suffix_append(hP, hc, k, hcap):
                 hP[j, r, q] = tmp[r, q]
 
 
-@njit(**INNER)
+@njit(cache=True, nogil=True, inline="always")  # (an index formula: no compiled function of its own)
 def _blk(level, i, hcap):
     """Index in ``hP`` / ``hc`` of block ``i`` of ``level`` (levels laid out one after another,
     level l holding hcap >> l blocks)."""
@@ -261,7 +265,7 @@ def _catch_up(tab, sl, hP, hc, R, wz):
             wz[1 + r] = wz[1 + m + r]
 
 
-@njit(**INNER)
+@njit(**INLINE)  # (one call site)
 def _catch_up_inplace(tab, sl, hP, hc, R, wz):
     """Bring slot ``sl`` up to date (stamp R) in the table."""
     if tab[sl, C_T] == R:
@@ -290,7 +294,7 @@ def _rebase_all(keys, tab, ints, hP, hc, N, u):
         for q in range(m):
             T[R, r, q] = N[r, q]
     for st in range(R - 1, -1, -1):
-        j = _blk(0, st, hcap)
+        j = st  # level 0: block st
         for r in range(m):
             for q in range(m):
                 acc = 0.0
@@ -353,27 +357,23 @@ def _tr(A):
 
 
 @njit(**INNER)
-def _sub(A, r0, r1, c0, c1):
-    """``A[r0:r1, c0:c1]`` as a new C-ordered array."""
-    out = np.empty((r1 - r0, c1 - c0))
-    for i in range(r0, r1):
-        for j in range(c0, c1):
-            out[i - r0, j - c0] = A[i, j]
+def _head(A, nr, nc):
+    """``A[:nr, :nc]`` as a new C-ordered array."""
+    out = np.empty((nr, nc))
+    for i in range(nr):
+        for j in range(nc):
+            out[i, j] = A[i, j]
     return out
 
 
 @njit(**INNER)
 def _sym(A, B):
-    """``0.5 ((A - B) + (A - B)^T)`` (B = None: of A), in loops rather than array expressions (which
-    compile slowly)."""
+    """``0.5 ((A - B) + (A - B)^T)``, in loops rather than array expressions (which compile slowly)."""
     n = A.shape[0]
     out = np.empty((n, n))
     for i in range(n):
         for j in range(n):
-            if B is None:
-                out[i, j] = 0.5 * (A[i, j] + A[j, i])
-            else:
-                out[i, j] = 0.5 * ((A[i, j] - B[i, j]) + (A[j, i] - B[j, i]))
+            out[i, j] = 0.5 * ((A[i, j] - B[i, j]) + (A[j, i] - B[j, i]))
     return out
 
 
@@ -693,9 +693,36 @@ def _apply_ainv(H, sx, m, coef, F, D, b, c, h, tmp):
 
 
 @njit(**INNER)
-def _ss_eig(F, D, ZG, GG, tau):
-    """Eigen-decomposition of ``S S^T`` (2m x 2m) from the small matrices (top block D^2: V
-    orthonormal), O(m^3): ``(lam ascending, U, the largest eigenvalue or 0)``."""
+def _quad(H, sx):
+    """``Sx^T H Sx``."""
+    n = sx.shape[0]
+    sh = 0.0
+    for r in range(n):
+        acc = 0.0
+        for j in range(n):
+            acc += H[r, j] * sx[j]
+        sh += sx[r] * acc
+    return sh
+
+
+#: _pinv's modes (passed as np.int64(...): a literal argument would compile a version per mode)
+PINV_PROJECT, PINV_QUAD, PINV_STEP = 0, 1, 2
+
+
+@njit(**INNER)
+def _pinv(F, D, ZG, GG, tau, sx, mode, xx, f, b, c, h):
+    """RFD with alpha = 0 (NOTES_FD item 7): ``A = S^T S`` is singular; its pseudo-inverse from the
+    eigen-decomposition of ``S S^T`` (2m x 2m, built from the small matrices: top block D^2, V
+    orthonormal), eigenvalues <= RANK_TOL of the largest counted as zero, as the reference. O(m^3).
+    One helper for the three uses (one compiled copy of the eigen-decomposition's caller):
+
+    - ``mode = PINV_PROJECT`` (``f = ptau``): SON Lemma 2 (App. B), the projection of u onto
+      ``|w^T x| <= C`` in the A semi-norm, ``w = u - ptau r / (x^T r)`` with ``r = x - A A^+ x`` the
+      part of x outside range(A) when it is not 0 (then u moves only there: ``A A^+ x = S^T (S S^T)^+
+      S x``), else ``w = u - ptau A^+ x / (x^T A^+ x)`` with ``A^+ x = S^T (S S^T)^+2 S x``. Returns the
+      coefficient of x (the caller does ``w_bar -= it x``); the S^T part goes into b and c.
+    - ``mode = PINV_QUAD``: returns ``x^T A^+ x = sum_k (U_k . Sx)^2 / lam_k^2``.
+    - ``mode = PINV_STEP`` (``f = gl``): ``u -= A^+ g``, ``A^+ g = S^T (S S^T)^+2 S g`` with ``S g = gl Sx``."""
     m = D.shape[0]
     n = 2 * m
     SS = np.zeros((n, n))
@@ -711,13 +738,49 @@ def _ss_eig(F, D, ZG, GG, tau):
         for j in range(tau):
             SS[m + q, m + j] = GG[q, j]
     lam, U = _eigh(SS)
-    return lam, U, max(lam[n - 1], 0.0)
-
-
-@njit(**INNER)
-def _s_t_apply(F, D, h, b, c):
-    """``u -= S^T h``: ``b -= F^T D h_top``, ``c -= h_bot``."""
-    m = D.shape[0]
+    top = max(lam[n - 1], 0.0)
+    keep = np.zeros(n, np.bool_)  # the eigenpairs above the rank threshold, and Sx's projections on them
+    proj = np.zeros(n)
+    for k in range(n):
+        if top > 0.0 and lam[k] > RANK_TOL * top:
+            keep[k] = True
+            acc = 0.0
+            for i in range(n):
+                acc += U[i, k] * sx[i]
+            proj[k] = acc
+    for i in range(n):
+        h[i] = 0.0
+    if mode == PINV_QUAD:
+        q = 0.0
+        for k in range(n):
+            if keep[k]:
+                q += proj[k] * proj[k] / (lam[k] * lam[k])
+        return q
+    gam = 0.0
+    p = 2
+    if mode == PINV_PROJECT:
+        # x^T A A^+ x = sum over kept eigenpairs (U_k . Sx)^2 / lam_k, x^T A^+ x = sum (U_k . Sx)^2 / lam_k^2
+        xpx = 0.0
+        xapx = 0.0
+        for k in range(n):
+            if keep[k]:
+                xpx += proj[k] * proj[k] / lam[k]
+                xapx += proj[k] * proj[k] / (lam[k] * lam[k])
+        xr = xx - xpx
+        if xr > 1e-12 * xx:  # w = u - gam (x - S^T (S S^T)^+ S x)
+            gam = f / xr
+            f = -gam
+            p = 1
+        elif xapx > 0.0:  # w = u - gam S^T (S S^T)^+2 S x
+            f = f / xapx
+        else:
+            return 0.0
+    for k in range(n):
+        if keep[k]:
+            g = f * proj[k] / (lam[k] if p == 1 else lam[k] * lam[k])
+            for i in range(n):
+                h[i] += g * U[i, k]
+    # u -= S^T h: b -= F^T D h_top, c -= h_bot
     for q in range(m):
         acc = 0.0
         for r in range(m):
@@ -725,98 +788,7 @@ def _s_t_apply(F, D, h, b, c):
         b[q] -= acc
     for r in range(m):
         c[r] -= h[m + r]
-
-
-@njit(**INNER)
-def _pinv_project(F, D, ZG, GG, tau, sx, xx, ptau, b, c, h):
-    """SON Lemma 2 (App. B) with a singular ``A = S^T S`` (alpha = 0; NOTES_FD item 7, eigenvalues
-    <= RANK_TOL of the largest counted as zero, as the reference): the projection of u onto
-    ``|w^T x| <= C`` in the A semi-norm, ``w = u - ptau r / (x^T r)`` with ``r = x - A A^+ x`` the part of
-    x outside range(A) when it is not 0 (then u moves only there: ``A A^+ x = S^T (S S^T)^+ S x``), else
-    ``w = u - ptau A^+ x / (x^T A^+ x)`` with ``A^+ x = S^T (S S^T)^+2 S x``. Returns the coefficient of
-    x (the caller does ``w_bar -= it x``); the S^T part goes into b and c. O(m^3)."""
-    m = D.shape[0]
-    n = 2 * m
-    lam, U, top = _ss_eig(F, D, ZG, GG, tau)
-    # x^T A A^+ x = sum over kept eigenpairs (U_k . Sx)^2 / lam_k, x^T A^+ x = sum (U_k . Sx)^2 / lam_k^2
-    xpx = 0.0
-    xapx = 0.0
-    for k in range(n):
-        if top > 0.0 and lam[k] > RANK_TOL * top:
-            proj = 0.0
-            for i in range(n):
-                proj += U[i, k] * sx[i]
-            xpx += proj * proj / lam[k]
-            xapx += proj * proj / (lam[k] * lam[k])
-    xr = xx - xpx
-    for i in range(n):
-        h[i] = 0.0
-    if xr > 1e-12 * xx:  # w = u - gam (x - S^T (S S^T)^+ S x)
-        gam = ptau / xr
-        f = -gam
-        p = 1
-    elif xapx > 0.0:  # w = u - gam S^T (S S^T)^+2 S x
-        gam = 0.0
-        f = ptau / xapx
-        p = 2
-    else:
-        return 0.0
-    for k in range(n):
-        if top > 0.0 and lam[k] > RANK_TOL * top:
-            proj = 0.0
-            for i in range(n):
-                proj += U[i, k] * sx[i]
-            g = f * proj / (lam[k] if p == 1 else lam[k] * lam[k])
-            for i in range(n):
-                h[i] += g * U[i, k]
-    _s_t_apply(F, D, h, b, c)
     return gam
-
-
-@njit(**INNER)
-def _pinv_step(F, D, ZG, GG, tau, sx, gl, b, c, h):
-    """``u -= A^+ g`` for ``A = S^T S`` (alpha = 0): ``A^+ g = S^T (S S^T)^+2 S g`` with ``S g = gl Sx``."""
-    m = D.shape[0]
-    n = 2 * m
-    lam, U, top = _ss_eig(F, D, ZG, GG, tau)
-    for i in range(n):
-        h[i] = 0.0
-    if not top > 0.0:
-        return
-    for k in range(n):
-        if lam[k] > RANK_TOL * top:
-            proj = 0.0
-            for i in range(n):
-                proj += U[i, k] * sx[i]
-            f = gl * proj / (lam[k] * lam[k])
-            for i in range(n):
-                h[i] += f * U[i, k]
-    _s_t_apply(F, D, h, b, c)
-
-
-@njit(**INNER)
-def _xainvx(H, sx, xx, alpha, F, D, ZG, GG, tau, h):
-    """``q = x^T A^-1 x = (||x||^2 - Sx^T H Sx) / alpha``; for alpha = 0 ``x^T A^+ x = sum_k (U_k . Sx)^2 /
-    lam_k^2`` over the eigenpairs of S S^T above the rank threshold (as :func:`_pinv_step`)."""
-    n = sx.shape[0]
-    if alpha > 0.0:
-        sh = 0.0
-        for r in range(n):
-            acc = 0.0
-            for j in range(n):
-                acc += H[r, j] * sx[j]
-            sh += sx[r] * acc
-        return (xx - sh) / alpha
-    lam, U, top = _ss_eig(F, D, ZG, GG, tau)
-    q = 0.0
-    if top > 0.0:
-        for k in range(n):
-            if lam[k] > RANK_TOL * top:
-                proj = 0.0
-                for i in range(n):
-                    proj += U[i, k] * sx[i]
-                q += proj * proj / (lam[k] * lam[k])
-    return q
 
 
 @njit(**INNER)
@@ -949,7 +921,7 @@ def _key_order(keys):
     return a
 
 
-@njit(**INNER)
+@njit(**INLINE)  # (one call site)
 def _recompute_k(keys, tab, K, m):
     """``K = Z Z^T`` exactly from the table, summed in the order of the features (not of the slots:
     a restored model's table is laid out differently, and its K must be the same to the bit)."""
@@ -966,7 +938,7 @@ def _recompute_k(keys, tab, K, m):
                     K[i, j] += zi * tab[s, C_Z + j]
 
 
-@njit(**INNER)
+@njit(**INLINE)  # (one call site)
 def _orthonormalise_active(F, K, na):
     """Drift guard: if ``K = V V^T`` on the active rows is not I (to DRIFT_TOL), replace those rows
     of F by ``L^-1 F`` (``L L^T = K_aa``; K_aa = I after): Gram-Schmidt of V's active rows, O(m^3).
@@ -974,8 +946,8 @@ def _orthonormalise_active(F, K, na):
     m = F.shape[0]
     if na == 0:
         return False
-    Fa = _sub(F, 0, na, 0, m)
-    P = _sub(K, 0, na, 0, na)
+    Fa = _head(F, na, m)
+    P = _head(K, na, na)
     dev = 0.0
     for i in range(na):
         for j in range(na):
@@ -984,11 +956,19 @@ def _orthonormalise_active(F, K, na):
                 dev = v
     if not dev > DRIFT_TOL:
         return False
-    L = _cholesky(_sym(P, None))
+    Ps = np.empty((na, na))
+    for i in range(na):
+        for j in range(na):
+            Ps[i, j] = 0.5 * (P[i, j] + P[j, i])
+    L = _cholesky(Ps)
     if L.shape[0] == 0:
         return False
     Fn = _solve(L, Fa)
-    X = _solve(L, _sub(K, 0, na, na, m))  # V_a's Gram with the inactive rows
+    Kai = np.empty((na, m - na))  # V_a's Gram with the inactive rows
+    for i in range(na):
+        for j in range(na, m):
+            Kai[i, j - na] = K[i, j]
+    X = _solve(L, Kai)
     for i in range(na):
         for j in range(m):
             F[i, j] = Fn[i, j]
@@ -1000,7 +980,7 @@ def _orthonormalise_active(F, K, na):
     return True
 
 
-@njit(**INNER)
+@njit(**INLINE)  # (one call site)
 def _equilibrated_cond(N1):
     """The condition number of ``N1 diag(1 / ||N1 e_q||)`` (its columns scaled to unit norm; inf if one is
     0, or if their norms differ by more than COL_RATIO). ``F = N1`` with ``Z += N1^-1 N2 G``: scaling F's
@@ -1056,7 +1036,7 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
     """
     m = F.shape[0]
     na = ints[I_NA]
-    Fa = _sub(F, 0, na, 0, m)
+    Fa = _head(F, na, m)
     # C = G V_a^T (m x na): C[k, i] = sum_j ZG[j, k] F[i, j]
     C = _mm(_tr(ZG), _tr(Fa))
     EE = _sym(GG, _mm(C, _tr(C)))
@@ -1093,7 +1073,7 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
             Mt[na + k, i] = C[k, i]
         for j in range(r):
             Mt[na + k, na + j] = Wk[k, j] * math.sqrt(gk[j])
-    MM = _sym(_mm(_tr(Mt), Mt), None)
+    MM = _mm(_tr(Mt), Mt)  # (_eigh takes the symmetric part)
     sig = np.zeros(nb)
     U = np.zeros((nb, nb))
     if nb > 0:
@@ -1167,7 +1147,7 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
     for t in range(kk, m):
         D[t] = 0.0
     if kk < m:  # inactive rows: complete N1 by the orthonormal complement of its row space
-        N1k = _sub(N1, 0, kk, 0, m)
+        N1k = _head(N1, kk, m)
         lam, E = _eigh(_mm(_tr(N1k), N1k))
         for t in range(kk, m):
             for q in range(m):
@@ -1183,8 +1163,8 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
             for j in range(r):
                 acc -= Usel[na + j, t] * QC[j, i]
             Mk[t, i] = acc
-    N2k = _sub(N2, 0, kk, 0, m)
-    Kaa = _sub(K, 0, na, 0, na)
+    N2k = _head(N2, kk, m)
+    Kaa = _head(K, na, na)
     N2kT = _tr(N2k)
     X1 = _mm(_mm(Mk, _tr(C)), N2kT)
     VVn = _mm(_mm(Mk, Kaa), _tr(Mk))
@@ -1224,7 +1204,7 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
                 eye[i, i] = 1.0
             _rebase_all(keys, tab, ints, hP, hc, eye, np.zeros(m))
         k = ints[I_HIST]
-        j0 = _blk(0, k, hcap)
+        j0 = k  # level 0: block k
         for i in range(m):
             hc[j0, i] = b[i]
             for j in range(m):
@@ -1437,19 +1417,13 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
         alpha = flt[0]
         if ptau != 0.0 and alpha == 0.0:  # RFD with alpha = 0: the H semi-norm projection
             _sx(F, D, z, gx, tau, m, sx)
-            gam = _pinv_project(F, D, ZG, GG, tau, sx, xx, ptau, b, c, h)
+            gam = _pinv(F, D, ZG, GG, tau, sx, np.int64(PINV_PROJECT), xx, ptau, b, c, h)
             if gam != 0.0:
                 for k in range(s):
                     tab[slot_buf[k], C_U] -= gam * xt[k]
         elif ptau != 0.0:
             _sx(F, D, z, gx, tau, m, sx)
-            sh = 0.0
-            for r in range(2 * m):
-                acc = 0.0
-                for j in range(2 * m):
-                    acc += H[r, j] * sx[j]
-                sh += sx[r] * acc
-            qn = (xx - sh) / alpha
+            qn = (xx - _quad(H, sx)) / alpha
             if qn > 0.0:
                 gam = ptau / qn / alpha
                 for k in range(s):
@@ -1546,18 +1520,21 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
                         z[r] += tab[sl, C_Z + r] * xt[k]
             for r in range(m):
                 gx[r] = 0.0
-            _sx(F, D, z, gx, 0, m, sx)
+            _sx(F, D, z, gx, np.int64(0), m, sx)
         else:
             _sx(F, D, z, gx, tau + 1, m, sx)
         alpha = flt[0]
-        if invariant and gl != 0.0:  # q = x^T A^-1 x (A^+ for alpha = 0) of the new sketch
-            gl = _invariant_coef(loss_code, p, y, imp * eta, _xainvx(H, sx, xx, alpha, F, D, ZG, GG, ints[I_TAU], h),
-                                 gl)
+        if invariant and gl != 0.0:  # q = x^T A^-1 x = (||x||^2 - Sx^T H Sx) / alpha (A^+ for alpha = 0), new sketch
+            if alpha > 0.0:
+                qa = (xx - _quad(H, sx)) / alpha
+            else:
+                qa = _pinv(F, D, ZG, GG, ints[I_TAU], sx, np.int64(PINV_QUAD), xx, 0.0, b, c, h)
+            gl = _invariant_coef(loss_code, p, y, imp * eta, qa, gl)
         coef = gl / alpha if alpha > 0.0 else 0.0
         if gl != 0.0 and alpha == 0.0:
             # RFD with alpha = 0 (NOTES_FD item 7): u = w - A^+ g, A = S^T S, A^+ = S^T (S S^T)^+2 S,
             # eigenvalues of S S^T <= RANK_TOL of the largest counted as zero
-            _pinv_step(F, D, ZG, GG, ints[I_TAU], sx, gl, b, c, h)
+            _pinv(F, D, ZG, GG, ints[I_TAU], sx, np.int64(PINV_STEP), xx, gl, b, c, h)
         # Alg. 1 line 8: u = w - A^-1 g, A^-1 g = (g - S^T H S g) / alpha
         if coef != 0.0:
             for k in range(s):
