@@ -5,8 +5,9 @@ Accuracy (``--part accuracy``): one pass of progressive validation, logistic los
 eta = 2^-10..2^4 for every method, progressive error in percent. Methods: diagonal AdaGrad
 (``--algo adagrad --adaptive``: sqrt(G), no delta), S-ADA, Fast S-ADA, FTSL, FTFSL at tau = 10
 (delta = 1e-6 inside the root), and full-matrix AdaGrad in the mirror and primal-dual forms (``--full``:
-S-ADA / FTSL with tau = d, which equal it (tests/test_sketched_adagrad.py); on a9a only with ``--full_a9a``,
-O(d^3) per example, over 2^-4..2^1), then the leak check: no sketched method more than 0.3 point better than
+the dense reference ``FullAdaGrad`` of tests/naive_sketched_adagrad.py, one d x d eigh per example,
+which S-ADA / FTSL with tau = d equal (tests/test_sketched_adagrad.py); on a9a only with ``--full_a9a``,
+d = 124, over 2^-4..2^1; both stop 3 grid steps past the best so far), then the leak check: no sketched method more than 0.3 point better than
 full-matrix AdaGrad. Data: SON Sec. 5.1's
 synthetic design (tests/naive_fd_son.py ``son_synthetic``, d = 100, kappa 200 and 10, ``--T``
 examples, ``--seeds`` seeds; ``--labels paper`` draws theta in x-space as the paper's text says,
@@ -40,6 +41,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
 from _common import DATASETS, table  # noqa: E402
 from naive_fd_son import son_synthetic  # noqa: E402
+from naive_sketched_adagrad import FullAdaGrad  # noqa: E402
 from streamlearn.algos import make_learner  # noqa: E402
 from streamlearn.batch import Batch  # noqa: E402
 
@@ -84,8 +86,13 @@ def learner(method, d, eta, tau=10, bits=18):
     return make_learner(method, {**hy, "sketch_size": tau, "delta": DELTA})
 
 
-def error(method, batch, y, d, eta):
-    p, _ = learner(method, d, eta).learn_batch(batch)
+def error(method, batch, X, y, eta):
+    if method in ("full-md", "full-pd"):
+        # the dense reference (tests/naive_sketched_adagrad.py, which the tau = d learners equal):
+        # one numpy eigh of the d x d G_t + delta I per round, far faster than the sparse learner at tau = d
+        p = FullAdaGrad(X.shape[1], eta, DELTA, form="mirror" if method == "full-md" else "dual").run(X, y)
+    else:
+        p, _ = learner(method, X.shape[1], eta).learn_batch(batch)
     if not np.all(np.abs(p) < 1e8):
         return 100.0
     return 100.0 * float(np.mean(np.where(p > 0, 1.0, -1.0) != y))
@@ -102,31 +109,50 @@ def load(key, T, labels):
     return read_libsvm(str(DATASETS / REAL[key]))
 
 
-FULL_A9A_GRID = [2.0 ** j for j in range(-4, 2)]  # full-matrix AdaGrad on a9a (d = 124, O(d^3) per example)
+FULL_A9A_GRID = [2.0 ** j for j in range(-4, 2)]  # full-matrix AdaGrad on a9a (d = 124, an eigh per example)
+
+
+SIBLING = {"full-md": "s-ada", "full-pd": "ftsl"}  # the sketched form of the same step (--full_near)
 
 
 def best(job):
-    key, method, T, labels = job
+    key, method, T, labels, grid = job
     X, y = load(key, T, labels)
     batch = Batch.from_dense(X, y)
-    grid = FULL_A9A_GRID if method.startswith("full") and key == "a9a" else GRID
-    errs = [error(method, batch, y, X.shape[1], eta) for eta in grid]
+    errs = []
+    for eta in grid:
+        errs.append(error(method, batch, X, y, eta))
+        if method.startswith("full") and len(errs) - 1 - int(np.argmin(errs)) >= 3:
+            break  # full-matrix AdaGrad (an eigh per example): stop 3 steps past the best so far
     i = int(np.argmin(errs))
     return key, method, errs[i], int(np.log2(grid[i]))
 
 
 def accuracy(a):
-    keys = [f"son:{k}:{s}" for k in a.kappas.split(",") for s in range(a.seeds)] + [r for r in a.real.split(",") if r]
+    keys = [f"son:{k}:{s}" for k in a.kappas.split(",") if k for s in range(a.seeds)] + [r for r in a.real.split(",") if r]
     methods = ["diag"] + SKETCHED + (["full-md", "full-pd"] if a.full else [])
-    jobs = [(k, m, a.T, a.labels) for k in keys for m in methods
-            if not (m.startswith("full") and k == "a9a" and not a.full_a9a)]
+    pairs = [(k, m) for k in keys for m in methods if not (m.startswith("full") and k == "a9a" and not a.full_a9a)
+             and not (m.startswith("full") and k in a.no_full.split(","))]
     t0 = time.time()
     res = {}
     np.seterr(all="ignore")
     with ProcessPoolExecutor(a.jobs, initializer=np.seterr, initargs=("ignore",)) as ex:
-        for key, m, err, lg in ex.map(best, jobs):
-            print(f"  {key:<16} {m:<11} {err:6.2f}% (eta 2^{lg:+d})", file=sys.stderr, flush=True)
-            res.setdefault(key, {})[m] = (err, lg)
+        for phase in (False, True):  # the sketched methods first: --full_near centres the full-matrix grids on them
+
+            def grid(k, m):
+                if not m.startswith("full"):
+                    return GRID
+                g = FULL_A9A_GRID if k == "a9a" else GRID
+                if a.full_near is not None and SIBLING[m] in res.get(k, {}):
+                    c = res[k][SIBLING[m]][1]
+                    g = [2.0 ** j for j in range(c - a.full_near, c + a.full_near + 1)]
+                return g
+
+            jobs = [(k, m, a.T, a.labels, grid(k, m)) for k, m in pairs if m.startswith("full") == phase]
+            jobs.sort(key=lambda j: -len(j[4]) * (j[0] == "a9a"))  # the longest first
+            for key, m, err, lg in ex.map(best, jobs):
+                print(f"  {key:<16} {m:<11} {err:6.2f}% (eta 2^{lg:+d})", file=sys.stderr, flush=True)
+                res.setdefault(key, {})[m] = (err, lg)
     print(f"progressive error % (log2 best eta), one pass, logistic, tau = 10, delta = {DELTA:g}, "
           f"SON design T = {a.T}, labels = {a.labels}; {time.time() - t0:.0f} s")
     rows = [{"data": k, **{m: f"{e:.2f} ({lg:+d})" for m, (e, lg) in res[k].items()}} for k in keys]
@@ -258,6 +284,10 @@ def main():
     ap.add_argument("--full", action="store_true", help="full-matrix AdaGrad too (S-ADA / FTSL with tau = d)")
     ap.add_argument("--full_a9a", action="store_true",
                     help="with --full: full-matrix AdaGrad on a9a too (step grid 2^-4..2^1 only: about a minute per step)")
+    ap.add_argument("--full_near", type=int, default=None,
+                    help="with --full: full-matrix AdaGrad's step grid only this many steps either side of its sketched "
+                         "form's best (mirror: s-ada's, primal-dual: ftsl's)")
+    ap.add_argument("--no_full", default="", help="with --full: data sets without the full-matrix columns")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--cost_n", type=int, default=5000)
     ap.add_argument("--sparse_n", type=int, default=2000)

@@ -26,11 +26,13 @@ def _hist_push(S, G, T, nrow, ninner):
     tmp = np.empty((S.shape[1], ncol))
     for g in range(G):
         for i in range(nrow):
+            # row i of T S[g], the inner loop over S[g]'s contiguous rows (the same sums, in q order)
             for j in range(ncol):
-                acc = 0.0
-                for q in range(ninner):
-                    acc += T[i, q] * S[g, q, j]
-                tmp[i, j] = acc
+                tmp[i, j] = 0.0
+            for q in range(ninner):
+                t = T[i, q]
+                for j in range(ncol):
+                    tmp[i, j] += t * S[g, q, j]
         for i in range(S.shape[1]):
             for j in range(ncol):
                 S[g, i, j] = tmp[i, j] if i < nrow else 0.0

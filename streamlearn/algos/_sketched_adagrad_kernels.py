@@ -330,11 +330,14 @@ def _sa_eig_update(U, lam, cc, r, rr, t, mu):
     _rank1_eig(lam, t, rr, mu, W)
     row = np.empty(rr)
     for ii in range(rr):
+        # row ii of U W: the inner loop runs over W's contiguous row, rr independent sums (each in
+        # q order, as a dot product would take it)
         for jj in range(rr):
-            acc = 0.0
-            for q in range(rr):
-                acc += U[ii, q] * W[q, jj]
-            row[jj] = acc
+            row[jj] = 0.0
+        for q in range(rr):
+            u = U[ii, q]
+            for jj in range(rr):
+                row[jj] += u * W[q, jj]
         for jj in range(rr):
             U[ii, jj] = row[jj]
     for jj in range(rr):
@@ -436,11 +439,15 @@ def _sa_current(tab, sl, hist, ints, k, out):
             out[1 + i] = tab[sl, C_Z + i]
         return False
     S = hist[st - ints[I_HBASE]]
+    # out = S [w_bar; Z column], the k + 1 sums side by side (each in j order): not one dependent
+    # chain of additions per row
+    w = tab[sl, C_W]
     for i in range(k + 1):
-        acc = S[i, 0] * tab[sl, C_W]
-        for j in range(k):
-            acc += S[i, 1 + j] * tab[sl, C_Z + j]
-        out[i] = acc
+        out[i] = S[i, 0] * w
+    for j in range(k):
+        c = tab[sl, C_Z + j]
+        for i in range(k + 1):
+            out[i] += S[i, 1 + j] * c
     return True
 
 
@@ -487,16 +494,18 @@ def _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, gbuf, hist, k, nb
         acc = 0.0
         for q in range(k):
             acc += b[q] * tab[sl, C_Z + q]
-        for q in range(nb):
-            acc += cb[q] * gbuf[e, q]
-        tab[sl, C_W] += acc
         for i in range(k):
             s = 0.0
             for q in range(k):
                 s += C[i, q] * tab[sl, C_Z + q]
-            for q in range(nb):
-                s += C[i, k + q] * gbuf[e, q]
             zr[i] = s
+        for q in range(nb):  # the G column's non-zeros (as in _sa_fold)
+            g = gbuf[e, q]
+            if g != 0.0:
+                acc += cb[q] * g
+                for i in range(k):
+                    zr[i] += C[i, k + q] * g
+        tab[sl, C_W] += acc
         for i in range(k):
             tab[sl, C_Z + i] = zr[i]
         tab[sl, C_ST] = reb + 1
@@ -566,17 +575,23 @@ def _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, gbuf, hist, k, nbma
         for i in range(k):
             s -= A[i, q] * b[i]
         corr[q] = s
+    zr = np.empty(k)
     for e in range(ints[I_NBS]):
         sl = bslot[e]
+        # a buffered feature's G column is mostly zeros (it is in the few gradients that brought a
+        # new direction): O(k) per non-zero, the same sums in the same order as the dense loops
         acc = 0.0
+        for i in range(k):
+            zr[i] = 0.0
         for q in range(nb):
-            acc += corr[q] * gbuf[e, q]
+            g = gbuf[e, q]
+            if g != 0.0:
+                acc += corr[q] * g
+                for i in range(k):
+                    zr[i] += A[i, q] * g
         tab[sl, C_W] += acc
         for i in range(k):
-            s = 0.0
-            for q in range(nb):
-                s += A[i, q] * gbuf[e, q]
-            tab[sl, C_Z + i] += s
+            tab[sl, C_Z + i] += zr[i]
         tab[sl, C_IB] = 0.0
         for q in range(nb):
             gbuf[e, q] = 0.0
@@ -694,10 +709,11 @@ def sada_run(offsets, indices, values, labels, weights, start, learn, state, hyp
                 for qq in range(nb):
                     zx[k + qq] += gbuf[eb, qq] * v
         for ii in range(r):
-            acc = 0.0
-            for qq in range(k + nb):
-                acc += C[ii, qq] * zx[qq]
-            vx[ii] = acc
+            vx[ii] = 0.0
+        for qq in range(k + nb):  # vx = C zx, r sums side by side (each in qq order)
+            zq = zx[qq]
+            for ii in range(r):
+                vx[ii] += C[ii, qq] * zq
         if dual:
             acc = gx * flt[F_IHP]
             for ii in range(r):
