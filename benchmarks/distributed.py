@@ -277,30 +277,44 @@ def merge_cost(args):
     print(table(rows, list(rows[0]) if rows else []))
 
 
+def _in_process_chains(data_dir, algo, hyper, workers, rounds, order):
+    """The engine's arithmetic in this process: the initial state, each chain's partitions cut
+    into ``rounds`` segments (``segs[chain][round]``), and ``learn(state, segment)``, which runs
+    the segment's partitions in order from ``state`` as a worker's chain does."""
+    from streamlearn.api import RunConfig, initial_learner
+    from streamlearn.distributed.engine import _learn_partition
+    from streamlearn.distributed.merge import state_of
+    from streamlearn.distributed.partitions import chains as plan_chains, plan_partitions
+
+    cfg = RunConfig(data=[str(data_dir)], algo=algo, hyper=dict(hyper), quiet=True)
+    parts = plan_partitions(cfg.data, min_parts=workers)
+    segs = [[c[r * len(c) // rounds:(r + 1) * len(c) // rounds] for r in range(rounds)]
+            for c in plan_chains(parts, workers, order)]
+
+    def learn(st, seg):
+        for i in seg:
+            st, _ = _learn_partition(st, parts[i], cfg, False, False, True)
+        return st
+
+    return state_of(*initial_learner(cfg)), segs, learn
+
+
 def _mixing_run(data_dir, test, algo, hyper, workers, passes, rounds, mix):
     """The engine's arithmetic in this process (no Dask): the same task functions, one after another. Each
     pass cuts the partitions into ``workers`` chains (as the engine) and each chain into ``rounds`` segments of
     consecutive partitions; after every round the chains' states are merged by ``mix`` and the next round
     starts from the merged state. rounds = 1 is the engine's pass. Test error % after each pass."""
-    from streamlearn.api import RunConfig, initial_learner
-    from streamlearn.distributed.engine import _learn_partition, _write_model
-    from streamlearn.distributed.merge import combine, finish, lift, state_of
-    from streamlearn.distributed.partitions import chains as plan_chains, plan_partitions
+    from streamlearn.distributed.engine import _write_model
+    from streamlearn.distributed.merge import combine, finish, lift
 
-    cfg = RunConfig(data=[str(data_dir)], algo=algo, hyper=dict(hyper), quiet=True)
-    base = state_of(*initial_learner(cfg))
-    parts = plan_partitions(cfg.data, min_parts=workers)
-    segs = [[c[r * len(c) // rounds:(r + 1) * len(c) // rounds] for r in range(rounds)]
-            for c in plan_chains(parts, workers)]
+    base, segs, learn = _in_process_chains(data_dir, algo, hyper, workers, rounds, "strided")
     out = []
     model = CACHE / "distributed" / "models" / "mix.slm"
     for _ in range(passes):
         for r in range(rounds):
             accs = []
             for chain in segs:
-                st = base
-                for i in chain[r]:
-                    st, _ = _learn_partition(st, parts[i], cfg, False, False, True)
+                st = learn(base, chain[r])
                 if chain[r]:
                     accs.append(lift(st, base, mix))
             if accs:  # (a round can be empty for every chain: more rounds than a chain has partitions)
@@ -382,26 +396,15 @@ def _diag_merge(states, base, variant):
 def _diag_run(data_dir, test, hyper, workers, passes, variant, rounds=1, strided=False):
     """The engine's pass in this process (as :func:`_mixing_run`), merged by :func:`_diag_merge`; test error %
     after each pass, and the share of the coordinates touched in pass 1 that only one chain touched."""
-    from streamlearn.api import RunConfig, initial_learner
-    from streamlearn.distributed.engine import _learn_partition, _write_model
-    from streamlearn.distributed.merge import state_of
-    from streamlearn.distributed.partitions import chains as plan_chains, plan_partitions
+    from streamlearn.distributed.engine import _write_model
 
-    cfg = RunConfig(data=[str(data_dir)], hyper=dict(hyper), quiet=True)
-    base = state_of(*initial_learner(cfg))
-    parts = plan_partitions(cfg.data, min_parts=workers)
-    cs = plan_chains(parts, workers, "strided" if strided else "consecutive")
-    segs = [[c[r * len(c) // rounds:(r + 1) * len(c) // rounds] for r in range(rounds)] for c in cs]
+    base, segs, learn = _in_process_chains(data_dir, None, hyper, workers, rounds,
+                                           "strided" if strided else "consecutive")
     out, single = [], None
     model = CACHE / "distributed" / "models" / "diag.slm"
     for p in range(passes):
         for r in range(rounds):
-            states = []
-            for chain in segs:
-                st = base
-                for i in chain[r]:
-                    st, _ = _learn_partition(st, parts[i], cfg, False, False, True)
-                states.append(st)
+            states = [learn(base, chain[r]) for chain in segs]
             if single is None:
                 t = np.stack([np.asarray(s.arrays["G"]) > np.asarray(base.arrays["G"]) for s in states]).sum(0)
                 single = float((t == 1).sum() / max(1, (t > 0).sum()))
