@@ -277,6 +277,18 @@ def merge_cost(args):
     print(table(rows, list(rows[0]) if rows else []))
 
 
+def _sequential_errors(data, test, hyper, passes):
+    """Test error % of one sequential run (the CLI's ``train``) after 1..``passes`` passes."""
+    from streamlearn.api import RunConfig, train
+
+    out = []
+    m = CACHE / "distributed" / "models" / "seq.slm"
+    for p in range(1, passes + 1):
+        train(RunConfig(data=[str(data)], hyper=dict(hyper), passes=p, quiet=True, final_model=str(m)))
+        out.append(100 * test_error(m, test))
+    return out
+
+
 def _in_process_chains(data_dir, algo, hyper, workers, rounds, order):
     """The engine's arithmetic in this process: the initial state, each chain's partitions cut
     into ``rounds`` segments (``segs[chain][round]``), and ``learn(state, segment)``, which runs
@@ -327,7 +339,6 @@ def _mixing_run(data_dir, test, algo, hyper, workers, passes, rounds, mix):
 def mixing(args):
     """Mixing rules (merge.MIX_RULES) and mixing more often than once a pass (rounds), adagrad, logistic
     loss, ``args.chain_parts`` partitions, test error % after each pass against the CLI's after as many."""
-    from streamlearn.api import RunConfig, train
 
     (CACHE / "distributed" / "models").mkdir(parents=True, exist_ok=True)
     hyper = {"loss_function": "logistic"}
@@ -336,14 +347,9 @@ def mixing(args):
     for name in args.chain_sets:
         d1, test = prepare(name, 1)
         dn, _ = prepare(name, args.chain_parts)
-        row = {"data": name, "workers": "CLI", "rounds": "", "mix": ""}
-        seq = []
-        for p in range(1, P + 1):
-            m = CACHE / "distributed" / "models" / "seq.slm"
-            train(RunConfig(data=[str(d1)], hyper=hyper, passes=p, quiet=True, final_model=str(m)))
-            seq.append(100 * test_error(m, test))
-            row[f"test err % p{p}"] = f"{seq[-1]:.2f}"
-        rows.append(row)
+        seq = _sequential_errors(d1, test, hyper, P)
+        rows.append({"data": name, "workers": "CLI", "rounds": "", "mix": "",
+                     **{f"test err % p{p}": f"{e:.2f}" for p, e in enumerate(seq, 1)}})
         for w in args.mix_workers:
             for r in args.mix_rounds:
                 for mix in args.mix_rules:
@@ -447,7 +453,6 @@ def diagnose(args):
     engine in one process, with the merge cut into its two parts (weights, accumulators), each part swapped for
     a variant (:func:`_diag_merge`); the data in file order and shuffled; 1 worker (one chain: exactly the
     CLI's order) as the check that the arithmetic is the CLI's."""
-    from streamlearn.api import RunConfig, train
 
     (CACHE / "distributed" / "models").mkdir(parents=True, exist_ok=True)
     hyper = {"loss_function": "logistic"}
@@ -464,14 +469,9 @@ def diagnose(args):
                 dn, _ = prepare(name, args.chain_parts)
             else:
                 d1, dn, test = _shuffled(name, args.chain_parts, int(order.split("-")[1]))
-            seq = []
-            row = {"data": name, "order": order, "workers": "CLI", "weights": "", "G": "", "step": ""}
-            for p in range(1, P + 1):
-                m = CACHE / "distributed" / "models" / "seq.slm"
-                train(RunConfig(data=[str(d1)], hyper=hyper, passes=p, quiet=True, final_model=str(m)))
-                seq.append(100 * test_error(m, test))
-                row[f"test err % p{p}"] = f"{seq[-1]:.2f}"
-            rows.append(row)
+            seq = _sequential_errors(d1, test, hyper, P)
+            rows.append({"data": name, "order": order, "workers": "CLI", "weights": "", "G": "", "step": "",
+                         **{f"test err % p{p}": f"{e:.2f}" for p, e in enumerate(seq, 1)}})
             for w in args.diag_workers:
                 for v in (variants if w > 1 else variants[:1]):
                     errs, single = _diag_run(dn, test, hyper, w, P, v, strided=args.diag_strided)
