@@ -21,6 +21,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# A machine that sets PYTHONDONTWRITEBYTECODE (this development machine does) makes each of the
+# suite's ~330 CLI processes, and each xdist worker, compile this checkout's sources again (about
+# 0.1 s of CPU per process, ~50 CPU-s a run); nothing tested depends on it, so the test session's
+# children may cache their bytecode.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 C_SOURCE = ROOT / "streamlearn" / "kernels" / "_c" / "cfast.c"
 
 
@@ -195,10 +202,6 @@ def cli_env(**extra) -> dict:
     """The environment of a CLI subprocess: this checkout first on ``PYTHONPATH`` (so a clone
     that was never installed runs its own code), plus ``extra``."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    # A machine that sets PYTHONDONTWRITEBYTECODE (this development machine does) makes each of the
-    # suite's ~330 CLI processes compile this checkout's sources again (about 0.1 s of CPU each);
-    # the CLI's behaviour does not depend on it, so the children may cache their bytecode.
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
