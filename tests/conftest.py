@@ -114,7 +114,8 @@ def pytest_sessionstart(session):
     n = int(n) if str(n).isdigit() else (os.cpu_count() or 1)
     # jobs: (cost, what, command, environment); the numba readers: adagrad's warm-up without C
     jobs = [(WARMUP_COST.get(a, 10), a, ["--algo", a], {}) for a in _cold_learners()]
-    if _cold_numba_readers():
+    if _cold_numba_readers():  # adagrad's warm-up without C compiles adagrad's numba kernels too
+        jobs = [j for j in jobs if j[1] != "adagrad"]
         jobs.append((60, "numba readers", ["--algo", "adagrad"], {"STREAMLEARN_NO_C": "1"}))
     if not jobs or n < 2:
         return
