@@ -6,7 +6,7 @@ The text parser (:mod:`streamlearn.io._text_kernels`) and the Parquet row assemb
 they appear, as VW's feature groups), :func:`interaction_count` says how many interaction
 features will follow, saturating at a limit (so the caller sizes its arrays once, and
 refuses an example whose interactions would exceed the limit before allocating them) and :func:`interaction_fill`
-writes them.
+writes them; :func:`grow` enlarges their output arrays.
 
 An interaction is ``terms[toff[i]:toff[i + 1]]`` (namespace first bytes, as
 :func:`streamlearn.io.interactions.interaction_arrays` makes them; wildcards already
@@ -21,10 +21,20 @@ from numba import njit
 
 from ._hash_kernels import FNV_PRIME, M32
 
-__all__ = ["bucket", "unbucket", "interaction_count", "interaction_fill", "max_order"]
+__all__ = ["bucket", "unbucket", "interaction_count", "interaction_fill", "max_order", "grow"]
 
 _FNV = np.uint64(FNV_PRIME)
 _I64_MAX = np.int64(0x7FFFFFFFFFFFFFFF)
+
+
+@njit(cache=True, nogil=True)
+def grow(a, n, cap):
+    """A new array of ``cap`` elements of ``a``'s type starting with ``a[:n]``. A loop, not
+    ``b[:n] = a[:n]``: numba's broadcasting slice assignment takes seconds to compile."""
+    b = np.empty(cap, a.dtype)
+    for i in range(n):
+        b[i] = a[i]
+    return b
 
 
 @njit(cache=True, nogil=True)

@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit
 
 from ._hash_kernels import CONSTANT_HASH, hashstring
-from ._interact_kernels import bucket, interaction_count, interaction_fill, max_order, unbucket
+from ._interact_kernels import bucket, grow, interaction_count, interaction_fill, max_order, unbucket
 
 __all__ = ["assemble_rows", "wide_part", "hash_string_part", "ROW_INF_VALUE",
            "ROW_QUADRATIC_OVERFLOW", "ROW_TOO_MANY_FEATURES"]
@@ -180,19 +180,11 @@ def assemble_rows(starts, ends, idx, val, letters, terms, toff, nsflags, add_con
             later = lin_left + ((n - 1 - i) if add_constant else 0)
             if nnz + total + later > cap:
                 newcap = max(2 * cap, nnz + total + later + 16)
-                b1 = np.empty(newcap, np.uint32)
-                b1[:nnz] = indices[:nnz]
-                indices = b1
-                b2 = np.empty(newcap, np.float64)
-                b2[:nnz] = values[:nnz]
-                values = b2
-                b4 = np.empty(newcap, np.uint8)
-                b4[:nnz] = olet[:nnz]
-                olet = b4
+                indices = grow(indices, nnz, newcap)
+                values = grow(values, nnz, newcap)
+                olet = grow(olet, nnz, newcap)
                 if track:
-                    b3 = np.empty(newcap, np.int64)
-                    b3[:nnz] = src[:nnz]
-                    src = b3
+                    src = grow(src, nnz, newcap)
                 cap = newcap
             q0 = nnz
             nnz, over = interaction_fill(indices, values, olet, nnz, terms, toff, bcnt, bstart,

@@ -39,7 +39,7 @@ import numpy as np
 from numba import njit
 
 from ._hash_kernels import CONSTANT_HASH, M32 as _M32, hashstring, murmur3_32
-from ._interact_kernels import bucket, interaction_count, interaction_fill, max_order, unbucket
+from ._interact_kernels import bucket, grow as _grow, interaction_count, interaction_fill, max_order, unbucket
 
 __all__ = [
     "parse_float",
@@ -249,13 +249,6 @@ def _is_ws(c):
     return c == 32 or c == 9 or c == 13 or c == 11 or c == 12
 
 
-
-
-@njit(cache=True, nogil=True)
-def _grow(a, n, cap):
-    b = np.empty(cap, a.dtype)
-    b[:n] = a[:n]
-    return b
 
 
 @njit(cache=True, nogil=True)
