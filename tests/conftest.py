@@ -98,7 +98,7 @@ def _cold_learners() -> list:
 
 def _cold_numba_readers() -> bool:
     """Whether the numba readers (used without the C library, and by the tests that compare the
-    two: about 60 s of CPU) are not in numba's cache."""
+    two: about 35-40 s of CPU with adagrad.s numba kernels) are not in numba's cache."""
     from streamlearn.io import _parquet_kernels, _text_kernels
     from streamlearn.kernels import is_cached
 
@@ -116,7 +116,7 @@ def pytest_sessionstart(session):
     jobs = [(WARMUP_COST.get(a, 10), a, ["--algo", a], {}) for a in _cold_learners()]
     if _cold_numba_readers():  # adagrad's warm-up without C compiles adagrad's numba kernels too
         jobs = [j for j in jobs if j[1] != "adagrad"]
-        jobs.append((60, "numba readers", ["--algo", "adagrad"], {"STREAMLEARN_NO_C": "1"}))
+        jobs.append((40, "numba readers", ["--algo", "adagrad"], {"STREAMLEARN_NO_C": "1"}))
     if not jobs or n < 2:
         return
     bins = [[] for _ in range(min(n, len(jobs)))]
