@@ -98,7 +98,7 @@ def _cold_learners() -> list:
 
 def _cold_numba_readers() -> bool:
     """Whether the numba readers (used without the C library, and by the tests that compare the
-    two: about 35-40 s of CPU with adagrad.s numba kernels) are not in numba's cache."""
+    two: about 35-40 s of CPU with adagrad's numba kernels) are not in numba's cache."""
     from streamlearn.io import _parquet_kernels, _text_kernels
     from streamlearn.kernels import is_cached
 
