@@ -126,7 +126,7 @@ def assemble_rows(starts, ends, idx, val, letters, terms, toff, nsflags, add_con
     ipos = np.zeros(mo + 1, np.int64)
     ihs = np.zeros(mo + 1, np.uint64)
     ivs = np.zeros(mo + 1, np.float64)
-    nnz = 0
+    nnz = np.int64(0)  # not a literal 0: numba would also compile the callees for a constant
     lin_left = lin  # linear entries of the rows not yet written (room kept for them)
     for i in range(n):
         ex_start = nnz

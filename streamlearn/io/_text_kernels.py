@@ -376,7 +376,7 @@ def parse_chunk(buf, fmt, terms, toff, nsflags, add_constant, keep_names, max_fe
     tag_end = np.empty(max_lines, np.int64)
     err_line = np.empty(16, np.int64)
     err_code = np.empty(16, np.int64)
-    n_err = 0
+    n_err = np.int64(0)  # not a literal 0: numba would also compile the callees for a constant
 
     cap = L // 4 + max_lines * (2 if add_constant else 1) + 16
     indices = np.empty(cap, np.uint32)
@@ -404,9 +404,9 @@ def parse_chunk(buf, fmt, terms, toff, nsflags, add_constant, keep_names, max_fe
     skip = (nsflags[32] & 1) != 0
 
     offsets[0] = 0
-    nnz = 0
+    nnz = np.int64(0)  # (as n_err)
     n_ex = 0
-    line = 0
+    line = np.int64(0)  # (as n_err)
     pos = 0
     while pos < L:
         eol = pos
@@ -684,7 +684,7 @@ def parse_chunk(buf, fmt, terms, toff, nsflags, add_constant, keep_names, max_fe
             if nnz >= lim:
                 nnz = ex_start
                 err_line, err_code, n_err = _push_err(err_line, err_code, n_err, cur_line,
-                                                      ERR_TOO_MANY_FEATURES)
+                                                      np.int64(ERR_TOO_MANY_FEATURES))
                 continue
             indices[nnz] = np.uint32(CONSTANT_HASH)
             values[nnz] = 1.0
@@ -707,7 +707,7 @@ def parse_chunk(buf, fmt, terms, toff, nsflags, add_constant, keep_names, max_fe
                 unbucket(bcnt, used, nused)
                 nnz = ex_start
                 err_line, err_code, n_err = _push_err(err_line, err_code, n_err, cur_line,
-                                                      ERR_TOO_MANY_FEATURES)
+                                                      np.int64(ERR_TOO_MANY_FEATURES))
                 continue
             if nnz + total > cap:
                 newcap = max(2 * cap, nnz + total)
@@ -733,7 +733,7 @@ def parse_chunk(buf, fmt, terms, toff, nsflags, add_constant, keep_names, max_fe
             if q_over:
                 nnz = ex_start
                 err_line, err_code, n_err = _push_err(err_line, err_code, n_err, cur_line,
-                                                      ERR_QUADRATIC_OVERFLOW)
+                                                      np.int64(ERR_QUADRATIC_OVERFLOW))
                 continue
 
         if any_lin_ignored:
