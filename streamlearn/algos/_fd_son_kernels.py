@@ -42,7 +42,7 @@ from ._feature_table_kernels import EMPTY, _find
 from ._loss_kernels import SQUARED, invariant_step, loss_deriv, loss_value, target
 from ._oja_son_kernels import _pscale
 
-__all__ = ["FdState", "FdHyper", "fd_run", "table_lookup_rows", "remap_buffer", "rebuild_levels", "eigh", "key_order",
+__all__ = ["FdState", "FdHyper", "fd_run", "full_rebase", "compact_history", "pinv_apply", "table_lookup_rows", "remap_buffer", "rebuild_levels", "eigh", "key_order",
            "HIST_MIN", "n_hist_rows"]
 
 C_U = 0  # w_bar
@@ -1008,8 +1008,7 @@ def _equilibrated_cond(N1):
 
 
 @njit(**INNER)
-def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, flt, robust, max_cond, delta_out,
-                hP, hc):
+def _eigen_step(keys, tab, ints, F, K, D, b, c, ZG, GG, boff, bslot, bval, flt, robust, max_cond, ws, hP, hc):
     """The buffer is full: App. F Alg. 9 lines 6-13 / Alg. 10 / Alg. 11, in 2m x 2m algebra.
 
     With ``V_a`` the active rows of ``V = F Z`` (orthonormal), ``C = G V_a^T`` and the buffer's
@@ -1030,9 +1029,11 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
     The re-base is lazy when every row is active (the usual case): it is recorded in the history
     (see :func:`_catch_up`) and applied at once only to the buffer's features; ``K = I`` (V's rows
     are orthonormal). With inactive rows (a sketch of rank < m: the first epochs, d < m) it is done
-    on every feature.
+    on every feature, by :func:`full_rebase` (called from Python: a rare path, compiled apart).
+    The tail (drift guard, buffer cleared, H) is :func:`_eigen_tail`.
 
-    Returns True for the Delta path (``delta_out`` holds Delta), False after a re-base.
+    Returns ``EIG_DELTA`` (``ws[0]`` holds Delta), ``EIG_LAZY`` after a lazy re-base, or ``EIG_FULL`` (``ws[0]``,
+    ``ws[1]`` hold N1, N2 for :func:`full_rebase`).
     """
     m = F.shape[0]
     na = ints[I_NA]
@@ -1089,7 +1090,6 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
     flt[1] += smm
     if robust:  # RFD Alg. 3 lines 6-9 (Luo et al. 2019): alpha_t = alpha_(t-1) + Sigma_mm / 2
         flt[0] += 0.5 * smm
-    alpha = flt[0]
     mp = min(m - 1, nb)
     Usel = np.zeros((nb, kk))
     for t in range(mp):
@@ -1195,14 +1195,11 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
             for j in range(m):
                 K[i, j] = 0.5 * (VVn[i, j] + VVn[j, i]) if i < kk and j < kk else (1.0 if i == j else 0.0)
                 F[i, j] = N1[i, j]
-                delta_out[i, j] = Delta[i, j]
-    elif kk == m and (ints[I_T] - flt[2]) * FULL_REBASE_RATIO < ints[I_OCC]:  # lazy re-base: recorded; applied now only to the buffer's features (all at stamp k)
+                ws[0, i, j] = Delta[i, j]
+    elif (kk == m and (ints[I_T] - flt[2]) * FULL_REBASE_RATIO < ints[I_OCC]
+          and ints[I_HIST] < _hist_cap(hP)):  # lazy re-base: recorded; applied now only to the buffer's features (all at stamp k)
+        # (a full history was compacted before this example: fd_run's status ST_COMPACT)
         hcap = _hist_cap(hP)
-        if ints[I_HIST] == hcap:
-            eye = np.zeros((m, m))
-            for i in range(m):
-                eye[i, i] = 1.0
-            _rebase_all(keys, tab, ints, hP, hc, eye, np.zeros(m))
         k = ints[I_HIST]
         j0 = k  # level 0: block k
         for i in range(m):
@@ -1242,27 +1239,26 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
                 K[i, j] = 0.5 * (VVn[i, j] + VVn[j, i])
                 F[i, j] = 1.0 if i == j else 0.0
         ints[I_REBASE] += 1
-    else:
-        _rebase_all(keys, tab, ints, hP, hc, N1, b)  # catch up, w_bar += Z^T b, Z <- N1 Z
-        flt[2] = ints[I_T]
-        for r in range(m):
-            b[r] = 0.0
-        for q in range(tau):  # w_bar += G^T c
-            for e in range(boff[q], boff[q + 1]):
-                tab[bslot[e], C_U] += c[q] * bval[e]
-        for q in range(tau):  # Z += N2 G
-            for e in range(boff[q], boff[q + 1]):
-                sl = bslot[e]
-                v = bval[e]
-                for t in range(m):
-                    tab[sl, C_Z + t] += N2[t, q] * v
-        _recompute_k(keys, tab, K, m)
+    else:  # a re-base on every feature: done by full_rebase, called from Python on fd_run's status ST_REBASE
         for i in range(m):
             for j in range(m):
-                F[i, j] = 1.0 if i == j else 0.0
-        ints[I_REBASE] += 1
-    _orthonormalise_active(F, K, kk)
-    # clear the buffer, H = diag
+                ws[0, i, j] = N1[i, j]
+                ws[1, i, j] = N2[i, j]
+        return EIG_FULL
+    return EIG_DELTA if ok else EIG_LAZY
+
+
+#: _eigen_step's outcomes: the Delta path (Z += Delta G; ws[0] = Delta), a lazy re-base, or a re-base on every
+#: feature still to do (ws[0] = N1, ws[1] = N2: :func:`full_rebase`)
+EIG_LAZY, EIG_DELTA, EIG_FULL = 0, 1, 2
+
+
+@njit(**INLINE)  # (one call site)
+def _eigen_tail(F, K, D, c, H, ZG, GG, boff, ints, flt):
+    """The end of every eigen step: the drift guard on V's active rows, the buffer cleared, ``H`` diagonal."""
+    m = F.shape[0]
+    alpha = flt[0]
+    _orthonormalise_active(F, K, ints[I_NA])
     for q in range(m):
         c[q] = 0.0
         for j in range(m):
@@ -1279,18 +1275,99 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, fl
         for i in range(m):
             H[i, i] = 1.0 / (alpha + D[i] * D[i])
             H[m + i, m + i] = 1.0 / alpha
-    return ok
 
 
 @njit(**KERNEL)
-def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper, slot_buf, pred_out, loss_out):
+def full_rebase(keys, tab, ints, F, K, b, c, flt, boff, bslot, bval, hP, hc, ws):
+    """The eigen step's re-base on every feature (fd_run's status ST_REBASE; rare: the first epochs, a sketch
+    of rank < m, and once (features seen) / FULL_REBASE_RATIO examples since the last one), with
+    ``N1 = ws[0]``, ``N2 = ws[1]``: every feature through the history, ``w_bar += Z^T b``, ``Z <- N1 Z``, then
+    ``w_bar += G^T c``, ``Z += N2 G`` on the buffer, ``F = I``, ``K`` recomputed from the table (NOTES_FD item 5).
+    fd_run then resumes the example (the eigen step's tail, the Newton step)."""
+    m = F.shape[0]
+    N1 = ws[0]
+    N2 = ws[1]
+    tau = ints[I_TAU]
+    _rebase_all(keys, tab, ints, hP, hc, N1, b)
+    flt[2] = ints[I_T]
+    for r in range(m):
+        b[r] = 0.0
+    for q in range(tau):  # w_bar += G^T c
+        for e in range(boff[q], boff[q + 1]):
+            tab[bslot[e], C_U] += c[q] * bval[e]
+    for q in range(tau):  # Z += N2 G
+        for e in range(boff[q], boff[q + 1]):
+            sl = bslot[e]
+            v = bval[e]
+            for t in range(m):
+                tab[sl, C_Z + t] += N2[t, q] * v
+    _recompute_k(keys, tab, K, m)
+    for i in range(m):
+        for j in range(m):
+            F[i, j] = 1.0 if i == j else 0.0
+    ints[I_REBASE] += 1
+
+
+@njit(**KERNEL)
+def compact_history(keys, tab, ints, hP, hc):
+    """The re-base history is full (fd_run's status ST_COMPACT, before a learned example): every feature is
+    brought up to date and the history starts again."""
+    m = hP.shape[1]
+    eye = np.zeros((m, m))
+    for i in range(m):
+        eye[i, i] = 1.0
+    _rebase_all(keys, tab, ints, hP, hc, eye, np.zeros(m))
+
+
+#: resume codes of fd_run's first example (after Python ran a rare kernel on its status)
+RESUME_NONE, RESUME_PROJECTED, RESUME_STEP = 0, 1, 2
+#: fd_run's statuses: done, grow the table / buffer / history, compact the history, a full re-base, alpha = 0's
+#: projection, alpha = 0's Newton step (the pseudo-inverse kernel :func:`pinv_apply`)
+ST_DONE, ST_GROW, ST_COMPACT, ST_REBASE, ST_PINV_PROJECT, ST_PINV_STEP = 0, 1, 2, 3, 4, 5
+#: fd_run's carry between a status and the resumed example (``rs``): p0, ptau, p, y, h eta, gl, ||x||^2
+RS_P0, RS_PTAU, RS_P, RS_Y, RS_HETA, RS_GL, RS_XX = 0, 1, 2, 3, 4, 5, 6
+N_RS = 7
+
+
+@njit(**KERNEL)
+def pinv_apply(F, D, ZG, GG, ints, sx, rs, b, c, tab, slot_buf, xt, s, loss_code, invariant, project):
+    """RFD with alpha = 0 (fd_run's statuses ST_PINV_PROJECT / ST_PINV_STEP; only until the sketch's first shrink):
+    ``project``: SON Lemma 2's projection (:func:`_pinv`, ``PINV_PROJECT``, w_bar -= gam x on the example's slots);
+    else the Newton step ``u -= A^+ g`` with the importance-invariant coefficient from ``x^T A^+ x``."""
+    m = D.shape[0]
+    h = np.zeros(2 * m)
+    tau = ints[I_TAU]
+    xx = rs[RS_XX]
+    if project:
+        gam = _pinv(F, D, ZG, GG, tau, sx, np.int64(PINV_PROJECT), xx, rs[RS_PTAU], b, c, h)
+        if gam != 0.0:
+            for k in range(s):
+                tab[slot_buf[k], C_U] -= gam * xt[k]
+        return
+    gl = rs[RS_GL]
+    if invariant:
+        qa = _pinv(F, D, ZG, GG, tau, sx, np.int64(PINV_QUAD), xx, 0.0, b, c, h)
+        gl = _invariant_coef(loss_code, rs[RS_P], rs[RS_Y], rs[RS_HETA], qa, gl)
+    if gl != 0.0:
+        _pinv(F, D, ZG, GG, tau, sx, np.int64(PINV_STEP), xx, gl, b, c, h)
+
+
+@njit(**KERNEL)
+def fd_run(offsets, indices, values, labels, weights, start, resume, learn, state, hyper, slot_buf, xt, sx, rs, ws,
+           pred_out, loss_out):
     """Sparse FD-SON (SON Alg. 1 with App. F's epoch sketch) over examples ``start..n-1``: predict
     (projected, Alg. 1 line 4-5), record, then, if ``learn``, the label is not NaN and the weight
     is > 0, insert g^ into the sketch (Alg. 6; the eigen step when the buffer is full) and step
     ``u = w - A^-1 g`` with the new sketch (line 8).
 
-    Returns ``(next, learned)``; ``next < n``: the table or the buffer must grow before example
-    ``next`` (the caller grows them and calls again from ``next``).
+    Returns ``(next, learned, status)``. ``ST_DONE``: all done (next = n). Otherwise the caller does what the
+    status says at example ``next`` and calls again: ``ST_GROW``, the table, the buffer or the history must grow
+    (again from ``next``); ``ST_COMPACT``, the history is full (:func:`compact_history`, again from ``next``);
+    ``ST_REBASE``, the eigen step needs a re-base on every feature (:func:`full_rebase`, then ``next`` resumed
+    with ``RESUME_STEP``); ``ST_PINV_PROJECT`` / ``ST_PINV_STEP``, RFD with alpha = 0 (:func:`pinv_apply`, then
+    ``next`` resumed with ``RESUME_PROJECTED`` / from ``next + 1``). The rare paths live in those kernels so
+    that this one compiles less. ``xt``, ``sx`` (the example's x~ and S x), ``rs`` (``N_RS``) and ``ws``
+    (2 x m x m) carry what they need; ``slot_buf`` the example's slots.
     """
     (keys, tab, shift, ints, F, K, D, b, c, H, ZG, GG, flt, boff, bslot, bkey, bval, hP, hc) = state
     mask, loss_code, robust, sigma_eta, proj_c, max_cond, invariant, clip, precond = hyper
@@ -1303,18 +1380,16 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
     bcap = bval.shape[0]
     z = np.zeros(m)
     gx = np.zeros(m)
-    sx = np.zeros(2 * m)
     qv = np.zeros(2 * m)
     h = np.zeros(2 * m)
     hq = np.zeros(2 * m)
     eh = np.zeros(2 * m)
     tmp = np.zeros(m)
     fz = np.zeros(m)
-    delta = np.zeros((m, m))
     wz = np.empty(2 * m + 1)
     cu = np.empty((slot_buf.shape[0], m + 1))  # predict only: a stale feature's caught-up [w_bar, Z column]
     stale = np.zeros(slot_buf.shape[0], np.bool_)
-    xt = np.empty(slot_buf.shape[0])  # the example as the sketch sees it: x, or x~ = f x with the pre-scaling
+    # xt: the example as the sketch sees it: x, or x~ = f x with the pre-scaling
     hcap = _hist_cap(hP)
     learned = 0
     for i in range(start, n):
@@ -1323,191 +1398,214 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
         lab = labels[i]
         imp = weights[i]
         do_learn = learn and (not math.isnan(lab)) and imp > 0.0
-        if do_learn and (ints[I_OCC] + s > (cap >> 1)
-                         or (m > 0 and (ints[I_NBUF] + s > bcap or ints[I_OCC] > hcap * m * FULL_REBASE_RATIO))):
-            return i, learned
-        R = ints[I_HIST]
-        for k in range(s):
-            key = np.int64(indices[a + k]) & mask
-            r = _find(keys, key, shift, capmask)
-            stale[k] = False
-            if r < 0:
-                if do_learn:
-                    r = -1 - r
-                    keys[r] = key
-                    ints[I_OCC] += 1
-                    tab[r, C_T] = R
-                else:
-                    r = -1
-            elif do_learn:
-                _catch_up_inplace(tab, r, hP, hc, R, wz)
-            elif tab[r, C_T] != R:
-                _catch_up(tab, r, hP, hc, R, wz)
-                stale[k] = True
-                for q in range(m + 1):
-                    cu[k, q] = wz[q]
-            slot_buf[k] = r
-        if precond and do_learn:  # the scales grow before the prediction (flushing w~ first)
-            _buffer_share(tab, slot_buf, s, boff, bslot, bval, c, ints[I_TAU], cw + P_BUF)
-            _grow_scale(tab, slot_buf, values, a, s, b, m)
-        # scatter x (x~ = f x with the pre-scaling; duplicates summed), w_bar.x, z = Z x, ||x||^2; with the
-        # pre-scaling the prediction is sum_j c_j x_j + (w~_j - snap_j) x~_j
-        for k in range(s):
-            if slot_buf[k] >= 0:
-                tab[slot_buf[k], C_S] = 0.0
-        wx = 0.0
-        xx = 0.0
-        for r in range(m):
-            z[r] = 0.0
-        for k in range(s):
-            sl = slot_buf[k]
-            v = values[a + k]
-            if precond:
-                if sl >= 0:
-                    xk = v * tab[sl, cw + P_F]
-                    wx += tab[sl, cw + P_C] * v - tab[sl, cw + P_SNAP] * xk
-                else:
-                    xk = 0.0  # unseen: f = 0
-                v = xk
-            xt[k] = v
-            if sl >= 0 and stale[k]:
-                tab[sl, C_S] += v
-                wx += cu[k, 0] * v
-                for r in range(m):
-                    z[r] += cu[k, 1 + r] * v
-            elif sl >= 0:
-                tab[sl, C_S] += v
-                wx += tab[sl, C_U] * v
-                for r in range(m):
-                    z[r] += tab[sl, C_Z + r] * v
-            else:
-                xx += v * v  # unseen (predict only): repeated unseen indices are rare, counted apart
-        for k in range(s):
-            sl = slot_buf[k]
-            if sl >= 0:
-                xx += xt[k] * tab[sl, C_S]
-        tau = ints[I_TAU]
-        _buffer_dots(tab, boff, bslot, bval, tau, m, gx)
-        for k in range(s):
-            if slot_buf[k] >= 0:
-                tab[slot_buf[k], C_S] = 0.0
-        p0 = wx
-        for r in range(m):
-            p0 += b[r] * z[r] + c[r] * gx[r]
-        # Alg. 1 line 4 (SON Lemma 1): w = u - tau A^-1 x / (x^T A^-1 x), |w^T x| = C
-        ptau = 0.0
-        if proj_c > 0.0:
-            if p0 > proj_c:
-                ptau = p0 - proj_c
-            elif p0 < -proj_c:
-                ptau = p0 + proj_c
-        p = p0 - ptau
-        # --no_clip off (squared loss): the prediction reported and scored is clipped to the range of the
-        # labels learned so far (flt[3:5], from [0, 0]), as VW's squared loss
-        pc = min(max(p, flt[3]), flt[4]) if clip else p
-        pred_out[i] = pc
-        if math.isnan(lab):
-            loss_out[i] = math.nan
-            continue
-        y = target(loss_code, lab)
-        loss_out[i] = loss_value(loss_code, pc, y)
-        if not do_learn:
-            continue
-        learned += 1
-        alpha = flt[0]
-        if ptau != 0.0 and alpha == 0.0:  # RFD with alpha = 0: the H semi-norm projection
-            _sx(F, D, z, gx, tau, m, sx)
-            gam = _pinv(F, D, ZG, GG, tau, sx, np.int64(PINV_PROJECT), xx, ptau, b, c, h)
-            if gam != 0.0:
-                for k in range(s):
-                    tab[slot_buf[k], C_U] -= gam * xt[k]
-        elif ptau != 0.0:
-            _sx(F, D, z, gx, tau, m, sx)
-            qn = (xx - _quad(H, sx)) / alpha
-            if qn > 0.0:
-                gam = ptau / qn / alpha
-                for k in range(s):
-                    tab[slot_buf[k], C_U] -= gam * xt[k]
-                _apply_ainv(H, sx, m, gam, F, D, b, c, h, tmp)
-        # Alg. 1 line 6-7: g = h l'(p) x, g^ = sqrt(sigma_eta h) l'(p) x into the buffer; with the clip the
-        # derivative is taken at p clipped to the label range including this label (|l'| <= 2 (max - min))
-        if clip:
-            flt[3] = min(flt[3], y)
-            flt[4] = max(flt[4], y)
-            p = min(max(p, flt[3]), flt[4])
-        dl = loss_deriv(loss_code, p, y)
-        eta = 1.0  # the pre-scaling's global normaliser
-        if precond and dl != 0.0:
-            # VW's order: flush w~, G_j += h (l' x_j)^2 and the frame follows, then the update uses x~ = f x
-            # with the new f; the step is multiplied by sqrt(sum h / sum h ||x / s||^2) over the examples with
-            # a non-zero gradient, this one included (VW's gd.cc)
-            if ptau != 0.0:  # the projection moved b and c
-                _buffer_share(tab, slot_buf, s, boff, bslot, bval, c, tau, cw + P_BUF)
+        resumed = i == start and resume != RESUME_NONE
+        projected = resumed and resume == RESUME_PROJECTED
+        if not resumed and do_learn:
+            if (ints[I_OCC] + s > (cap >> 1)
+                    or (m > 0 and (ints[I_NBUF] + s > bcap or ints[I_OCC] > hcap * m * FULL_REBASE_RATIO))):
+                return i, learned, ST_GROW
+            if m > 0 and ints[I_HIST] == hcap:
+                return i, learned, ST_COMPACT
+        if resumed and resume == RESUME_STEP:  # after full_rebase: the eigen step's tail and the Newton step
+            p = rs[RS_P]
+            y = rs[RS_Y]
+            heta = rs[RS_HETA]
+            gl = rs[RS_GL]
+            xx = rs[RS_XX]
+            tau = m - 1
+            alpha = flt[0]
+            gs = 0.0
+            outcome = EIG_FULL
+        else:
+            outcome = -1
+            R = ints[I_HIST]
             for k in range(s):
-                _flush(tab, slot_buf[k], b, m)
-            nx = _accumulate_g(tab, slot_buf, values, a, s, imp * dl * dl, m)
-            flt[5] += imp * nx
-            flt[6] += imp
-            if flt[5] > 0.0:
-                eta = math.sqrt(flt[6] / flt[5])
+                key = np.int64(indices[a + k]) & mask
+                r = _find(keys, key, shift, capmask)
+                stale[k] = False
+                if r < 0:
+                    if do_learn:
+                        r = -1 - r
+                        keys[r] = key
+                        ints[I_OCC] += 1
+                        tab[r, C_T] = R
+                    else:
+                        r = -1
+                elif do_learn:
+                    _catch_up_inplace(tab, r, hP, hc, R, wz)
+                elif tab[r, C_T] != R:
+                    _catch_up(tab, r, hP, hc, R, wz)
+                    stale[k] = True
+                    for q in range(m + 1):
+                        cu[k, q] = wz[q]
+                slot_buf[k] = r
+            if precond and do_learn:  # the scales grow before the prediction (flushing w~ first)
+                _buffer_share(tab, slot_buf, s, boff, bslot, bval, c, ints[I_TAU], cw + P_BUF)
+                _grow_scale(tab, slot_buf, values, a, s, b, m)
+            # scatter x (x~ = f x with the pre-scaling; duplicates summed), w_bar.x, z = Z x, ||x||^2; with the
+            # pre-scaling the prediction is sum_j c_j x_j + (w~_j - snap_j) x~_j
             for k in range(s):
-                tab[slot_buf[k], C_S] = 0.0
+                if slot_buf[k] >= 0:
+                    tab[slot_buf[k], C_S] = 0.0
+            wx = 0.0
+            xx = 0.0
             for r in range(m):
                 z[r] = 0.0
             for k in range(s):
                 sl = slot_buf[k]
-                xk = values[a + k] * tab[sl, cw + P_F]
-                xt[k] = xk
-                tab[sl, C_S] += xk
-                for r in range(m):
-                    z[r] += tab[sl, C_Z + r] * xk
-            xx = 0.0
+                v = values[a + k]
+                if precond:
+                    if sl >= 0:
+                        xk = v * tab[sl, cw + P_F]
+                        wx += tab[sl, cw + P_C] * v - tab[sl, cw + P_SNAP] * xk
+                    else:
+                        xk = 0.0  # unseen: f = 0
+                    v = xk
+                xt[k] = v
+                if sl >= 0 and stale[k]:
+                    tab[sl, C_S] += v
+                    wx += cu[k, 0] * v
+                    for r in range(m):
+                        z[r] += cu[k, 1 + r] * v
+                elif sl >= 0:
+                    tab[sl, C_S] += v
+                    wx += tab[sl, C_U] * v
+                    for r in range(m):
+                        z[r] += tab[sl, C_Z + r] * v
+                else:
+                    xx += v * v  # unseen (predict only): repeated unseen indices are rare, counted apart
             for k in range(s):
-                xx += xt[k] * tab[slot_buf[k], C_S]
+                sl = slot_buf[k]
+                if sl >= 0:
+                    xx += xt[k] * tab[sl, C_S]
+            tau = ints[I_TAU]
             _buffer_dots(tab, boff, bslot, bval, tau, m, gx)
             for k in range(s):
-                tab[slot_buf[k], C_S] = 0.0
-        gl = imp * dl * eta
-        gs = dl * math.sqrt(sigma_eta * imp)
-        ints[I_T] += 1
-        if m == 0:  # no sketch: A = alpha I, online gradient descent with step 1/alpha (SON's m = 0)
-            if invariant and gl != 0.0:
-                gl = _invariant_coef(loss_code, p, y, imp * eta, xx / flt[0], gl)
-            coef = gl / flt[0]
-            if coef != 0.0:
+                if slot_buf[k] >= 0:
+                    tab[slot_buf[k], C_S] = 0.0
+            p0 = wx
+            for r in range(m):
+                p0 += b[r] * z[r] + c[r] * gx[r]
+            if projected:  # (pinv_apply projected u: the prediction is the one before)
+                p0 = rs[RS_P0]
+            # Alg. 1 line 4 (SON Lemma 1): w = u - tau A^-1 x / (x^T A^-1 x), |w^T x| = C
+            ptau = 0.0
+            if proj_c > 0.0:
+                if p0 > proj_c:
+                    ptau = p0 - proj_c
+                elif p0 < -proj_c:
+                    ptau = p0 + proj_c
+            p = p0 - ptau
+            # --no_clip off (squared loss): the prediction reported and scored is clipped to the range of the
+            # labels learned so far (flt[3:5], from [0, 0]), as VW's squared loss
+            pc = min(max(p, flt[3]), flt[4]) if clip else p
+            pred_out[i] = pc
+            if math.isnan(lab):
+                loss_out[i] = math.nan
+                continue
+            y = target(loss_code, lab)
+            loss_out[i] = loss_value(loss_code, pc, y)
+            if not do_learn:
+                continue
+            alpha = flt[0]
+            if ptau != 0.0 and alpha == 0.0:  # RFD with alpha = 0: the H semi-norm projection (pinv_apply)
+                if not projected:
+                    _sx(F, D, z, gx, tau, m, sx)
+                    rs[RS_P0] = p0
+                    rs[RS_PTAU] = ptau
+                    rs[RS_XX] = xx
+                    return i, learned, ST_PINV_PROJECT
+            elif ptau != 0.0:
+                _sx(F, D, z, gx, tau, m, sx)
+                qn = (xx - _quad(H, sx)) / alpha
+                if qn > 0.0:
+                    gam = ptau / qn / alpha
+                    for k in range(s):
+                        tab[slot_buf[k], C_U] -= gam * xt[k]
+                    _apply_ainv(H, sx, m, gam, F, D, b, c, h, tmp)
+            learned += 1
+            # Alg. 1 line 6-7: g = h l'(p) x, g^ = sqrt(sigma_eta h) l'(p) x into the buffer; with the clip the
+            # derivative is taken at p clipped to the label range including this label (|l'| <= 2 (max - min))
+            if clip:
+                flt[3] = min(flt[3], y)
+                flt[4] = max(flt[4], y)
+                p = min(max(p, flt[3]), flt[4])
+            dl = loss_deriv(loss_code, p, y)
+            eta = 1.0  # the pre-scaling's global normaliser
+            if precond and dl != 0.0:
+                # VW's order: flush w~, G_j += h (l' x_j)^2 and the frame follows, then the update uses x~ = f x
+                # with the new f; the step is multiplied by sqrt(sum h / sum h ||x / s||^2) over the examples with
+                # a non-zero gradient, this one included (VW's gd.cc)
+                if ptau != 0.0:  # the projection moved b and c
+                    _buffer_share(tab, slot_buf, s, boff, bslot, bval, c, tau, cw + P_BUF)
                 for k in range(s):
-                    tab[slot_buf[k], C_U] -= coef * xt[k]
-            continue
-        e0 = ints[I_NBUF]
-        for k in range(s):
-            bslot[e0 + k] = slot_buf[k]
-            bkey[e0 + k] = keys[slot_buf[k]]
-            bval[e0 + k] = gs * xt[k]
-        ints[I_NBUF] = e0 + s
-        boff[tau + 1] = e0 + s
-        for q in range(m):
-            ZG[q, tau] = gs * z[q]
-        for q in range(tau):
-            GG[q, tau] = gs * gx[q]
-            GG[tau, q] = gs * gx[q]
-        GG[tau, tau] = gs * gs * xx
-        gx[tau] = gs * xx
-        ints[I_TAU] = tau + 1
-        if tau + 1 < m and alpha > 0.0:
-            # Alg. 6 lines 2-3 with q = S g^ - (g^T g^ / 2) e_(m + tau)
-            _sx(F, D, z, gx, tau + 1, m, sx)
-            for r in range(2 * m):
-                qv[r] = gs * sx[r]
-            qv[m + tau] -= 0.5 * gs * gs * xx
-            _sherman_morrison(H, qv, m + tau, hq, eh)
-        elif tau + 1 == m:
-            moved = _eigen_step(keys, tab, ints, F, K, D, b, c, H, ZG, GG, boff, bslot, bval, flt, robust,
-                                max_cond, delta, hP, hc)
-            if moved:  # Z x after Z += Delta G: z + Delta (G x)
+                    _flush(tab, slot_buf[k], b, m)
+                nx = _accumulate_g(tab, slot_buf, values, a, s, imp * dl * dl, m)
+                flt[5] += imp * nx
+                flt[6] += imp
+                if flt[5] > 0.0:
+                    eta = math.sqrt(flt[6] / flt[5])
+                for k in range(s):
+                    tab[slot_buf[k], C_S] = 0.0
+                for r in range(m):
+                    z[r] = 0.0
+                for k in range(s):
+                    sl = slot_buf[k]
+                    xk = values[a + k] * tab[sl, cw + P_F]
+                    xt[k] = xk
+                    tab[sl, C_S] += xk
+                    for r in range(m):
+                        z[r] += tab[sl, C_Z + r] * xk
+                xx = 0.0
+                for k in range(s):
+                    xx += xt[k] * tab[slot_buf[k], C_S]
+                _buffer_dots(tab, boff, bslot, bval, tau, m, gx)
+                for k in range(s):
+                    tab[slot_buf[k], C_S] = 0.0
+            heta = imp * eta
+            gl = heta * dl
+            gs = dl * math.sqrt(sigma_eta * imp)
+            ints[I_T] += 1
+            if m == 0:  # no sketch: A = alpha I, online gradient descent with step 1/alpha (SON's m = 0)
+                if invariant and gl != 0.0:
+                    gl = _invariant_coef(loss_code, p, y, heta, xx / flt[0], gl)
+                coef = gl / flt[0]
+                if coef != 0.0:
+                    for k in range(s):
+                        tab[slot_buf[k], C_U] -= coef * xt[k]
+                continue
+            e0 = ints[I_NBUF]
+            for k in range(s):
+                bslot[e0 + k] = slot_buf[k]
+                bkey[e0 + k] = keys[slot_buf[k]]
+                bval[e0 + k] = gs * xt[k]
+            ints[I_NBUF] = e0 + s
+            boff[tau + 1] = e0 + s
+            for q in range(m):
+                ZG[q, tau] = gs * z[q]
+            for q in range(tau):
+                GG[q, tau] = gs * gx[q]
+                GG[tau, q] = gs * gx[q]
+            GG[tau, tau] = gs * gs * xx
+            gx[tau] = gs * xx
+            ints[I_TAU] = tau + 1
+        if outcome == EIG_FULL or tau + 1 == m:
+            if outcome != EIG_FULL:
+                outcome = _eigen_step(keys, tab, ints, F, K, D, b, c, ZG, GG, boff, bslot, bval, flt, robust,
+                                      max_cond, ws, hP, hc)
+                if outcome == EIG_FULL:  # full_rebase, then this example resumes here
+                    rs[RS_P] = p
+                    rs[RS_Y] = y
+                    rs[RS_HETA] = heta
+                    rs[RS_GL] = gl
+                    rs[RS_XX] = xx
+                    return i, learned, ST_REBASE
+            _eigen_tail(F, K, D, c, H, ZG, GG, boff, ints, flt)
+            if outcome == EIG_DELTA:  # Z x after Z += Delta G: z + Delta (G x)
                 for r in range(m):
                     acc = 0.0
                     for q in range(m):
-                        acc += delta[r, q] * gx[q]
+                        acc += ws[0, r, q] * gx[q]
                     fz[r] = acc
                 for r in range(m):
                     z[r] += fz[r]
@@ -1521,26 +1619,35 @@ def fd_run(offsets, indices, values, labels, weights, start, learn, state, hyper
             for r in range(m):
                 gx[r] = 0.0
             _sx(F, D, z, gx, np.int64(0), m, sx)
+        elif alpha > 0.0:
+            # Alg. 6 lines 2-3 with q = S g^ - (g^T g^ / 2) e_(m + tau)
+            _sx(F, D, z, gx, tau + 1, m, sx)
+            for r in range(2 * m):
+                qv[r] = gs * sx[r]
+            qv[m + tau] -= 0.5 * gs * gs * xx
+            _sherman_morrison(H, qv, m + tau, hq, eh)
         else:
             _sx(F, D, z, gx, tau + 1, m, sx)
         alpha = flt[0]
-        if invariant and gl != 0.0:  # q = x^T A^-1 x = (||x||^2 - Sx^T H Sx) / alpha (A^+ for alpha = 0), new sketch
-            if alpha > 0.0:
-                qa = (xx - _quad(H, sx)) / alpha
-            else:
-                qa = _pinv(F, D, ZG, GG, ints[I_TAU], sx, np.int64(PINV_QUAD), xx, 0.0, b, c, h)
-            gl = _invariant_coef(loss_code, p, y, imp * eta, qa, gl)
-        coef = gl / alpha if alpha > 0.0 else 0.0
-        if gl != 0.0 and alpha == 0.0:
-            # RFD with alpha = 0 (NOTES_FD item 7): u = w - A^+ g, A = S^T S, A^+ = S^T (S S^T)^+2 S,
-            # eigenvalues of S S^T <= RANK_TOL of the largest counted as zero
-            _pinv(F, D, ZG, GG, ints[I_TAU], sx, np.int64(PINV_STEP), xx, gl, b, c, h)
+        if alpha == 0.0:
+            # RFD with alpha = 0 (NOTES_FD item 7): u = w - A^+ g, A = S^T S, A^+ = S^T (S S^T)^+2 S (pinv_apply)
+            if gl != 0.0:
+                rs[RS_P] = p
+                rs[RS_Y] = y
+                rs[RS_HETA] = heta
+                rs[RS_GL] = gl
+                rs[RS_XX] = xx
+                return i, learned, ST_PINV_STEP
+            continue
+        if invariant and gl != 0.0:  # q = x^T A^-1 x = (||x||^2 - Sx^T H Sx) / alpha, new sketch
+            gl = _invariant_coef(loss_code, p, y, heta, (xx - _quad(H, sx)) / alpha, gl)
         # Alg. 1 line 8: u = w - A^-1 g, A^-1 g = (g - S^T H S g) / alpha
+        coef = gl / alpha
         if coef != 0.0:
             for k in range(s):
                 tab[slot_buf[k], C_U] -= coef * xt[k]
             _apply_ainv(H, sx, m, coef, F, D, b, c, h, tmp)
-    return n, learned
+    return n, learned, ST_DONE
 
 
 @njit(**KERNEL)

@@ -118,7 +118,7 @@ class FDSON(FeatureTable, Learner):
     """Sparse FD-SON (SON Alg. 1 + App. F's epoch Frequent Directions sketch)."""
 
     name = "fd-son"
-    compiled_kernels = ((_kernels, "fd_run"),)
+    compiled_kernels = ((_kernels, "fd_run"), (_kernels, "full_rebase"))
     PARAMS = (
         Param("sketch_size", int, 10,
               "FD-SON / RFD-SON sketch size m: m rows, m - 1 directions kept (0 = online gradient descent "
@@ -285,19 +285,42 @@ class FDSON(FeatureTable, Learner):
         hyper = _kernels.FdHyper(self.mask, self.loss.code, self.robust, self.sigma_eta, self.proj_c, self.max_cond,
                                  self.invariant, self.clip, self.precond)
         fields = _kernels.FdState._fields
-        start = 0
+        m = self.m
+        xt = np.empty(maxs)
+        sx = np.zeros(2 * m)
+        rs = np.zeros(_kernels.N_RS)
+        ws = np.zeros((2, m, m))
+        K = _kernels
+        start, resume = 0, K.RESUME_NONE
         while True:
-            state = _kernels.FdState(*(getattr(self, f) for f in fields))
-            nxt, learned = _kernels.fd_run(offsets, indices, values, labels, weights, start, bool(learn), state,
-                                           hyper, slot_buf, pred, loss)
+            state = K.FdState(*(getattr(self, f) for f in fields))
+            nxt, learned, st = K.fd_run(offsets, indices, values, labels, weights, start, resume, bool(learn), state,
+                                        hyper, slot_buf, xt, sx, rs, ws, pred, loss)
             self.examples_learned += int(learned)
-            if nxt >= n:
+            start, resume = int(nxt), K.RESUME_NONE
+            # the rare paths, compiled apart (fd_run stopped at example nxt and says what it needs)
+            if st == K.ST_DONE:
                 break
-            s = int(offsets[nxt + 1] - offsets[nxt])
-            self._grow(int(self.ints[1]) + s)
-            self._grow_buffer(int(self.ints[4]) + s)
-            self._grow_history(int(self.ints[1]))
-            start = nxt
+            if st == K.ST_GROW:
+                s = int(offsets[nxt + 1] - offsets[nxt])
+                self._grow(int(self.ints[1]) + s)
+                self._grow_buffer(int(self.ints[4]) + s)
+                self._grow_history(int(self.ints[1]))
+            elif st == K.ST_COMPACT:
+                K.compact_history(self.keys, self.tab, self.ints, self.hP, self.hc)
+            elif st == K.ST_REBASE:
+                K.full_rebase(self.keys, self.tab, self.ints, self.F, self.K, self.b, self.c, self.flt, self.boff,
+                              self.bslot, self.bval, self.hP, self.hc, ws)
+                resume = K.RESUME_STEP
+            else:  # RFD with alpha = 0: the pseudo-inverse projection or step
+                s = int(offsets[nxt + 1] - offsets[nxt])
+                project = st == K.ST_PINV_PROJECT
+                K.pinv_apply(self.F, self.D, self.ZG, self.GG, self.ints, sx, rs, self.b, self.c, self.tab, slot_buf,
+                             xt, s, self.loss.code, self.invariant, project)
+                if project:
+                    resume = K.RESUME_PROJECTED
+                else:
+                    start += 1
         return pred, loss
 
     # -- introspection (tests, benchmarks) ----------------------------------------------------
