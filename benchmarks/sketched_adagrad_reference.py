@@ -19,7 +19,7 @@ low-rank formula (``lowrank=True``; equal to the dense form to 1e-12 in
 tests/test_naive_sketched_adagrad.py). A run whose predictions pass 1e8 counts as error 100%.
 
 Run: python benchmarks/sketched_adagrad_reference.py [--seeds 2] [--jobs 2] [--real splice] [--T 10000]
-[--methods diag,s-ada,...] [--etas -3,1]
+[--methods diag,s-ada,...] [--etas=-3,1]
 """
 from __future__ import annotations
 
