@@ -2,8 +2,8 @@
 "What to expect" quotes: one pass of progressive validation, logistic loss, the best step of
 the grid eta = 2^-10..2^4 for every method, progressive error in percent.
 
-Data: SON Sec. 5.1's synthetic design (tests/naive_fd_son.py ``son_synthetic``: T = 5,000,
-d = 100, ten directions rising to kappa, the same Z, V, labels for every kappa) at kappa = 10 and
+Data: SON Sec. 5.1's synthetic design (tests/naive_fd_son.py ``son_synthetic``: T = 10,000 as
+the paper (``--T``), d = 100, ten directions rising to kappa, the same Z, V, labels for every kappa) at kappa = 10 and
 200 over --seeds data seeds; splice (../shared/datasets, 60 features plus a constant feature, in
 file order); optionally covtype_subset20k and a9a (--real splice,covtype,a9a; full-matrix AdaGrad
 on a9a's 124 features takes minutes per step size).
@@ -18,7 +18,8 @@ delta_r = delta_c = 1e-6 for CompAdaGrad. The sketched methods apply G~^-1/2 by 
 low-rank formula (``lowrank=True``; equal to the dense form to 1e-12 in
 tests/test_naive_sketched_adagrad.py). A run whose predictions pass 1e8 counts as error 100%.
 
-Run: python benchmarks/sketched_adagrad_reference.py [--seeds 2] [--jobs 2] [--real splice]
+Run: python benchmarks/sketched_adagrad_reference.py [--seeds 2] [--jobs 2] [--real splice] [--T 10000]
+[--methods diag,s-ada,...] [--etas=-3,1]
 """
 from __future__ import annotations
 
@@ -102,11 +103,11 @@ def error(model, X, y, limit=1e8):
 
 def best(job):
     """(key, method, best error %, log2 of the best eta) over the grid."""
-    key, method, loader, tau, sub_seed = job
+    key, method, loader, tau, sub_seed, grid = job
     X, y = loader()
-    errs = [error(make(method, X.shape[1], eta, tau, sub_seed), X, y) for eta in GRID]
+    errs = [error(make(method, X.shape[1], eta, tau, sub_seed), X, y) for eta in grid]
     i = int(np.argmin(errs))
-    return key, method, sub_seed, errs[i], int(np.log2(GRID[i]))
+    return key, method, sub_seed, errs[i], int(np.log2(grid[i]))
 
 
 class Synthetic:
@@ -128,22 +129,31 @@ class Real:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=2)
-    ap.add_argument("--T", type=int, default=5000)
+    ap.add_argument("--T", type=int, default=10_000)
     ap.add_argument("--tau", type=int, default=10)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--real", default="splice", help="comma-separated: splice, covtype, a9a ('' for none)")
     ap.add_argument("--kappas", default="10,200")
+    ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
+    ap.add_argument("--etas", default="-10,4", help="log2 of the step grid's ends (default -10,4: 2^-10..2^4)")
     a = ap.parse_args()
+    lo, hi = (int(v) for v in a.etas.split(","))
+    grid = [2.0 ** j for j in range(lo, hi + 1)]
+    methods = [m for m in a.methods.split(",") if m]
+    unknown = set(methods) - set(METHODS)
+    if unknown:
+        sys.exit(f"unknown --methods {sorted(unknown)}; choose from {METHODS}")
     jobs = []
     for kappa in [float(k) for k in a.kappas.split(",") if k]:
         for seed in range(a.seeds):
             key = f"son kappa={kappa:g} seed={seed}"
-            jobs += [(key, m, Synthetic(kappa, seed, a.T), a.tau, 0) for m in METHODS if m != "comp-k10"]
+            jobs += [(key, m, Synthetic(kappa, seed, a.T), a.tau, 0, grid) for m in methods if m != "comp-k10"]
     for name in [r for r in a.real.split(",") if r]:
         if not (DATASETS / REAL[name]).exists():
             sys.exit(f"missing {DATASETS / REAL[name]} (set STREAMLEARN_SHARED)")
-        jobs += [(name, m, Real(REAL[name]), a.tau, 0) for m in METHODS if m != "comp-k10"]
-        jobs += [(name, "comp-k10", Real(REAL[name]), a.tau, s) for s in range(3)]
+        jobs += [(name, m, Real(REAL[name]), a.tau, 0, grid) for m in methods if m != "comp-k10"]
+        if "comp-k10" in methods:
+            jobs += [(name, "comp-k10", Real(REAL[name]), a.tau, s, grid) for s in range(3)]
     t0 = time.time()
     np.seterr(over="ignore")  # exp(y p) of a diverging grid point; such runs count as 100%
     with ProcessPoolExecutor(a.jobs, initializer=np.seterr, initargs=("ignore",)) as ex:
@@ -164,7 +174,7 @@ def main():
             row["_" + m] = e
         rows.append(row)
     print(f"progressive error % (log2 best eta), one pass, logistic, tau = {a.tau}, "
-          f"delta = {DELTA:g}; {time.time() - t0:.0f} s")
+          f"delta = {DELTA:g}, SON design T = {a.T}, step grid 2^{lo}..2^{hi}; {time.time() - t0:.0f} s")
     print(table(rows, ["data"] + [m for m in METHODS if any(m in r for r in rows)]))
     print("\npoints better than diagonal AdaGrad (diag error - method error; + = better):")
     groups = {}
