@@ -720,9 +720,16 @@ def test_engine_equals_merge_of_models_trained_by_hand(parquet_dir, tmp_path, in
     train_dask(RunConfig(data=[str(parquet_dir)], hyper={"loss_function": "logistic"},
                          final_model=str(tmp_path / "threads.slm")), workers=2, worker_threads=True, log=said.append,
                chain_order="consecutive")
-    assert "LocalCluster of 2 worker threads in this process" in "\n".join(said)
+    assert "2 worker threads in this process on dask's local threaded scheduler" in "\n".join(said)
     assert "2 chains of consecutive partitions (2, 2)" in "\n".join(said)
     assert (tmp_path / "threads.slm").read_bytes() == (tmp_path / "hand_consecutive.slm").read_bytes()
+    # the same threads on a dask.distributed LocalCluster(processes=False) give the same bytes
+    said = []
+    train_dask(RunConfig(data=[str(parquet_dir)], hyper={"loss_function": "logistic"},
+                         final_model=str(tmp_path / "threads_d.slm")), workers=2, worker_threads=True, log=said.append,
+               chain_order="consecutive", threads_on="distributed")
+    assert "LocalCluster of 2 worker threads in this process" in "\n".join(said)
+    assert (tmp_path / "threads_d.slm").read_bytes() == (tmp_path / "threads.slm").read_bytes()
     m = json.loads((tmp_path / "m.json").read_text())
     assert m["examples"] == 3000 == summary["examples"] and m["engine"]["partitions"] == 4
     assert m["engine"]["chains"] == 2 and "2 chains of strided partitions (2, 2)" in text
@@ -792,6 +799,12 @@ def test_engine_without_dask_says_how_to_install(run_cli, parquet_dir, tmp_path)
     r = run_cli("train", parquet_dir, "--engine", "dask", env={"PYTHONPATH": f"{ROOT}{os.pathsep}{shim}"}, text=True)
     # the checkout first, then the shim, which shadows the installed package
     assert r.returncode == 2 and "pip install 'streamlearn[dask]'" in r.stderr
+    # --worker_threads runs on dask's threaded scheduler: it never imports dask.distributed
+    r = run_cli("train", parquet_dir, "--engine", "dask", "--worker_threads", "--workers", 2, "--passes", 2,
+                "-f", tmp_path / "m.slm", env={"PYTHONPATH": f"{ROOT}{os.pathsep}{shim}"}, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "local threaded scheduler" in r.stderr and "number of examples = 6000" in r.stderr
+    assert "pass 2: per-pass progressive loss under mixing" in r.stderr and (tmp_path / "m.slm").stat().st_size > 0
 
 
 def _bad_partition_dir(parquet_dir, tmp_path):
