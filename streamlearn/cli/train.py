@@ -61,8 +61,8 @@ from .options import (FEATURES, LEARNER, NAMESPACE_FIELDS, OUTPUT, VWCommand, al
 @click.option("--save_every_pass", "--save-every-pass", "save_every_pass", is_flag=True,
               help="--engine dask: also write -f (atomically) after every pass, with the merged state so far.")
 @click.option("--worker_threads", "--worker-threads", "worker_threads", is_flag=True,
-              help="--engine dask, embedded cluster: run the --workers as threads of this process (no worker "
-                   "processes to start, no states serialised; the kernels and the Parquet reader release the GIL), "
+              help="--engine dask, embedded cluster: run the --workers as threads of this process on dask's "
+                   "threaded scheduler (no worker processes to start, no dask.distributed import, no states serialised; the kernels and the Parquet reader release the GIL), "
                    "without per-worker memory limits or crash isolation.")
 def train(files, data, algo, quadratic, noconstant, unit_norm, binary, **kw):
     """Train on FILES (VW text, LIBSVM or Parquet; gzip ok; '-' or none = stdin).
