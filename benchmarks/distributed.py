@@ -13,7 +13,8 @@ accumulator a task sends), peak worker RSS.
 Throughput (``--skip-speed``): 1,000,000 examples, gen_sparse.py's 200,000-example file five times, as Parquet (one file,
 its row groups the partitions), one pass of adagrad: the single-process CLI, and the CLI with
 ``--engine dask --workers 1`` and ``2`` (embedded cluster, started and stopped by the run; worker
-processes, then ``--worker_threads``):
+processes, then ``--worker_threads``, on Dask's threaded scheduler, and the same threads on a dask.distributed
+``LocalCluster(processes=False)``, labelled "(before)"; ``--speed-runs "workers 2 --worker_threads"`` for just these two):
 wall seconds, examples/s, CPU-seconds per example (the command's own CPU and its children's,
 workers included), cores busy (CPU / wall: the CLI's Parquet reader decodes on pyarrow's threads while
 the kernel learns, so one process keeps more than one core busy) and the ratios to the CLI; the engine's fixed overhead per pass is the pass
@@ -533,14 +534,21 @@ def speed(args):
     runs = (("CLI (one process)", []), ("--engine dask --workers 1", ["--engine", "dask", "--workers", "1"]),
             ("--engine dask --workers 2", ["--engine", "dask", "--workers", "2"]),
             ("--engine dask --workers 1 --worker_threads", ["--engine", "dask", "--workers", "1", "--worker_threads"]),
-            ("--engine dask --workers 2 --worker_threads", ["--engine", "dask", "--workers", "2", "--worker_threads"]))
+            ("--engine dask --workers 2 --worker_threads", ["--engine", "dask", "--workers", "2", "--worker_threads"]),
+            ("--engine dask --workers 2 --worker_threads, on dask.distributed (before)",
+             ["--engine", "dask", "--workers", "2", "--worker_threads"]))
     runs = [r for r in runs if r[0] == runs[0][0] or any(k in r[0] for k in args.speed_runs)]
+    # "(before)": the same threads on a dask.distributed LocalCluster(processes=False), what --worker_threads ran
+    # on before it used dask's threaded scheduler (train_dask(threads_on="distributed"); not a CLI option)
+    before = [sys.executable, "-c", "import functools, streamlearn.distributed.engine as e; "
+              "e.train_dask = functools.partial(e.train_dask, threads_on='distributed'); "
+              "from streamlearn.__main__ import entry; entry()", "train"]
     # interleaved: every round runs each command once, so that the load of other processes falls on all alike;
     # each figure is the median over the rounds (the model metrics of the round with the median wall)
     got = {label: [] for label, _ in runs}
     for _ in range(args.repeat):
         for label, extra in runs:
-            wall, cpu, err = _run_timed(cli + [str(pq)] * args.input_copies + ["-f", str(out), "--metrics", str(metrics)]
+            wall, cpu, err = _run_timed((before if "(before)" in label else cli) + [str(pq)] * args.input_copies + ["-f", str(out), "--metrics", str(metrics)]
                                         + extra)
             got[label].append((wall, cpu, json.loads(metrics.read_text())))
     rows = []
@@ -575,11 +583,14 @@ def speed(args):
         row["CPUs"] = " ".join(f"{r[1]:.1f}" for r in got[label])
         rows.append(row)
     over = []
-    for w in (1, 2):
+    for w, threads in ((1, False), (2, False), (1, True), (2, True)):
+        if not any(f"workers {w}" + (" --worker_threads" if threads else "") in r[0] for r in runs):
+            continue
         _run_timed(cli + [str(small), "-f", str(out), "--metrics", str(metrics), "--engine", "dask",
-                          "--workers", str(w), "--passes", "3"])
+                          "--workers", str(w), "--passes", "3"] + (["--worker_threads"] if threads else []))
         m = json.loads(metrics.read_text())
-        over.append(f"{w} worker{'s' if w > 1 else ''}: " + ", ".join(f"{p['seconds']:.2f}" for p in m["engine"]["passes"]))
+        over.append(f"{w} worker{'s' if w > 1 else ''}{' (threads)' if threads else ''}: "
+                    + ", ".join(f"{p['seconds']:.2f}" for p in m["engine"]["passes"]))
     n *= args.input_copies
     print(f"\nThroughput: gen_sparse.py n=200,000 x 5 x {args.input_copies} = {n:,} examples as one Parquet file ({pq.stat().st_size / 1e6:.0f} MB, {groups} row "
           f"groups{f', given {args.input_copies} times' if args.input_copies > 1 else ''}), adagrad (VW's default rule, C kernel), one pass, -b 18; medians of {args.repeat} "
