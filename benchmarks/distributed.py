@@ -331,7 +331,7 @@ def _mixing_run(data_dir, test, algo, hyper, workers, passes, rounds, mix):
                 if chain[r]:
                     accs.append(lift(st, base, mix))
             if accs:  # (a round can be empty for every chain: more rounds than a chain has partitions)
-                base = finish(combine(accs), base)
+                base = finish(combine(accs), base, mix)
         _write_model(str(model), base)
         out.append(100 * test_error(model, test))
     return out

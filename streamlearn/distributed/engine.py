@@ -109,7 +109,7 @@ def _pass_graph(task, p: int, run: str, bf, parts, chains, cfg, keep_names, skip
         depth += 1
         level = [task(f"streamlearn-pass{p}-merge{depth}-{i}-{run}", combine_results, *level[i:i + SPLIT_EVERY])
                  for i in range(0, len(level), SPLIT_EVERY)]
-    return task(f"streamlearn-pass{p}-finish-{run}", finish_pass, level[0], bf)
+    return task(f"streamlearn-pass{p}-finish-{run}", finish_pass, level[0], bf, mix)
 
 
 # -- the tasks (pure: same inputs, same outputs; nothing written) ------------------------------
@@ -274,11 +274,11 @@ def combine_results(*results):
     return acc, stats
 
 
-def finish_pass(result, base: State):
+def finish_pass(result, base: State, mix: str = "vw"):
     """The merged state of a pass (``base`` if every partition was skipped) and its stats."""
     t0 = time.perf_counter()
     acc, stats = result[0], dict(result[1])
-    out = base if acc is None else finish(acc, base)
+    out = base if acc is None else finish(acc, base, mix)
     stats["merge_seconds"] = stats.get("merge_seconds", 0.0) + time.perf_counter() - t0
     return out, stats
 
