@@ -797,6 +797,17 @@ def test_engine_equals_merge_of_models_trained_by_hand(parquet_dir, tmp_path, in
                chain_order="consecutive", threads_on="distributed")
     assert "LocalCluster of 2 worker threads in this process" in "\n".join(said)
     assert (tmp_path / "threads_d.slm").read_bytes() == (tmp_path / "threads.slm").read_bytes()
+    # --mix bmuf-nesterov: the same chains, their merge extrapolated by block momentum (merge_states' rule)
+    got = []
+    s2 = train_dask(RunConfig(data=[str(parquet_dir)], hyper={"loss_function": "logistic"}, quiet=True),
+                    workers=2, worker_threads=True, chain_order="consecutive", mix="bmuf-nesterov",
+                    on_pass=lambda p, st: got.append(st))
+    from streamlearn.api import load_model
+    hand = [M.state_of(*load_model(str(tmp_path / f"hand_consecutive{i}.slm"))[:2]) for i in (0, 2)]
+    want = M.merge_states(hand, mix="bmuf-nesterov")
+    np.testing.assert_array_equal(got[0].arrays["w"], want.arrays["w"])
+    np.testing.assert_array_equal(got[0].mixing["w"], want.mixing["w"])
+    assert s2["engine"]["mix"] == "bmuf-nesterov" and not np.array_equal(want.arrays["w"], M.merge_states(hand).arrays["w"])
     m = json.loads((tmp_path / "m.json").read_text())
     assert m["examples"] == 3000 == summary["examples"] and m["engine"]["partitions"] == 4
     assert m["engine"]["chains"] == 2 and "2 chains of strided partitions (2, 2)" in text
@@ -854,6 +865,10 @@ def test_engine_usage_errors(parquet_dir, tmp_path, invoke_cli):
     assert r.exit_code == 2 and "--engine dask" in r.output
     r = invoke_cli("train", parquet_dir, "--worker_threads")
     assert r.exit_code == 2 and "--worker_threads: only with --engine dask" in r.output
+    r = invoke_cli("train", parquet_dir, "--mix", "bmuf")
+    assert r.exit_code == 2 and "--mix: only with --engine dask" in r.output
+    r = invoke_cli("train", parquet_dir, "--engine", "dask", "--algo", "mission", "--mix", "bmuf", "-f", tmp_path / "x.slm")
+    assert r.exit_code == 2 and "--mix bmuf" in r.output and "mission" in r.output
     r = invoke_cli("train", parquet_dir, "--engine", "dask", "--scheduler", "tcp://127.0.0.1:1", "--worker_threads")
     assert r.exit_code == 2 and "--worker_threads" in r.output and "--scheduler" in r.output
     assert not (tmp_path / "x.slm").exists()
@@ -868,9 +883,11 @@ def test_engine_without_dask_says_how_to_install(run_cli, parquet_dir, tmp_path)
     assert r.returncode == 2 and "pip install 'streamlearn[dask]'" in r.stderr
     # --worker_threads runs on dask's threaded scheduler: it never imports dask.distributed
     r = run_cli("train", parquet_dir, "--engine", "dask", "--worker_threads", "--workers", 2, "--passes", 2,
-                "-f", tmp_path / "m.slm", env={"PYTHONPATH": f"{ROOT}{os.pathsep}{shim}"}, text=True)
+                "--mix", "bmuf-nesterov", "-f", tmp_path / "m.slm", env={"PYTHONPATH": f"{ROOT}{os.pathsep}{shim}"},
+                text=True)
     assert r.returncode == 0, r.stderr
     assert "local threaded scheduler" in r.stderr and "number of examples = 6000" in r.stderr
+    assert "(mixing rule bmuf-nesterov)" in r.stderr
     assert "pass 2: per-pass progressive loss under mixing" in r.stderr and (tmp_path / "m.slm").stat().st_size > 0
 
 

@@ -381,13 +381,18 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
         _rule(base)
     except MergeError as e:
         raise ConfigError(f"{e}: --engine dask cannot mix it") from None
+    from .merge import BMUF_RULES
+    if mix in BMUF_RULES and not (base.algo == "adagrad" or base.meta.get("reduction") == "softmax"):
+        raise ConfigError(f"--mix {mix}: only the adagrad learners (VW's gd, --oaa, softmax) mix by block momentum; "
+                          f"--algo {base.algo} merges by its own rule (leave --mix out)")
     keep_names = bool(cfg.keep_names if cfg.keep_names is not None else learner.wants_names)
     n_hint = workers or (None if scheduler else os.cpu_count()) or 1
     parts = plan_partitions(cfg.data, min_parts=int(n_hint), log=log, skip_bad=skip_bad_partitions)
     if not cfg.quiet:
         for line in settings_lines(cfg, learner, reader, True):
             log(line)
-        log(f"engine = dask, {len(parts)} partitions, {cfg.passes} passes of iterative parameter mixing")
+        log(f"engine = dask, {len(parts)} partitions, {cfg.passes} passes of iterative parameter mixing"
+            + ("" if mix == "vw" else f" (mixing rule {mix})"))
     from .. import kernels
 
     use_c = kernels._use_c
@@ -504,7 +509,7 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     ev.t0 = t_start
     summary = ev.summary(learner.loss)
     summary.update(algo=learner.name, learner=learner.extra_summary(), model_bytes=None,
-                   engine={"name": "dask", "partitions": len(parts), "chains": len(chains) if chain else len(parts),
+                   engine={"name": "dask", "mix": mix, "partitions": len(parts), "chains": len(chains) if chain else len(parts),
                            "passes": per_pass, **timing,
                            "loss_note": "per-pass progressive loss under mixing"})
     try:
