@@ -32,7 +32,9 @@ whole file, for adagrad and the SON learners (Oja-SON's merge is an approximatio
 Mixing (``--section mixing``): the engine's arithmetic in one process (the same task functions, one after
 another; no Dask): adagrad on ``--chain-sets`` as 16 partitions, ``--mix-workers`` chains, each chain cut into
 ``--mix-rounds`` segments with a merge after each (1: the engine's pass; more: mixing more often), by each of
-``--mix-rules`` (``merge.MIX_RULES``); test error after each pass against the CLI's.
+``--mix-rules`` (``merge.MIX_RULES``, BMUF's included); test error after each pass against the CLI's. The BMUF
+table of the issue-19 notes: ``--section mixing --chain-sets news20_binary a9a ijcnn1 --mix-workers 2 4 8
+--mix-rounds 1 --mix-rules vw bmuf bmuf-nesterov`` (about 2 minutes).
 
 Diagnosis (``--section diagnose``): why adagrad loses accuracy under mixing: the engine's arithmetic in one
 process on ``--chain-sets`` (16 partitions, ``--diag-workers`` chains) with the merge cut in two, the weights
@@ -41,7 +43,10 @@ exactly) and the accumulators (VW's rule, or summed as one sequential run adds t
 step multiplier; the rows in file order and shuffled (``--diag-orders``); 1 worker as the check against the CLI.
 
 Run: ``python3 benchmarks/distributed.py [--section speed accuracy chaining merge_cost mixing]`` (default:
-speed and accuracy; needs ../shared and ``pip install 'dask[distributed]'``).
+speed and accuracy; needs ../shared and ``pip install 'dask[distributed]'``). The 2-worker throughput
+target in one table: ``python3 benchmarks/distributed.py --section speed --repeat 7 --speed-runs
+"workers 2 --worker_threads"`` (the CLI, ``--worker_threads`` on Dask's threaded scheduler, and the same
+threads on dask.distributed, interleaved; about 4 minutes).
 """
 from __future__ import annotations
 
@@ -149,12 +154,14 @@ def accuracy(args):
                     t0 = time.perf_counter()
                     s = train_dask(RunConfig(data=[str(d)], algo=algo, hyper=hyper, passes=3, quiet=True,
                                              final_model=str(m3)), scheduler=cluster.scheduler_address,
-                                   on_pass=keep, chain_order=args.acc_chain_order)
+                                   on_pass=keep, chain_order=args.acc_chain_order,
+                                   mix=args.acc_mix if algo == "adagrad" else "vw")
                     wall = time.perf_counter() - t0
                     e = s["engine"]["passes"]
                     t1, t3 = test_error(m1, test), test_error(m3, test)
                     rows.append({
                         "data": name, "algo": algo, "workers": nw, "parts": parts, "chains": args.acc_chain_order,
+                        "mix": args.acc_mix if algo == "adagrad" else "vw",
                         "prog1 seq": f"{seq[1][0]:.4f}", "prog1 eng": f"{e[0]['progressive_error']:.4f}",
                         "prog3 eng": f"{e[2]['progressive_error']:.4f}",
                         "test1 seq": f"{seq[1][1]:.4f}", "test1 eng": f"{t1:.4f}",
@@ -617,6 +624,8 @@ def main():
     ap.add_argument("--acc-workers", nargs="+", type=int, default=[2, 4], help="accuracy: worker processes")
     ap.add_argument("--acc-chain-order", default="strided", choices=("strided", "consecutive"),
                     help="accuracy: how the engine deals the partitions to its chains (train_dask(chain_order=...))")
+    ap.add_argument("--acc-mix", default="vw", choices=("vw", "bmuf", "bmuf-nesterov"),
+                    help="accuracy: the engine's mixing rule for adagrad (train --mix)")
     ap.add_argument("--section", nargs="+", choices=("speed", "accuracy", "chaining", "merge_cost", "mixing", "diagnose"),
                     default=["speed", "accuracy"], help="what to run (chaining: --chain-* below)")
     ap.add_argument("--chain-sets", nargs="+", default=["a9a", "news20_binary"], choices=list(SETS))
@@ -627,7 +636,7 @@ def main():
     ap.add_argument("--chain-modes", nargs="+", default=["chained", "unchained"], choices=("chained", "unchained"))
     ap.add_argument("--mix-workers", nargs="+", type=int, default=[2, 4])
     ap.add_argument("--mix-rounds", nargs="+", type=int, default=[1, 2, 4])
-    ap.add_argument("--mix-rules", nargs="+", default=["vw", "delta", "examples", "sqrtk"])
+    ap.add_argument("--mix-rules", nargs="+", default=["vw", "delta", "examples", "sqrtk", "bmuf", "bmuf-nesterov"])
     ap.add_argument("--diag-workers", nargs="+", type=int, default=[1, 4])
     ap.add_argument("--diag-orders", nargs="+", default=["file", "shuffled-1"],
                     help="diagnose: the rows in file order, or shuffled with seed N (shuffled-N)")
