@@ -13,7 +13,8 @@ accumulator a task sends), peak worker RSS.
 Throughput (``--skip-speed``): 1,000,000 examples, gen_sparse.py's 200,000-example file five times, as Parquet (one file,
 its row groups the partitions), one pass of adagrad: the single-process CLI, and the CLI with
 ``--engine dask --workers 1`` and ``2`` (embedded cluster, started and stopped by the run; worker
-processes, then ``--worker_threads``):
+processes, then ``--worker_threads``, on Dask's threaded scheduler, and the same threads on a dask.distributed
+``LocalCluster(processes=False)``, labelled "(before)"; ``--speed-runs "workers 2 --worker_threads"`` for just these two):
 wall seconds, examples/s, CPU-seconds per example (the command's own CPU and its children's,
 workers included), cores busy (CPU / wall: the CLI's Parquet reader decodes on pyarrow's threads while
 the kernel learns, so one process keeps more than one core busy) and the ratios to the CLI; the engine's fixed overhead per pass is the pass
@@ -31,7 +32,9 @@ whole file, for adagrad and the SON learners (Oja-SON's merge is an approximatio
 Mixing (``--section mixing``): the engine's arithmetic in one process (the same task functions, one after
 another; no Dask): adagrad on ``--chain-sets`` as 16 partitions, ``--mix-workers`` chains, each chain cut into
 ``--mix-rounds`` segments with a merge after each (1: the engine's pass; more: mixing more often), by each of
-``--mix-rules`` (``merge.MIX_RULES``); test error after each pass against the CLI's.
+``--mix-rules`` (``merge.MIX_RULES``, BMUF's included); test error after each pass against the CLI's. The BMUF
+table of the issue-19 notes: ``--section mixing --chain-sets news20_binary a9a ijcnn1 --mix-workers 2 4 8
+--mix-rounds 1 --mix-rules vw bmuf bmuf-nesterov`` (about 2 minutes).
 
 Diagnosis (``--section diagnose``): why adagrad loses accuracy under mixing: the engine's arithmetic in one
 process on ``--chain-sets`` (16 partitions, ``--diag-workers`` chains) with the merge cut in two, the weights
@@ -40,7 +43,10 @@ exactly) and the accumulators (VW's rule, or summed as one sequential run adds t
 step multiplier; the rows in file order and shuffled (``--diag-orders``); 1 worker as the check against the CLI.
 
 Run: ``python3 benchmarks/distributed.py [--section speed accuracy chaining merge_cost mixing]`` (default:
-speed and accuracy; needs ../shared and ``pip install 'dask[distributed]'``).
+speed and accuracy; needs ../shared and ``pip install 'dask[distributed]'``). The 2-worker throughput
+target in one table: ``python3 benchmarks/distributed.py --section speed --repeat 7 --speed-runs
+"workers 2 --worker_threads"`` (the CLI, ``--worker_threads`` on Dask's threaded scheduler, and the same
+threads on dask.distributed, interleaved; about 4 minutes).
 """
 from __future__ import annotations
 
@@ -148,12 +154,14 @@ def accuracy(args):
                     t0 = time.perf_counter()
                     s = train_dask(RunConfig(data=[str(d)], algo=algo, hyper=hyper, passes=3, quiet=True,
                                              final_model=str(m3)), scheduler=cluster.scheduler_address,
-                                   on_pass=keep, chain_order=args.acc_chain_order)
+                                   on_pass=keep, chain_order=args.acc_chain_order,
+                                   mix=args.acc_mix if algo == "adagrad" else "vw")
                     wall = time.perf_counter() - t0
                     e = s["engine"]["passes"]
                     t1, t3 = test_error(m1, test), test_error(m3, test)
                     rows.append({
                         "data": name, "algo": algo, "workers": nw, "parts": parts, "chains": args.acc_chain_order,
+                        "mix": args.acc_mix if algo == "adagrad" else "vw",
                         "prog1 seq": f"{seq[1][0]:.4f}", "prog1 eng": f"{e[0]['progressive_error']:.4f}",
                         "prog3 eng": f"{e[2]['progressive_error']:.4f}",
                         "test1 seq": f"{seq[1][1]:.4f}", "test1 eng": f"{t1:.4f}",
@@ -330,7 +338,7 @@ def _mixing_run(data_dir, test, algo, hyper, workers, passes, rounds, mix):
                 if chain[r]:
                     accs.append(lift(st, base, mix))
             if accs:  # (a round can be empty for every chain: more rounds than a chain has partitions)
-                base = finish(combine(accs), base)
+                base = finish(combine(accs), base, mix)
         _write_model(str(model), base)
         out.append(100 * test_error(model, test))
     return out
@@ -533,14 +541,21 @@ def speed(args):
     runs = (("CLI (one process)", []), ("--engine dask --workers 1", ["--engine", "dask", "--workers", "1"]),
             ("--engine dask --workers 2", ["--engine", "dask", "--workers", "2"]),
             ("--engine dask --workers 1 --worker_threads", ["--engine", "dask", "--workers", "1", "--worker_threads"]),
-            ("--engine dask --workers 2 --worker_threads", ["--engine", "dask", "--workers", "2", "--worker_threads"]))
+            ("--engine dask --workers 2 --worker_threads", ["--engine", "dask", "--workers", "2", "--worker_threads"]),
+            ("--engine dask --workers 2 --worker_threads, on dask.distributed (before)",
+             ["--engine", "dask", "--workers", "2", "--worker_threads"]))
     runs = [r for r in runs if r[0] == runs[0][0] or any(k in r[0] for k in args.speed_runs)]
+    # "(before)": the same threads on a dask.distributed LocalCluster(processes=False), what --worker_threads ran
+    # on before it used dask's threaded scheduler (train_dask(threads_on="distributed"); not a CLI option)
+    before = [sys.executable, "-c", "import functools, streamlearn.distributed.engine as e; "
+              "e.train_dask = functools.partial(e.train_dask, threads_on='distributed'); "
+              "from streamlearn.__main__ import entry; entry()", "train"]
     # interleaved: every round runs each command once, so that the load of other processes falls on all alike;
     # each figure is the median over the rounds (the model metrics of the round with the median wall)
     got = {label: [] for label, _ in runs}
     for _ in range(args.repeat):
         for label, extra in runs:
-            wall, cpu, err = _run_timed(cli + [str(pq)] * args.input_copies + ["-f", str(out), "--metrics", str(metrics)]
+            wall, cpu, err = _run_timed((before if "(before)" in label else cli) + [str(pq)] * args.input_copies + ["-f", str(out), "--metrics", str(metrics)]
                                         + extra)
             got[label].append((wall, cpu, json.loads(metrics.read_text())))
     rows = []
@@ -575,11 +590,14 @@ def speed(args):
         row["CPUs"] = " ".join(f"{r[1]:.1f}" for r in got[label])
         rows.append(row)
     over = []
-    for w in (1, 2):
+    for w, threads in ((1, False), (2, False), (1, True), (2, True)):
+        if not any(f"workers {w}" + (" --worker_threads" if threads else "") in r[0] for r in runs):
+            continue
         _run_timed(cli + [str(small), "-f", str(out), "--metrics", str(metrics), "--engine", "dask",
-                          "--workers", str(w), "--passes", "3"])
+                          "--workers", str(w), "--passes", "3"] + (["--worker_threads"] if threads else []))
         m = json.loads(metrics.read_text())
-        over.append(f"{w} worker{'s' if w > 1 else ''}: " + ", ".join(f"{p['seconds']:.2f}" for p in m["engine"]["passes"]))
+        over.append(f"{w} worker{'s' if w > 1 else ''}{' (threads)' if threads else ''}: "
+                    + ", ".join(f"{p['seconds']:.2f}" for p in m["engine"]["passes"]))
     n *= args.input_copies
     print(f"\nThroughput: gen_sparse.py n=200,000 x 5 x {args.input_copies} = {n:,} examples as one Parquet file ({pq.stat().st_size / 1e6:.0f} MB, {groups} row "
           f"groups{f', given {args.input_copies} times' if args.input_copies > 1 else ''}), adagrad (VW's default rule, C kernel), one pass, -b 18; medians of {args.repeat} "
@@ -606,6 +624,8 @@ def main():
     ap.add_argument("--acc-workers", nargs="+", type=int, default=[2, 4], help="accuracy: worker processes")
     ap.add_argument("--acc-chain-order", default="strided", choices=("strided", "consecutive"),
                     help="accuracy: how the engine deals the partitions to its chains (train_dask(chain_order=...))")
+    ap.add_argument("--acc-mix", default="vw", choices=("vw", "bmuf", "bmuf-nesterov"),
+                    help="accuracy: the engine's mixing rule for adagrad (train --mix)")
     ap.add_argument("--section", nargs="+", choices=("speed", "accuracy", "chaining", "merge_cost", "mixing", "diagnose"),
                     default=["speed", "accuracy"], help="what to run (chaining: --chain-* below)")
     ap.add_argument("--chain-sets", nargs="+", default=["a9a", "news20_binary"], choices=list(SETS))
@@ -616,7 +636,7 @@ def main():
     ap.add_argument("--chain-modes", nargs="+", default=["chained", "unchained"], choices=("chained", "unchained"))
     ap.add_argument("--mix-workers", nargs="+", type=int, default=[2, 4])
     ap.add_argument("--mix-rounds", nargs="+", type=int, default=[1, 2, 4])
-    ap.add_argument("--mix-rules", nargs="+", default=["vw", "delta", "examples", "sqrtk"])
+    ap.add_argument("--mix-rules", nargs="+", default=["vw", "delta", "examples", "sqrtk", "bmuf", "bmuf-nesterov"])
     ap.add_argument("--diag-workers", nargs="+", type=int, default=[1, 4])
     ap.add_argument("--diag-orders", nargs="+", default=["file", "shuffled-1"],
                     help="diagnose: the rows in file order, or shuffled with seed N (shuffled-N)")

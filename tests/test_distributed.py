@@ -187,6 +187,73 @@ def test_adagrad_mixing_rules_follow_their_definitions(rule):
         M.lift(nodes[0], base, "mean")
 
 
+def _nodes_from(base, rng, examples=(12, 30, 5), frac=0.3):
+    """Nodes that went on from ``base``, each changing a random subset of the coordinates."""
+    n = base.arrays["w"].shape[0]
+    nodes = []
+    for e in examples:
+        s = M.State(base.algo, dict(base.meta, examples_learned=base.examples + e),
+                    {k: np.array(v, copy=True) for k, v in base.arrays.items()}, dict(base.reader))
+        on = rng.random(n) < frac
+        s.arrays["w"][on] += rng.normal(size=on.sum()).astype(np.float32)
+        s.arrays["G"][on] += (rng.random(on.sum()) * 2 + 0.1).astype(np.float32)
+        s.arrays["scal"][[0, 1, 4]] += rng.random(3)
+        nodes.append(s)
+    return nodes
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_bmuf_is_block_momentum_on_the_averaged_update(nesterov):
+    """BMUF (Chen & Huo 2016, eqs. 4-7) over three blocks, from its definition, keeping W(t) and the
+    filtered update D(t) explicitly: W_avg(t) = the plain merge (VW's rule) of the k nodes that started
+    from W_g(t-1); G(t) = W_avg(t) - W_g(t-1); D(t) = eta D(t-1) + G(t), eta = 1 - 1/k, block learning rate
+    1; W(t) = W(t-1) + D(t); W_g(t) = W(t) (classical) or W(t) + eta D(t) (Nesterov). G, N, the scalars
+    and the examples are VW's merge; a tree of merges gives the same."""
+    rng = np.random.default_rng(5)
+    rule = "bmuf-nesterov" if nesterov else "bmuf"
+    start = adagrad_state(rng, {"bit_precision": 6, "loss_function": "logistic"}, examples=40)
+    k = 3
+    eta = 1 - 1 / k
+    W = start.arrays["w"].astype(np.float64)
+    D = np.zeros_like(W)
+    wg = W.copy()
+    base = start
+    for t in range(3):
+        nodes = _nodes_from(base, rng)
+        np.testing.assert_allclose(base.arrays["w"], wg, rtol=1e-6, atol=1e-6)  # the nodes start from W_g(t-1)
+        vw = M.merge_states(nodes, base=base)  # W_avg(t)
+        merged = M.merge_states(nodes, base=base, mix=rule)
+        G = vw.arrays["w"].astype(np.float64) - wg
+        D = eta * D + G
+        W = W + D
+        wg = W + eta * D if nesterov else W
+        np.testing.assert_allclose(merged.arrays["w"], wg, rtol=1e-5, atol=1e-5, err_msg=f"block {t + 1}")
+        for key in ("G", "N", "scal"):
+            np.testing.assert_array_equal(merged.arrays[key], vw.arrays[key])
+        assert merged.examples == vw.examples and merged.mixing["w"].shape == W.shape
+        accs = [M.lift(s, base, rule) for s in nodes]
+        tree = M.finish(M.combine([M.combine(accs[:2]), accs[2]]), base, rule)
+        np.testing.assert_allclose(tree.arrays["w"], merged.arrays["w"], rtol=1e-6, atol=1e-6)
+        base = merged
+    if not nesterov:  # block 1 of classical BMUF is the plain merge (no momentum yet): checked above via W_g
+        assert not np.allclose(merged.arrays["w"], vw.arrays["w"])  # later blocks are not
+    # the model a learner loads is W_g; the momentum is not part of it
+    assert M.learner_of(merged).state_dict()[1].keys() == M.learner_of(vw).state_dict()[1].keys()
+
+
+def test_bmuf_leaves_other_learners_to_their_rule():
+    rng = np.random.default_rng(8)
+    hyper = {"sketch_width": 64, "sketch_rows": 3, "top_k": 4, "loss_function": "logistic"}
+    wa = {int(k): float(rng.normal()) for k in rng.integers(0, 2**32, 30)}
+    wb = {int(k): float(rng.normal()) for k in rng.integers(0, 2**32, 30)}
+    nodes = [sketch_state("mission", wa, 30, hyper, names=list(wa)[:4]),
+             sketch_state("mission", wb, 10, hyper, names=list(wb)[:4])]
+    plain, bmuf = M.merge_states(nodes), M.merge_states(nodes, mix="bmuf")
+    for key in plain.arrays:
+        np.testing.assert_array_equal(bmuf.arrays[key], plain.arrays[key])
+    assert bmuf.mixing == {}
+
+
 def test_tree_of_merges_equals_one_merge():
     rng = np.random.default_rng(4)
     hyper = {"bit_precision": 6}
@@ -720,9 +787,27 @@ def test_engine_equals_merge_of_models_trained_by_hand(parquet_dir, tmp_path, in
     train_dask(RunConfig(data=[str(parquet_dir)], hyper={"loss_function": "logistic"},
                          final_model=str(tmp_path / "threads.slm")), workers=2, worker_threads=True, log=said.append,
                chain_order="consecutive")
-    assert "LocalCluster of 2 worker threads in this process" in "\n".join(said)
+    assert "2 worker threads in this process on dask's local threaded scheduler" in "\n".join(said)
     assert "2 chains of consecutive partitions (2, 2)" in "\n".join(said)
     assert (tmp_path / "threads.slm").read_bytes() == (tmp_path / "hand_consecutive.slm").read_bytes()
+    # the same threads on a dask.distributed LocalCluster(processes=False) give the same bytes
+    said = []
+    train_dask(RunConfig(data=[str(parquet_dir)], hyper={"loss_function": "logistic"},
+                         final_model=str(tmp_path / "threads_d.slm")), workers=2, worker_threads=True, log=said.append,
+               chain_order="consecutive", threads_on="distributed")
+    assert "LocalCluster of 2 worker threads in this process" in "\n".join(said)
+    assert (tmp_path / "threads_d.slm").read_bytes() == (tmp_path / "threads.slm").read_bytes()
+    # --mix bmuf-nesterov: the same chains, their merge extrapolated by block momentum (merge_states' rule)
+    got = []
+    s2 = train_dask(RunConfig(data=[str(parquet_dir)], hyper={"loss_function": "logistic"}, quiet=True),
+                    workers=2, worker_threads=True, chain_order="consecutive", mix="bmuf-nesterov",
+                    on_pass=lambda p, st: got.append(st))
+    from streamlearn.api import load_model
+    hand = [M.state_of(*load_model(str(tmp_path / f"hand_consecutive{i}.slm"))[:2]) for i in (0, 2)]
+    want = M.merge_states(hand, mix="bmuf-nesterov")
+    np.testing.assert_array_equal(got[0].arrays["w"], want.arrays["w"])
+    np.testing.assert_array_equal(got[0].mixing["w"], want.mixing["w"])
+    assert s2["engine"]["mix"] == "bmuf-nesterov" and not np.array_equal(want.arrays["w"], M.merge_states(hand).arrays["w"])
     m = json.loads((tmp_path / "m.json").read_text())
     assert m["examples"] == 3000 == summary["examples"] and m["engine"]["partitions"] == 4
     assert m["engine"]["chains"] == 2 and "2 chains of strided partitions (2, 2)" in text
@@ -780,6 +865,10 @@ def test_engine_usage_errors(parquet_dir, tmp_path, invoke_cli):
     assert r.exit_code == 2 and "--engine dask" in r.output
     r = invoke_cli("train", parquet_dir, "--worker_threads")
     assert r.exit_code == 2 and "--worker_threads: only with --engine dask" in r.output
+    r = invoke_cli("train", parquet_dir, "--mix", "bmuf")
+    assert r.exit_code == 2 and "--mix: only with --engine dask" in r.output
+    r = invoke_cli("train", parquet_dir, "--engine", "dask", "--algo", "mission", "--mix", "bmuf", "-f", tmp_path / "x.slm")
+    assert r.exit_code == 2 and "--mix bmuf" in r.output and "mission" in r.output
     r = invoke_cli("train", parquet_dir, "--engine", "dask", "--scheduler", "tcp://127.0.0.1:1", "--worker_threads")
     assert r.exit_code == 2 and "--worker_threads" in r.output and "--scheduler" in r.output
     assert not (tmp_path / "x.slm").exists()
@@ -792,6 +881,14 @@ def test_engine_without_dask_says_how_to_install(run_cli, parquet_dir, tmp_path)
     r = run_cli("train", parquet_dir, "--engine", "dask", env={"PYTHONPATH": f"{ROOT}{os.pathsep}{shim}"}, text=True)
     # the checkout first, then the shim, which shadows the installed package
     assert r.returncode == 2 and "pip install 'streamlearn[dask]'" in r.stderr
+    # --worker_threads runs on dask's threaded scheduler: it never imports dask.distributed
+    r = run_cli("train", parquet_dir, "--engine", "dask", "--worker_threads", "--workers", 2, "--passes", 2,
+                "--mix", "bmuf-nesterov", "-f", tmp_path / "m.slm", env={"PYTHONPATH": f"{ROOT}{os.pathsep}{shim}"},
+                text=True)
+    assert r.returncode == 0, r.stderr
+    assert "local threaded scheduler" in r.stderr and "number of examples = 6000" in r.stderr
+    assert "(mixing rule bmuf-nesterov)" in r.stderr
+    assert "pass 2: per-pass progressive loss under mixing" in r.stderr and (tmp_path / "m.slm").stat().st_size > 0
 
 
 def _bad_partition_dir(parquet_dir, tmp_path):

@@ -61,9 +61,13 @@ from .options import (FEATURES, LEARNER, NAMESPACE_FIELDS, OUTPUT, VWCommand, al
 @click.option("--save_every_pass", "--save-every-pass", "save_every_pass", is_flag=True,
               help="--engine dask: also write -f (atomically) after every pass, with the merged state so far.")
 @click.option("--worker_threads", "--worker-threads", "worker_threads", is_flag=True,
-              help="--engine dask, embedded cluster: run the --workers as threads of this process (no worker "
-                   "processes to start, no states serialised; the kernels and the Parquet reader release the GIL), "
+              help="--engine dask, embedded cluster: run the --workers as threads of this process on dask's "
+                   "threaded scheduler (no worker processes to start, no dask.distributed import, no states serialised; the kernels and the Parquet reader release the GIL), "
                    "without per-worker memory limits or crash isolation.")
+@click.option("--mix", type=click.Choice(["vw", "bmuf", "bmuf-nesterov"]), default=None,
+              help="--engine dask, adagrad learners: how each pass's chains mix. vw (default): VW's AllReduce "
+                   "average; bmuf / bmuf-nesterov: that average's update filtered by block momentum 1 - 1/chains "
+                   "(BMUF, Chen & Huo 2016; classical or Nesterov).")
 def train(files, data, algo, quadratic, noconstant, unit_norm, binary, **kw):
     """Train on FILES (VW text, LIBSVM or Parquet; gzip ok; '-' or none = stdin).
 
@@ -92,8 +96,9 @@ def train(files, data, algo, quadratic, noconstant, unit_norm, binary, **kw):
                     max_line_bytes=kw["max_line_bytes"], max_example_features=kw["max_example_features"],
                     **run_settings())
     engine = {k: kw.pop(k) for k in ("engine", "scheduler", "workers", "skip_bad_partitions", "save_every_pass",
-                                     "worker_threads")}
+                                     "worker_threads", "mix")}
     if engine.pop("engine") == "dask":
+        engine["mix"] = engine["mix"] or "vw"
         from ..distributed.engine import train_dask
 
         run_api(lambda c, log: train_dask(c, log=log, **engine), cfg)

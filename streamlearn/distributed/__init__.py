@@ -5,9 +5,10 @@
 * :mod:`~streamlearn.distributed.partitions`: the units of work of an input (Parquet files by
   row group from their footers, text files whole);
 * :mod:`~streamlearn.distributed.engine`: iterative parameter mixing on ``dask.distributed``
-  (``train --engine dask``; McDonald, Hall & Mann 2010, "Distributed training strategies for the
-  structured perceptron"; VW's AllReduce rule for the adaptive merge, Agarwal et al. 2014, "A
-  reliable effective terascale linear learning system").
+  (``--worker_threads``: on Dask's local threaded scheduler) (``train --engine dask``; McDonald,
+  Hall & Mann 2010, "Distributed training strategies for the structured perceptron"; VW's AllReduce
+  rule for the adaptive merge, Agarwal et al. 2014, "A reliable effective terascale linear learning
+  system"; ``--mix bmuf``: block-wise model-update filtering, Chen & Huo 2016).
 
 Nothing below :mod:`streamlearn.api` knows this package exists: it calls the API's model files
 and the learners' ``state_dict`` / ``from_state``.

@@ -11,7 +11,8 @@ chain, however finely the input is cut (McDonald et al.'s mixing is per shard; a
 model per partition, thousands at scale, loses the most on sparse data: ``benchmarks/distributed.py``).
 The chains' accumulators (:func:`~streamlearn.distributed.merge.lift`) are summed by a tree of
 tasks, ``split_every`` = 8 at a time, into the next merged state, which is broadcast to the next
-pass. The progressive loss each pass reports is *per-pass progressive loss under mixing*: every
+pass (``mix``: how adagrad's chains mix, VW's rule or block-wise model-update filtering, Chen & Huo
+2016, whose block momentum travels with the merged state: :data:`~streamlearn.distributed.merge.MIX_RULES`). The progressive loss each pass reports is *per-pass progressive loss under mixing*: every
 example is predicted by its worker's model, which has learned from the merged state plus the part
 of its own chain read so far, not from the whole stream before it.
 
@@ -23,9 +24,11 @@ written, atomically, at the end (``save_every_pass``: after every pass too).
 Embedded cluster: without a scheduler address, a ``LocalCluster`` of ``workers`` processes
 (default: the cores), one thread each, each with an equal share of the memory as its limit,
 starts and stops inside the run; its dashboard address is logged. ``worker_threads``: the workers
-are threads of the client's process instead (the C / numba kernels and the Parquet reader release
+are ``workers`` threads of the client's process instead (the C / numba kernels and the Parquet reader release
 the GIL): no worker processes to spawn and import, states passed by reference, but no per-worker
-memory limit or crash isolation.
+memory limit or crash isolation; they run on dask's local threaded scheduler (``dask.threaded.get``
+over the same task graph, :func:`_pass_graph`), so ``dask.distributed``, whose import costs more CPU
+than a short run's learning, is not imported at all.
 """
 from __future__ import annotations
 
@@ -67,12 +70,47 @@ _UNSUPPORTED = (("predictions", "-p"), ("raw_predictions", "-r"), ("audit", "--a
                 ("probabilities", "--probabilities"), ("select_out", "--select_out"))
 
 
-def require_dask():
+def require_dask(core_only: bool = False):
+    """``dask.distributed`` (``core_only``: ``dask`` itself, all ``--worker_threads`` needs), or a
+    :class:`ConfigError` saying how to install it."""
     try:
-        import distributed  # noqa: F401
+        if core_only:
+            import dask
+            return dask
+        import distributed
     except ImportError:
         raise ConfigError(INSTALL_HINT) from None
     return distributed
+
+
+def _identity(x):
+    return x
+
+
+def _pass_graph(task, p: int, run: str, bf, parts, chains, cfg, keep_names, skip_bad, use_c, mix):
+    """The task graph of pass ``p`` (0-based): one chain of :func:`train_link` tasks per entry of
+    ``chains`` (None: one :func:`train_partition` leaf per partition), a tree of
+    :func:`combine_results`, ``SPLIT_EVERY`` at a time, and :func:`finish_pass`; returns the root.
+    ``task(key, fn, *args)`` adds a task (``client.submit`` on a cluster; an entry of a graph for
+    dask's threaded scheduler) and returns what later tasks take as its result; ``bf`` is the base
+    state as such a reference. The same graph on either scheduler computes the same states."""
+    if chains is not None:
+        level = []
+        for c, run_parts in enumerate(chains):
+            prev = None
+            for j, i in enumerate(run_parts):
+                prev = task(f"streamlearn-pass{p}-chain{c}-part{i}-{run}", train_link, bf, prev, parts[i], cfg,
+                            keep_names, skip_bad, use_c, j == len(run_parts) - 1, mix)
+            level.append(prev)
+    else:
+        level = [task(f"streamlearn-pass{p}-part{i}-{run}", train_partition, bf, part, cfg, keep_names, skip_bad,
+                      use_c, mix) for i, part in enumerate(parts)]
+    depth = 0
+    while len(level) > 1:
+        depth += 1
+        level = [task(f"streamlearn-pass{p}-merge{depth}-{i}-{run}", combine_results, *level[i:i + SPLIT_EVERY])
+                 for i in range(0, len(level), SPLIT_EVERY)]
+    return task(f"streamlearn-pass{p}-finish-{run}", finish_pass, level[0], bf, mix)
 
 
 # -- the tasks (pure: same inputs, same outputs; nothing written) ------------------------------
@@ -237,11 +275,11 @@ def combine_results(*results):
     return acc, stats
 
 
-def finish_pass(result, base: State):
+def finish_pass(result, base: State, mix: str = "vw"):
     """The merged state of a pass (``base`` if every partition was skipped) and its stats."""
     t0 = time.perf_counter()
     acc, stats = result[0], dict(result[1])
-    out = base if acc is None else finish(acc, base)
+    out = base if acc is None else finish(acc, base, mix)
     stats["merge_seconds"] = stats.get("merge_seconds", 0.0) + time.perf_counter() - t0
     return out, stats
 
@@ -286,15 +324,20 @@ def _start_cluster(scheduler, workers, log, processes=True):
 
 
 def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, save_every_pass=False, log=None,
-               on_pass=None, chain=True, n_chains=None, worker_threads=False, mix="vw", chain_order="strided"):
+               on_pass=None, chain=True, n_chains=None, worker_threads=False, mix="vw", chain_order="strided",
+               threads_on="dask"):
     """``train`` over ``cfg`` (:class:`streamlearn.api.RunConfig`) with iterative parameter
     mixing on Dask (module docstring); returns the run summary (``summary['engine']``: per-pass
     losses, partitions, chains, bytes per merge, seconds, peak worker RSS). ``on_pass(p, state)`` is
     called with each pass's merged :class:`~streamlearn.distributed.merge.State` (p from 1).
     ``n_chains``: chains per pass (default: the workers at the start); ``chain=False`` learns
     every partition from the merged state (one leaf per partition: what ``benchmarks/distributed.py``
-    compares chaining with). ``worker_threads``: the embedded cluster's workers are threads of this
-    process (no processes to start, nothing serialised between them; no per-worker memory limit).
+    compares chaining with). ``worker_threads``: the workers are threads of this process, run by
+    dask's local threaded scheduler (``dask.threaded.get``; ``dask.distributed`` is not imported): no
+    processes to start, nothing serialised between them, no per-worker memory limit, no dashboard.
+    ``threads_on="distributed"``: the same threads as a ``LocalCluster(processes=False)`` of
+    ``dask.distributed`` instead (what ``worker_threads`` was before; ``benchmarks/distributed.py``
+    compares the two).
     ``mix``: how adaptive adagrad states mix (:data:`~streamlearn.distributed.merge.MIX_RULES`; VW's
     rule by default). ``chain_order``: :data:`~streamlearn.distributed.partitions.CHAIN_ORDERS` (``strided``,
     the default: the partitions dealt out to the chains in turn; ``consecutive``: runs of consecutive
@@ -305,7 +348,11 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     from ..report import settings_lines, summary_lines
 
     log = log or (lambda line: None)
-    require_dask()
+    if threads_on not in ("dask", "distributed"):
+        raise ConfigError(f"threads_on must be 'dask' or 'distributed', not {threads_on!r}")
+    # dask's local threaded scheduler: dask.distributed not imported
+    local = bool(worker_threads) and not scheduler and threads_on == "dask"
+    require_dask(core_only=local)
     for name, flag in _UNSUPPORTED:
         if getattr(cfg, name):
             raise ConfigError(f"{flag} is not available with --engine dask (the workers predict in parallel; "
@@ -335,30 +382,46 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
         _rule(base)
     except MergeError as e:
         raise ConfigError(f"{e}: --engine dask cannot mix it") from None
+    from .merge import BMUF_RULES
+    if mix in BMUF_RULES and not (base.algo == "adagrad" or base.meta.get("reduction") == "softmax"):
+        raise ConfigError(f"--mix {mix}: only the adagrad learners (VW's gd, --oaa, softmax) mix by block momentum; "
+                          f"--algo {base.algo} merges by its own rule (leave --mix out)")
     keep_names = bool(cfg.keep_names if cfg.keep_names is not None else learner.wants_names)
     n_hint = workers or (None if scheduler else os.cpu_count()) or 1
     parts = plan_partitions(cfg.data, min_parts=int(n_hint), log=log, skip_bad=skip_bad_partitions)
     if not cfg.quiet:
         for line in settings_lines(cfg, learner, reader, True):
             log(line)
-        log(f"engine = dask, {len(parts)} partitions, {cfg.passes} passes of iterative parameter mixing")
+        log(f"engine = dask, {len(parts)} partitions, {cfg.passes} passes of iterative parameter mixing"
+            + ("" if mix == "vw" else f" (mixing rule {mix})"))
     from .. import kernels
 
     use_c = kernels._use_c
     t_up = time.perf_counter()
-    client, cluster = _start_cluster(scheduler, workers, log if not cfg.quiet else (lambda line: None),
-                                     not worker_threads)
+    if local:
+        client = cluster = None
+        import dask
+        n_workers = int(workers or os.cpu_count() or 1)
+        if not cfg.quiet:
+            log(f"dask: {n_workers} worker threads in this process on dask's local threaded scheduler "
+                f"(dask {dask.__version__}; no dask.distributed, no dashboard)")
+    else:
+        client, cluster = _start_cluster(scheduler, workers, log if not cfg.quiet else (lambda line: None),
+                                         not worker_threads)
     timing = {"cluster_start_seconds": time.perf_counter() - t_up}
     t_start = time.perf_counter()
     total_ev = None
     per_pass = []
     try:
-        if scheduler and not client.scheduler_info().get("workers"):
-            client.wait_for_workers(1, timeout=60)
         t_up = time.perf_counter()
-        client.run(_prepare_worker)  # imports on every worker at once, before the first pass is timed
+        if local:
+            _prepare_worker()
+        else:
+            if scheduler and not client.scheduler_info().get("workers"):
+                client.wait_for_workers(1, timeout=60)
+            client.run(_prepare_worker)  # imports on every worker at once, before the first pass is timed
+            n_workers = len(client.scheduler_info().get("workers", {})) or 1
         timing["worker_import_seconds"] = time.perf_counter() - t_up
-        n_workers = len(client.scheduler_info().get("workers", {})) or 1
         chains = plan_chains(parts, n_chains or n_workers, chain_order)
         if not cfg.quiet:
             log(f"dask: {len(chains) if chain else len(parts)} "
@@ -373,29 +436,25 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
                 # and a worker lost with that replica cancels the whole pass ("already forgotten");
                 # the pass is pure, so it is run again from a fresh scatter
                 run = uuid.uuid4().hex[:12]
-                bf = client.scatter(base, broadcast=True, hash=False)
-                if chain:
-                    level = []
-                    for c, run_parts in enumerate(chains):
-                        prev = None
-                        for j, i in enumerate(run_parts):
-                            prev = client.submit(train_link, bf, prev, parts[i], cfg, keep_names, skip_bad_partitions,
-                                                 use_c, j == len(run_parts) - 1, mix,
-                                                 key=f"streamlearn-pass{p}-chain{c}-part{i}-{run}", pure=False)
-                        level.append(prev)
+                if client is None:  # dask's local threaded scheduler: a task graph of this process
+                    graph = {}
+
+                    def task(key, fn, *args):
+                        graph[key] = (fn, *args)
+                        return key
+                    bf = task(f"streamlearn-pass{p}-base-{run}", _identity, base)
                 else:
-                    level = [client.submit(train_partition, bf, part, cfg, keep_names, skip_bad_partitions, use_c, mix,
-                                           key=f"streamlearn-pass{p}-part{i}-{run}", pure=False)
-                             for i, part in enumerate(parts)]
-                depth = 0
-                while len(level) > 1:
-                    depth += 1
-                    level = [client.submit(combine_results, *level[i:i + SPLIT_EVERY],
-                                           key=f"streamlearn-pass{p}-merge{depth}-{i}-{run}", pure=False)
-                             for i in range(0, len(level), SPLIT_EVERY)]
-                root = client.submit(finish_pass, level[0], bf, key=f"streamlearn-pass{p}-finish-{run}", pure=False)
+                    def task(key, fn, *args):
+                        return client.submit(fn, *args, key=key, pure=False)
+                    bf = client.scatter(base, broadcast=True, hash=False)
+                root = _pass_graph(task, p, run, bf, parts, chains if chain else None, cfg, keep_names,
+                                   skip_bad_partitions, use_c, mix)
                 try:
-                    base, stats = root.result()
+                    if client is None:
+                        from dask.threaded import get as threaded_get
+                        base, stats = threaded_get(graph, root, num_workers=n_workers)
+                    else:
+                        base, stats = root.result()
                     break
                 except StreamlearnError:
                     raise
@@ -438,7 +497,8 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
                 _write_model(cfg.final_model, base)
     finally:
         t_up = time.perf_counter()
-        client.close()
+        if client is not None:
+            client.close()
         if cluster is not None:
             cluster.close()
         timing["cluster_stop_seconds"] = time.perf_counter() - t_up
@@ -450,7 +510,7 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     ev.t0 = t_start
     summary = ev.summary(learner.loss)
     summary.update(algo=learner.name, learner=learner.extra_summary(), model_bytes=None,
-                   engine={"name": "dask", "partitions": len(parts), "chains": len(chains) if chain else len(parts),
+                   engine={"name": "dask", "mix": mix, "partitions": len(parts), "chains": len(chains) if chain else len(parts),
                            "passes": per_pass, **timing,
                            "loss_note": "per-pass progressive loss under mixing"})
     try:

@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["State", "MergeError", "MIX_RULES", "state_of", "learner_of", "fresh_state", "check_compatible", "lift",
-           "combine", "finish", "merge_states", "fd_merge", "compact_rows",
+           "combine", "finish", "merge_states", "BMUF_RULES", "fd_merge", "compact_rows",
            "sketch_query", "state_nbytes"]
 
 
@@ -76,6 +76,9 @@ class State:
     meta: dict
     arrays: dict
     reader: dict = field(default_factory=dict)
+    #: the mixing rule's own state between passes, not part of the model (BMUF's block momentum:
+    #: ``{weight array name: delta}``, :func:`finish`); empty for the other rules
+    mixing: dict = field(default_factory=dict)
 
     @property
     def examples(self) -> int:
@@ -85,7 +88,7 @@ class State:
 def state_nbytes(obj) -> int:
     """Bytes of the arrays in a state or accumulator (what a merge moves)."""
     if isinstance(obj, State):
-        return sum(int(a.nbytes) for a in obj.arrays.values())
+        return sum(int(a.nbytes) for a in obj.arrays.values()) + sum(int(a.nbytes) for a in obj.mixing.values())
     if isinstance(obj, dict):
         return sum(state_nbytes(v) for v in obj.values())
     if isinstance(obj, (list, tuple)):
@@ -910,9 +913,21 @@ def _rule(state: State):
 #: * ``"sqrtk"``: delta's step times ``sqrt(k_eff)``, ``k_eff = (sum dG_i)^2 / sum dG_i^2`` (1 to k, the
 #:   nodes that shared the coordinate): between averaging and summing the steps.
 #:
-#: ``N`` (``--normalized``) is the dG-weighted mean of the nodes' in all but ``"vw"``.
+#: * ``"bmuf"``, ``"bmuf-nesterov"``: block-wise model-update filtering (Chen & Huo 2016, "Scalable
+#:   training of deep learning machines by incremental block training with intra-block parallel
+#:   optimization and blockwise model-update filtering", ICASSP): the merge by VW's rule gives the
+#:   averaged model ``W_avg(t)``; its difference from the model the pass started from is the block's
+#:   update ``G(t) = W_avg(t) - W_g(t-1)``, filtered by block momentum, ``D(t) = eta D(t-1) + zeta G(t)``
+#:   (block learning rate ``zeta`` = 1, block momentum ``eta = 1 - 1/k`` for k merged chains),
+#:   ``W(t) = W(t-1) + D(t)``; the next pass starts from ``W_g(t) = W(t)`` (classical block momentum)
+#:   or ``W(t) + eta D(t)`` (Nesterov). ``D`` travels with the merged state (``State.mixing``);
+#:   ``G`` and ``N`` are merged by VW's rule. Weights of the adagrad family only (plain, ``--oaa``,
+#:   softmax); the other learners keep their one rule.
+#:
+#: ``N`` (``--normalized``) is the dG-weighted mean of the nodes' in ``"delta"``, ``"examples"`` and ``"sqrtk"``.
 #: ``benchmarks/distributed.py --section mixing`` measures them.
-MIX_RULES = ("vw", "delta", "examples", "sqrtk")
+MIX_RULES = ("vw", "delta", "examples", "sqrtk", "bmuf", "bmuf-nesterov")
+BMUF_RULES = ("bmuf", "bmuf-nesterov")
 
 
 def lift(state: State, base: State, mix: str = "vw", compact: bool = False) -> dict:
@@ -922,8 +937,8 @@ def lift(state: State, base: State, mix: str = "vw", compact: bool = False) -> d
     if mix not in MIX_RULES:
         raise MergeError(f"unknown mixing rule {mix!r} (known: {', '.join(MIX_RULES)})")
     lift_fn, _ = _rule(state)
-    if mix != "vw" and lift_fn is not _adagrad_lift:
-        mix = "vw"  # the only rule of the other learners
+    if mix in BMUF_RULES or (mix != "vw" and lift_fn is not _adagrad_lift):
+        mix = "vw"  # BMUF filters VW's merge (finish); the only rule of the other learners
     _, units = _unit(state)
     _, bunits = _unit(base)
     lam = float(max(state.examples - base.examples, 0))
@@ -948,8 +963,29 @@ def combine(accs) -> dict:
     return out
 
 
-def finish(acc: dict, base: State) -> State:
-    """The merged :class:`State` of a summed accumulator of nodes that started from ``base``."""
+def _bmuf(state: State, base: State, nodes: int, nesterov: bool) -> State:
+    """Block momentum on the weights of ``state``, VW's merge of ``nodes`` chains that started from
+    ``base`` (:data:`MIX_RULES`, ``"bmuf"``): the next pass's state, its momentum in ``mixing``."""
+    eta = 1.0 - 1.0 / max(int(nodes), 1)
+    arrays, mixing = dict(state.arrays), {}
+    for k, w_avg in state.arrays.items():
+        if not (k in ("w", "W") or (k.startswith("class") and k.endswith(".w"))):
+            continue
+        wg_prev = np.asarray(base.arrays[k], np.float64)
+        d_prev = np.asarray(base.mixing.get(k, 0.0), np.float64)
+        w_prev = wg_prev - eta * d_prev if nesterov else wg_prev  # W(t-1)
+        d = eta * d_prev + (np.asarray(w_avg, np.float64) - wg_prev)  # zeta = 1
+        w = w_prev + d
+        arrays[k] = (w + eta * d if nesterov else w).astype(w_avg.dtype)
+        mixing[k] = d.astype(np.float32)
+    return State(state.algo, state.meta, arrays, state.reader, mixing)
+
+
+def finish(acc: dict, base: State, mix: str = "vw") -> State:
+    """The merged :class:`State` of a summed accumulator of nodes that started from ``base``
+    (``mix``: :data:`MIX_RULES`; only BMUF's rules act here, on VW's merge)."""
+    if mix in BMUF_RULES and (base.algo == "adagrad" or base.meta.get("reduction") == "softmax"):
+        return _bmuf(finish(acc, base), base, int(acc["nodes"][0]), mix == "bmuf-nesterov")
     _, fin = _rule(base)
     kind, bunits = _unit(base)
     meta = dict(base.meta)
@@ -978,7 +1014,7 @@ def merge_states(states, base: State | None = None, names=None, mix: str = "vw")
     _rule(states[0])
     if base is None:
         base = fresh_state(states[0])
-    return finish(combine(lift(s, base, mix) for s in states), base)
+    return finish(combine(lift(s, base, mix) for s in states), base, mix)
 
 
 # -- frequent directions (FD-SON / RFD-SON / FTSL, when they merge) -------------------------------
