@@ -35,7 +35,8 @@ class Mission(SketchLearner):
         "step_rule", ("auto", "sgd", "adagrad"), "auto",
         "mission: sgd (one step eta for every weight) or adagrad (eta / sqrt(sum of the weight's squared "
         "gradients), the sums in a count-min sketch of the weight sketch's shape: twice the memory). "
-        "auto: sgd.", structural=True, absent="sgd"),)
+        "auto: sgd. adagrad's --learning_rate defaults to 0.5, 2 with --oaa K on unit-norm examples.",
+        structural=True, absent="sgd"),)
     default_lr = 0.01
     default_minibatch = 1
     default_lr_unit_oaa = 3.0  # --oaa K on unit-norm examples (benchmarks/bear_multiclass.py)
@@ -46,8 +47,8 @@ class Mission(SketchLearner):
     compiled_kernels = ((_kernels, "mission_run"),)
 
     #: --step_rule adagrad: the step defaults (--learning_rate; with --oaa K on unit-norm examples)
-    default_lr_adagrad = 0.5
-    default_lr_adagrad_unit_oaa = 0.5
+    default_lr_adagrad = 0.5  # VW's -l (not tuned for mission)
+    default_lr_adagrad_unit_oaa = 2.0  # benchmarks/bear_multiclass.py --variants
 
     def _apply_hyper(self):
         rule = self.hyper.get("step_rule") or "auto"
