@@ -16,6 +16,11 @@ loss for both tools); time: whole-process wall and CPU (user + sys) seconds, sta
 parsing included, kernels compiled beforehand (``streamlearn warmup``).
 
     python3 benchmarks/bear_multiclass.py [--only news20_train] [--algos bear,mission] [--baseline REV|none]
+        [--defaults_only] [--variants "--step_rule adagrad;--step_rule adagrad --top_k 20000"]
+
+``--variants``: extra rows, each the defaults plus the given options (``;`` between rows), for
+every algorithm that has them (``--step_rule``: mission only); ``--defaults_only``: no CF 1 /
+W = d rows.
 """
 from __future__ import annotations
 
@@ -63,6 +68,8 @@ def main():
     ap.add_argument("--algos", default="bear,mission")
     ap.add_argument("--baseline", default="5d79dbc", help="revision for the 'before' rows ('none': skip them)")
     ap.add_argument("--no_unit_norm", action="store_true", help="skip the --unit_norm rows")
+    ap.add_argument("--defaults_only", action="store_true", help="skip the CF 1 and W = d rows")
+    ap.add_argument("--variants", default="", help="';'-separated option sets: extra rows at the defaults")
     a = ap.parse_args()
     need_shared()
     only = set(filter(None, a.only.split(",")))
@@ -83,16 +90,22 @@ def main():
         print(f"  {name}: VW {vw_err:.4f} {wall:.2f} s", flush=True)
         d = None
         for algo in algos:
-            for cf1 in (None, "cells", "row"):
-                for unit in ((False,) if a.no_unit_norm else (False, True)):
+            variants = [v.split() for v in a.variants.split(";") if v.strip()]
+            if algo != "mission":
+                variants = [v for v in variants if "--step_rule" not in v]
+            for cf1 in ((None,) if a.defaults_only else (None, "cells", "row")) + tuple(map(tuple, variants)):
+                for unit in ((False,) if a.no_unit_norm or isinstance(cf1, tuple) else (False, True)):
                     extra = ["--algo", algo]
+                    if isinstance(cf1, tuple):
+                        extra += list(cf1)
                     if cf1 == "cells":  # R x W = d cells per class (the papers' compression factor 1)
                         extra += ["--sketch_width", math.ceil(d / R)]
                     elif cf1 == "row":  # each of the R rows as wide as the feature space (W = d)
                         extra += ["--sketch_width", d]
                     if unit:
                         extra += ["--unit_norm"]
-                    name_cf = {None: "defaults", "cells": "CF 1", "row": "W = d"}[cf1]
+                    name_cf = " ".join(cf1) if isinstance(cf1, tuple) else {None: "defaults", "cells": "CF 1",
+                                                                            "row": "W = d"}[cf1]
                     label = f"{algo} {name_cf}{' --unit_norm' if unit else ''}"
                     row = {"dataset": "", "K": "", "run": label}
                     for tag, prefix in trees:

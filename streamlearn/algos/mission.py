@@ -7,10 +7,18 @@ the active set's weights (members of the top-k heap only), mean gradient, ADD ``
 sketch, re-QUERY and offer the active set to the heap. The sketch, heap, options and
 minibatch driver are the family's (:mod:`streamlearn.algos.sketch`). Deviation from the paper:
 predictions use only the top-k features, as BEAR's (NOTES_BEAR item 6).
+
+``--step_rule adagrad``: per-feature AdaGrad steps (Duchi et al. 2011) whose squared-gradient
+sums live in a count-min sketch sharing the weight sketch's buckets (Spring et al., "Compressing
+Gradient Optimizers via Count-Sketches", ICML 2019); see :mod:`._mission_kernels`. It doubles
+the sketch memory.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..kernels import lazy
+from .base import Param, adopt, lazy_zeros, require
 from .sketch import MINIBATCH_PARAM, SKETCH_PARAMS, SketchLearner
 
 __all__ = ["Mission"]
@@ -23,7 +31,12 @@ class Mission(SketchLearner):
     selected features come from the top-k heap."""
 
     name = "mission"
-    PARAMS = SKETCH_PARAMS + (MINIBATCH_PARAM,)
+    PARAMS = SKETCH_PARAMS + (MINIBATCH_PARAM, Param(
+        "step_rule", ("auto", "sgd", "adagrad"), "auto",
+        "mission: sgd (one step eta for every weight) or adagrad (eta / sqrt(sum of the weight's squared "
+        "gradients), the sums in a count-min sketch of the weight sketch's shape: twice the memory). "
+        "auto: sgd. adagrad's --learning_rate defaults to 0.5, 2 with --oaa K on unit-norm examples.",
+        structural=True, absent="sgd"),)
     default_lr = 0.01
     default_minibatch = 1
     default_lr_unit_oaa = 3.0  # --oaa K on unit-norm examples (benchmarks/bear_multiclass.py)
@@ -33,6 +46,47 @@ class Mission(SketchLearner):
     run_kernel = "mission_run"
     compiled_kernels = ((_kernels, "mission_run"),)
 
+    #: --step_rule adagrad: the step defaults (--learning_rate; with --oaa K on unit-norm examples)
+    default_lr_adagrad = 0.5  # VW's -l (not tuned for mission)
+    default_lr_adagrad_unit_oaa = 2.0  # benchmarks/bear_multiclass.py --variants
+
+    def _apply_hyper(self):
+        rule = self.hyper.get("step_rule") or "auto"
+        self.adagrad = rule == "adagrad"
+        super()._apply_hyper()
+        if self.adagrad and self.hyper["learning_rate"] is None:
+            mc = self.multiclass and self.unit
+            self.eta = self.default_lr_adagrad_unit_oaa if mc else self.default_lr_adagrad
+        shape = (self.R, self.W, self.kc) if self.adagrad else (0, 0, self.kc)
+        if getattr(self, "acc", None) is None or self.acc.shape != shape:
+            self.acc = lazy_zeros(shape, np.float64)  # count-min sketch of the squared gradients
+            self.iacc = np.zeros(self.kc, np.float64)  # the intercept's sum, per class
+
+    def _extra_state(self):
+        return (self.acc, self.iacc)
+
     def _hyper_tuple(self):
         return _kernels.MissionHyper(self.loss_code, self.eta, self.schedule, self.t0, self.b, self.clip,
-                                     self.const_key)
+                                     self.const_key, self.adagrad)
+
+    def _arrays(self):
+        a = super()._arrays()
+        if self.adagrad:  # (K, R, W) as the weight sketch
+            a["acc"] = np.ascontiguousarray(np.moveaxis(self.acc, 2, 0))
+            a["iacc"] = self.iacc
+        return a
+
+    def _load_arrays(self, arrays):
+        """The sketch state, then (``--step_rule adagrad``) the count-min accumulator and the
+        intercept's sums: finite (checked on load) and non-negative (their square roots divide)."""
+        super()._load_arrays(arrays)
+        if not self.adagrad:
+            require("acc" not in arrays, "array acc in a model without --step_rule adagrad")
+            return
+        for f in ("acc", "iacc"):
+            require(f in arrays, f"array {f} is missing")
+        acc = adopt("acc", arrays["acc"], (self.kc, self.R, self.W), np.float64)
+        iacc = adopt("iacc", arrays["iacc"], (self.kc,), np.float64)
+        require((acc >= 0).all() and (iacc >= 0).all(), "array acc / iacc: a negative sum of squares")
+        self.acc = np.ascontiguousarray(np.moveaxis(acc, 0, 2))
+        self.iacc = iacc
