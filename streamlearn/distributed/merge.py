@@ -31,7 +31,9 @@ Rules (each tested on its own against its definition, ``tests/test_distributed.p
   top-k heap is rebuilt from the merged sketch over the union of the nodes' heap members
   (QUERYed, the k largest ``|w|`` kept, names kept); HyperLogLog registers take their maximum
   (an exact union); BEAR's oLBFGS history is restarted (its pairs belong to one trajectory);
-  iteration counts are summed.
+  iteration counts are summed. MISSION's ``--step_rule adagrad`` accumulators (count-min sketches
+  of squared gradients, also linear) are the base's plus what each node added: exactly the
+  sketch of all nodes' squared gradients.
 * **oja-son, fd-son, rfd-son** (a per-feature table beside a sketch, ``w = u_bar + Z^T b``): each
   node is read in canonical form (its effective weights per feature, with b, the buffer and FD's
   lazy re-bases applied, and its sketch as explicit rows); the tables are merged by key (the union
@@ -415,7 +417,11 @@ def _sketch_lift(meta, arrays, base_meta, base_arrays, lam) -> dict:
         ids = arrays["hname"][c, :n]
         cand.append((arrays["hkeys"][c, :n].copy(), arrays["names"][c, ids].copy(), arrays["name_len"][c, ids].copy()))
     cnt, bc = arrays["counters"], base_arrays["counters"]
-    return {"S": lam * sk, "lam": np.array([lam]), "Ssum": sk.copy(), "n": np.array([1.0]), "cand": cand,
+    # MISSION --step_rule adagrad: count-min sketches of squared gradients (linear, as the Count
+    # Sketch): the base's plus what each node added is the sketch of every node's squared gradients
+    extra = {f"d_{f}": np.asarray(arrays[f], np.float64) - np.asarray(base_arrays[f], np.float64)
+             for f in ("acc", "iacc") if f in arrays}
+    return {**extra, "S": lam * sk, "lam": np.array([lam]), "Ssum": sk.copy(), "n": np.array([1.0]), "cand": cand,
             "hll": arrays["hll"].copy(), "dt": np.array([cnt[0] - bc[0], cnt[3] - bc[3]], np.int64),
             "lo": np.array([arrays["lrange"][0]]), "hi": np.array([arrays["lrange"][1]]),
             # the intercept kept apart from the sketch (absent in models saved before): averaged alike
@@ -455,6 +461,9 @@ def _sketch_finish(acc, base_meta, base_arrays):
         out["hkeys"][c], out["hw"][c], out["htpos"][c], out["hname"][c] = hk, hw, hp, hn
         out["htbl"][c], out["hsize"][c], out["names"][c], out["name_len"][c] = ht, n, nm, nl
     out["hll"] = acc["hll"]
+    for f in ("acc", "iacc"):
+        if f"d_{f}" in acc:
+            out[f] = (np.asarray(base_arrays[f], np.float64) + acc[f"d_{f}"]).astype(base_arrays[f].dtype)
     cnt = np.array(base_arrays["counters"], np.int64)
     cnt[0] += acc["dt"][0]
     cnt[3] += acc["dt"][1]
