@@ -190,6 +190,22 @@ def _secular_root(dn, z2, n, i, ztot):
 
 
 @njit(**INNER)
+def _argsort_small(x, n, sign):
+    """The stable order of ``sign * x[:n]`` ascending, by insertion: O(n^2), as the eigen update
+    that calls it; numba's ``np.argsort`` takes about 3 s to compile (its quicksort also uses
+    insertion below 16 elements, so the orders agree there)."""
+    order = np.empty(n, np.int64)
+    for i in range(n):
+        v = sign * x[i]
+        j = i
+        while j > 0 and sign * x[order[j - 1]] > v:
+            order[j] = order[j - 1]
+            j -= 1
+        order[j] = i
+    return order
+
+
+@njit(**INNER)
 def _rank1_eig(lam, t, m, mu, W):
     """Eigen-pairs of diag(lam[:m]) + t t^T (lam[:m] descending): ``mu[:m]`` descending and the
     eigenvectors as the columns of ``W[:m, :m]`` (Golub & Van Loan Sec. 8.5.3, LAPACK dlaed2-4's
@@ -197,7 +213,7 @@ def _rank1_eig(lam, t, m, mu, W):
     ||t||^2) and of (nearly) equal eigenvalues by a Givens rotation, the secular equation's roots
     (:func:`_secular_root`) and Gu & Eisenstat's recomputed t, which keeps the eigenvectors
     orthogonal. O(m^2) (plus O(m^3) only when a rotation deflated a pair)."""
-    order = np.argsort(lam[:m])  # ascending
+    order = _argsort_small(lam, m, 1.0)  # ascending
     d = np.empty(m)
     z = np.empty(m)
     for i in range(m):
@@ -301,7 +317,7 @@ def _rank1_eig(lam, t, m, mu, W):
                     T[r, q] = acc
             Ws = T
     # back to lam's order, eigenvalues descending
-    srt = np.argsort(-ev)
+    srt = _argsort_small(ev, m, -1.0)  # descending
     for c in range(m):
         mu[c] = ev[srt[c]]
         for i in range(m):
