@@ -540,7 +540,7 @@ def comp_run(offsets, indices, values, labels, weights, learn, st, hp, pred_out,
     learned = 0
     # --l1 / --l2 at k > 0: the eager form; the features of the map in the order they joined
     eager = k > 0 and st.lastt.shape[0] > 1
-    N = 0
+    N = np.int64(0)  # not a literal 0: numba would also compile _eager_step and _l1_eval for the constant
     cap = 1
     if eager:
         for r in range(k):
