@@ -75,8 +75,8 @@ def pytest_configure(config):
 # first, the learners split over as many processes as there are workers, balanced by their compile
 # cost (CPU seconds measured cold with ``streamlearn warmup --algo A``). STREAMLEARN_TEST_NO_WARMUP=1
 # turns it off.
-WARMUP_COST = {"fd-son": 50, "ftsl-shampoo": 33, "bear": 26, "s-ada": 22, "oja-son": 21, "adagrad": 13,
-               "compadagrad": 11, "mission": 8}
+WARMUP_COST = {"fd-son": 64, "s-ada": 32, "bear": 26, "ftsl-shampoo": 25, "compadagrad": 24, "oja-son": 21,
+               "adagrad": 13, "mission": 8}  # wall s of `warmup --algo A`, cold, quiet machine (2026-11-27)
 
 
 def _cold_learners() -> list:
@@ -98,7 +98,7 @@ def _cold_learners() -> list:
 
 def _cold_numba_readers() -> bool:
     """Whether the numba readers (used without the C library, and by the tests that compare the
-    two: about 35-40 s of CPU with adagrad's numba kernels) are not in numba's cache."""
+    two: about 32 s with adagrad's numba kernels) are not in numba's cache."""
     from streamlearn.io import _parquet_kernels, _text_kernels
     from streamlearn.kernels import is_cached
 
@@ -116,7 +116,7 @@ def pytest_sessionstart(session):
     jobs = [(WARMUP_COST.get(a, 10), a, ["--algo", a], {}) for a in _cold_learners()]
     if _cold_numba_readers():  # adagrad's warm-up without C compiles adagrad's numba kernels too
         jobs = [j for j in jobs if j[1] != "adagrad"]
-        jobs.append((40, "numba readers", ["--algo", "adagrad"], {"STREAMLEARN_NO_C": "1"}))
+        jobs.append((32, "numba readers", ["--algo", "adagrad"], {"STREAMLEARN_NO_C": "1"}))
     if not jobs or n < 2:
         return
     bins = [[] for _ in range(min(n, len(jobs)))]

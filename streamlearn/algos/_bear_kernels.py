@@ -264,6 +264,7 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     tmp = np.empty(R, np.float64)
     beta0 = np.empty((K, nA), np.float64)
     inheap = np.empty((K, nA), np.bool_)
+    no_clip = hyper.clip and False  # a bool, not the literal False: numba would compile _mb_gradient twice
     aconst = _const_index(akeys, hyper.const_key)
     _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta0, inheap, tmp, state.intercept, aconst)
     _mb_predict(offsets, values, mb, nmb, loc, beta0, P0)  # the scores before the step (reported)
@@ -280,7 +281,7 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     # only would make r = g(beta1) - g(beta0) no secant of any function (issue 21: such pairs
     # blew the weights up to 1e27 on the Sec. 6 design); the clip stays in the step's gradient
     if bound:  # G0 <- the unclipped gradient at beta0 (P0 holds beta0's scores)
-        _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P0, G0, state.lrange, False)
+        _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P0, G0, state.lrange, no_clip)
     z = np.empty(D, np.float64)
     _two_loop(g, ckeys, extra.rs_keys, extra.rs_vals, extra.rs_len, extra.rr_keys, extra.rr_vals,
               extra.rr_len, extra.ring_sr, extra.ring_rr, state.counters[1], state.counters[2], z)
@@ -306,7 +307,7 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
         _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta1, inheap, tmp, state.intercept, aconst)
     P = np.empty((nmb, K), np.float64)
     _mb_predict(offsets, values, mb, nmb, loc, beta1, P)
-    _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, state.lrange, False)  # G0 <- G1
+    _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, state.lrange, no_clip)  # G0 <- G1
     # lines 8-9: s = beta1 - beta0, r = G1 - G (g holds G), flattened as ckeys (loops: array
     # expressions compile a ufunc kernel each)
     s = np.empty(D, np.float64)

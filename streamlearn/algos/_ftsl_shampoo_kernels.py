@@ -45,6 +45,7 @@ from ..kernels._jit import INNER, KERNEL
 from ._feature_table_kernels import EMPTY, _find, rehash  # noqa: F401 (rehash: the learner's table)
 from ._rebase_history_kernels import _hist_push
 from ._softmax_kernels import _softmax_record
+from ._oja_son_kernels import _sort_by_key
 from ._fd_son_kernels import _eigh  # numba's np.linalg.eigh needs scipy's LAPACK, which the CLI does not load
 
 __all__ = ["shampoo_run", "rehash", "N_INTS"]
@@ -394,8 +395,9 @@ def shampoo_run(offsets, indices, values, labels, weights, mask, learn, keys, ta
             slots[cnt] = sl
             vals[cnt] = values[k]
             cnt += 1
-        order = np.argsort(slots[:cnt])
-        nu = 0
+        order = np.arange(cnt)  # the slots' order (numba's np.argsort costs ~2.5 s to compile)
+        _sort_by_key(slots[:cnt].copy(), order)
+        nu = np.int64(0)  # not a literal 0: numba would also compile _rebase for the constant
         for k in range(cnt):
             sl = slots[order[k]]
             if nu > 0 and uslot[nu - 1] == sl:
