@@ -1329,6 +1329,16 @@ RS_P0, RS_PTAU, RS_P, RS_Y, RS_HETA, RS_GL, RS_XX = 0, 1, 2, 3, 4, 5, 6
 N_RS = 7
 
 
+@njit(**INLINE)
+def _carry_step(rs, p, y, heta, gl, xx):
+    """Keep the step's scalars in ``rs`` for the example that resumes after a rare path."""
+    rs[RS_P] = p
+    rs[RS_Y] = y
+    rs[RS_HETA] = heta
+    rs[RS_GL] = gl
+    rs[RS_XX] = xx
+
+
 @njit(**KERNEL)
 def pinv_apply(F, D, ZG, GG, ints, sx, rs, b, c, tab, slot_buf, xt, s, loss_code, invariant, project):
     """RFD with alpha = 0 (fd_run's statuses ST_PINV_PROJECT / ST_PINV_STEP; only until the sketch's first shrink):
@@ -1594,11 +1604,7 @@ def fd_run(offsets, indices, values, labels, weights, start, resume, learn, stat
                 outcome = _eigen_step(keys, tab, ints, F, K, D, b, c, ZG, GG, boff, bslot, bval, flt, robust,
                                       max_cond, ws, hP, hc)
                 if outcome == EIG_FULL:  # full_rebase, then this example resumes here
-                    rs[RS_P] = p
-                    rs[RS_Y] = y
-                    rs[RS_HETA] = heta
-                    rs[RS_GL] = gl
-                    rs[RS_XX] = xx
+                    _carry_step(rs, p, y, heta, gl, xx)
                     return i, learned, ST_REBASE
             _eigen_tail(F, K, D, c, H, ZG, GG, boff, ints, flt)
             if outcome == EIG_DELTA:  # Z x after Z += Delta G: z + Delta (G x)
@@ -1632,11 +1638,7 @@ def fd_run(offsets, indices, values, labels, weights, start, resume, learn, stat
         if alpha == 0.0:
             # RFD with alpha = 0 (NOTES_FD item 7): u = w - A^+ g, A = S^T S, A^+ = S^T (S S^T)^+2 S (pinv_apply)
             if gl != 0.0:
-                rs[RS_P] = p
-                rs[RS_Y] = y
-                rs[RS_HETA] = heta
-                rs[RS_GL] = gl
-                rs[RS_XX] = xx
+                _carry_step(rs, p, y, heta, gl, xx)
                 return i, learned, ST_PINV_STEP
             continue
         if invariant and gl != 0.0:  # q = x^T A^-1 x = (||x||^2 - Sx^T H Sx) / alpha, new sketch

@@ -395,16 +395,15 @@ def shampoo_run(offsets, indices, values, labels, weights, mask, learn, keys, ta
             slots[cnt] = sl
             vals[cnt] = values[k]
             cnt += 1
-        order = np.arange(cnt)  # the slots' order (numba's np.argsort costs ~2.5 s to compile)
-        _sort_by_key(slots[:cnt].copy(), order)
+        _sort_by_key(slots[:cnt], vals[:cnt])  # in place, values along (numba's argsort: ~2.5 s to compile)
         nu = np.int64(0)  # not a literal 0: numba would also compile _rebase for the constant
         for k in range(cnt):
-            sl = slots[order[k]]
+            sl = slots[k]
             if nu > 0 and uslot[nu - 1] == sl:
-                ua[nu - 1] += vals[order[k]]
+                ua[nu - 1] += vals[k]
             else:
                 uslot[nu] = sl
-                ua[nu] = vals[order[k]]
+                ua[nu] = vals[k]
                 nu += 1
         ellR = ints[I_ELLR]
         r = ints[I_R]

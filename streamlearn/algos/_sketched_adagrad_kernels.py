@@ -193,7 +193,8 @@ def _secular_root(dn, z2, n, i, ztot):
 def _argsort_small(x, n, sign):
     """The stable order of ``sign * x[:n]`` ascending, by insertion: O(n^2), as the eigen update
     that calls it; numba's ``np.argsort`` takes about 3 s to compile (its quicksort also uses
-    insertion below 16 elements, so the orders agree there)."""
+    insertion below 16 elements, so the orders agree there). Not Oja-SON's heapsort
+    ``_sort_by_key``: eigenvalues tie (a new sketch's are all 0), and a heapsort would reorder ties."""
     order = np.empty(n, np.int64)
     for i in range(n):
         v = sign * x[i]
