@@ -30,7 +30,7 @@ from numba import njit
 from ..kernels._jit import INNER, KERNEL
 from ._sketch_kernels import (DRIVER_HYPER, _build_active, _const_index, _copy_name, _eff_weights, _heap_enter, _hll_add,
                               _mb_gradient, _mb_predict, _add_ca, _offer_active, _query_ca, _sift_down, _sift_up,
-                              _tbl_find, implements_update, minibatch_run)
+                              _tbl_find, _tbl_find_c, implements_update, minibatch_run)
 
 __all__ = ["MissionHyper", "mission_update", "mission_run", "cm_add_query", "MASK_MAX_CLASSES", "mask_rebuild"]
 
@@ -162,8 +162,10 @@ def mask_rebuild(hkeys, hsize, mcount, room):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _eff_weights_mask(sketch, mkeys, mmask, akeys, abk, asg, beta, inheap, tmp, intercept, aconst):
-    """:func:`~._sketch_kernels._eff_weights` with one membership-map look-up per active feature."""
+def _eff_weights_mask(sketch, htbl, hkeys, mkeys, mmask, akeys, abk, asg, beta, inheap, slot, tmp, intercept, aconst):
+    """:func:`~._sketch_kernels._eff_weights` with one membership-map look-up per active feature;
+    only the classes whose heaps hold it are looked up, for the heap slot (``slot[c, a]``, which
+    the offers check and use: independent look-ups here overlap their cache misses)."""
     K = sketch.shape[2]
     for a in range(akeys.shape[0]):
         if a == aconst:
@@ -174,7 +176,11 @@ def _eff_weights_mask(sketch, mkeys, mmask, akeys, abk, asg, beta, inheap, tmp, 
         e = _mask_find(mkeys, mmask, akeys[a])
         m = mmask[e] if e >= 0 else np.uint64(0)
         for c in range(K):
+            s = -1
             if (m >> np.uint64(c)) & np.uint64(1):
+                s = _tbl_find_c(htbl, hkeys, c, akeys[a])
+            slot[c, a] = s
+            if s >= 0:
                 inheap[c, a] = True
                 beta[c, a] = _query_ca(sketch, c, abk, asg, a, tmp)
             else:
@@ -183,10 +189,12 @@ def _eff_weights_mask(sketch, mkeys, mmask, akeys, abk, asg, beta, inheap, tmp, 
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _offer_active_mask(state, akeys, aocc, abk, asg, spans, tmp, keep, aconst, mkeys, mmask, mcount):
+def _offer_active_mask(state, akeys, aocc, abk, asg, spans, tmp, keep, slot, aconst, mkeys, mmask, mcount):
     """:func:`~._sketch_kernels._offer_active` (no weights back) keeping the membership map
     exact: a feature entering class ``c``'s heap sets its bit, the member it evicts loses it.
-    The offers are the same, in the same order, with the same outcome."""
+    A member's slot comes from ``slot`` (:func:`_eff_weights_mask`) while it still holds the
+    member (the offers before may have moved or evicted it: then looked up again). The offers are
+    the same, in the same order, with the same outcome."""
     sketch = state.sketch
     K = sketch.shape[2]
     nA = akeys.shape[0]
@@ -211,7 +219,9 @@ def _offer_active_mask(state, akeys, aocc, abk, asg, spans, tmp, keep, aconst, m
                 continue
             v = V[c, a]
             if keep[c, a]:  # a member when the weights were QUERYed (_heap_offer's update, if it still is)
-                s = _tbl_find(htbl, hkeys, akeys[a])
+                s = slot[c, a]
+                if hkeys[s] != akeys[a]:  # moved by a sift or evicted since
+                    s = _tbl_find(htbl, hkeys, akeys[a])
                 if s >= 0:
                     old = abs(hw[s])
                     hw[s] = v
@@ -254,10 +264,12 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
     aconst = _const_index(akeys, hyper.const_key)
     acc, iacc, mkeys, mmask, mcount = extra
     use_mask = mkeys.shape[0] > 0
+    slot = np.empty((K, nA), np.int64)  # members' heap slots (with the map)
     if use_mask:
         if mcount[0] < 0 or 2 * (mcount[0] + nA) > mkeys.shape[0]:
             mkeys, mmask = _mask_rebuild(state.hkeys, state.hsize, mcount, nA)
-        _eff_weights_mask(sketch, mkeys, mmask, akeys, abk, asg, beta, inheap, tmp, state.intercept, aconst)
+        _eff_weights_mask(sketch, state.htbl, state.hkeys, mkeys, mmask, akeys, abk, asg, beta, inheap, slot, tmp,
+                          state.intercept, aconst)
     else:
         _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta, inheap, tmp, state.intercept, aconst)
     P = P0  # the scores before the step: the driver reports them
@@ -286,7 +298,7 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
                 else:
                     _add_ca(sketch, c, abk, asg, a, -eta * g)
     if use_mask:
-        _offer_active_mask(state, akeys, aocc, abk, asg, spans, tmp, inheap, aconst, mkeys, mmask, mcount)
+        _offer_active_mask(state, akeys, aocc, abk, asg, spans, tmp, inheap, slot, aconst, mkeys, mmask, mcount)
     else:
         _offer_active(state, akeys, aocc, abk, asg, spans, tmp, np.empty((K, 0), np.float64), inheap,
                       aconst)  # no weights back
