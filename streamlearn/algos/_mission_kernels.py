@@ -172,6 +172,7 @@ def _eff_weights_mask(sketch, htbl, hkeys, mkeys, mmask, akeys, abk, asg, beta, 
             for c in range(K):
                 inheap[c, a] = True
                 beta[c, a] = intercept[c]
+                slot[c, a] = -1  # not a heap member
             continue
         e = _mask_find(mkeys, mmask, akeys[a])
         m = mmask[e] if e >= 0 else np.uint64(0)
