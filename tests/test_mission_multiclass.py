@@ -178,3 +178,76 @@ def test_step_default_version_is_saved_and_old_models_keep_their_step():
     assert not np.array_equal(Mission(**kw).learn_batch(batch)[1], given.learn_batch(batch)[1])
     with pytest.raises(ValueError, match="step_defaults"):
         Mission.from_state({**meta, "step_defaults": 3}, arrays)
+
+
+def _heap_masks(L):
+    """{hash: class mask} from a scan of every class's heap."""
+    out = {}
+    for c in range(L.kc):
+        for key in L.hkeys[c, :int(L.hsize[c])].tolist():
+            out[key] = out.get(key, 0) | (1 << c)
+    return out
+
+
+def _check_membership(L):
+    """The map equals the scan of the heaps, counts its entries, and each entry is reachable
+    from its hash's home entry (no empty entry on the way: a look-up finds it)."""
+    got = L.membership()
+    assert got == _heap_masks(L)
+    assert int(L.mcount[0]) == len(got) and 2 * len(got) <= len(L.mkeys)
+    T = len(L.mkeys)
+    occ = L.mmask != 0
+    for e in np.flatnonzero(occ):
+        h = (int(L.mkeys[e]) * 0x9E3779B1) & 0xFFFFFFFF
+        i = (h * T) >> 32
+        while i != e:
+            assert occ[i], "an empty entry between a key's home and its entry"
+            i = (i + 1) % T
+
+
+def test_membership_map_follows_the_heaps_through_evictions_loads_and_merges():
+    """mission --oaa K keeps, for each heap member, the mask of the classes whose heaps hold it
+    (one look-up per feature instead of K): after learning with many evictions, after a model is
+    loaded (rebuilt from its heaps) and after a merge of two models, it equals a scan of the heaps;
+    and it changes no result (the same run with per-class look-ups: K > 64 has no map)."""
+    from streamlearn.algos.mission import Mission
+    from streamlearn.distributed import merge as M
+    rng = np.random.default_rng(8)
+    n, p, K = 150, 400, 5
+    kw = dict(oaa=K, sketch_rows=3, sketch_width=97, top_k=6)
+
+    def batch(seed):
+        r = np.random.default_rng(seed)
+        X = r.normal(size=(n, p)) * (r.random((n, p)) < 0.04)
+        return Batch.from_dense(X, r.integers(1, K + 1, n).astype(float), hashes=keys)
+
+    keys = rng.choice(2**32, p, replace=False).astype(np.uint32)
+    L = Mission(**kw)
+    assert L.membership() is None  # stale until the first minibatch
+    L.learn_batch(batch(1))
+    m1 = dict(L.membership())
+    _check_membership(L)
+    L.learn_batch(batch(2))
+    _check_membership(L)
+    assert L.membership() != m1  # members left and entered
+    # loaded: rebuilt from the heaps before the next minibatch
+    meta, arrays = L.state_dict()
+    L2 = Mission.from_state(meta, arrays)
+    assert L2.membership() is None
+    L2.learn_batch(batch(3))
+    _check_membership(L2)
+    # merged: the heaps of the merged state
+    other = Mission(**kw)
+    other.learn_batch(batch(4))
+    m = M.learner_of(M.merge_states([M.state_of(L, {}), M.state_of(other, {})]))
+    m.learn_batch(batch(5))
+    _check_membership(m)
+    # the map changes nothing: the same stream with per-class look-ups (the map switched off)
+    A, B = Mission(**kw), Mission(**kw)
+    B.mkeys = np.zeros(0, np.uint32)
+    B.mmask = np.zeros(0, np.uint64)
+    for s in (1, 2):
+        np.testing.assert_array_equal(A.learn_batch(batch(s))[1], B.learn_batch(batch(s))[1])
+    np.testing.assert_array_equal(A.hkeys, B.hkeys)
+    np.testing.assert_array_equal(A.sketch, B.sketch)
+    assert B.membership() is None and Mission(oaa=65, sketch_width=8, top_k=2).mkeys.shape == (0,)

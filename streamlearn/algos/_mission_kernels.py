@@ -12,17 +12,32 @@ Gradient Optimizers via Count-Sketches" (ICML 2019) keep an optimizer's non-nega
 moments: ADD ``g^2`` to the feature's cell in every row, QUERY the minimum over rows (an
 over-estimate of the feature's own sum, so a collision only shortens its step), and step
 ``-eta g / sqrt(QUERY)``. The intercept's accumulator is one float per class, exact.
+
+Class membership map (``--oaa K`` with ``K <= 64``; an implementation detail, not in the paper,
+results unchanged): for every feature in some class's top-k heap, a 64-bit mask of the classes
+whose heaps hold it, in one open-addressing table (linear probing, backward-shift deletion, an
+entry is empty when its mask is 0). Alg. 2 line 3's effective weights then take one look-up per
+active feature instead of one per (class, feature) pair in the K per-class position maps (a
+third of the run on 20 Newsgroups). The map is derived state: kept exact by every entry and
+eviction of the offers, rebuilt from the heaps when a model is loaded or merged
+(``mcount = -1``: stale) and when it fills past half its entries; never saved.
 """
 from collections import namedtuple
 
 import numpy as np
 from numba import njit
 
-from ..kernels._jit import KERNEL
-from ._sketch_kernels import (DRIVER_HYPER, _build_active, _const_index, _eff_weights, _hll_add, _mb_gradient, _mb_predict,
-                              _add_ca, _offer_active, implements_update, minibatch_run)
+from ..kernels._jit import INNER, KERNEL
+from ._sketch_kernels import (DRIVER_HYPER, _build_active, _const_index, _copy_name, _eff_weights, _heap_enter, _hll_add,
+                              _mb_gradient, _mb_predict, _add_ca, _offer_active, _query_ca, _sift_down, _sift_up,
+                              _tbl_find, _tbl_find_c, implements_update, minibatch_run)
 
-__all__ = ["MissionHyper", "mission_update", "mission_run", "cm_add_query"]
+__all__ = ["MissionHyper", "mission_update", "mission_run", "cm_add_query", "MASK_MAX_CLASSES", "mask_rebuild"]
+
+#: the most classes the membership map serves (one bit each of a uint64); above, per-class look-ups
+MASK_MAX_CLASSES = 64
+_M32 = np.uint64(0xFFFFFFFF)
+_FIB = np.uint64(0x9E3779B1)
 
 
 #: MISSION's hyper-parameters as its kernels take them: the driver's (``DRIVER_HYPER``), then
@@ -50,15 +65,196 @@ def cm_add_query(acc, c, abk, a, g2):
     return _cm_add_query(acc, c, abk, a, g2)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _mhome(key, T):
+    """Home entry of ``key`` in a membership map of ``T`` (a power of two) entries: the top
+    bits of a multiplicative hash (a feature hash is already mixed; any table size works)."""
+    h = (np.uint64(key) * _FIB) & _M32
+    return np.int64((h * np.uint64(T)) >> np.uint64(32))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _mask_find(mkeys, mmask, key):
+    """The map entry of ``key``, or -1."""
+    T = mkeys.shape[0]
+    i = _mhome(key, T)
+    while mmask[i] != np.uint64(0):
+        if mkeys[i] == key:
+            return i
+        i = (i + 1) & (T - 1)
+    return -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _mask_set(mkeys, mmask, mcount, key, c):
+    """Set class ``c``'s bit of ``key`` (a new entry if absent; the caller keeps the map at most
+    half full)."""
+    T = mkeys.shape[0]
+    bit = np.uint64(1) << np.uint64(c)
+    i = _mhome(key, T)
+    while mmask[i] != np.uint64(0):
+        if mkeys[i] == key:
+            mmask[i] |= bit
+            return
+        i = (i + 1) & (T - 1)
+    mkeys[i] = key
+    mmask[i] = bit
+    mcount[0] += 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _mask_clear(mkeys, mmask, mcount, key, c):
+    """Clear class ``c``'s bit of ``key``; an entry left with no class is removed by
+    backward-shift deletion (no tombstones)."""
+    e = _mask_find(mkeys, mmask, key)
+    if e < 0:
+        return
+    m = mmask[e] & ~(np.uint64(1) << np.uint64(c))
+    mmask[e] = m
+    if m != np.uint64(0):
+        return
+    mcount[0] -= 1
+    T = mkeys.shape[0]
+    tmask = T - 1
+    i = e
+    j = e
+    while True:
+        j = (j + 1) & tmask
+        if mmask[j] == np.uint64(0):
+            return
+        home = _mhome(mkeys[j], T)
+        # entry j may stay if its home lies cyclically in (i, j]
+        if i <= j:
+            if i < home <= j:
+                continue
+        elif home > i or home <= j:
+            continue
+        mkeys[i] = mkeys[j]
+        mmask[i] = mmask[j]
+        mmask[j] = np.uint64(0)
+        i = j
+
+
+@njit(**INNER)
+def _mask_rebuild(hkeys, hsize, mcount, room):
+    """A membership map of the heaps ``hkeys[c, :hsize[c]]`` with room for ``room`` more
+    features, at most half full: ``(mkeys, mmask)``; ``mcount[0]`` = its number of features."""
+    K = hkeys.shape[0]
+    n = 0
+    for c in range(K):
+        n += hsize[c]
+    T = 1024
+    while T < 2 * (n + room):
+        T *= 2
+    mkeys = np.zeros(T, np.uint32)
+    mmask = np.zeros(T, np.uint64)
+    mcount[0] = 0
+    for c in range(K):
+        for s in range(hsize[c]):
+            _mask_set(mkeys, mmask, mcount, hkeys[c, s], c)
+    return mkeys, mmask
+
+
+@njit(**KERNEL)
+def mask_rebuild(hkeys, hsize, mcount, room):
+    """:func:`_mask_rebuild` callable from Python (tests)."""
+    return _mask_rebuild(hkeys, hsize, mcount, room)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _eff_weights_mask(sketch, htbl, hkeys, mkeys, mmask, akeys, abk, asg, beta, inheap, slot, tmp, intercept, aconst):
+    """:func:`~._sketch_kernels._eff_weights` with one membership-map look-up per active feature;
+    only the classes whose heaps hold it are looked up, for the heap slot (``slot[c, a]``, which
+    the offers check and use: independent look-ups here overlap their cache misses)."""
+    K = sketch.shape[2]
+    for a in range(akeys.shape[0]):
+        if a == aconst:
+            for c in range(K):
+                inheap[c, a] = True
+                beta[c, a] = intercept[c]
+                slot[c, a] = -1  # not a heap member
+            continue
+        e = _mask_find(mkeys, mmask, akeys[a])
+        m = mmask[e] if e >= 0 else np.uint64(0)
+        for c in range(K):
+            s = -1
+            if (m >> np.uint64(c)) & np.uint64(1):
+                s = _tbl_find_c(htbl, hkeys, c, akeys[a])
+            slot[c, a] = s
+            if s >= 0:
+                inheap[c, a] = True
+                beta[c, a] = _query_ca(sketch, c, abk, asg, a, tmp)
+            else:
+                inheap[c, a] = False
+                beta[c, a] = 0.0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _offer_active_mask(state, akeys, aocc, abk, asg, spans, tmp, keep, slot, aconst, mkeys, mmask, mcount):
+    """:func:`~._sketch_kernels._offer_active` (no weights back) keeping the membership map
+    exact: a feature entering class ``c``'s heap sets its bit, the member it evicts loses it.
+    A member's slot comes from ``slot`` (:func:`_eff_weights_mask`) while it still holds the
+    member (the offers before may have moved or evicted it: then looked up again). The offers are
+    the same, in the same order, with the same outcome."""
+    sketch = state.sketch
+    K = sketch.shape[2]
+    nA = akeys.shape[0]
+    V = np.empty((K, nA), np.float64)
+    for a in range(nA):  # QUERY a feature's classes together (adjacent cells)
+        if a == aconst:
+            continue
+        for c in range(K):
+            V[c, a] = _query_ca(sketch, c, abk, asg, a, tmp)
+    for c in range(K):
+        hkeys = state.hkeys[c]
+        hw = state.hw[c]
+        htpos = state.htpos[c]
+        hname = state.hname[c]
+        htbl = state.htbl[c]
+        size = state.hsize[c:c + 1]
+        names = state.names[c]
+        name_len = state.name_len[c]
+        k = hkeys.shape[0]
+        for a in range(nA):
+            if a == aconst:
+                continue
+            v = V[c, a]
+            if keep[c, a]:  # a member when the weights were QUERYed (_heap_offer's update, if it still is)
+                s = slot[c, a]
+                if hkeys[s] != akeys[a]:  # moved by a sift or evicted since
+                    s = _tbl_find(htbl, hkeys, akeys[a])
+                if s >= 0:
+                    old = abs(hw[s])
+                    hw[s] = v
+                    if abs(v) < old:
+                        _sift_up(hkeys, hw, htpos, hname, htbl, s)
+                    elif abs(v) > old:
+                        _sift_down(hkeys, hw, htpos, hname, htbl, s, size[0])
+                    continue
+            if v == 0.0 or (size[0] >= k and abs(v) <= abs(hw[0])):
+                continue  # _heap_enter's refusals
+            full = size[0] >= k
+            gone = hkeys[0]  # the member a full heap evicts
+            nid = _heap_enter(hkeys, hw, htpos, hname, htbl, size, akeys[a], v)
+            if nid >= 0:
+                if full:
+                    _mask_clear(mkeys, mmask, mcount, gone, c)
+                _mask_set(mkeys, mmask, mcount, akeys[a], c)
+                _copy_name(names, name_len, nid, aocc[a], spans.text, spans.name_start,
+                           spans.name_end, spans.ns_start, spans.ns_end)
+
+
 @implements_update(MissionHyper)
 @njit(cache=True, nogil=True)
 def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, state, extra, hyper, eta, P0):
     """One MISSION iteration on the minibatch ``mb[:nmb]``: QUERY A_t intersect top-k, mean
     gradient on A_t, ADD ``-eta g`` on A_t, re-QUERY A_t and offer it to the heap. The constant
     feature's weight (``hyper.const_key``) is the intercept, stepped outside the sketch and never
-    offered. ``extra`` is ``(acc, iacc)``: with ``hyper.adagrad`` the count-min sketch of the
-    squared mean gradients ``(R, W, K)`` and the intercept's sums ``(K,)``, each coordinate's
-    step ``-eta g / sqrt(sum of its g^2 so far, this one included)``; without, unused (empty)."""
+    offered. ``extra`` is ``(acc, iacc, mkeys, mmask, mcount)``: with ``hyper.adagrad`` the
+    count-min sketch of the squared mean gradients ``(R, W, K)`` and the intercept's sums ``(K,)``,
+    each coordinate's step ``-eta g / sqrt(sum of its g^2 so far, this one included)`` (without,
+    unused: empty); then the class membership map (empty: none, the per-class look-ups), rebuilt
+    here when stale (``mcount[0] < 0``) or when this minibatch's features might fill it past half."""
     sketch = state.sketch
     K = sketch.shape[2]
     akeys, aocc, loc, abk, asg = _build_active(offsets, indices, mb, nmb, state.seeds, sketch.shape[1])
@@ -67,12 +263,20 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
     beta = np.empty((K, nA), np.float64)
     inheap = np.empty((K, nA), np.bool_)
     aconst = _const_index(akeys, hyper.const_key)
-    _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta, inheap, tmp, state.intercept, aconst)
+    acc, iacc, mkeys, mmask, mcount = extra
+    use_mask = mkeys.shape[0] > 0
+    slot = np.empty((K, nA), np.int64)  # members' heap slots (with the map)
+    if use_mask:
+        if mcount[0] < 0 or 2 * (mcount[0] + nA) > mkeys.shape[0]:
+            mkeys, mmask = _mask_rebuild(state.hkeys, state.hsize, mcount, nA)
+        _eff_weights_mask(sketch, state.htbl, state.hkeys, mkeys, mmask, akeys, abk, asg, beta, inheap, slot, tmp,
+                          state.intercept, aconst)
+    else:
+        _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta, inheap, tmp, state.intercept, aconst)
     P = P0  # the scores before the step: the driver reports them
     _mb_predict(offsets, values, mb, nmb, loc, beta, P)
     G = np.empty((K, nA), np.float64)
     adagrad = hyper.adagrad
-    acc, iacc = extra
     _mb_gradient(hyper.code, offsets, values, labels, weights, mb, nmb, loc, P, G, state.lrange, hyper.clip)
     for a in range(nA):
         if a == aconst:  # the intercept, outside the sketch (and not a feature the sketch holds: not counted)
@@ -94,16 +298,20 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
                     _add_ca(sketch, c, abk, asg, a, -eta * g / np.sqrt(_cm_add_query(acc, c, abk, a, g * g)))
                 else:
                     _add_ca(sketch, c, abk, asg, a, -eta * g)
-    _offer_active(state, akeys, aocc, abk, asg, spans, tmp, np.empty((K, 0), np.float64), inheap,
-                  aconst)  # no weights back
-    return extra
+    if use_mask:
+        _offer_active_mask(state, akeys, aocc, abk, asg, spans, tmp, inheap, slot, aconst, mkeys, mmask, mcount)
+    else:
+        _offer_active(state, akeys, aocc, abk, asg, spans, tmp, np.empty((K, 0), np.float64), inheap,
+                      aconst)  # no weights back
+    return acc, iacc, mkeys, mmask, mcount
 
 
 @njit(**KERNEL)
 def mission_run(offsets, indices, values, labels, weights, spans, state, extra, hyper,
                 learn, flush, skip, pred_out, loss_out, pending_out, score_out):
     """MISSION over a batch: :func:`~streamlearn.algos._sketch_kernels.minibatch_run` with
-    :func:`mission_update`; ``extra`` = ``(acc, iacc)`` (AdaGrad's accumulators, empty without
-    ``--step_rule adagrad``). Returns ``(examples learned, rows pending, extra)``."""
+    :func:`mission_update`; ``extra`` = ``(acc, iacc, mkeys, mmask, mcount)`` (AdaGrad's
+    accumulators, empty without ``--step_rule adagrad``; the class membership map, possibly
+    reallocated). Returns ``(examples learned, rows pending, extra)``."""
     return minibatch_run(offsets, indices, values, labels, weights, spans, state, extra, hyper,
                          learn, flush, skip, pred_out, loss_out, pending_out, score_out)

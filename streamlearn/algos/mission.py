@@ -12,6 +12,10 @@ predictions use only the top-k features, as BEAR's (NOTES_BEAR item 6).
 sums live in a count-min sketch sharing the weight sketch's buckets (Spring et al., "Compressing
 Gradient Optimizers via Count-Sketches", ICML 2019); see :mod:`._mission_kernels`. It doubles
 the sketch memory.
+
+``--oaa K`` (K <= 64): a map from each heap member's hash to the mask of the classes whose heaps
+hold it replaces the K per-class heap look-ups of a feature by one (:mod:`._mission_kernels`);
+derived from the heaps (rebuilt on load), never saved, results unchanged.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from .sketch import MINIBATCH_PARAM, SKETCH_PARAMS, SketchLearner
 __all__ = ["Mission"]
 
 _kernels = lazy("streamlearn.algos._mission_kernels")
+_MASK_MAX_CLASSES = 64  # = _mission_kernels.MASK_MAX_CLASSES (kept here so importing needs no numba)
 
 
 class Mission(SketchLearner):
@@ -61,9 +66,30 @@ class Mission(SketchLearner):
         if getattr(self, "acc", None) is None or self.acc.shape != shape:
             self.acc = lazy_zeros(shape, np.float64)  # count-min sketch of the squared gradients
             self.iacc = np.zeros(self.kc, np.float64)  # the intercept's sum, per class
+        if getattr(self, "mkeys", None) is None:
+            self._stale_membership()
+
+    def _stale_membership(self) -> None:
+        """The class membership map (``--oaa K``, K <= 64; else none), marked stale: the run
+        kernel rebuilds it from the heaps before its first minibatch."""
+        on = self.multiclass and self.kc <= _MASK_MAX_CLASSES
+        self.mkeys = np.zeros(1024 if on else 0, np.uint32)
+        self.mmask = np.zeros(self.mkeys.shape[0], np.uint64)
+        self.mcount = np.full(1, -1, np.int64)
+
+    def membership(self) -> dict:
+        """The class membership map as ``{hash: mask}`` (bit c: class c's heap holds the feature;
+        tests), or ``None`` when there is none or it is stale (rebuilt at the next minibatch)."""
+        if self.mkeys.shape[0] == 0 or self.mcount[0] < 0:
+            return None
+        occ = self.mmask != 0
+        return dict(zip(self.mkeys[occ].tolist(), self.mmask[occ].tolist()))
 
     def _extra_state(self):
-        return (self.acc, self.iacc)
+        return (self.acc, self.iacc, self.mkeys, self.mmask, self.mcount)
+
+    def _set_extra_state(self, extra):
+        self.mkeys, self.mmask = extra[2], extra[3]  # reallocated when the map grows
 
     def _hyper_tuple(self):
         return _kernels.MissionHyper(self.loss_code, self.eta, self.schedule, self.t0, self.b, self.clip,
@@ -80,6 +106,7 @@ class Mission(SketchLearner):
         """The sketch state, then (``--step_rule adagrad``) the count-min accumulator and the
         intercept's sums: finite (checked on load) and non-negative (their square roots divide)."""
         super()._load_arrays(arrays)
+        self._stale_membership()  # new heaps: the map is rebuilt from them
         if not self.adagrad:
             require("acc" not in arrays, "array acc in a model without --step_rule adagrad")
             return
