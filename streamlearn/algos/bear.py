@@ -20,6 +20,15 @@ With a sketch without collisions and ``k`` at least the number of features this 
 minibatch oLBFGS (tested against a dense NumPy reference). The step is constant or
 ``eta * t0 / (t0 + t)``. With ``--oaa K`` the K class weight vectors form one parameter
 vector for one oLBFGS (softmax couples the classes); each class has its own sketch and heap.
+
+``--initial_scaling adagrad`` (not in the paper): Alg. 1's initial matrix ``gamma I`` becomes
+``gamma D``, ``D = diag(1 / sqrt(A))`` on the minibatch's coordinates and 0 off them, with ``A``
+AdaGrad's sums of squared gradients (Duchi et al. 2011) in a count-min sketch of the weight
+sketch's buckets (as MISSION ``--step_rule adagrad``), ``gamma = min(1, s.r / r.D r)`` of the
+newest pair and the damping ``r + delta D^-1 s``. A positive semi-definite H0 keeps every BFGS
+update positive semi-definite, so the direction stays a descent direction. Why: with
+one-example minibatches on text Alg. 1 returns ``gamma g`` (one global step per iteration;
+``benchmarks/bear_oaa_reference.py``).
 """
 from __future__ import annotations
 
