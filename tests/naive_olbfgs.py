@@ -31,6 +31,26 @@ def dense_two_loop(g, pairs):
     return z
 
 
+def dense_two_loop_diag(g, pairs, dvec, gmax=1.0):
+    """Alg. 1 with the initial matrix ``gamma diag(dvec)`` (``--initial_scaling adagrad``):
+    ``pairs`` oldest first as ``(s, r, rdr)`` with ``rdr`` = r.D r when the pair was stored,
+    ``gamma = min(gmax, s.r / rdr)`` of the newest pair; no pairs: ``dvec * g``."""
+    if not pairs:
+        return dvec * g
+    q = g.copy()
+    alphas = []
+    for s, r, _ in reversed(pairs):
+        a = (s @ q) / (s @ r)
+        alphas.append(a)
+        q = q - a * r
+    s, r, rdr = pairs[-1]
+    z = min(gmax, (s @ r) / rdr) * dvec * q
+    for (s, r, _), a in zip(pairs, reversed(alphas)):
+        bb = (r @ z) / (s @ r)
+        z = z + s * (a - bb)
+    return z
+
+
 def dense_grad(X, y, w, B, code, K, lrange=None):
     """Mean minibatch gradient; squared loss takes the derivative at the score clipped to the
     range of the labels learned so far (``lrange``, updated in place), as the kernels do."""
@@ -51,7 +71,7 @@ def dense_grad(X, y, w, B, code, K, lrange=None):
 
 
 def dense_olbfgs(X, y, K, code, b, eta, passes, tau=5, eps=1e-8, second_order=True, w=None,
-                 damping=0.0, mask_r=False, clip=True, clip_r=False, intercept=None):
+                 damping=0.0, mask_r=False, clip=True, clip_r=False, intercept=None, h0="gamma"):
     """Plain minibatch oLBFGS (or SGD) over dense weights: the reference BEAR and MISSION
     must equal when the sketch has no collisions and k >= p. As in BEAR, the secant pair is
     taken on the features in the model before the step (the non-zero weights: all but at
@@ -60,8 +80,15 @@ def dense_olbfgs(X, y, K, code, b, eta, passes, tau=5, eps=1e-8, second_order=Tr
     ``r`` is the change of the unclipped gradient (issue 21: a clip binding at one end only makes
     ``r`` no secant of any function); ``clip_r=True`` clips both ends of ``r`` too (the defect).
     Column ``intercept`` (the constant feature) is in the model from the start (its secant
-    entry is not masked at t = 0)."""
+    entry is not masked at t = 0). The step is taken on the minibatch's active columns only
+    (Alg. 2 line 6; the two-loop's direction also has entries on older pairs' supports).
+
+    ``h0="adagrad"`` (``--initial_scaling adagrad``, not in the paper): A += G^2 (the step's
+    gradient) before the direction; the two-loop's initial matrix is gamma D, D = diag(A^-1/2) on the
+    minibatch's active columns (all classes) and 0 elsewhere, gamma = min(1, s.r / r.D r) of the newest
+    pair (D as when it was stored); damping r + delta D^-1 s; a pair also needs r.D r > 0."""
     n, p = X.shape
+    A = np.zeros((max(K, 1), p))
     w = np.ones(n) if w is None else w
     B = np.zeros((max(K, 1), p))
     always = np.zeros(p, bool)
@@ -75,7 +102,15 @@ def dense_olbfgs(X, y, K, code, b, eta, passes, tau=5, eps=1e-8, second_order=Tr
             idx = slice(a, min(a + b, n))
             G, P = dense_grad(X[idx], y[idx], w[idx], B, code, K, lrange)
             preds.append(P.argmax(1) + 1.0 if code == 3 else P[:, 0])
-            z = dense_two_loop(G.ravel(), list(pairs)).reshape(G.shape) if second_order else G
+            dvec = None
+            if h0 == "adagrad":
+                A += G * G
+                act = np.broadcast_to((X[idx] != 0).any(0), A.shape)
+                dvec = np.where(act & (A > 0), 1 / np.sqrt(np.where(A > 0, A, 1.0)), 0.0).ravel()
+                z = dense_two_loop_diag(G.ravel(), list(pairs), dvec).reshape(G.shape)
+            else:
+                z = dense_two_loop(G.ravel(), list(pairs)).reshape(G.shape) if second_order else G
+            z = np.where((X[idx] != 0).any(0)[None, :], z, 0.0)  # the step on A_t (Alg. 2 line 6)
             B1 = B - eta * z
             B1m = np.where((B != 0) | always, B1, 0.0)  # the same top-k set (all non-zero weights)
             rr = lrange if clip_r else None
@@ -84,6 +119,13 @@ def dense_olbfgs(X, y, K, code, b, eta, passes, tau=5, eps=1e-8, second_order=Tr
             s, r = (B1m - B).ravel(), (G1 - G0).ravel()
             if mask_r:  # Bear.secant_topk: r only on the top-k set (the non-zero weights)
                 r = np.where(((B != 0) | always).ravel(), r, 0.0)
+            if dvec is not None:
+                r = r + damping * np.where(dvec > 0, s / np.where(dvec > 0, dvec, 1.0), 0.0)
+                rdr = r @ (dvec * r)
+                if s @ r > eps * np.linalg.norm(s) * np.linalg.norm(r) and r @ r > 0 and rdr > 0:
+                    pairs.append((s, r, rdr))
+                B = B1
+                continue
             r = r + damping * s
             if s @ r > eps * np.linalg.norm(s) * np.linalg.norm(r) and r @ r > 0:
                 pairs.append((s, r))

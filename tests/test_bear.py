@@ -170,6 +170,35 @@ def test_bear_multiclass_equals_joint_olbfgs(collision_free_keys, learner_weight
         L.learn_batch(Batch.from_dense(X[:2], np.array([0.0, 1.0]), hashes=keys))
 
 
+@pytest.mark.parametrize("K,code", [(3, 3), (0, 1)])
+def test_initial_scaling_adagrad_equals_dense(K, code, collision_free_keys, learner_weights):
+    """--initial_scaling adagrad (H0 = gamma D, D the AdaGrad diagonal on the minibatch's features)
+    == the dense reference without collisions, multiclass and binary, with the intercept."""
+    rng = np.random.default_rng(21)
+    n, p, R, W = 90, 12, 3, 64
+    X = rng.normal(size=(n, p)) * (rng.random((n, p)) < 0.4)
+    X[:, -1] = 1.0  # the constant feature (intercept)
+    if K:
+        y = (X @ (rng.normal(size=(K, p)) * 2).T).argmax(1) + 1.0
+    else:
+        y = np.where(X[:, :3] @ np.array([1.0, -1.0, 0.7]) > 0, 1.0, -1.0)
+    keys = collision_free_keys(p - 1, R, W, seed=2)
+    keys = np.append(keys, CONSTANT_HASH).astype(keys.dtype)
+    Bref, pref = dense_olbfgs(X, y, K, code, 5, 0.3, 2, damping=0.1, h0="adagrad", intercept=p - 1)
+    L = Bear(sketch_rows=R, sketch_width=W, top_k=p, minibatch=5, learning_rate=0.3, oaa=K, example_norm="none",
+             curvature_damping=0.1, initial_scaling="adagrad", **({} if K else {"loss_function": "logistic"}))
+    batch = Batch.from_dense(X, y, hashes=keys)
+    preds = np.concatenate([L.learn_batch(batch)[0] for _ in range(2)])
+    np.testing.assert_allclose(preds, pref, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(learner_weights(L, keys), Bref, rtol=1e-7, atol=1e-9)
+    assert L.counters[2] == 5  # pairs were used
+    if K:  # the cap gamma <= 1 binds in the last minibatch (the newest pair's s.r / r.D r > 1)
+        assert L.ring_sr[(L.counters[1] - 1) % 5] > L.ring_rdr[(L.counters[1] - 1) % 5]
+    # and it is not Alg. 1's scalar scaling
+    Bg, _ = dense_olbfgs(X, y, K, code, 5, 0.3, 2, damping=0.1, intercept=p - 1)
+    assert np.abs(Bg - Bref).max() > 0.1
+
+
 class _BearTopkR(Bear):
     secant_topk = True
 
@@ -276,10 +305,10 @@ def test_batch_cut_invariance(cls, K, same_state):
         assert A.top_features()[3] == B.top_features()[3]
 
 
-@pytest.mark.parametrize("cls", ["bear", "mission"])
-def test_reload_bit_identical_mid_minibatch(cls, same_state):
+@pytest.mark.parametrize("cls,extra", [("bear", {}), ("mission", {}), ("bear", {"initial_scaling": "adagrad"})])
+def test_reload_bit_identical_mid_minibatch(cls, extra, same_state):
     batch, _ = _stream(seed=11)
-    hyper = dict(sketch_rows=3, sketch_width=32, top_k=6, minibatch=9, history=3) \
+    hyper = dict(sketch_rows=3, sketch_width=32, top_k=6, minibatch=9, history=3, **extra) \
         if cls == "bear" else dict(sketch_rows=3, sketch_width=32, top_k=6, minibatch=9)
     A = LEARNERS[cls](**hyper)
     A.learn_batch(batch.slice(0, 100))  # leaves a partial minibatch buffered

@@ -349,18 +349,19 @@ def test_count_sketch_merge_is_the_sketch_of_the_merged_weights(algo):
         assert (lrn.rs_len == 0).all() and (lrn.ring_sr == 0).all()
 
 
-def test_mission_adagrad_accumulators_merge_as_base_plus_what_each_node_added():
-    """--step_rule adagrad's count-min sketches of squared gradients are linear: the merge is the
-    base's plus each node's increment (the sketch of all nodes' squared gradients), whatever the
-    weights' averaging does."""
+@pytest.mark.parametrize("algo,opt", [("mission", {"step_rule": "adagrad"}), ("bear", {"initial_scaling": "adagrad"})])
+def test_mission_adagrad_accumulators_merge_as_base_plus_what_each_node_added(algo, opt):
+    """--step_rule adagrad's (bear: --initial_scaling adagrad's) count-min sketches of squared
+    gradients are linear: the merge is the base's plus each node's increment (the sketch of all
+    nodes' squared gradients), whatever the weights' averaging does."""
     rng = np.random.default_rng(8)
-    hyper = {"sketch_width": 32, "sketch_rows": 3, "top_k": 4, "step_rule": "adagrad"}
-    base = sketch_state("mission", {}, 10, hyper)
+    hyper = {"sketch_width": 32, "sketch_rows": 3, "top_k": 4, **opt}
+    base = sketch_state(algo, {}, 10, hyper)
     base.arrays["acc"] = rng.uniform(0, 2, base.arrays["acc"].shape)
     base.arrays["iacc"] = rng.uniform(0, 2, base.arrays["iacc"].shape)
     nodes = []
     for n in (30, 10):
-        st = sketch_state("mission", {}, 10 + n, hyper)
+        st = sketch_state(algo, {}, 10 + n, hyper)
         st.arrays["acc"] = base.arrays["acc"] + rng.uniform(0, 1, base.arrays["acc"].shape)
         st.arrays["iacc"] = base.arrays["iacc"] + rng.uniform(0, 1, base.arrays["iacc"].shape)
         nodes.append(st)
@@ -368,8 +369,10 @@ def test_mission_adagrad_accumulators_merge_as_base_plus_what_each_node_added():
     for f in ("acc", "iacc"):
         want = nodes[0].arrays[f] + nodes[1].arrays[f] - base.arrays[f]
         np.testing.assert_allclose(m.arrays[f], want, rtol=1e-12)
-    assert "acc" not in M.merge_states([sketch_state("mission", {}, 1, {"sketch_width": 16})]).arrays
-    M.learner_of(m)  # the loader checks the accumulators' shapes and signs
+    assert "acc" not in M.merge_states([sketch_state(algo, {}, 1, {"sketch_width": 16})]).arrays
+    lrn = M.learner_of(m)  # the loader checks the accumulators' shapes and signs
+    if algo == "bear":
+        assert (lrn.ring_rdr == 0).all() and lrn.h0 == 1
 
 
 def test_merge_refuses_what_differs():

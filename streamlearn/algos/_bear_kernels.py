@@ -37,13 +37,19 @@ class Ring(NamedTuple):
     rr_len: np.ndarray  # int64 (tau,)
     ring_sr: np.ndarray  # float64 (tau,)
     ring_rr: np.ndarray  # float64 (tau,)
+    ring_rdr: np.ndarray  # float64 (tau,): r.D r (D: the diagonal of --initial_scaling adagrad when pushed)
+    acc: np.ndarray  # float64 (R, W, K): count-min sketch of squared gradients (adagrad); (0, 0, K) otherwise
+    iacc: np.ndarray  # float64 (K,): the intercept's sum of squared gradients, per class
 
 
 #: BEAR's hyper-parameters as its kernels take them: the driver's (``DRIVER_HYPER``), then ``eps``
 #: (relative curvature guard: keep (s, r) only if s.r > eps |s| |r|), ``damping`` (store
 #: r + damping s), ``same_set`` (secant pair on the top-k set before the heap update) and
 #: ``mask_r`` (experimental, not Alg. 2: r zeroed off the top-k set).
-BearHyper = namedtuple("BearHyper", DRIVER_HYPER + ("eps", "damping", "same_set", "mask_r"))
+#: ``h0``: the two-loop's initial matrix, 0 = ``gamma I`` (Alg. 1: gamma = s.r / r.r of the newest
+#: pair), 1 = ``gamma D`` (``--initial_scaling adagrad``: D = diag(1 / sqrt(A)) on the active set, A the
+#: count-min sketch of squared gradients, 0 off it; gamma = min(s.r / r.D r, gmax); damping r + delta D^-1 s).
+BearHyper = namedtuple("BearHyper", DRIVER_HYPER + ("eps", "damping", "same_set", "mask_r", "h0", "gmax"))
 
 _FIB64 = np.uint64(0x9E3779B97F4A7C15)
 
@@ -73,7 +79,7 @@ def _find_or_add(tbl, tkeys, nU, key):
 
 @njit(**INNER)
 def _two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr,
-              head, count, z):
+              head, count, z, dvec, ring_rdr, gmax):
     """oLBFGS descent direction (BEAR Alg. 1) for the gradient ``g`` on coordinates ``ckeys``,
     written to ``z`` (same length).
 
@@ -82,13 +88,19 @@ def _two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring
     ``z`` is the direction restricted to ``ckeys`` (the active set, Alg. 2 line 6). Pairs are
     used newest to oldest in the first loop and oldest to newest in the second; the initial
     scaling is ``s.r / r.r`` of the newest pair. With no pairs, ``z = g``.
+
+    With a diagonal ``dvec`` (one entry per ``ckeys``; empty: Alg. 1's scalar) the initial matrix
+    is ``gamma D`` with ``D = diag(dvec)`` on ``ckeys`` and 0 on the rest of U, ``gamma = s.r / r.D r``
+    of the newest pair (``ring_rdr``); with no pairs ``z = D g``. (A positive semi-definite
+    initial matrix keeps the BFGS updates positive semi-definite: z is still a descent direction.)
     """
+    diag = dvec.shape[0] > 0
     # Scratch is 1-D int64 / float64 only, filled by loops and slots wrapped by hand: every
     # other allocation kind or a ``%`` compiles code of its own (first-run compile time).
     D = ckeys.shape[0]
     if count == 0:
         for d in range(D):
-            z[d] = g[d]
+            z[d] = g[d] * dvec[d] if diag else g[d]
         return
     tau = rs_keys.shape[0]
     cap = rs_keys.shape[1]
@@ -141,9 +153,16 @@ def _two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring
     newest = head - 1
     if newest < 0:
         newest += tau
-    gamma = ring_sr[newest] / ring_rr[newest]
-    for u in range(nU[0]):
-        q[u] *= gamma
+    if diag:
+        gamma = ring_sr[newest] / ring_rdr[newest]
+        if gamma > gmax:
+            gamma = gmax
+        for u in range(nU[0]):
+            q[u] *= gamma * dvec[u] if u < D else 0.0
+    else:
+        gamma = ring_sr[newest] / ring_rr[newest]
+        for u in range(nU[0]):
+            q[u] *= gamma
     # second loop: oldest to newest (q now holds z)
     for j in range(count - 1, -1, -1):
         slot = head - 1 - j
@@ -162,28 +181,33 @@ def _two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring
 
 @njit(**INNER)
 def _ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
-               ring_sr, ring_rr, counters, eps):
+               ring_sr, ring_rr, counters, eps, dvec, ring_rdr):
     """Curvature guard, then store the pair ``(s, r)`` (dense over ``ckeys``) on its own
     supports at the ring's head, overwriting the oldest pair. The guard is relative:
     the pair is kept only if ``s.r > eps * |s| |r|`` (and finite). ``counters[1]`` = head,
-    ``counters[2]`` = count, ``counters[3]`` = pairs rejected. Returns the ring arrays
+    ``counters[2]`` = count, ``counters[3]`` = pairs rejected. With a diagonal ``dvec`` (non-empty)
+    ``r.D r`` is kept in ``ring_rdr`` and must be positive too. Returns the ring arrays
     (reallocated with a larger capacity, zero-filled, if a support does not fit)."""
     D = ckeys.shape[0]
+    diag = dvec.shape[0] > 0
     sr = 0.0
     ss = 0.0
     rr = 0.0
+    rdr = 0.0
     ns = 0
     nr = 0
     for d in range(D):
         sr += s[d] * r[d]
         ss += s[d] * s[d]
         rr += r[d] * r[d]
+        if diag:
+            rdr += r[d] * r[d] * dvec[d]
         if s[d] != 0.0:
             ns += 1
         if r[d] != 0.0:
             nr += 1
     if not (math.isfinite(sr) and math.isfinite(ss) and math.isfinite(rr)) or rr <= 0.0 \
-            or sr <= eps * math.sqrt(ss * rr):
+            or sr <= eps * math.sqrt(ss * rr) or (diag and not (rdr > 0.0 and math.isfinite(rdr))):
         counters[3] += 1
         return rs_keys, rs_vals, rr_keys, rr_vals
     tau = rs_keys.shape[0]
@@ -225,6 +249,7 @@ def _ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
     rr_len[slot] = j
     ring_sr[slot] = sr
     ring_rr[slot] = rr
+    ring_rdr[slot] = rdr if diag else rr
     slot += 1
     counters[1] = slot if slot < tau else 0
     if counters[2] < tau:
@@ -282,9 +307,28 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     # blew the weights up to 1e27 on the Sec. 6 design); the clip stays in the step's gradient
     if bound:  # G0 <- the unclipped gradient at beta0 (P0 holds beta0's scores)
         _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P0, G0, state.lrange, no_clip)
+    # --initial_scaling adagrad: A += g^2 (count-min, the step's gradient, AdaGrad's order), D = A^-1/2
+    dvec = np.empty(D if hyper.h0 == 1 else 0, np.float64)
+    if hyper.h0 == 1:
+        acc = extra.acc
+        for c in range(K):
+            for a in range(nA):
+                gg = g[c * nA + a] * g[c * nA + a]
+                if a == aconst:
+                    extra.iacc[c] += gg
+                    v = extra.iacc[c]
+                else:
+                    v = math.inf
+                    for rw in range(R):
+                        x = acc[rw, abk[a, rw], c] + gg
+                        acc[rw, abk[a, rw], c] = x
+                        if x < v:
+                            v = x
+                dvec[c * nA + a] = 1.0 / math.sqrt(v) if v > 0.0 else 0.0
     z = np.empty(D, np.float64)
     _two_loop(g, ckeys, extra.rs_keys, extra.rs_vals, extra.rs_len, extra.rr_keys, extra.rr_vals,
-              extra.rr_len, extra.ring_sr, extra.ring_rr, state.counters[1], state.counters[2], z)
+              extra.rr_len, extra.ring_sr, extra.ring_rr, state.counters[1], state.counters[2], z,
+              dvec, extra.ring_rdr, hyper.gmax)
     if bound:  # r's base: the unclipped gradient (g, the clipped one, has served the direction)
         for c in range(K):
             for a in range(nA):
@@ -319,12 +363,17 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
                 r = 0.0
             g[c * nA + a] = r
     if hyper.damping > 0.0:  # r + delta s: curvature at least delta (oLBFGS regularisation)
-        for d in range(D):
-            g[d] += hyper.damping * s[d]
+        for d in range(D):  # with D: r + delta D^-1 s (at least delta in the metric of D^-1)
+            if hyper.h0 == 1:
+                if dvec[d] > 0.0:
+                    g[d] += hyper.damping * s[d] / dvec[d]
+            else:
+                g[d] += hyper.damping * s[d]
     rs_keys, rs_vals, rr_keys, rr_vals = _ring_push(
         ckeys, s, g, extra.rs_keys, extra.rs_vals, extra.rs_len, extra.rr_keys, extra.rr_vals, extra.rr_len,
-        extra.ring_sr, extra.ring_rr, state.counters, hyper.eps)
-    return Ring(rs_keys, rs_vals, extra.rs_len, rr_keys, rr_vals, extra.rr_len, extra.ring_sr, extra.ring_rr)
+        extra.ring_sr, extra.ring_rr, state.counters, hyper.eps, dvec, extra.ring_rdr)
+    return Ring(rs_keys, rs_vals, extra.rs_len, rr_keys, rr_vals, extra.rr_len, extra.ring_sr, extra.ring_rr,
+                extra.ring_rdr, extra.acc, extra.iacc)
 
 
 @njit(**KERNEL)
@@ -341,11 +390,13 @@ def bear_run(offsets, indices, values, labels, weights, spans, state, ring, hype
 def two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr, head, count):
     """:func:`_two_loop` callable from Python (tests, benchmarks): returns the direction."""
     z = np.empty(ckeys.shape[0], np.float64)
-    _two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr, head, count, z)
+    _two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr, head, count, z,
+              np.empty(0, np.float64), ring_rr, math.inf)
     return z
 
 
 @njit(**KERNEL)
 def ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr, counters, eps):
-    """:func:`_ring_push` callable from Python (tests, benchmarks)."""
-    return _ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr, counters, eps)
+    """:func:`_ring_push` callable from Python (tests, benchmarks; Alg. 1's scalar scaling)."""
+    return _ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr, counters, eps,
+                      np.empty(0, np.float64), ring_rr.copy())

@@ -20,13 +20,24 @@ With a sketch without collisions and ``k`` at least the number of features this 
 minibatch oLBFGS (tested against a dense NumPy reference). The step is constant or
 ``eta * t0 / (t0 + t)``. With ``--oaa K`` the K class weight vectors form one parameter
 vector for one oLBFGS (softmax couples the classes); each class has its own sketch and heap.
+
+``--initial_scaling adagrad`` (not in the paper): Alg. 1's initial matrix ``gamma I`` becomes
+``gamma D``, ``D = diag(1 / sqrt(A))`` on the minibatch's coordinates and 0 off them, with ``A``
+AdaGrad's sums of squared gradients (Duchi et al. 2011) in a count-min sketch of the weight
+sketch's buckets (as MISSION ``--step_rule adagrad``), ``gamma = min(1, s.r / r.D r)`` of the
+newest pair and the damping ``r + delta D^-1 s``. A positive semi-definite H0 keeps every BFGS
+update positive semi-definite, so the direction stays a descent direction. Why: with
+one-example minibatches on text Alg. 1 returns ``gamma g`` (one global step per iteration;
+``benchmarks/bear_oaa_reference.py``).
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from ..kernels import lazy
-from .base import Param, adopt, load_budget, require
+from .base import Param, adopt, lazy_zeros, load_budget, require
 from .sketch import MINIBATCH_PARAM, SKETCH_PARAMS, SketchLearner
 
 __all__ = ["Bear"]
@@ -48,7 +59,13 @@ class Bear(SketchLearner):
               "bear: store r + delta s instead of r (curvature at least delta; bounds the "
               "quasi-Newton step where the loss is flat, e.g. saturated logistic). "
               "Default: 0 for squared loss, 0.01 for logistic, hinge and --oaa "
-              "(benchmarks/bear_defaults.py).", low=0),
+              "(benchmarks/bear_defaults.py). With --initial_scaling adagrad: r + delta D^-1 s.", low=0),
+        Param("initial_scaling", ("auto", "gamma", "adagrad"), "auto",
+              "bear: the two-loop's initial matrix H0. gamma: s.r / r.r of the newest pair times I (Alg. 1); "
+              "adagrad: gamma D with D = diag(1 / sqrt(sum of squared gradients)) on the minibatch's features "
+              "(the sums in a count-min sketch of the weight sketch's shape: twice the memory), "
+              "gamma = min(1, s.r / r.D r) (not in the paper; benchmarks/bear_multiclass.py). auto: gamma.",
+              structural=True, absent="gamma"),
     )
     default_lr = 0.1
     default_minibatch = 10
@@ -78,9 +95,18 @@ class Bear(SketchLearner):
         self.rr_len = np.zeros(tau, np.int64)
         self.ring_sr = np.zeros(tau, np.float64)
         self.ring_rr = np.zeros(tau, np.float64)
+        self.ring_rdr = np.zeros(tau, np.float64)
 
     def _apply_hyper(self):
+        self.h0 = 1 if (self.hyper.get("initial_scaling") or "auto") == "adagrad" else 0
+        # adagrad: gamma <= 1 (never a larger initial step than AdaGrad's): uncapped, a first pair on
+        # few top-k members gave gamma ~ 6 and blew news20 up (error 0.95; benchmarks/bear_multiclass.py)
+        self.gmax = 1.0 if self.h0 else math.inf
         super()._apply_hyper()
+        shape = (self.R, self.W, self.kc) if self.h0 else (0, 0, self.kc)
+        if getattr(self, "acc", None) is None or self.acc.shape != shape:
+            self.acc = lazy_zeros(shape, np.float64)  # count-min sketch of the squared gradients
+            self.iacc = np.zeros(self.kc, np.float64)  # the intercept's sum, per class
         self.eps = float(self.hyper["curvature_eps"])
         if not self.eps >= 0:
             raise ValueError("--curvature_eps must be >= 0")
@@ -91,7 +117,8 @@ class Bear(SketchLearner):
 
     def _hyper_tuple(self):
         return _kernels.BearHyper(self.loss_code, self.eta, self.schedule, self.t0, self.b, self.clip, self.const_key,
-                                  self.eps, self.damping, self.same_set, self.secant_topk)
+                                  self.eps, self.damping, self.same_set, self.secant_topk, self.h0,
+                                  self.gmax)
 
     def _extra_state(self):
         return _kernels.Ring(*(getattr(self, f) for f in _kernels.Ring._fields))
@@ -107,10 +134,15 @@ class Bear(SketchLearner):
 
     def _arrays(self):
         a = super()._arrays()
-        a.update({f: getattr(self, f) for f in _kernels.Ring._fields})
+        a.update({f: getattr(self, f) for f in self._RING_FIELDS})
+        if self.h0:  # (K, R, W) as the weight sketch; r.D r of the pairs
+            a["ring_rdr"] = self.ring_rdr
+            a["acc"] = np.ascontiguousarray(np.moveaxis(self.acc, 2, 0))
+            a["iacc"] = self.iacc
         return a
 
-    #: Ring's fields (kept here: no numba import to load a model)
+    #: Ring's fields (kept here: no numba import to load a model); ``--initial_scaling adagrad``
+    #: adds ring_rdr, acc and iacc
     _RING_FIELDS = ("rs_keys", "rs_vals", "rs_len", "rr_keys", "rr_vals", "rr_len", "ring_sr", "ring_rr")
 
     @classmethod
@@ -164,3 +196,17 @@ class Bear(SketchLearner):
         used = (head - 1 - np.arange(count)) % tau
         require((self.ring_sr[used] > 0).all() and (self.ring_rr[used] > 0).all(),
                 "arrays ring_sr / ring_rr: a stored pair without positive curvature")
+        if not self.h0:
+            for f in ("ring_rdr", "acc", "iacc"):
+                require(f not in arrays, f"array {f} in a model without --initial_scaling adagrad")
+            self.ring_rdr = self.ring_rr.copy()
+            return
+        for f in ("ring_rdr", "acc", "iacc"):
+            require(f in arrays, f"array {f} is missing")
+        self.ring_rdr = adopt("ring_rdr", arrays["ring_rdr"], (tau,), np.float64)
+        require((self.ring_rdr[used] > 0).all(), "array ring_rdr: a stored pair without positive r.D r")
+        acc = adopt("acc", arrays["acc"], (self.kc, self.R, self.W), np.float64)
+        iacc = adopt("iacc", arrays["iacc"], (self.kc,), np.float64)
+        require((acc >= 0).all() and (iacc >= 0).all(), "array acc / iacc: a negative sum of squares")
+        self.acc = np.ascontiguousarray(np.moveaxis(acc, 0, 2))
+        self.iacc = iacc

@@ -470,7 +470,7 @@ def _sketch_finish(acc, base_meta, base_arrays):
     cnt[1] = cnt[2] = 0  # BEAR's oLBFGS ring restarts
     out["counters"] = cnt
     out["lrange"] = np.array([acc["lo"][0], acc["hi"][0]])
-    for f in ("rs_len", "rr_len", "ring_sr", "ring_rr", "rs_keys", "rs_vals", "rr_keys", "rr_vals"):
+    for f in ("rs_len", "rr_len", "ring_sr", "ring_rr", "ring_rdr", "rs_keys", "rs_vals", "rr_keys", "rr_vals"):
         if f in out:
             out[f][...] = 0
     return out
