@@ -179,11 +179,22 @@ def _instrument(rec: _Recorder):
                                        engine._learn_partition)
     api.initial_learner = rec.wrap("initial_learner", api.initial_learner)
     api._output_plan = rec.wrap("_output_plan", api._output_plan)
-    try:
-        import dask.threaded as dt
-        dt.get = rec.wrap("dask.threaded.get (the pass)", dt.get)
-    except ImportError:
-        pass
+    engine._read_ahead = rec.wrap(lambda ahead, *a: f"start read-ahead of {ahead.then[0][1].row_groups}", engine._read_ahead)
+    # dask's import, when and on which thread it happens (its wrapper patches dask.threaded.get once loaded)
+    import builtins
+    real_import = builtins.__import__
+
+    def timed_import(name, globals=None, locals=None, fromlist=(), level=0):
+        if level == 0 and (name == "dask" or name.startswith("dask.")) and name not in sys.modules:
+            with rec.span(f"import {name}"):
+                mod = real_import(name, globals, locals, fromlist, level)
+        else:
+            mod = real_import(name, globals, locals, fromlist, level)
+        dt = sys.modules.get("dask.threaded")
+        if dt is not None and hasattr(dt, "get") and not hasattr(dt.get, "__wrapped__"):
+            dt.get = rec.wrap("dask.threaded.get (the pass)", dt.get)
+        return mod
+    builtins.__import__ = timed_import
 
 
 def child(argv, sample_ms, out):
