@@ -180,8 +180,10 @@ def _close_chain(result, base: State, mix: str = "vw"):
 #: read itself. A run's entry exists while the run does (:func:`_start_reads`, :func:`_end_reads`).
 _READ_AHEAD: dict = {}
 _READ_AHEAD_LOCK = threading.Lock()
-#: batches a read-ahead decodes before its task takes it (it then goes on that far ahead)
-READ_AHEAD_DEPTH = 2
+#: batches a read-ahead decodes before its task takes it (one in its queue, one waiting to be put), as a
+#: task's own reader goes on ahead; a deeper queue cost about 7 % more CPU per example at 2 workers
+#: (more batches in flight; ``benchmarks/distributed.py --section speed`` under load 7.7)
+READ_AHEAD_DEPTH = 1
 
 
 @dataclass(frozen=True)
