@@ -13,8 +13,9 @@ accumulator a task sends), peak worker RSS.
 Throughput (``--skip-speed``): 1,000,000 examples, gen_sparse.py's 200,000-example file five times, as Parquet (one file,
 its row groups the partitions), one pass of adagrad: the single-process CLI, and the CLI with
 ``--engine dask --workers 1`` and ``2`` (embedded cluster, started and stopped by the run; worker
-processes, then ``--worker_threads``, on Dask's threaded scheduler, and the same threads on a dask.distributed
-``LocalCluster(processes=False)``, labelled "(before)"; ``--speed-runs "workers 2 --worker_threads"`` for just these two):
+processes, then ``--worker_threads``, on Dask's threaded scheduler, and two "(before)" variants of it: every task
+reading its partition when it starts (``train_dask(read_ahead=False)``), and the same threads on a dask.distributed
+``LocalCluster(processes=False)``; ``--speed-runs "workers 2 --worker_threads"`` for just these three):
 wall seconds, examples/s, CPU-seconds per example (the command's own CPU and its children's,
 workers included), cores busy (CPU / wall: the CLI's Parquet reader decodes on pyarrow's threads while
 the kernel learns, so one process keeps more than one core busy) and the ratios to the CLI; the engine's fixed overhead per pass is the pass
@@ -45,8 +46,8 @@ step multiplier; the rows in file order and shuffled (``--diag-orders``); 1 work
 Run: ``python3 benchmarks/distributed.py [--section speed accuracy chaining merge_cost mixing]`` (default:
 speed and accuracy; needs ../shared and ``pip install 'dask[distributed]'``). The 2-worker throughput
 target in one table: ``python3 benchmarks/distributed.py --section speed --repeat 7 --speed-runs
-"workers 2 --worker_threads"`` (the CLI, ``--worker_threads`` on Dask's threaded scheduler, and the same
-threads on dask.distributed, interleaved; about 4 minutes).
+"workers 2 --worker_threads"`` (the CLI, ``--worker_threads`` on Dask's threaded scheduler, and its two
+"(before)" variants, interleaved; about 5 minutes). A per-phase timeline of one run: ``benchmarks/dask_timeline.py``.
 """
 from __future__ import annotations
 
@@ -538,29 +539,35 @@ def speed(args):
     load0 = os.getloadavg()[0]
     out = CACHE / "distributed" / "speed.slm"
     metrics = CACHE / "distributed" / "speed.json"
-    runs = (("CLI (one process)", []), ("--engine dask --workers 1", ["--engine", "dask", "--workers", "1"]),
-            ("--engine dask --workers 2", ["--engine", "dask", "--workers", "2"]),
-            ("--engine dask --workers 1 --worker_threads", ["--engine", "dask", "--workers", "1", "--worker_threads"]),
-            ("--engine dask --workers 2 --worker_threads", ["--engine", "dask", "--workers", "2", "--worker_threads"]),
-            ("--engine dask --workers 2 --worker_threads, on dask.distributed (before)",
-             ["--engine", "dask", "--workers", "2", "--worker_threads"]))
+    threads2 = ["--engine", "dask", "--workers", "2", "--worker_threads"]
+    # (label, options, train_dask keyword arguments that are not CLI options: the "(before)" runs)
+    runs = (("CLI (one process)", [], None), ("--engine dask --workers 1", ["--engine", "dask", "--workers", "1"], None),
+            ("--engine dask --workers 2", ["--engine", "dask", "--workers", "2"], None),
+            ("--engine dask --workers 1 --worker_threads", ["--engine", "dask", "--workers", "1", "--worker_threads"], None),
+            ("--engine dask --workers 2 --worker_threads", threads2, None),
+            # every task reads its partition when it starts (what --worker_threads did before the read-ahead)
+            ("--engine dask --workers 2 --worker_threads, no read-ahead (before)", threads2, "read_ahead=False"),
+            # the same threads on a dask.distributed LocalCluster(processes=False), what --worker_threads ran
+            # on before it used dask's threaded scheduler
+            ("--engine dask --workers 2 --worker_threads, on dask.distributed (before)", threads2,
+             "threads_on='distributed'"))
     runs = [r for r in runs if r[0] == runs[0][0] or any(k in r[0] for k in args.speed_runs)]
-    # "(before)": the same threads on a dask.distributed LocalCluster(processes=False), what --worker_threads ran
-    # on before it used dask's threaded scheduler (train_dask(threads_on="distributed"); not a CLI option)
-    before = [sys.executable, "-c", "import functools, streamlearn.distributed.engine as e; "
-              "e.train_dask = functools.partial(e.train_dask, threads_on='distributed'); "
-              "from streamlearn.__main__ import entry; entry()", "train"]
+
+    def shim(kw):
+        return [sys.executable, "-c", "import functools, streamlearn.distributed.engine as e; "
+                f"e.train_dask = functools.partial(e.train_dask, {kw}); "
+                "from streamlearn.__main__ import entry; entry()", "train"]
     # interleaved: every round runs each command once, so that the load of other processes falls on all alike;
     # each figure is the median over the rounds (the model metrics of the round with the median wall)
-    got = {label: [] for label, _ in runs}
+    got = {label: [] for label, _, _ in runs}
     for _ in range(args.repeat):
-        for label, extra in runs:
-            wall, cpu, err = _run_timed((before if "(before)" in label else cli) + [str(pq)] * args.input_copies + ["-f", str(out), "--metrics", str(metrics)]
-                                        + extra)
+        for label, extra, kw in runs:
+            wall, cpu, err = _run_timed((shim(kw) if kw else cli) + [str(pq)] * args.input_copies
+                                        + ["-f", str(out), "--metrics", str(metrics)] + extra)
             got[label].append((wall, cpu, json.loads(metrics.read_text())))
     rows = []
     base = None
-    for label, _ in runs:
+    for label, _, _ in runs:
         rs = sorted(got[label], key=lambda r: r[0])
         wall, m = rs[len(rs) // 2][0], rs[len(rs) // 2][2]
         cpu = float(np.median([r[1] for r in rs]))
@@ -589,15 +596,26 @@ def speed(args):
         row["walls"] = " ".join(f"{r[0]:.1f}" for r in got[label])
         row["CPUs"] = " ".join(f"{r[1]:.1f}" for r in got[label])
         rows.append(row)
+    # fixed costs on the 3,000-example file (one partition), 3 passes, interleaved with the CLI's --passes 3 run:
+    # per pass (pass 1 also pays the first task's cold costs) and per run (the wall beyond the CLI's)
+    over_runs = [(w, threads) for w, threads in ((1, False), (2, False), (1, True), (2, True))
+                 if any(f"workers {w}" + (" --worker_threads" if threads else "") in r[0] for r in runs)]
+    small_got = {k: [] for k in [None] + over_runs}
+    for _ in range(max(1, args.repeat)):
+        for k in small_got:
+            eng = [] if k is None else (["--engine", "dask", "--workers", str(k[0])] + (["--worker_threads"] if k[1] else []))
+            wall, _, _ = _run_timed(cli + [str(small), "-f", str(out), "--metrics", str(metrics), "--passes", "3"] + eng)
+            m = json.loads(metrics.read_text())
+            small_got[k].append((wall, [p["seconds"] for p in m["engine"]["passes"]] if k else []))
+    cli_small = float(np.median([g[0] for g in small_got[None]]))
     over = []
-    for w, threads in ((1, False), (2, False), (1, True), (2, True)):
-        if not any(f"workers {w}" + (" --worker_threads" if threads else "") in r[0] for r in runs):
-            continue
-        _run_timed(cli + [str(small), "-f", str(out), "--metrics", str(metrics), "--engine", "dask",
-                          "--workers", str(w), "--passes", "3"] + (["--worker_threads"] if threads else []))
-        m = json.loads(metrics.read_text())
-        over.append(f"{w} worker{'s' if w > 1 else ''}{' (threads)' if threads else ''}: "
-                    + ", ".join(f"{p['seconds']:.2f}" for p in m["engine"]["passes"]))
+    for k in over_runs:
+        passes = np.median([g[1] for g in small_got[k]], axis=0)
+        wall = float(np.median([g[0] for g in small_got[k]]))
+        over.append(f"{k[0]} worker{'s' if k[0] > 1 else ''}{' (threads)' if k[1] else ''}: passes "
+                    + ", ".join(f"{p:.3f}" for p in passes)
+                    + f" s; run {wall:.2f} s against the CLI's {cli_small:.2f} s: {wall - cli_small - passes.sum():+.2f} s "
+                      "outside the passes")
     n *= args.input_copies
     print(f"\nThroughput: gen_sparse.py n=200,000 x 5 x {args.input_copies} = {n:,} examples as one Parquet file ({pq.stat().st_size / 1e6:.0f} MB, {groups} row "
           f"groups{f', given {args.input_copies} times' if args.input_copies > 1 else ''}), adagrad (VW's default rule, C kernel), one pass, -b 18; medians of {args.repeat} "
@@ -612,8 +630,10 @@ def speed(args):
           "dask.distributed imports, partition plan) and the model write")
     print(table(rows[1:], ["run", "wall s", "start s", "imports s", "pass s", "tasks s", "task CPU s", "state s",
                            "merge s", "stop s", "client s"]))
-    print("engine fixed overhead per pass (seconds per pass of 3 on 3,000 examples, the first with the workers' "
-          "imports): " + "; ".join(over))
+    print(f"engine fixed overhead (3 passes over 3,000 examples in one partition, medians of {max(1, args.repeat)} "
+          "rounds interleaved with the CLI's run; per pass: the pass's wall, tasks, merge and broadcast, pass 1 with "
+          "the first task's cold costs; outside the passes: the run's wall minus the CLI's and the passes, i.e. the "
+          "cluster's start and stop, the imports and the plan):\n  " + "\n  ".join(over))
 
 
 def main():

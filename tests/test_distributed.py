@@ -846,6 +846,56 @@ def test_engine_equals_merge_of_models_trained_by_hand(parquet_dir, tmp_path, in
     assert preds[0] == preds[1]
 
 
+def test_worker_threads_read_each_partition_once_ahead_of_its_task(parquet_dir, tmp_path, monkeypatch):
+    """--worker_threads: every partition is read once per pass, its reading started before its task
+    (the chains' first by the client in pass 1, every other by the reader of the link before it), and
+    the model is byte for byte the one of tasks that read their own partitions; a failed pass leaves
+    no read-ahead behind."""
+    import collections
+
+    from streamlearn.api import RunConfig
+    from streamlearn.distributed import engine as E
+    from streamlearn.errors import StreamlearnError
+
+    reads = []
+    real = E._partition_reader
+
+    def spy(part, *a, **k):
+        reads.append((os.path.basename(part.path), bool(k.get("now"))))
+        return real(part, *a, **k)
+    monkeypatch.setattr(E, "_partition_reader", spy)
+    hyper = {"loss_function": "logistic"}
+    models = {}
+    for ahead in (True, False):
+        reads.clear()
+        models[ahead] = tmp_path / f"m{ahead}.slm"
+        E.train_dask(RunConfig(data=[str(parquet_dir)], hyper=hyper, passes=2, quiet=True,
+                               final_model=str(models[ahead])), workers=2, worker_threads=True,
+                     chain_order="consecutive", read_ahead=ahead)
+        assert collections.Counter(f for f, _ in reads) == {f"p{i}.parquet": 2 for i in range(4)}
+        # pass 1: all four ahead; pass 2: the chains' first links (p0, p2) read when their tasks start
+        assert sorted(f for f, now in reads if not now) == (["p0.parquet", "p2.parquet"] if ahead else
+                                                            sorted(f for f, _ in reads))
+        assert E._READ_AHEAD == {}
+    assert models[True].read_bytes() == models[False].read_bytes()
+
+    real_learn = E._learn_partition
+
+    def fail_p2(base, part, *a, **k):
+        if part.path.endswith("p2.parquet"):
+            raise RuntimeError("lost p2")
+        return real_learn(base, part, *a, **k)
+    monkeypatch.setattr(E, "_learn_partition", fail_p2)
+    with pytest.raises(StreamlearnError, match="lost p2"):
+        E.train_dask(RunConfig(data=[str(parquet_dir)], hyper=hyper, quiet=True), workers=2, worker_threads=True,
+                     chain_order="consecutive")
+    assert E._READ_AHEAD == {}
+    deadline = time.monotonic() + 10
+    while any(t.name == "streamlearn-reader" for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not any(t.name == "streamlearn-reader" for t in threading.enumerate())
+
+
 def test_engine_without_chains_merges_one_model_per_partition(parquet_dir, cluster, tmp_path):
     """``chain=False`` (what the benchmark compares chaining with): the 4 partitions are learned
     from the same state and merged, as ``merge`` of the 4 models trained one by one."""

@@ -28,14 +28,18 @@ are ``workers`` threads of the client's process instead (the C / numba kernels a
 the GIL): no worker processes to spawn and import, states passed by reference, but no per-worker
 memory limit or crash isolation; they run on dask's local threaded scheduler (``dask.threaded.get``
 over the same task graph, :func:`_pass_graph`), so ``dask.distributed``, whose import costs more CPU
-than a short run's learning, is not imported at all.
+than a short run's learning, is not imported at all. There, each partition's reading starts before its
+task does (:func:`_read_ahead`): the chains' first partitions while the client imports dask (about 0.2 s
+of CPU, on the GIL, beside the Parquet decoding, which is off it) and builds the graph, every other one
+while the link before it learns its last batches; the tasks learn the same batches, so the same model.
 """
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
-from dataclasses import fields
+from dataclasses import dataclass, fields
 
 
 from ..errors import ConfigError, InputError, StreamlearnError
@@ -70,11 +74,18 @@ _UNSUPPORTED = (("predictions", "-p"), ("raw_predictions", "-r"), ("audit", "--a
                 ("probabilities", "--probabilities"), ("select_out", "--select_out"))
 
 
-def require_dask(core_only: bool = False):
+def require_dask(core_only: bool = False, import_now: bool = True):
     """``dask.distributed`` (``core_only``: ``dask`` itself, all ``--worker_threads`` needs), or a
-    :class:`ConfigError` saying how to install it."""
+    :class:`ConfigError` saying how to install it. ``import_now=False`` (with ``core_only``): only
+    find it (``importlib.util.find_spec``: no import; None), so that its import, about 0.2 s of
+    CPU, can run later beside the first partitions' reading."""
     try:
         if core_only:
+            if not import_now:
+                from importlib.util import find_spec
+                if find_spec("dask") is None:
+                    raise ImportError("dask")
+                return None
             import dask
             return dask
         import distributed
@@ -87,20 +98,24 @@ def _identity(x):
     return x
 
 
-def _pass_graph(task, p: int, run: str, bf, parts, chains, cfg, keep_names, skip_bad, use_c, mix):
+def _pass_graph(task, p: int, run: str, bf, parts, chains, cfg, keep_names, skip_bad, use_c, mix, ahead=None):
     """The task graph of pass ``p`` (0-based): one chain of :func:`train_link` tasks per entry of
     ``chains`` (None: one :func:`train_partition` leaf per partition), a tree of
     :func:`combine_results`, ``SPLIT_EVERY`` at a time, and :func:`finish_pass`; returns the root.
     ``task(key, fn, *args)`` adds a task (``client.submit`` on a cluster; an entry of a graph for
     dask's threaded scheduler) and returns what later tasks take as its result; ``bf`` is the base
-    state as such a reference. The same graph on either scheduler computes the same states."""
+    state as such a reference. ``ahead``: the run's read-ahead token (:func:`_start_reads`; threads of
+    this process only: a link's reader, once through its partition, starts its successor's reading),
+    or None. The same graph on either scheduler computes the same states."""
     if chains is not None:
         level = []
         for c, run_parts in enumerate(chains):
             prev = None
             for j, i in enumerate(run_parts):
+                ra = None if ahead is None else ReadAhead(ahead, _ahead_key(p, i),
+                                                         tuple((_ahead_key(p, k), parts[k]) for k in run_parts[j + 1:]))
                 prev = task(f"streamlearn-pass{p}-chain{c}-part{i}-{run}", train_link, bf, prev, parts[i], cfg,
-                            keep_names, skip_bad, use_c, j == len(run_parts) - 1, mix)
+                            keep_names, skip_bad, use_c, j == len(run_parts) - 1, mix, ra)
             level.append(prev)
     else:
         level = [task(f"streamlearn-pass{p}-part{i}-{run}", train_partition, bf, part, cfg, keep_names, skip_bad,
@@ -130,13 +145,15 @@ def train_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, us
 
 
 def train_link(base: State, prev, part, cfg, keep_names: bool, skip_bad: bool, use_c: bool = True, last=False,
-               mix: str = "vw"):
+               mix: str = "vw", ahead=None):
     """One link of a chain: partition ``part`` learned from ``prev`` (the previous link's
     ``(state, stats)``; None: the chain's first link, which starts from ``base``, the pass's
     merged state). Returns ``(state, stats)`` with the stats of the chain so far, or, for the
-    ``last`` link, the chain's ``(accumulator, stats)`` against ``base``."""
+    ``last`` link, the chain's ``(accumulator, stats)`` against ``base``. ``ahead``: where this
+    partition's reading may have been started ahead of the task, and the chain's partitions after it
+    (a :class:`ReadAhead`; None: none)."""
     start, stats0 = (base, None) if prev is None else prev
-    state, stats = _learn_partition(start, part, cfg, keep_names, skip_bad, use_c)
+    state, stats = _learn_partition(start, part, cfg, keep_names, skip_bad, use_c, ahead)
     if stats0 is not None:
         stats = _add_stats(stats0, stats)
     if state is None:  # skipped: the chain goes on from where it was
@@ -156,8 +173,110 @@ def _close_chain(result, base: State, mix: str = "vw"):
     return acc, stats
 
 
-def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, use_c: bool):
-    """The learner ``base`` after one pass over ``part``: ``(state, stats)`` (state None: skipped)."""
+#: partitions whose reading started before their tasks ran (``--worker_threads``: the first partition
+#: of every chain while the client imports dask and builds the graph; every other when the reader of
+#: the chain's previous partition is through it, while that learner finishes): run token -> {key: reader}
+#: (:func:`_read_ahead`). A task takes its reader out (:func:`_take_read`): the same batches it would
+#: read itself. A run's entry exists while the run does (:func:`_start_reads`, :func:`_end_reads`).
+_READ_AHEAD: dict = {}
+_READ_AHEAD_LOCK = threading.Lock()
+#: batches a read-ahead decodes before its task takes it (one in its queue, one waiting to be put), as a
+#: task's own reader goes on ahead; a deeper queue cost about 7 % more CPU per example at 2 workers
+#: (more batches in flight; ``benchmarks/distributed.py --section speed`` under load 7.7)
+READ_AHEAD_DEPTH = 1
+
+
+@dataclass(frozen=True)
+class ReadAhead:
+    """A link's read-ahead: the run's token, the ``key`` of the link's reader (if one was started)
+    and ``then``, ``(key, partition)`` of the chain's later links, each started when the one before
+    is read through."""
+
+    run: str
+    key: str
+    then: tuple = ()
+
+
+def _ahead_key(p: int, i: int) -> str:
+    return f"pass{p}-part{i}"
+
+
+def _start_reads() -> str:
+    """A new run's read-ahead token."""
+    run = uuid.uuid4().hex
+    with _READ_AHEAD_LOCK:
+        _READ_AHEAD[run] = {}
+    return run
+
+
+def _end_reads(run: str) -> None:
+    """The run is over: its read-aheads that no task took (a failed or interrupted pass) are stopped,
+    and none starts any more."""
+    with _READ_AHEAD_LOCK:
+        left = _READ_AHEAD.pop(run, {})
+    for reader in left.values():
+        reader.close()
+
+
+def _take_read(ahead):
+    """The reader started for the link ``ahead`` (a :class:`ReadAhead`), or None."""
+    if ahead is None:
+        return None
+    with _READ_AHEAD_LOCK:
+        return _READ_AHEAD.get(ahead.run, {}).pop(ahead.key, None)
+
+
+def _partition_reader(part, cfg, base_reader: dict, keep_names: bool, depth: int = 1, now: bool = False,
+                      then=None):
+    """Partition ``part``'s batches, read (and decoded) ``depth`` batches ahead on a thread while the
+    learner runs, as the CLI reads; unit-norm rows (``--unit_norm``) are scaled by the consumer.
+    ``now``: the reading starts at once (a :class:`~streamlearn.io.prefetch.Prefetcher`, which the
+    caller closes or drains with :func:`_drained`), not at the first batch asked for. ``then``: a
+    :class:`ReadAhead` whose reading starts when ``part`` is read through (:func:`_read_ahead`), or None."""
+    from ..api import _reader_config
+    from ..io.prefetch import Prefetcher, prefetch
+    from ..io.source import read_batches
+
+    rc = _reader_config(cfg, base_reader, keep_names)
+    rc.parse_threads = 1
+
+    def batches():
+        if part.parquet:
+            from ..io.parquet import read_parquet_file
+            yield from read_parquet_file(part.path, rc, row_groups=part.row_groups)
+        else:
+            yield from read_batches([part.path], rc)
+        if then:  # the next link's reading starts while this link's learner finishes
+            _read_ahead(then, cfg, base_reader, keep_names)
+
+    return Prefetcher(batches(), depth) if now else prefetch(batches(), depth)
+
+
+def _drained(reader):
+    """The batches of a :class:`~streamlearn.io.prefetch.Prefetcher`, which is closed at the end."""
+    try:
+        yield from reader
+    finally:
+        reader.close()
+
+
+def _read_ahead(ahead, cfg, base_reader: dict, keep_names: bool) -> None:
+    """Start reading the partition of the link ``ahead`` (:class:`ReadAhead` whose ``then[0]`` is
+    ``(key, partition)``; ``READ_AHEAD_DEPTH`` batches ahead) for its task, unless the run is over: a
+    scheduling choice, the task learns the same batches either way."""
+    key, part = ahead.then[0]
+    nxt = ReadAhead(ahead.run, key, ahead.then[1:]) if len(ahead.then) > 1 else None
+    with _READ_AHEAD_LOCK:
+        reads = _READ_AHEAD.get(ahead.run)
+        if reads is not None and key not in reads:
+            reads[key] = _partition_reader(part, cfg, base_reader, keep_names, READ_AHEAD_DEPTH, now=True,
+                                           then=nxt)
+
+
+def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, use_c: bool, ahead=None):
+    """The learner ``base`` after one pass over ``part``: ``(state, stats)`` (state None: skipped).
+    ``ahead``: a :class:`ReadAhead` (its reader taken over if one was started; else the task reads
+    the partition itself, and starts the chain's next when through) or None."""
     import resource
 
     from .. import kernels
@@ -168,9 +287,7 @@ def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, u
         kernels.configure(use_c=bool(use_c))
     bound_malloc()  # the CLI's malloc tuning for the reader pipeline (once per worker process)
 
-    from ..api import _reader_config
     from ..evaluate import run_stream
-    from ..io.source import read_batches
 
     t0 = time.perf_counter()
     cpu0 = time.process_time()
@@ -178,19 +295,9 @@ def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, u
     _reset_peak_rss()
     learner = learner_of(base)
     t_state = time.perf_counter() - t0
-    rc = _reader_config(cfg, base.reader, keep_names)
-    rc.parse_threads = 1
-
-    def batches():
-        if part.parquet:
-            from ..io.parquet import read_parquet_file
-            yield from read_parquet_file(part.path, rc, row_groups=part.row_groups)
-        else:
-            yield from read_batches([part.path], rc)
-
-    from ..io.prefetch import prefetch
-
-    stream = prefetch(batches(), 1)  # read (and decode) ahead on a thread while the learner runs, as the CLI does
+    reader = _take_read(ahead)
+    stream = (_partition_reader(part, cfg, base.reader, keep_names, then=ahead if ahead and ahead.then else None)
+              if reader is None else _drained(reader))
     if base.reader.get("unit_norm"):
         from ..batch import unit_norm_rows
         stream = map(unit_norm_rows, stream)
@@ -325,7 +432,7 @@ def _start_cluster(scheduler, workers, log, processes=True):
 
 def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, save_every_pass=False, log=None,
                on_pass=None, chain=True, n_chains=None, worker_threads=False, mix="vw", chain_order="strided",
-               threads_on="dask"):
+               threads_on="dask", read_ahead=True):
     """``train`` over ``cfg`` (:class:`streamlearn.api.RunConfig`) with iterative parameter
     mixing on Dask (module docstring); returns the run summary (``summary['engine']``: per-pass
     losses, partitions, chains, bytes per merge, seconds, peak worker RSS). ``on_pass(p, state)`` is
@@ -341,7 +448,11 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     ``mix``: how adaptive adagrad states mix (:data:`~streamlearn.distributed.merge.MIX_RULES`; VW's
     rule by default). ``chain_order``: :data:`~streamlearn.distributed.partitions.CHAIN_ORDERS` (``strided``,
     the default: the partitions dealt out to the chains in turn; ``consecutive``: runs of consecutive
-    partitions; :func:`~streamlearn.distributed.partitions.chains`)."""
+    partitions; :func:`~streamlearn.distributed.partitions.chains`). ``read_ahead`` (``worker_threads``,
+    chained): each partition's reading starts before its task does, the chains' first while dask is
+    imported, every other while the link before it finishes (:func:`_read_ahead`; the same batches, so
+    the same model; False: every task reads its partition when it starts, which
+    ``benchmarks/distributed.py`` compares)."""
     from ..api import _check_inputs, _output_plan, initial_learner
     from ..evaluate import Evaluation, ProgressSchedule
     from ..io.model_file import encode_model
@@ -352,7 +463,7 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
         raise ConfigError(f"threads_on must be 'dask' or 'distributed', not {threads_on!r}")
     # dask's local threaded scheduler: dask.distributed not imported
     local = bool(worker_threads) and not scheduler and threads_on == "dask"
-    require_dask(core_only=local)
+    require_dask(core_only=local, import_now=not local)  # local: imported below, while the first reads start
     for name, flag in _UNSUPPORTED:
         if getattr(cfg, name):
             raise ConfigError(f"{flag} is not available with --engine dask (the workers predict in parallel; "
@@ -398,10 +509,24 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
 
     use_c = kernels._use_c
     t_up = time.perf_counter()
+    # local threads, chained: partitions are read ahead of their tasks (:func:`_read_ahead`)
+    ahead = _start_reads() if local and chain and read_ahead else None
     if local:
         client = cluster = None
-        import dask
         n_workers = int(workers or os.cpu_count() or 1)
+        try:
+            if ahead is not None:
+                # the first partition of every chain starts reading (and decoding, off the GIL) now, while
+                # this thread imports dask and builds the graph: the tasks take these readers over
+                _prepare_worker()
+                for c in plan_chains(parts, n_chains or n_workers, chain_order):
+                    _read_ahead(ReadAhead(ahead, "", tuple((_ahead_key(0, i), parts[i]) for i in c)), cfg,
+                                base.reader, keep_names)
+            import dask
+        except BaseException:
+            if ahead is not None:
+                _end_reads(ahead)
+            raise
         if not cfg.quiet:
             log(f"dask: {n_workers} worker threads in this process on dask's local threaded scheduler "
                 f"(dask {dask.__version__}; no dask.distributed, no dashboard)")
@@ -448,7 +573,7 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
                         return client.submit(fn, *args, key=key, pure=False)
                     bf = client.scatter(base, broadcast=True, hash=False)
                 root = _pass_graph(task, p, run, bf, parts, chains if chain else None, cfg, keep_names,
-                                   skip_bad_partitions, use_c, mix)
+                                   skip_bad_partitions, use_c, mix, ahead)
                 try:
                     if client is None:
                         from dask.threaded import get as threaded_get
@@ -496,6 +621,8 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
             if save_every_pass and cfg.final_model and p + 1 < cfg.passes:
                 _write_model(cfg.final_model, base)
     finally:
+        if ahead is not None:
+            _end_reads(ahead)  # none left unless a pass failed
         t_up = time.perf_counter()
         if client is not None:
             client.close()
