@@ -232,6 +232,19 @@ def rebuild_levels(hP, hc, R):
         _complete(hP, hc, k, hcap)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _matvec_into(P, j, v, src, dst, m):
+    """``v[dst:dst+m] = P[j] v[src:src+m]`` (m x m times m). Each entry is summed over q in ascending order from 0,
+    as a dot product would, but column by column: the m sums are independent (no chain of dependent adds through one
+    accumulator), which is what bounds the speed of these small products."""
+    for r in range(m):
+        v[dst + r] = 0.0
+    for q in range(m):
+        vq = v[src + q]
+        for r in range(m):
+            v[dst + r] += P[j, r, q] * vq
+
+
 @njit(**INNER)
 def _catch_up(tab, sl, hP, hc, R, wz):
     """``wz[0] = w_bar``, ``wz[1:m+1] = Z column`` of slot ``sl`` after the recorded re-bases from its
@@ -256,11 +269,7 @@ def _catch_up(tab, sl, hP, hc, R, wz):
         for r in range(m):
             acc += hc[j, r] * wz[1 + r]
         wz[0] += acc
-        for r in range(m):
-            acc = 0.0
-            for q in range(m):
-                acc += hP[j, r, q] * wz[1 + q]
-            wz[1 + m + r] = acc
+        _matvec_into(hP, j, wz, 1, 1 + m, m)
         for r in range(m):
             wz[1 + r] = wz[1 + m + r]
 
@@ -306,7 +315,7 @@ def _rebase_all(keys, tab, ints, hP, hc, N, u):
             for t in range(m):
                 acc += hP[j, t, q] * uu[st + 1, t]
             uu[st, q] = acc
-    zt = np.empty(m)
+    zt = np.empty(2 * m)
     for s in range(keys.shape[0]):
         if keys[s] == EMPTY:
             continue
@@ -316,11 +325,9 @@ def _rebase_all(keys, tab, ints, hP, hc, N, u):
             zt[q] = tab[s, C_Z + q]
             acc += uu[st, q] * zt[q]
         tab[s, C_U] += acc
+        _matvec_into(T, st, zt, 0, m, m)
         for r in range(m):
-            acc = 0.0
-            for q in range(m):
-                acc += T[st, r, q] * zt[q]
-            tab[s, C_Z + r] = acc
+            tab[s, C_Z + r] = zt[m + r]
         tab[s, C_T] = 0.0
     ints[I_HIST] = 0
     ints[I_COMPACT] += 1
@@ -392,6 +399,17 @@ def _mm(A, B):
     return out
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _hypot(a, b):
+    """``sqrt(a^2 + b^2)``: the plain formula where its squares can neither overflow nor underflow (libm's
+    hypot, which guards against both with a slower algorithm, was a fifth of a 20 x 20 eigen-decomposition),
+    else ``math.hypot``. Within 1 ulp of each other."""
+    x = max(abs(a), abs(b))
+    if 1e-150 < x < 1e150:
+        return math.sqrt(a * a + b * b)
+    return math.hypot(a, b)
+
+
 # -- small dense linear algebra (2m x 2m at most). Not np.linalg: numba's needs scipy's LAPACK at
 # run time, which the CLI does not load (streamlearn.cli._hide_scipy), and compiles slowly.
 
@@ -402,17 +420,17 @@ def _eigh(A):
     QL iteration with Wilkinson-type shifts (Golub & Van Loan Alg. 8.3.1 and Sec. 8.3.5; EISPACK
     tred2 / tql2): O(n^3) with a small constant, a few times fewer operations than cyclic Jacobi."""
     n = A.shape[0]
-    V = np.empty((n, n))
+    Vt = np.empty((n, n))  # V^T: the inner loops below run along V's columns, Vt's contiguous rows
     for i in range(n):
         for j in range(n):
-            V[i, j] = 0.5 * (A[i, j] + A[j, i])
+            Vt[j, i] = 0.5 * (A[i, j] + A[j, i])
     d = np.zeros(n)
     e = np.zeros(n)
     if n == 0:
-        return d, V
+        return d, Vt
     # Householder reduction to tridiagonal form
     for j in range(n):
-        d[j] = V[n - 1, j]
+        d[j] = Vt[j, n - 1]
     for i in range(n - 1, 0, -1):
         scale = 0.0
         h = 0.0
@@ -421,9 +439,9 @@ def _eigh(A):
         if scale == 0.0:
             e[i] = d[i - 1]
             for j in range(i):
-                d[j] = V[i - 1, j]
-                V[i, j] = 0.0
-                V[j, i] = 0.0
+                d[j] = Vt[j, i - 1]
+                Vt[j, i] = 0.0
+                Vt[i, j] = 0.0
         else:
             for k in range(i):
                 d[k] /= scale
@@ -439,11 +457,11 @@ def _eigh(A):
                 e[j] = 0.0
             for j in range(i):
                 f = d[j]
-                V[j, i] = f
-                g = e[j] + V[j, j] * f
+                Vt[i, j] = f
+                g = e[j] + Vt[j, j] * f
                 for k in range(j + 1, i):
-                    g += V[k, j] * d[k]
-                    e[k] += V[k, j] * f
+                    g += Vt[j, k] * d[k]
+                    e[k] += Vt[j, k] * f
                 e[j] = g
             f = 0.0
             for j in range(i):
@@ -456,29 +474,29 @@ def _eigh(A):
                 f = d[j]
                 g = e[j]
                 for k in range(j, i):
-                    V[k, j] -= f * e[k] + g * d[k]
-                d[j] = V[i - 1, j]
-                V[i, j] = 0.0
+                    Vt[j, k] -= f * e[k] + g * d[k]
+                d[j] = Vt[j, i - 1]
+                Vt[j, i] = 0.0
         d[i] = h
     for i in range(n - 1):
-        V[n - 1, i] = V[i, i]
-        V[i, i] = 1.0
+        Vt[i, n - 1] = Vt[i, i]
+        Vt[i, i] = 1.0
         h = d[i + 1]
         if h != 0.0:
             for k in range(i + 1):
-                d[k] = V[k, i + 1] / h
+                d[k] = Vt[i + 1, k] / h
             for j in range(i + 1):
                 g = 0.0
                 for k in range(i + 1):
-                    g += V[k, i + 1] * V[k, j]
+                    g += Vt[i + 1, k] * Vt[j, k]
                 for k in range(i + 1):
-                    V[k, j] -= g * d[k]
+                    Vt[j, k] -= g * d[k]
         for k in range(i + 1):
-            V[k, i + 1] = 0.0
+            Vt[i + 1, k] = 0.0
     for j in range(n):
-        d[j] = V[n - 1, j]
-        V[n - 1, j] = 0.0
-    V[n - 1, n - 1] = 1.0
+        d[j] = Vt[j, n - 1]
+        Vt[j, n - 1] = 0.0
+    Vt[n - 1, n - 1] = 1.0
     e[0] = 0.0
     # implicit QL
     for i in range(1, n):
@@ -498,7 +516,7 @@ def _eigh(A):
             for it in range(100):
                 g = d[l]
                 p = (d[l + 1] - g) / (2.0 * e[l])
-                r = math.hypot(p, 1.0)
+                r = _hypot(p, 1.0)
                 if p < 0.0:
                     r = -r
                 d[l] = e[l] / (p + r)
@@ -521,16 +539,16 @@ def _eigh(A):
                     s2 = s
                     g = c * e[i]
                     h = c * p
-                    r = math.hypot(p, e[i])
+                    r = _hypot(p, e[i])
                     e[i + 1] = s * r
                     s = e[i] / r
                     c = p / r
                     p = c * d[i] - s * g
                     d[i + 1] = h + s * (c * g + s * d[i])
                     for k in range(n):
-                        h = V[k, i + 1]
-                        V[k, i + 1] = s * V[k, i] + c * h
-                        V[k, i] = c * V[k, i] - s * h
+                        h = Vt[i + 1, k]
+                        Vt[i + 1, k] = s * Vt[i, k] + c * h
+                        Vt[i, k] = c * Vt[i, k] - s * h
                 p = -s * s2 * c3 * el1 * e[l] / dl1
                 e[l] = s * p
                 d[l] = c * p
@@ -543,8 +561,12 @@ def _eigh(A):
         while j > 0 and d[j - 1] > d[j]:
             d[j - 1], d[j] = d[j], d[j - 1]
             for k in range(n):
-                V[k, j - 1], V[k, j] = V[k, j], V[k, j - 1]
+                Vt[j - 1, k], Vt[j, k] = Vt[j, k], Vt[j - 1, k]
             j -= 1
+    V = np.empty((n, n))
+    for i in range(n):
+        for j in range(n):
+            V[i, j] = Vt[j, i]
     return d, V
 
 
@@ -1208,7 +1230,7 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, ZG, GG, boff, bslot, bval, flt, 
                 hP[j0, i, j] = N1[i, j]
         _complete(hP, hc, k, hcap)
         ints[I_HIST] = k + 1
-        zt = np.empty(m)
+        zt = np.empty(2 * m)
         for q in range(tau):
             for e in range(boff[q], boff[q + 1]):
                 sl = bslot[e]
@@ -1220,10 +1242,13 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, ZG, GG, boff, bslot, bval, flt, 
                     acc += zt[t] * b[t]
                 tab[sl, C_U] += acc
                 for t in range(m):
-                    acc = 0.0
-                    for qq in range(m):
-                        acc += N1[t, qq] * zt[qq]
-                    tab[sl, C_Z + t] = acc
+                    zt[m + t] = 0.0
+                for qq in range(m):  # (N1 zt, each entry summed in qq order: _matvec_into)
+                    v = zt[qq]
+                    for t in range(m):
+                        zt[m + t] += N1[t, qq] * v
+                for t in range(m):
+                    tab[sl, C_Z + t] = zt[m + t]
                 tab[sl, C_T] = k + 1
         for t in range(m):
             b[t] = 0.0
