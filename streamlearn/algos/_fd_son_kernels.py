@@ -258,15 +258,32 @@ def rebuild_levels(hP, hc, R):
 
 @njit(cache=True, nogil=True, inline="always")
 def _matvec_into(P, j, v, src, dst, m):
-    """``v[dst:dst+m] = P[j] v[src:src+m]`` (m x m times m). Each entry is summed over q in ascending order from 0,
-    as a dot product would, but column by column: the m sums are independent (no chain of dependent adds through one
-    accumulator), which is what bounds the speed of these small products."""
-    for r in range(m):
-        v[dst + r] = 0.0
-    for q in range(m):
-        vq = v[src + q]
-        for r in range(m):
-            v[dst + r] += P[j, r, q] * vq
+    """``v[dst:dst+m] = P[j] v[src:src+m]`` (m x m times m; the two ranges apart). Each entry is summed over q in
+    ascending order from 0, as a plain dot product, but four rows at a time: four independent chains of adds
+    instead of one (a chain's add latency, not the arithmetic, is what bounds these small products)."""
+    r = 0
+    while r + 4 <= m:
+        a0 = 0.0
+        a1 = 0.0
+        a2 = 0.0
+        a3 = 0.0
+        for q in range(m):
+            vq = v[src + q]
+            a0 += P[j, r, q] * vq
+            a1 += P[j, r + 1, q] * vq
+            a2 += P[j, r + 2, q] * vq
+            a3 += P[j, r + 3, q] * vq
+        v[dst + r] = a0
+        v[dst + r + 1] = a1
+        v[dst + r + 2] = a2
+        v[dst + r + 3] = a3
+        r += 4
+    while r < m:
+        a0 = 0.0
+        for q in range(m):
+            a0 += P[j, r, q] * v[src + q]
+        v[dst + r] = a0
+        r += 1
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -686,17 +703,71 @@ def _orth_cols(J):
     return Q
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _mv(A, x, out, n):
+    """``out[:n] = A[:n, :n] x[:n]``, each entry summed over j in ascending order from 0 (a plain dot product),
+    four rows at a time (four independent chains of adds: see :func:`_matvec_into`)."""
+    r = 0
+    while r + 4 <= n:
+        a0 = 0.0
+        a1 = 0.0
+        a2 = 0.0
+        a3 = 0.0
+        for j in range(n):
+            xj = x[j]
+            a0 += A[r, j] * xj
+            a1 += A[r + 1, j] * xj
+            a2 += A[r + 2, j] * xj
+            a3 += A[r + 3, j] * xj
+        out[r] = a0
+        out[r + 1] = a1
+        out[r + 2] = a2
+        out[r + 3] = a3
+        r += 4
+    while r < n:
+        a0 = 0.0
+        for j in range(n):
+            a0 += A[r, j] * x[j]
+        out[r] = a0
+        r += 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _vm(x, A, out, n):
+    """``out[:n] = x[:n]^T A[:n, :n]``, each entry summed over i in ascending order from 0, four columns at a time
+    (contiguous loads, four independent chains of adds)."""
+    c = 0
+    while c + 4 <= n:
+        a0 = 0.0
+        a1 = 0.0
+        a2 = 0.0
+        a3 = 0.0
+        for i in range(n):
+            xi = x[i]
+            a0 += xi * A[i, c]
+            a1 += xi * A[i, c + 1]
+            a2 += xi * A[i, c + 2]
+            a3 += xi * A[i, c + 3]
+        out[c] = a0
+        out[c + 1] = a1
+        out[c + 2] = a2
+        out[c + 3] = a3
+        c += 4
+    while c < n:
+        a0 = 0.0
+        for i in range(n):
+            a0 += x[i] * A[i, c]
+        out[c] = a0
+        c += 1
+
+
 @njit(**INNER)
 def _sherman_morrison(H, q, e_idx, hq, eh):
     """Alg. 6 lines 2-3: ``H <- (H^-1 + q e^T + e q^T)^-1`` by two rank-one steps, ``e`` the unit
     vector ``e_idx`` (q = S g^ - (g^T g^ / 2) e, S after inserting g^: NOTES_FD item 1)."""
     n = H.shape[0]
     # H - (H q)(e^T H) / (1 + e^T H q)
-    for i in range(n):
-        acc = 0.0
-        for j in range(n):
-            acc += H[i, j] * q[j]
-        hq[i] = acc
+    _mv(H, q, hq, n)
     for j in range(n):
         eh[j] = H[e_idx, j]
     den = 1.0 + hq[e_idx]
@@ -705,11 +776,7 @@ def _sherman_morrison(H, q, e_idx, hq, eh):
         for j in range(n):
             H[i, j] -= f * eh[j]
     # H - (H e)(q^T H) / (1 + q^T H e)
-    for j in range(n):
-        acc = 0.0
-        for i in range(n):
-            acc += q[i] * H[i, j]
-        eh[j] = acc  # q^T H
+    _vm(q, H, eh, n)  # q^T H
     for i in range(n):
         hq[i] = H[i, e_idx]  # H e
     den = 1.0 + eh[e_idx]
@@ -722,11 +789,9 @@ def _sherman_morrison(H, q, e_idx, hq, eh):
 @njit(**INNER)
 def _sx(F, D, z, gx, tau, m, sx):
     """``S x = [D F Z x; G x]`` from ``z = Z x`` and ``gx = G x`` (buffer rows < tau)."""
+    _mv(F, z, sx, m)
     for r in range(m):
-        acc = 0.0
-        for q in range(m):
-            acc += F[r, q] * z[q]
-        sx[r] = D[r] * acc
+        sx[r] = D[r] * sx[r]
     for r in range(m):
         sx[m + r] = gx[r] if r < tau else 0.0
 
@@ -735,34 +800,31 @@ def _sx(F, D, z, gx, tau, m, sx):
 def _apply_ainv(H, sx, m, coef, F, D, b, c, h, tmp):
     """The part of ``u -= coef A^-1 x = coef (x - S^T H S x) / alpha`` outside ``w_bar`` (the caller
     does ``w_bar -= coef x / alpha``): ``b += coef/alpha F^T D (H Sx)_top``, ``c += coef/alpha (H Sx)_bot``.
-    ``coef`` already includes the 1/alpha."""
-    n = 2 * m
-    for i in range(n):
-        acc = 0.0
-        for j in range(n):
-            acc += H[i, j] * sx[j]
-        h[i] = acc
+    ``coef`` already includes the 1/alpha. ``h`` (2m) is scratch."""
+    _mv(H, sx, h, 2 * m)
+    _ainv_tail(h, m, coef, F, D, b, c, tmp)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ainv_tail(h, m, coef, F, D, b, c, tmp):
+    """:func:`_apply_ainv` from ``h = H Sx`` (overwritten)."""
     for r in range(m):
         tmp[r] = coef * D[r] * h[r]
-    for q in range(m):
-        acc = 0.0
-        for r in range(m):
-            acc += F[r, q] * tmp[r]
-        b[q] += acc
     for r in range(m):
         c[r] += coef * h[m + r]
+    _vm(tmp, F, h, m)  # F^T tmp
+    for q in range(m):
+        b[q] += h[q]
 
 
 @njit(**INNER)
-def _quad(H, sx):
-    """``Sx^T H Sx``."""
+def _quad(H, sx, h):
+    """``Sx^T H Sx``, leaving ``h = H Sx``."""
     n = sx.shape[0]
+    _mv(H, sx, h, n)
     sh = 0.0
     for r in range(n):
-        acc = 0.0
-        for j in range(n):
-            acc += H[r, j] * sx[j]
-        sh += sx[r] * acc
+        sh += sx[r] * h[r]
     return sh
 
 
@@ -1270,6 +1332,7 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, ZG, GG, boff, bslot, bval, flt, 
         _complete(hP, hc, k, hcap)
         ints[I_HIST] = k + 1
         zt = np.empty(2 * m)
+        N1r = N1.reshape((1, m, m))
         for q in range(tau):
             for e in range(boff[q], boff[q + 1]):
                 sl = bslot[e]
@@ -1280,12 +1343,7 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, ZG, GG, boff, bslot, bval, flt, 
                     zt[t] = tab[sl, C_Z + t]
                     acc += zt[t] * b[t]
                 tab[sl, C_U] += acc
-                for t in range(m):
-                    zt[m + t] = 0.0
-                for qq in range(m):  # (N1 zt, each entry summed in qq order: _matvec_into)
-                    v = zt[qq]
-                    for t in range(m):
-                        zt[m + t] += N1[t, qq] * v
+                _matvec_into(N1r, 0, zt, 0, m, m)  # N1 zt
                 for t in range(m):
                     tab[sl, C_Z + t] = zt[m + t]
                 tab[sl, C_T] = k + 1
@@ -1605,7 +1663,7 @@ def fd_run(offsets, indices, values, labels, weights, start, resume, learn, stat
                     return i, learned, ST_PINV_PROJECT
             elif ptau != 0.0:
                 _sx(F, D, z, gx, tau, m, sx)
-                qn = (xx - _quad(H, sx)) / alpha
+                qn = (xx - _quad(H, sx, h)) / alpha
                 if qn > 0.0:
                     gam = ptau / qn / alpha
                     for k in range(s):
@@ -1719,14 +1777,16 @@ def fd_run(offsets, indices, values, labels, weights, start, resume, learn, stat
                 _carry_step(rs, p, y, heta, gl, xx)
                 return i, learned, ST_PINV_STEP
             continue
-        if invariant and gl != 0.0:  # q = x^T A^-1 x = (||x||^2 - Sx^T H Sx) / alpha, new sketch
-            gl = _invariant_coef(loss_code, p, y, heta, (xx - _quad(H, sx)) / alpha, gl)
+        if invariant and gl != 0.0:  # q = x^T A^-1 x = (||x||^2 - Sx^T H Sx) / alpha, new sketch (h = H Sx)
+            gl = _invariant_coef(loss_code, p, y, heta, (xx - _quad(H, sx, h)) / alpha, gl)
+        elif gl != 0.0:
+            _mv(H, sx, h, 2 * m)
         # Alg. 1 line 8: u = w - A^-1 g, A^-1 g = (g - S^T H S g) / alpha
         coef = gl / alpha
         if coef != 0.0:
             for k in range(s):
                 tab[slot_buf[k], C_U] -= coef * xt[k]
-            _apply_ainv(H, sx, m, coef, F, D, b, c, h, tmp)
+            _ainv_tail(h, m, coef, F, D, b, c, tmp)
     return n, learned, ST_DONE
 
 
