@@ -1052,8 +1052,13 @@ def _recompute_k(keys, tab, K, m):
         for j in range(m):
             K[i, j] = 0.0
     order = _key_order(keys)
-    for o in range(order.shape[0]):
+    n = order.shape[0]
+    ncol = tab.shape[1]
+    for o in range(n):
         s = order[o]
+        if o + 8 < n:  # (the rows are read in key order: scattered over the table; fetch ahead)
+            _prefetch(tab, order[o + 8] * ncol + C_Z)
+            _prefetch(tab, order[o + 8] * ncol + C_Z + m - 1)
         for i in range(m):
             zi = tab[s, C_Z + i]
             if zi != 0.0:
