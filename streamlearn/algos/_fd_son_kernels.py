@@ -256,7 +256,7 @@ def rebuild_levels(hP, hc, R):
         _complete(hP, hc, k, hcap)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(**INNER)
 def _matvec_into(P, j, v, src, dst, m):
     """``v[dst:dst+m] = P[j] v[src:src+m]`` (m x m times m; the two ranges apart). Each entry is summed over q in
     ascending order from 0, as a plain dot product, but four rows at a time: four independent chains of adds
@@ -325,7 +325,7 @@ def _catch_up(tab, sl, hP, hc, R, wz):
         for r in range(m):
             acc += hc[j, r] * wz[1 + r]
         wz[0] += acc
-        _matvec_into(hP, j, wz, 1, 1 + m, m)
+        _matvec_into(hP, j, wz, np.int64(1), 1 + m, m)
         for r in range(m):
             wz[1 + r] = wz[1 + m + r]
 
@@ -381,7 +381,7 @@ def _rebase_all(keys, tab, ints, hP, hc, N, u):
             zt[q] = tab[s, C_Z + q]
             acc += uu[st, q] * zt[q]
         tab[s, C_U] += acc
-        _matvec_into(T, st, zt, 0, m, m)
+        _matvec_into(T, st, zt, np.int64(0), m, m)
         for r in range(m):
             tab[s, C_Z + r] = zt[m + r]
         tab[s, C_T] = 0.0
@@ -703,7 +703,7 @@ def _orth_cols(J):
     return Q
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(**INNER)
 def _mv(A, x, out, n):
     """``out[:n] = A[:n, :n] x[:n]``, each entry summed over j in ascending order from 0 (a plain dot product),
     four rows at a time (four independent chains of adds: see :func:`_matvec_into`)."""
@@ -732,7 +732,7 @@ def _mv(A, x, out, n):
         r += 1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(**INNER)
 def _vm(x, A, out, n):
     """``out[:n] = x[:n]^T A[:n, :n]``, each entry summed over i in ascending order from 0, four columns at a time
     (contiguous loads, four independent chains of adds)."""
@@ -805,7 +805,7 @@ def _apply_ainv(H, sx, m, coef, F, D, b, c, h, tmp):
     _ainv_tail(h, m, coef, F, D, b, c, tmp)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(**INNER)
 def _ainv_tail(h, m, coef, F, D, b, c, tmp):
     """:func:`_apply_ainv` from ``h = H Sx`` (overwritten)."""
     for r in range(m):
@@ -1337,7 +1337,6 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, ZG, GG, boff, bslot, bval, flt, 
         _complete(hP, hc, k, hcap)
         ints[I_HIST] = k + 1
         zt = np.empty(2 * m)
-        N1r = N1.reshape((1, m, m))
         for q in range(tau):
             for e in range(boff[q], boff[q + 1]):
                 sl = bslot[e]
@@ -1348,7 +1347,11 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, ZG, GG, boff, bslot, bval, flt, 
                     zt[t] = tab[sl, C_Z + t]
                     acc += zt[t] * b[t]
                 tab[sl, C_U] += acc
-                _matvec_into(N1r, 0, zt, 0, m, m)  # N1 zt
+                for t in range(m):  # N1 zt (each entry summed in qq order, as a dot product)
+                    acc = 0.0
+                    for qq in range(m):
+                        acc += N1[t, qq] * zt[qq]
+                    zt[m + t] = acc
                 for t in range(m):
                     tab[sl, C_Z + t] = zt[m + t]
                 tab[sl, C_T] = k + 1
