@@ -256,39 +256,9 @@ def rebuild_levels(hP, hc, R):
         _complete(hP, hc, k, hcap)
 
 
-@njit(**INNER)
-def _matvec_into(P, j, v, src, dst, m):
-    """``v[dst:dst+m] = P[j] v[src:src+m]`` (m x m times m; the two ranges apart). Each entry is summed over q in
-    ascending order from 0, as a plain dot product, but four rows at a time: four independent chains of adds
-    instead of one (a chain's add latency, not the arithmetic, is what bounds these small products)."""
-    r = 0
-    while r + 4 <= m:
-        a0 = 0.0
-        a1 = 0.0
-        a2 = 0.0
-        a3 = 0.0
-        for q in range(m):
-            vq = v[src + q]
-            a0 += P[j, r, q] * vq
-            a1 += P[j, r + 1, q] * vq
-            a2 += P[j, r + 2, q] * vq
-            a3 += P[j, r + 3, q] * vq
-        v[dst + r] = a0
-        v[dst + r + 1] = a1
-        v[dst + r + 2] = a2
-        v[dst + r + 3] = a3
-        r += 4
-    while r < m:
-        a0 = 0.0
-        for q in range(m):
-            a0 += P[j, r, q] * v[src + q]
-        v[dst + r] = a0
-        r += 1
-
-
 @njit(cache=True, nogil=True, inline="always")
 def _first_level(st, R):
-    """The level of the largest dyadic block that starts at record st and ends by R."""
+    """The level of the largest dyadic block that starts at record st and ends by R (as :func:`_catch_up` walks)."""
     l = 0
     while (st & ((2 << l) - 1)) == 0 and st + (2 << l) <= R:
         l += 1
@@ -316,16 +286,24 @@ def _catch_up(tab, sl, hP, hc, R, wz):
     for r in range(m):
         wz[1 + r] = tab[sl, C_Z + r]
     while st < R:
-        j = _first_block(st, R, hcap)
+        l = 0
         if (st & (SUF - 1)) == 0:  # the suffix from st to R: the last block
+            j = 2 * hcap + (st >> SUF_L)
             st = R
         else:
-            st += np.int64(1) << _first_level(st, R)
+            while (st & ((2 << l) - 1)) == 0 and st + (2 << l) <= R:
+                l += 1
+            j = _blk(l, st >> l, hcap)
+            st += np.int64(1) << l
         acc = 0.0
         for r in range(m):
             acc += hc[j, r] * wz[1 + r]
         wz[0] += acc
-        _matvec_into(hP, j, wz, np.int64(1), 1 + m, m)
+        for r in range(m):
+            acc = 0.0
+            for q in range(m):
+                acc += hP[j, r, q] * wz[1 + q]
+            wz[1 + m + r] = acc
         for r in range(m):
             wz[1 + r] = wz[1 + m + r]
 
@@ -371,7 +349,7 @@ def _rebase_all(keys, tab, ints, hP, hc, N, u):
             for t in range(m):
                 acc += hP[j, t, q] * uu[st + 1, t]
             uu[st, q] = acc
-    zt = np.empty(2 * m)
+    zt = np.empty(m)
     for s in range(keys.shape[0]):
         if keys[s] == EMPTY:
             continue
@@ -381,9 +359,11 @@ def _rebase_all(keys, tab, ints, hP, hc, N, u):
             zt[q] = tab[s, C_Z + q]
             acc += uu[st, q] * zt[q]
         tab[s, C_U] += acc
-        _matvec_into(T, st, zt, np.int64(0), m, m)
         for r in range(m):
-            tab[s, C_Z + r] = zt[m + r]
+            acc = 0.0
+            for q in range(m):
+                acc += T[st, r, q] * zt[q]
+            tab[s, C_Z + r] = acc
         tab[s, C_T] = 0.0
     ints[I_HIST] = 0
     ints[I_COMPACT] += 1
@@ -706,7 +686,8 @@ def _orth_cols(J):
 @njit(**INNER)
 def _mv(A, x, out, n):
     """``out[:n] = A[:n, :n] x[:n]``, each entry summed over j in ascending order from 0 (a plain dot product),
-    four rows at a time (four independent chains of adds: see :func:`_matvec_into`)."""
+    four rows at a time: four independent chains of adds instead of one (a chain's add latency, not the arithmetic,
+    bounds these small products)."""
     r = 0
     while r + 4 <= n:
         a0 = 0.0
