@@ -41,7 +41,7 @@ from ..kernels._jit import INNER, KERNEL
 #: a helper with one call site, inlined into it by numba (not compiled, optimised and linked as a library of
 #: its own, then again inside each caller's)
 INLINE = dict(INNER, inline="always")
-from ._feature_table_kernels import EMPTY, HASH_MULT, _find
+from ._feature_table_kernels import EMPTY, _find
 from ._loss_kernels import SQUARED, invariant_step, loss_deriv, loss_value, target
 from ._oja_son_kernels import _pscale
 
@@ -114,8 +114,8 @@ class FdHyper(NamedTuple):
 def _prefetch(typingctx, arr, off):
     """``_prefetch(arr, i)``: ask the CPU to bring the cache line of ``arr``'s element ``i`` (flat, C order) towards
     the core (LLVM's ``llvm.prefetch``: a hint; nothing is read or written). The table (40 MB at -b 18: larger than
-    the caches) and the re-base history are read at scattered places; asking for every feature's row and first
-    history block before the first is used overlaps their memory latencies."""
+    the caches) is read in key order, at scattered places, when K is recomputed: asking for rows ahead overlaps their
+    memory latencies."""
     sig = types.void(arr, off)
 
     def codegen(context, builder, signature, args):
@@ -254,25 +254,6 @@ def rebuild_levels(hP, hc, R):
     hcap = _hist_cap(hP)
     for k in range(R):
         _complete(hP, hc, k, hcap)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _first_level(st, R):
-    """The level of the largest dyadic block that starts at record st and ends by R (as :func:`_catch_up` walks)."""
-    l = 0
-    while (st & ((2 << l) - 1)) == 0 and st + (2 << l) <= R:
-        l += 1
-    return l
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _first_block(st, R, hcap):
-    """Index in ``hP`` / ``hc`` of the first block a feature stamped st < R applies (:func:`_catch_up`): the suffix
-    from st if st is a multiple of SUF, else the largest dyadic block that starts at st and ends by R."""
-    if (st & (SUF - 1)) == 0:
-        return 2 * hcap + (st >> SUF_L)
-    lv = _first_level(st, R)
-    return _blk(lv, st >> lv, hcap)
 
 
 @njit(**INNER)
@@ -683,63 +664,24 @@ def _orth_cols(J):
     return Q
 
 
-@njit(**INNER)
+@njit(cache=True, nogil=True, inline="always")
 def _mv(A, x, out, n):
-    """``out[:n] = A[:n, :n] x[:n]``, each entry summed over j in ascending order from 0 (a plain dot product),
-    four rows at a time: four independent chains of adds instead of one (a chain's add latency, not the arithmetic,
-    bounds these small products)."""
-    r = 0
-    while r + 4 <= n:
-        a0 = 0.0
-        a1 = 0.0
-        a2 = 0.0
-        a3 = 0.0
+    """``out[:n] = A[:n, :n] x[:n]``."""
+    for r in range(n):
+        acc = 0.0
         for j in range(n):
-            xj = x[j]
-            a0 += A[r, j] * xj
-            a1 += A[r + 1, j] * xj
-            a2 += A[r + 2, j] * xj
-            a3 += A[r + 3, j] * xj
-        out[r] = a0
-        out[r + 1] = a1
-        out[r + 2] = a2
-        out[r + 3] = a3
-        r += 4
-    while r < n:
-        a0 = 0.0
-        for j in range(n):
-            a0 += A[r, j] * x[j]
-        out[r] = a0
-        r += 1
+            acc += A[r, j] * x[j]
+        out[r] = acc
 
 
-@njit(**INNER)
+@njit(cache=True, nogil=True, inline="always")
 def _vm(x, A, out, n):
-    """``out[:n] = x[:n]^T A[:n, :n]``, each entry summed over i in ascending order from 0, four columns at a time
-    (contiguous loads, four independent chains of adds)."""
-    c = 0
-    while c + 4 <= n:
-        a0 = 0.0
-        a1 = 0.0
-        a2 = 0.0
-        a3 = 0.0
+    """``out[:n] = x[:n]^T A[:n, :n]``."""
+    for c in range(n):
+        acc = 0.0
         for i in range(n):
-            xi = x[i]
-            a0 += xi * A[i, c]
-            a1 += xi * A[i, c + 1]
-            a2 += xi * A[i, c + 2]
-            a3 += xi * A[i, c + 3]
-        out[c] = a0
-        out[c + 1] = a1
-        out[c + 2] = a2
-        out[c + 3] = a3
-        c += 4
-    while c < n:
-        a0 = 0.0
-        for i in range(n):
-            a0 += x[i] * A[i, c]
-        out[c] = a0
-        c += 1
+            acc += x[i] * A[i, c]
+        out[c] = acc
 
 
 @njit(**INNER)
@@ -786,7 +728,7 @@ def _apply_ainv(H, sx, m, coef, F, D, b, c, h, tmp):
     _ainv_tail(h, m, coef, F, D, b, c, tmp)
 
 
-@njit(**INNER)
+@njit(cache=True, nogil=True, inline="always")
 def _ainv_tail(h, m, coef, F, D, b, c, tmp):
     """:func:`_apply_ainv` from ``h = H Sx`` (overwritten)."""
     for r in range(m):
@@ -1317,7 +1259,7 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, ZG, GG, boff, bslot, bval, flt, 
                 hP[j0, i, j] = N1[i, j]
         _complete(hP, hc, k, hcap)
         ints[I_HIST] = k + 1
-        zt = np.empty(2 * m)
+        zt = np.empty(m)
         for q in range(tau):
             for e in range(boff[q], boff[q + 1]):
                 sl = bslot[e]
@@ -1328,13 +1270,11 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, ZG, GG, boff, bslot, bval, flt, 
                     zt[t] = tab[sl, C_Z + t]
                     acc += zt[t] * b[t]
                 tab[sl, C_U] += acc
-                for t in range(m):  # N1 zt (each entry summed in qq order, as a dot product)
+                for t in range(m):
                     acc = 0.0
                     for qq in range(m):
                         acc += N1[t, qq] * zt[qq]
-                    zt[m + t] = acc
-                for t in range(m):
-                    tab[sl, C_Z + t] = zt[m + t]
+                    tab[sl, C_Z + t] = acc
                 tab[sl, C_T] = k + 1
         for t in range(m):
             b[t] = 0.0
@@ -1540,12 +1480,6 @@ def fd_run(offsets, indices, values, labels, weights, start, resume, learn, stat
         else:
             outcome = -1
             R = ints[I_HIST]
-            ncol = tab.shape[1]
-            for k in range(s):  # (prefetch: each feature's home slot and row, while the others' hashes are computed)
-                hh = np.int64((np.uint64(np.int64(indices[a + k]) & mask) * HASH_MULT) >> np.uint64(shift))
-                _prefetch(keys, hh)
-                _prefetch(tab, hh * ncol)
-                _prefetch(tab, hh * ncol + ncol - 1)
             for k in range(s):
                 key = np.int64(indices[a + k]) & mask
                 r = _find(keys, key, shift, capmask)
@@ -1558,22 +1492,14 @@ def fd_run(offsets, indices, values, labels, weights, start, resume, learn, stat
                         tab[r, C_T] = R
                     else:
                         r = -1
-                elif do_learn:  # brought up to date below; prefetch: the first history block it will read
-                    st = np.int64(tab[r, C_T])
-                    if st != R:
-                        j = _first_block(st, R, hcap)
-                        for q in range(0, m * m, 8):
-                            _prefetch(hP, j * m * m + q)
-                        _prefetch(hP, j * m * m + m * m - 1)
+                elif do_learn:
+                    _catch_up_inplace(tab, r, hP, hc, R, wz)
                 elif tab[r, C_T] != R:
                     _catch_up(tab, r, hP, hc, R, wz)
                     stale[k] = True
                     for q in range(m + 1):
                         cu[k, q] = wz[q]
                 slot_buf[k] = r
-            if do_learn:
-                for k in range(s):
-                    _catch_up_inplace(tab, slot_buf[k], hP, hc, R, wz)
             if precond and do_learn:  # the scales grow before the prediction (flushing w~ first)
                 _buffer_share(tab, slot_buf, s, boff, bslot, bval, c, ints[I_TAU], cw + P_BUF)
                 _grow_scale(tab, slot_buf, values, a, s, b, m)
