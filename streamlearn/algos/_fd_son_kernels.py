@@ -31,7 +31,10 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+from llvmlite import ir
 from numba import njit
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 from ..kernels._jit import INNER, KERNEL
 
@@ -105,6 +108,27 @@ class FdHyper(NamedTuple):
     invariant: bool  # importance-invariant step along A^-1 x (else the paper's u = w - A^-1 g)
     clip: bool  # squared loss: prediction and derivative clipped to the label range learned so far (flt[3:5])
     precond: bool  # diagonal pre-scaling (the table's N_PRE extra columns; flt[5:7] = sum h ||x / s||^2, sum h)
+
+
+@intrinsic
+def _prefetch(typingctx, arr, off):
+    """``_prefetch(arr, i)``: ask the CPU to bring the cache line of ``arr``'s element ``i`` (flat, C order) towards
+    the core (LLVM's ``llvm.prefetch``: a hint; nothing is read or written). The table (40 MB at -b 18: larger than
+    the caches) is read in key order, at scattered places, when K is recomputed: asking for rows ahead overlaps their
+    memory latencies."""
+    sig = types.void(arr, off)
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                                            "llvm.prefetch.p0")
+        # read, high temporal locality, data cache
+        builder.call(fn, [builder.bitcast(builder.gep(ary.data, [args[1]]), i8p), ir.Constant(i32, 0),
+                          ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+    return sig, codegen
 
 
 @njit(**KERNEL)
@@ -392,6 +416,17 @@ def _mm(A, B):
     return out
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _hypot(a, b):
+    """``sqrt(a^2 + b^2)``: the plain formula where its squares can neither overflow nor underflow (libm's
+    hypot, which guards against both with a slower algorithm, was a fifth of a 20 x 20 eigen-decomposition),
+    else ``math.hypot``. Within 1 ulp of each other."""
+    x = max(abs(a), abs(b))
+    if 1e-150 < x < 1e150:
+        return math.sqrt(a * a + b * b)
+    return math.hypot(a, b)
+
+
 # -- small dense linear algebra (2m x 2m at most). Not np.linalg: numba's needs scipy's LAPACK at
 # run time, which the CLI does not load (streamlearn.cli._hide_scipy), and compiles slowly.
 
@@ -402,17 +437,17 @@ def _eigh(A):
     QL iteration with Wilkinson-type shifts (Golub & Van Loan Alg. 8.3.1 and Sec. 8.3.5; EISPACK
     tred2 / tql2): O(n^3) with a small constant, a few times fewer operations than cyclic Jacobi."""
     n = A.shape[0]
-    V = np.empty((n, n))
+    Vt = np.empty((n, n))  # V^T: the inner loops below run along V's columns, Vt's contiguous rows
     for i in range(n):
         for j in range(n):
-            V[i, j] = 0.5 * (A[i, j] + A[j, i])
+            Vt[j, i] = 0.5 * (A[i, j] + A[j, i])
     d = np.zeros(n)
     e = np.zeros(n)
     if n == 0:
-        return d, V
+        return d, Vt
     # Householder reduction to tridiagonal form
     for j in range(n):
-        d[j] = V[n - 1, j]
+        d[j] = Vt[j, n - 1]
     for i in range(n - 1, 0, -1):
         scale = 0.0
         h = 0.0
@@ -421,9 +456,9 @@ def _eigh(A):
         if scale == 0.0:
             e[i] = d[i - 1]
             for j in range(i):
-                d[j] = V[i - 1, j]
-                V[i, j] = 0.0
-                V[j, i] = 0.0
+                d[j] = Vt[j, i - 1]
+                Vt[j, i] = 0.0
+                Vt[i, j] = 0.0
         else:
             for k in range(i):
                 d[k] /= scale
@@ -439,11 +474,11 @@ def _eigh(A):
                 e[j] = 0.0
             for j in range(i):
                 f = d[j]
-                V[j, i] = f
-                g = e[j] + V[j, j] * f
+                Vt[i, j] = f
+                g = e[j] + Vt[j, j] * f
                 for k in range(j + 1, i):
-                    g += V[k, j] * d[k]
-                    e[k] += V[k, j] * f
+                    g += Vt[j, k] * d[k]
+                    e[k] += Vt[j, k] * f
                 e[j] = g
             f = 0.0
             for j in range(i):
@@ -456,29 +491,29 @@ def _eigh(A):
                 f = d[j]
                 g = e[j]
                 for k in range(j, i):
-                    V[k, j] -= f * e[k] + g * d[k]
-                d[j] = V[i - 1, j]
-                V[i, j] = 0.0
+                    Vt[j, k] -= f * e[k] + g * d[k]
+                d[j] = Vt[j, i - 1]
+                Vt[j, i] = 0.0
         d[i] = h
     for i in range(n - 1):
-        V[n - 1, i] = V[i, i]
-        V[i, i] = 1.0
+        Vt[i, n - 1] = Vt[i, i]
+        Vt[i, i] = 1.0
         h = d[i + 1]
         if h != 0.0:
             for k in range(i + 1):
-                d[k] = V[k, i + 1] / h
+                d[k] = Vt[i + 1, k] / h
             for j in range(i + 1):
                 g = 0.0
                 for k in range(i + 1):
-                    g += V[k, i + 1] * V[k, j]
+                    g += Vt[i + 1, k] * Vt[j, k]
                 for k in range(i + 1):
-                    V[k, j] -= g * d[k]
+                    Vt[j, k] -= g * d[k]
         for k in range(i + 1):
-            V[k, i + 1] = 0.0
+            Vt[i + 1, k] = 0.0
     for j in range(n):
-        d[j] = V[n - 1, j]
-        V[n - 1, j] = 0.0
-    V[n - 1, n - 1] = 1.0
+        d[j] = Vt[j, n - 1]
+        Vt[j, n - 1] = 0.0
+    Vt[n - 1, n - 1] = 1.0
     e[0] = 0.0
     # implicit QL
     for i in range(1, n):
@@ -498,7 +533,7 @@ def _eigh(A):
             for it in range(100):
                 g = d[l]
                 p = (d[l + 1] - g) / (2.0 * e[l])
-                r = math.hypot(p, 1.0)
+                r = _hypot(p, 1.0)
                 if p < 0.0:
                     r = -r
                 d[l] = e[l] / (p + r)
@@ -521,16 +556,16 @@ def _eigh(A):
                     s2 = s
                     g = c * e[i]
                     h = c * p
-                    r = math.hypot(p, e[i])
+                    r = _hypot(p, e[i])
                     e[i + 1] = s * r
                     s = e[i] / r
                     c = p / r
                     p = c * d[i] - s * g
                     d[i + 1] = h + s * (c * g + s * d[i])
                     for k in range(n):
-                        h = V[k, i + 1]
-                        V[k, i + 1] = s * V[k, i] + c * h
-                        V[k, i] = c * V[k, i] - s * h
+                        h = Vt[i + 1, k]
+                        Vt[i + 1, k] = s * Vt[i, k] + c * h
+                        Vt[i, k] = c * Vt[i, k] - s * h
                 p = -s * s2 * c3 * el1 * e[l] / dl1
                 e[l] = s * p
                 d[l] = c * p
@@ -543,8 +578,12 @@ def _eigh(A):
         while j > 0 and d[j - 1] > d[j]:
             d[j - 1], d[j] = d[j], d[j - 1]
             for k in range(n):
-                V[k, j - 1], V[k, j] = V[k, j], V[k, j - 1]
+                Vt[j - 1, k], Vt[j, k] = Vt[j, k], Vt[j - 1, k]
             j -= 1
+    V = np.empty((n, n))
+    for i in range(n):
+        for j in range(n):
+            V[i, j] = Vt[j, i]
     return d, V
 
 
@@ -625,17 +664,33 @@ def _orth_cols(J):
     return Q
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _mv(A, x, out, n):
+    """``out[:n] = A[:n, :n] x[:n]``."""
+    for r in range(n):
+        acc = 0.0
+        for j in range(n):
+            acc += A[r, j] * x[j]
+        out[r] = acc
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _vm(x, A, out, n):
+    """``out[:n] = x[:n]^T A[:n, :n]``."""
+    for c in range(n):
+        acc = 0.0
+        for i in range(n):
+            acc += x[i] * A[i, c]
+        out[c] = acc
+
+
 @njit(**INNER)
 def _sherman_morrison(H, q, e_idx, hq, eh):
     """Alg. 6 lines 2-3: ``H <- (H^-1 + q e^T + e q^T)^-1`` by two rank-one steps, ``e`` the unit
     vector ``e_idx`` (q = S g^ - (g^T g^ / 2) e, S after inserting g^: NOTES_FD item 1)."""
     n = H.shape[0]
     # H - (H q)(e^T H) / (1 + e^T H q)
-    for i in range(n):
-        acc = 0.0
-        for j in range(n):
-            acc += H[i, j] * q[j]
-        hq[i] = acc
+    _mv(H, q, hq, n)
     for j in range(n):
         eh[j] = H[e_idx, j]
     den = 1.0 + hq[e_idx]
@@ -644,11 +699,7 @@ def _sherman_morrison(H, q, e_idx, hq, eh):
         for j in range(n):
             H[i, j] -= f * eh[j]
     # H - (H e)(q^T H) / (1 + q^T H e)
-    for j in range(n):
-        acc = 0.0
-        for i in range(n):
-            acc += q[i] * H[i, j]
-        eh[j] = acc  # q^T H
+    _vm(q, H, eh, n)  # q^T H
     for i in range(n):
         hq[i] = H[i, e_idx]  # H e
     den = 1.0 + eh[e_idx]
@@ -661,11 +712,9 @@ def _sherman_morrison(H, q, e_idx, hq, eh):
 @njit(**INNER)
 def _sx(F, D, z, gx, tau, m, sx):
     """``S x = [D F Z x; G x]`` from ``z = Z x`` and ``gx = G x`` (buffer rows < tau)."""
+    _mv(F, z, sx, m)
     for r in range(m):
-        acc = 0.0
-        for q in range(m):
-            acc += F[r, q] * z[q]
-        sx[r] = D[r] * acc
+        sx[r] = D[r] * sx[r]
     for r in range(m):
         sx[m + r] = gx[r] if r < tau else 0.0
 
@@ -674,34 +723,31 @@ def _sx(F, D, z, gx, tau, m, sx):
 def _apply_ainv(H, sx, m, coef, F, D, b, c, h, tmp):
     """The part of ``u -= coef A^-1 x = coef (x - S^T H S x) / alpha`` outside ``w_bar`` (the caller
     does ``w_bar -= coef x / alpha``): ``b += coef/alpha F^T D (H Sx)_top``, ``c += coef/alpha (H Sx)_bot``.
-    ``coef`` already includes the 1/alpha."""
-    n = 2 * m
-    for i in range(n):
-        acc = 0.0
-        for j in range(n):
-            acc += H[i, j] * sx[j]
-        h[i] = acc
+    ``coef`` already includes the 1/alpha. ``h`` (2m) is scratch."""
+    _mv(H, sx, h, 2 * m)
+    _ainv_tail(h, m, coef, F, D, b, c, tmp)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ainv_tail(h, m, coef, F, D, b, c, tmp):
+    """:func:`_apply_ainv` from ``h = H Sx`` (overwritten)."""
     for r in range(m):
         tmp[r] = coef * D[r] * h[r]
-    for q in range(m):
-        acc = 0.0
-        for r in range(m):
-            acc += F[r, q] * tmp[r]
-        b[q] += acc
     for r in range(m):
         c[r] += coef * h[m + r]
+    _vm(tmp, F, h, m)  # F^T tmp
+    for q in range(m):
+        b[q] += h[q]
 
 
 @njit(**INNER)
-def _quad(H, sx):
-    """``Sx^T H Sx``."""
+def _quad(H, sx, h):
+    """``Sx^T H Sx``, leaving ``h = H Sx``."""
     n = sx.shape[0]
+    _mv(H, sx, h, n)
     sh = 0.0
     for r in range(n):
-        acc = 0.0
-        for j in range(n):
-            acc += H[r, j] * sx[j]
-        sh += sx[r] * acc
+        sh += sx[r] * h[r]
     return sh
 
 
@@ -929,8 +975,13 @@ def _recompute_k(keys, tab, K, m):
         for j in range(m):
             K[i, j] = 0.0
     order = _key_order(keys)
-    for o in range(order.shape[0]):
+    n = order.shape[0]
+    ncol = tab.shape[1]
+    for o in range(n):
         s = order[o]
+        if o + 8 < n:  # (the rows are read in key order: scattered over the table; fetch ahead)
+            _prefetch(tab, order[o + 8] * ncol + C_Z)
+            _prefetch(tab, order[o + 8] * ncol + C_Z + m - 1)
         for i in range(m):
             zi = tab[s, C_Z + i]
             if zi != 0.0:
@@ -1527,7 +1578,7 @@ def fd_run(offsets, indices, values, labels, weights, start, resume, learn, stat
                     return i, learned, ST_PINV_PROJECT
             elif ptau != 0.0:
                 _sx(F, D, z, gx, tau, m, sx)
-                qn = (xx - _quad(H, sx)) / alpha
+                qn = (xx - _quad(H, sx, h)) / alpha
                 if qn > 0.0:
                     gam = ptau / qn / alpha
                     for k in range(s):
@@ -1641,14 +1692,16 @@ def fd_run(offsets, indices, values, labels, weights, start, resume, learn, stat
                 _carry_step(rs, p, y, heta, gl, xx)
                 return i, learned, ST_PINV_STEP
             continue
-        if invariant and gl != 0.0:  # q = x^T A^-1 x = (||x||^2 - Sx^T H Sx) / alpha, new sketch
-            gl = _invariant_coef(loss_code, p, y, heta, (xx - _quad(H, sx)) / alpha, gl)
+        if invariant and gl != 0.0:  # q = x^T A^-1 x = (||x||^2 - Sx^T H Sx) / alpha, new sketch (h = H Sx)
+            gl = _invariant_coef(loss_code, p, y, heta, (xx - _quad(H, sx, h)) / alpha, gl)
+        elif gl != 0.0:
+            _mv(H, sx, h, 2 * m)
         # Alg. 1 line 8: u = w - A^-1 g, A^-1 g = (g - S^T H S g) / alpha
         coef = gl / alpha
         if coef != 0.0:
             for k in range(s):
                 tab[slot_buf[k], C_U] -= coef * xt[k]
-            _apply_ainv(H, sx, m, coef, F, D, b, c, h, tmp)
+            _ainv_tail(h, m, coef, F, D, b, c, tmp)
     return n, learned, ST_DONE
 
 
