@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
-from ._sketch_kernels import (DRIVER_HYPER, _build_active, _const_index, _eff_weights, _hll_add, _mb_gradient, _mb_predict,
+from ._sketch_kernels import (DRIVER_HYPER, _build_active, _cm_add_query, _const_index, _eff_weights, _hll_add, _mb_gradient, _mb_predict,
                               _add_ca, _offer_active, implements_update, minibatch_run)
 
 __all__ = ["Ring", "BearHyper", "two_loop", "bear_update", "bear_run", "ring_push"]
@@ -318,12 +318,7 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
                     extra.iacc[c] += gg
                     v = extra.iacc[c]
                 else:
-                    v = math.inf
-                    for rw in range(R):
-                        x = acc[rw, abk[a, rw], c] + gg
-                        acc[rw, abk[a, rw], c] = x
-                        if x < v:
-                            v = x
+                    v = _cm_add_query(acc, c, abk, a, gg)
                 dvec[c * nA + a] = 1.0 / math.sqrt(v) if v > 0.0 else 0.0
     z = np.empty(D, np.float64)
     _two_loop(g, ckeys, extra.rs_keys, extra.rs_vals, extra.rs_len, extra.rr_keys, extra.rr_vals,

@@ -29,7 +29,7 @@ from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
 from ._sketch_kernels import (DRIVER_HYPER, _build_active, _const_index, _copy_name, _eff_weights, _heap_enter, _hll_add,
-                              _mb_gradient, _mb_predict, _add_ca, _offer_active, _query_ca, _sift_down, _sift_up,
+                              _mb_gradient, _mb_predict, _add_ca, _cm_add_query, _offer_active, _query_ca, _sift_down, _sift_up,
                               _tbl_find, _tbl_find_c, implements_update, minibatch_run)
 
 __all__ = ["MissionHyper", "mission_update", "mission_run", "cm_add_query", "MASK_MAX_CLASSES", "mask_rebuild"]
@@ -43,20 +43,6 @@ _FIB = np.uint64(0x9E3779B1)
 #: MISSION's hyper-parameters as its kernels take them: the driver's (``DRIVER_HYPER``), then
 #: ``adagrad`` (``--step_rule adagrad``: per-feature steps from the count-min accumulator).
 MissionHyper = namedtuple("MissionHyper", DRIVER_HYPER + ("adagrad",))
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _cm_add_query(acc, c, abk, a, g2):
-    """Count-min sketch of class ``c`` (``acc``: ``(R, W, K)``, the weight sketch's buckets
-    ``abk[a]``, no signs): ADD ``g2`` to active feature ``a``'s cell in every row, then QUERY its
-    estimate, the minimum over the rows."""
-    m = np.inf
-    for r in range(abk.shape[1]):
-        v = acc[r, abk[a, r], c] + g2
-        acc[r, abk[a, r], c] = v
-        if v < m:
-            m = v
-    return m
 
 
 @njit(cache=True, nogil=True)

@@ -217,6 +217,21 @@ def _query_ca(sketch, c, abk, asg, a, tmp):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _cm_add_query(acc, c, abk, a, g2):
+    """Count-min sketch of squared gradients (MISSION ``--step_rule adagrad``, BEAR
+    ``--initial_scaling adagrad``; Spring et al. 2019) of class ``c`` (``acc``: ``(R, W, K)``, the weight sketch's buckets
+    ``abk[a]``, no signs): ADD ``g2`` to active feature ``a``'s cell in every row, then QUERY its
+    estimate, the minimum over the rows."""
+    m = np.inf
+    for r in range(abk.shape[1]):
+        v = acc[r, abk[a, r], c] + g2
+        acc[r, abk[a, r], c] = v
+        if v < m:
+            m = v
+    return m
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _add_ca(sketch, c, abk, asg, a, delta):
     """ADD ``delta`` to class ``c`` of active feature ``a`` (as :func:`_query_ca`, no views)."""
     for r in range(abk.shape[1]):

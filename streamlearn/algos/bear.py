@@ -37,7 +37,7 @@ import math
 import numpy as np
 
 from ..kernels import lazy
-from .base import Param, adopt, lazy_zeros, load_budget, require
+from .base import Param, adopt, load_budget, require
 from .sketch import MINIBATCH_PARAM, SKETCH_PARAMS, SketchLearner
 
 __all__ = ["Bear"]
@@ -103,10 +103,7 @@ class Bear(SketchLearner):
         # few top-k members gave gamma ~ 6 and blew news20 up (error 0.95; benchmarks/bear_multiclass.py)
         self.gmax = 1.0 if self.h0 else math.inf
         super()._apply_hyper()
-        shape = (self.R, self.W, self.kc) if self.h0 else (0, 0, self.kc)
-        if getattr(self, "acc", None) is None or self.acc.shape != shape:
-            self.acc = lazy_zeros(shape, np.float64)  # count-min sketch of the squared gradients
-            self.iacc = np.zeros(self.kc, np.float64)  # the intercept's sum, per class
+        self._ensure_sq_sums(bool(self.h0))
         self.eps = float(self.hyper["curvature_eps"])
         if not self.eps >= 0:
             raise ValueError("--curvature_eps must be >= 0")
@@ -137,8 +134,7 @@ class Bear(SketchLearner):
         a.update({f: getattr(self, f) for f in self._RING_FIELDS})
         if self.h0:  # (K, R, W) as the weight sketch; r.D r of the pairs
             a["ring_rdr"] = self.ring_rdr
-            a["acc"] = np.ascontiguousarray(np.moveaxis(self.acc, 2, 0))
-            a["iacc"] = self.iacc
+            self._sq_sums_arrays(a)
         return a
 
     #: Ring's fields (kept here: no numba import to load a model); ``--initial_scaling adagrad``
@@ -196,17 +192,11 @@ class Bear(SketchLearner):
         used = (head - 1 - np.arange(count)) % tau
         require((self.ring_sr[used] > 0).all() and (self.ring_rr[used] > 0).all(),
                 "arrays ring_sr / ring_rr: a stored pair without positive curvature")
+        self._load_sq_sums(arrays, bool(self.h0), "--initial_scaling adagrad")
         if not self.h0:
-            for f in ("ring_rdr", "acc", "iacc"):
-                require(f not in arrays, f"array {f} in a model without --initial_scaling adagrad")
+            require("ring_rdr" not in arrays, "array ring_rdr in a model without --initial_scaling adagrad")
             self.ring_rdr = self.ring_rr.copy()
             return
-        for f in ("ring_rdr", "acc", "iacc"):
-            require(f in arrays, f"array {f} is missing")
+        require("ring_rdr" in arrays, "array ring_rdr is missing")
         self.ring_rdr = adopt("ring_rdr", arrays["ring_rdr"], (tau,), np.float64)
         require((self.ring_rdr[used] > 0).all(), "array ring_rdr: a stored pair without positive r.D r")
-        acc = adopt("acc", arrays["acc"], (self.kc, self.R, self.W), np.float64)
-        iacc = adopt("iacc", arrays["iacc"], (self.kc,), np.float64)
-        require((acc >= 0).all() and (iacc >= 0).all(), "array acc / iacc: a negative sum of squares")
-        self.acc = np.ascontiguousarray(np.moveaxis(acc, 0, 2))
-        self.iacc = iacc

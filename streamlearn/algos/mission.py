@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import lazy
-from .base import Param, adopt, lazy_zeros, require
+from .base import Param, require
 from .sketch import MINIBATCH_PARAM, SKETCH_PARAMS, SketchLearner
 
 __all__ = ["Mission"]
@@ -62,10 +62,7 @@ class Mission(SketchLearner):
         if self.adagrad and self.hyper["learning_rate"] is None:
             mc = self.multiclass and self.unit
             self.eta = self.default_lr_adagrad_unit_oaa if mc else self.default_lr_adagrad
-        shape = (self.R, self.W, self.kc) if self.adagrad else (0, 0, self.kc)
-        if getattr(self, "acc", None) is None or self.acc.shape != shape:
-            self.acc = lazy_zeros(shape, np.float64)  # count-min sketch of the squared gradients
-            self.iacc = np.zeros(self.kc, np.float64)  # the intercept's sum, per class
+        self._ensure_sq_sums(self.adagrad)
         if getattr(self, "mkeys", None) is None:
             self._stale_membership()
 
@@ -97,9 +94,8 @@ class Mission(SketchLearner):
 
     def _arrays(self):
         a = super()._arrays()
-        if self.adagrad:  # (K, R, W) as the weight sketch
-            a["acc"] = np.ascontiguousarray(np.moveaxis(self.acc, 2, 0))
-            a["iacc"] = self.iacc
+        if self.adagrad:
+            self._sq_sums_arrays(a)
         return a
 
     def _load_arrays(self, arrays):
@@ -107,13 +103,4 @@ class Mission(SketchLearner):
         intercept's sums: finite (checked on load) and non-negative (their square roots divide)."""
         super()._load_arrays(arrays)
         self._stale_membership()  # new heaps: the map is rebuilt from them
-        if not self.adagrad:
-            require("acc" not in arrays, "array acc in a model without --step_rule adagrad")
-            return
-        for f in ("acc", "iacc"):
-            require(f in arrays, f"array {f} is missing")
-        acc = adopt("acc", arrays["acc"], (self.kc, self.R, self.W), np.float64)
-        iacc = adopt("iacc", arrays["iacc"], (self.kc,), np.float64)
-        require((acc >= 0).all() and (iacc >= 0).all(), "array acc / iacc: a negative sum of squares")
-        self.acc = np.ascontiguousarray(np.moveaxis(acc, 0, 2))
-        self.iacc = iacc
+        self._load_sq_sums(arrays, self.adagrad, "--step_rule adagrad")

@@ -505,6 +505,36 @@ class SketchLearner(Learner):
             a["pend_" + f] = np.asarray(x, dt)
         return a
 
+    # -- per-feature AdaGrad sums (mission --step_rule adagrad, bear --initial_scaling adagrad) ----
+    def _ensure_sq_sums(self, on: bool) -> None:
+        """``acc``: the count-min sketch of squared gradients in the weight sketch's buckets,
+        ``(R, W, K)`` (``(0, 0, K)`` when ``on`` is false), and ``iacc``: the intercept's sums, per
+        class (Spring et al. 2019); kept when already of that shape."""
+        shape = (self.R, self.W, self.kc) if on else (0, 0, self.kc)
+        if getattr(self, "acc", None) is None or self.acc.shape != shape:
+            self.acc = lazy_zeros(shape, np.float64)
+            self.iacc = np.zeros(self.kc, np.float64)
+
+    def _sq_sums_arrays(self, a: dict) -> None:
+        """``acc`` (saved ``(K, R, W)``, as the weight sketch) and ``iacc`` into the arrays ``a``."""
+        a["acc"] = np.ascontiguousarray(np.moveaxis(self.acc, 2, 0))
+        a["iacc"] = self.iacc
+
+    def _load_sq_sums(self, arrays, on: bool, option: str) -> None:
+        """``acc`` / ``iacc`` from a model's arrays: present exactly when ``on`` (``option`` names
+        the flag that keeps them), of the sketch's shape, non-negative (their square roots divide)."""
+        if not on:
+            for f in ("acc", "iacc"):
+                require(f not in arrays, f"array {f} in a model without {option}")
+            return
+        for f in ("acc", "iacc"):
+            require(f in arrays, f"array {f} is missing")
+        acc = adopt("acc", arrays["acc"], (self.kc, self.R, self.W), np.float64)
+        iacc = adopt("iacc", arrays["iacc"], (self.kc,), np.float64)
+        require((acc >= 0).all() and (iacc >= 0).all(), "array acc / iacc: a negative sum of squares")
+        self.acc = np.ascontiguousarray(np.moveaxis(acc, 0, 2))
+        self.iacc = iacc
+
     def saved_sketch(self) -> np.ndarray:
         """The sketch as model files hold it, ``(K, R, W)`` (one class's ``R x W`` after the
         other): a view for one class, a transposed copy for ``--oaa K``."""
