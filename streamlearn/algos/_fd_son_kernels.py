@@ -43,7 +43,7 @@ from ..kernels._jit import INNER, KERNEL
 INLINE = dict(INNER, inline="always")
 from ._feature_table_kernels import EMPTY, _find
 from ._loss_kernels import SQUARED, invariant_step, loss_deriv, loss_value, target
-from ._oja_son_kernels import _pscale
+from ._oja_son_kernels import _proj_excess, _pscale
 
 __all__ = ["FdState", "FdHyper", "fd_run", "full_rebase", "compact_history", "pinv_apply", "table_lookup_rows", "remap_buffer", "rebuild_levels", "eigh", "key_order",
            "HIST_MIN", "n_hist_rows"]
@@ -1550,12 +1550,7 @@ def fd_run(offsets, indices, values, labels, weights, start, resume, learn, stat
             if projected:  # (pinv_apply projected u: the prediction is the one before)
                 p0 = rs[RS_P0]
             # Alg. 1 line 4 (SON Lemma 1): w = u - tau A^-1 x / (x^T A^-1 x), |w^T x| = C
-            ptau = 0.0
-            if proj_c > 0.0:
-                if p0 > proj_c:
-                    ptau = p0 - proj_c
-                elif p0 < -proj_c:
-                    ptau = p0 + proj_c
+            ptau = _proj_excess(p0, proj_c)
             p = p0 - ptau
             # --no_clip off (squared loss): the prediction reported and scored is clipped to the range of the
             # labels learned so far (flt[3:5], from [0, 0]), as VW's squared loss

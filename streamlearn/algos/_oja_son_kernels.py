@@ -47,6 +47,19 @@ def _fscale(dv, r):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _proj_excess(p0, proj_c):
+    """SON's projection onto |w^T x| <= C (Alg. 1 line 4 / Alg. 4 lines 4-5, Lemma 1): the excess
+    ``tau`` of the prediction ``p0`` over ``[-C, C]`` (0 inside, or when ``proj_c`` = 0: off), so the
+    projected prediction is ``p0 - tau``."""
+    if proj_c > 0.0:
+        if p0 > proj_c:
+            return p0 - proj_c
+        if p0 < -proj_c:
+            return p0 + proj_c
+    return 0.0
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _pscale(dv, s2, r, vwr):
     """Precond-mode frame scale ``f = (D0 + dv / s2)^-r / sqrt(s2)``: the accumulator of the
     max-normalised feature x / s (s^2 = s2 = max x^2 seen), so x f is scale-free (Ross et al. 2013);
@@ -556,12 +569,7 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
         p0 = ux
         for r in range(m):
             p0 += b[r] * z[r]
-        tau = 0.0
-        if proj_c > 0.0:
-            if p0 > proj_c:
-                tau = p0 - proj_c
-            elif p0 < -proj_c:
-                tau = p0 + proj_c
+        tau = _proj_excess(p0, proj_c)
         p = p0 - tau
         # squared loss: the prediction reported (and scored) is clipped to the range of the labels
         # learned so far, as VW reports it (its OjaNewton too); the model's own p is unchanged
