@@ -62,6 +62,9 @@ N_LEAD = 6
 SHRINK_TOL = 1e-16  # an FD shrink lambda_tau <= SHRINK_TOL lambda_1 is round-off: 0 (NOTES_ADA)
 PINV_TOL = 1e-12  # rho + delta = 0: eigenvalues <= PINV_TOL lambda_1 count as 0 (pseudo-inverse)
 EPS = 2.220446049250313e-16  # double precision's unit round-off (the rank-one eigen update's tolerances)
+COND_RESOLVED = 1e7  # _sa_cond: a condition number above this is not resolved by P^T P's eigenvalues in double
+#                       precision (their absolute error ~ n eps lambda_max: a cond of 1e9 reads as ~4e8, an exactly
+#                       singular P as finite), so it counts as inf: --max_cond above it acts as it
 RES_TOL = 1e-12  # a residual ||g - V V^T g||^2 <= RES_TOL ||g||^2 is no new direction (Alg. 3 line 6)
 
 # ints
@@ -427,7 +430,8 @@ def _sa_clear_buffer(tab, ints, C, cb, bslot, gbuf, k, nbmax, rows=True):
 
 @njit(**INNER)
 def _sa_cond(P):
-    """The 2-norm condition number of the square P (inf if singular)."""
+    """The 2-norm condition number of the square P (inf if singular, or past COND_RESOLVED: from P^T P's
+    eigenvalues a larger one cannot be told from a singular P)."""
     n = P.shape[0]
     if n == 0:
         return 1.0
@@ -439,7 +443,7 @@ def _sa_cond(P):
                 acc += P[q, i] * P[q, j]
             A[i, j] = acc
     w, _ = _eigh(A)
-    if not w[0] > 0.0:
+    if not w[0] * (COND_RESOLVED * COND_RESOLVED) >= w[n - 1]:
         return np.inf
     return math.sqrt(w[n - 1] / w[0])
 

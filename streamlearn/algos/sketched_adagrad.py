@@ -83,7 +83,8 @@ class SketchedAdaGrad(FeatureTable, Learner):
               "(regularised dual averaging: x = -eta (G~^1/2 + eta t lambda I)^-1 gbar); S-ADA / Fast S-ADA take "
               "only 0.", low=0),
         Param("max_cond", float, 1e6, "Sketched AdaGrad: re-base the basis representation V = C [Z; G] on "
-              "every feature when the fold's condition number exceeds this.", low=1, finite=False),
+              "every feature when the fold's condition number exceeds this (above 1e7 it acts as 1e7: a larger one is "
+              "not resolved in double precision).", low=1, finite=False),
     )
 
     def __init__(self, **hyper):
