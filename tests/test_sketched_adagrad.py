@@ -230,7 +230,8 @@ def test_condition_estimate_does_not_read_an_unresolvable_cond_as_finite(monkeyp
 @pytest.mark.slow
 def test_large_max_cond_keeps_learning_on_a_sparse_stream():
     """The stream that raised ZeroDivisionError at --max_cond 1e9 (5 passes of 2,000 examples of 150
-    of 100,000 hashed features, tau = 10): it now learns every pass with finite predictions."""
+    of 100,000 hashed features, tau = 10): it now learns every pass with finite predictions, also at
+    --max_cond inf (an exactly singular P1 re-bases whatever --max_cond is)."""
     rng = np.random.default_rng(0)
     T, d, s = 2000, 100_000, 149
     idx = np.sort(rng.integers(0, d, (T, s)), axis=1)
@@ -240,7 +241,7 @@ def test_large_max_cond_keeps_learning_on_a_sparse_stream():
     w = rng.standard_normal(d + 1)
     z = (w[np.concatenate([idx, np.full((T, 1), d)], axis=1)] * vals.reshape(T, s + 1)).sum(axis=1)
     b = Batch(np.arange(T + 1, dtype=np.int64) * (s + 1), ind, vals, np.where(z > 0, 1.0, -1.0), np.ones(T))
-    for mc in (1e9, 1e12):
+    for mc in (1e9, 1e12, np.inf):
         L = _learner("s-ada", 10, max_cond=mc)
         for _ in range(6):
             p, _ = L.learn_batch(b)

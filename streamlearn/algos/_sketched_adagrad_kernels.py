@@ -585,7 +585,7 @@ def _sa_fold(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, gbuf, hist, k, nbma
             for j in range(k):
                 P1[i, j] = C[i, j]
         cA = _sa_cond(P1)
-        if not cA <= max_cond:
+        if not (cA <= max_cond and cA < np.inf):  # singular: a re-base even at --max_cond inf
             _sa_rebase(keys, tab, ints, C, M, U, lam, b, cb, z, bslot, gbuf, hist, k, nbmax)
             _sa_clear_buffer(tab, ints, C, cb, bslot, gbuf, k, nbmax)
             return
