@@ -32,6 +32,7 @@ BAD = [
     ["--loss_function", "quantile", "--quantile_tau", "1"],
     ["--algo", "bear", "--t0", "inf"], ["--algo", "mission", "-l", "-1"], ["--algo", "bear", "--curvature_damping", "-1"],
     ["--random_seed", "-1"], ["--algo", "bear", "--sketch_seed", str(2**64)], ["-b", "33"],
+    ["--algo", "mission", "-b", "1"], ["--algo", "bear", "--sketch_bytes", "10"],
 ]
 
 
@@ -54,6 +55,8 @@ def test_the_message_names_the_option_and_its_range(invoke_cli):
     assert "--sketch_rows must be >= 1, got 0" in r.output
     r = invoke_cli("train", str(DATA), "-l", "inf")
     assert "-l/--learning_rate must be a finite number, got inf" in r.output
+    r = invoke_cli("train", str(DATA), "--algo", "bear", "-b", "1")  # a width of 0 derived from -b: say from what
+    assert r.exit_code == 2 and "sketch width 0 out of range" in r.output and "2^1 cells (-b) / 5 rows" in r.output
 
 
 def test_help_shows_the_ranges(invoke_cli):

@@ -209,7 +209,14 @@ class SketchLearner(Learner):
             bits = int(h["bit_precision"])
             W = B // (8 * R * kc) if B > 0 else (1 << min(max(bits, 1), DEFAULT_CELLS_BITS)) // R
         if W < 1 or W >= 1 << 32:
-            raise ValueError(f"sketch width {W} out of range (1 .. 2^32-1)")
+            if int(h["sketch_width"]) > 0:
+                how = "--sketch_width"
+            elif B > 0:
+                how = f"--sketch_bytes {B} / (8 bytes x {R} rows x {kc} sketches)"
+            else:
+                how = f"2^{int(h['bit_precision'])} cells (-b) / {R} rows (--sketch_rows)"
+            raise ValueError(f"sketch width {W} out of range (1 .. 2^32-1): {how}; give a larger -b, --sketch_bytes "
+                             "or --sketch_width, or fewer --sketch_rows")
         k = int(h["top_k"])
         if k < 1:
             raise ValueError("--top_k must be at least 1")
