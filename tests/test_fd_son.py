@@ -395,6 +395,25 @@ def test_default_fd_son_learns_unscaled_squared_without_diverging(invoke_cli, tm
     assert r.exit_code != 0
 
 
+def test_max_cond_inf_still_re_bases_a_singular_f(invoke_cli, tmp_path):
+    """--max_cond inf is a legal value (never re-base for conditioning), but a singular new F (a kept
+    direction wholly in the buffer) must re-base whatever it is: `inf <= inf` let it into the solve,
+    and a9a stopped at its 3rd line with "divided by zero". Past 1e7 the estimate is not resolved and
+    counts as singular, so inf runs exactly as 1e7 does."""
+    from pathlib import Path
+    import json
+    data = Path(__file__).parent.parent / "sample_data" / "a9a_train_3k.libsvm.gz"
+    out = {}
+    for algo in ("fd-son", "rfd-son"):
+        for mc in ("inf", "1e7"):
+            mj = tmp_path / f"{algo}{mc}.json"
+            r = invoke_cli("train", data, "--algo", algo, "--max_cond", mc, "--quiet", "--metrics", mj)
+            assert r.exit_code == 0, r.output
+            out[algo, mc] = json.loads(mj.read_text())
+        assert out[algo, "inf"]["average_loss"] == out[algo, "1e7"]["average_loss"]
+        assert out[algo, "inf"]["error_rate"] < 0.2
+
+
 @pytest.mark.parametrize("name", ["fd", "rfd"])
 def test_model_saved_before_the_options_continues_as_it_was(name, tmp_path, invoke_cli):
     """Models written before --no_invariant / --no_clip existed (tests/data/fd_son_v1/make.sh, main at

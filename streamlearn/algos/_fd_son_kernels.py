@@ -57,6 +57,7 @@ RESID_TOL = 1e-11  # buffer residual directions below this share of ||G||_F^2 co
 DRIFT_TOL = 1e-9
 #: re-base when the column norms of F (the scales of Z's rows) differ by more than this (see _equilibrated_cond)
 COL_RATIO = 1e100
+COND_RESOLVED = 1e7  # _equilibrated_cond: a larger condition number is not resolved (counts as inf: a re-base)
 #: a re-base is done on every feature (and K recomputed from the table) when at least (features
 #: seen) / FULL_REBASE_RATIO examples were learned since the last such one: O(m^2 FULL_REBASE_RATIO)
 #: per example (see _eigen_step); the others are lazy
@@ -1055,7 +1056,8 @@ def _equilibrated_cond(N1):
     if not cmin > 0.0 or cmax > COL_RATIO * cmin:
         return math.inf
     ev = _eigh(_mm(_tr(W), W))[0]  # squared singular values, ascending
-    return math.sqrt(ev[m - 1] / ev[0]) if ev[0] > 0.0 else math.inf
+    # past COND_RESOLVED the eigenvalues of W^T W (absolute error ~ m eps ev_max) cannot tell it from singular
+    return math.sqrt(ev[m - 1] / ev[0]) if ev[0] * (COND_RESOLVED * COND_RESOLVED) >= ev[m - 1] else math.inf
 
 
 @njit(**INNER)
@@ -1225,7 +1227,8 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, ZG, GG, boff, bslot, bval, flt, 
             VVn[i, j] = ((VVn[i, j] + X1[i, j]) + X1[j, i]) + X3[i, j]
     ints[I_NA] = kk
     ints[I_EIG] += 1
-    ok = _equilibrated_cond(N1) <= max_cond
+    cn = _equilibrated_cond(N1)
+    ok = cn <= max_cond and cn < math.inf  # singular N1: a re-base even at --max_cond inf
     tau = ints[I_TAU]
     if ok:
         Delta = _solve(N1, N2)

@@ -135,7 +135,8 @@ class FDSON(FeatureTable, Learner):
         Param("projection_c", float, 0.0, "FD-SON / RFD-SON: projection constant C of SON Alg. 1 "
               "(|w^T x| <= C); 0 = no projection.", low=0),
         Param("max_cond", float, 1e4, "FD-SON / RFD-SON: re-base the sketch's representation V = F Z when "
-              "the condition number of F with its columns scaled to unit norm exceeds this.", low=1, finite=False),
+              "the condition number of F with its columns scaled to unit norm exceeds this (above 1e7 it acts as 1e7: a "
+              "larger one is not resolved in double precision).", low=1, finite=False),
         Param("no_invariant", bool, False,
               "FD-SON / RFD-SON: take the paper's plain Newton step u = w - A^-1 g instead of the "
               "importance-invariant one (default), which moves the prediction as many infinitesimal steps would "
