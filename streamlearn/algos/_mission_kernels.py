@@ -29,17 +29,13 @@ from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
 from ._sketch_kernels import (DRIVER_HYPER, _build_active, _const_index, _copy_name, _eff_weights, _heap_enter, _hll_add,
-                              _home, _mb_gradient, _mb_predict, _add_ca, _cm_add_query, _med3, _med5, _median, _offer_active,
-                              _prefetch, _prefetch_cells, _query_ca,
-                              _sift_down, _sift_up,
+                              _mb_gradient, _mb_predict, _add_ca, _cm_add_query, _offer_active, _query_ca, _sift_down, _sift_up,
                               _tbl_find, _tbl_find_c, implements_update, minibatch_run)
 
 __all__ = ["MissionHyper", "mission_update", "mission_run", "cm_add_query", "MASK_MAX_CLASSES", "mask_rebuild"]
 
 #: the most classes the membership map serves (one bit each of a uint64); above, per-class look-ups
 MASK_MAX_CLASSES = 64
-#: prefetch distance: the loops over the active set ask for the memory of the feature this many on
-AHEAD = 8
 _M32 = np.uint64(0xFFFFFFFF)
 _FIB = np.uint64(0x9E3779B1)
 
@@ -234,161 +230,6 @@ def _offer_active_mask(state, akeys, aocc, abk, asg, spans, tmp, keep, slot, aco
                            spans.name_end, spans.ns_start, spans.ns_end)
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _query_all(sketch, abk, asg, a, T, tmp, out):
-    """QUERY every class of active feature ``a`` into ``out[:K]``: :func:`~._sketch_kernels._query_ca`
-    per class (the same signed cells, the same median), one row at a time for all classes
-    (scratch ``T``: ``(R, K)``, ``tmp``: ``R``)."""
-    R = abk.shape[1]
-    K = sketch.shape[2]
-    for r in range(R):
-        b = abk[a, r]
-        s = asg[a, r]
-        for c in range(K):
-            T[r, c] = s * sketch[r, b, c]
-    if R == 5:
-        for c in range(K):
-            out[c] = _med5(T[0, c], T[1, c], T[2, c], T[3, c], T[4, c])
-    elif R == 3:
-        for c in range(K):
-            out[c] = _med3(T[0, c], T[1, c], T[2, c])
-    else:
-        for c in range(K):
-            for r in range(R):
-                tmp[r] = T[r, c]
-            out[c] = _median(tmp, R)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _eff_weights_all(sketch, acc, htbl, hkeys, mkeys, mmask, akeys, abk, asg, beta, inheap, slot, T, tmp, q,
-                     intercept, aconst):
-    """:func:`_eff_weights_mask` in three passes over the active set, so that the independent
-    look-ups of one pass overlap their cache misses: each feature's class mask, then the member
-    classes' heap slots, then the QUERYs (:func:`_query_all`, every class of a feature in some
-    heap; the member classes' kept). Same weights, slots and flags. Each pass prefetches what
-    it reads ``AHEAD`` features on: map entries, position-map entries, and the sketch's cells,
-    with the accumulator's (``acc``, when not empty) that the step ADDs to next."""
-    K = sketch.shape[2]
-    nA = akeys.shape[0]
-    T_map = mkeys.shape[0]
-    tmask = htbl.shape[1] - 1
-    ms = np.empty(nA, np.uint64)
-    for a in range(min(AHEAD, nA)):
-        _prefetch(mmask, _mhome(akeys[a], T_map))
-    for a in range(nA):
-        if a + AHEAD < nA:
-            i = _mhome(akeys[a + AHEAD], T_map)
-            _prefetch(mmask, i)
-            _prefetch(mkeys, i)
-        if a == aconst:
-            ms[a] = np.uint64(0)
-            continue
-        e = _mask_find(mkeys, mmask, akeys[a])
-        ms[a] = mmask[e] if e >= 0 else np.uint64(0)
-    for a in range(nA):
-        if a + AHEAD < nA:
-            ma = ms[a + AHEAD]
-            if ma != np.uint64(0):
-                h = _home(akeys[a + AHEAD], tmask)
-                for c in range(K):
-                    if (ma >> np.uint64(c)) & np.uint64(1):
-                        _prefetch(htbl, c * (tmask + 1) + h)
-        m = ms[a]
-        for c in range(K):
-            s = -1
-            if (m >> np.uint64(c)) & np.uint64(1):
-                s = _tbl_find_c(htbl, hkeys, c, akeys[a])
-            slot[c, a] = s
-    adagrad = acc.shape[0] > 0
-    for a in range(min(AHEAD, nA)):
-        _prefetch_cells(sketch, abk, a)
-        if adagrad:
-            _prefetch_cells(acc, abk, a)
-    for a in range(nA):
-        if a + AHEAD < nA:
-            _prefetch_cells(sketch, abk, a + AHEAD)
-            if adagrad:
-                _prefetch_cells(acc, abk, a + AHEAD)
-        if a == aconst:
-            for c in range(K):
-                inheap[c, a] = True
-                beta[c, a] = intercept[c]
-                slot[c, a] = -1  # not a heap member
-            continue
-        if ms[a] != np.uint64(0):
-            _query_all(sketch, abk, asg, a, T, tmp, q)
-        for c in range(K):
-            if slot[c, a] >= 0:
-                inheap[c, a] = True
-                beta[c, a] = q[c]
-            else:
-                inheap[c, a] = False
-                beta[c, a] = 0.0
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _offer_heap_class(state, c, akeys, aocc, V, spans, keep, slot, aconst, mkeys, mmask, mcount):
-    """Class ``c``'s offers of :func:`_offer_active_mask` from the new weights ``V[a, c]``."""
-    hkeys = state.hkeys[c]
-    hw = state.hw[c]
-    htpos = state.htpos[c]
-    hname = state.hname[c]
-    htbl = state.htbl[c]
-    size = state.hsize[c:c + 1]
-    names = state.names[c]
-    name_len = state.name_len[c]
-    k = hkeys.shape[0]
-    nA = akeys.shape[0]
-    for a in range(nA):
-        if a + AHEAD < nA and keep[c, a + AHEAD]:  # the member's heap entry and its children, a few on
-            s = slot[c, a + AHEAD]
-            if s >= 0:
-                _prefetch(hkeys, s)
-                _prefetch(hw, s)
-                if 2 * s + 1 < k:
-                    _prefetch(hw, 2 * s + 1)
-        if a == aconst:
-            continue
-        v = V[a, c]
-        if keep[c, a]:  # a member when the weights were QUERYed (_heap_offer's update, if it still is)
-            s = slot[c, a]
-            if hkeys[s] != akeys[a]:  # moved by a sift or evicted since
-                s = _tbl_find(htbl, hkeys, akeys[a])
-            if s >= 0:
-                old = abs(hw[s])
-                hw[s] = v
-                if abs(v) < old:
-                    _sift_up(hkeys, hw, htpos, hname, htbl, s)
-                elif abs(v) > old:
-                    _sift_down(hkeys, hw, htpos, hname, htbl, s, size[0])
-                continue
-        if v == 0.0 or (size[0] >= k and abs(v) <= abs(hw[0])):
-            continue  # _heap_enter's refusals
-        full = size[0] >= k
-        gone = hkeys[0]  # the member a full heap evicts
-        nid = _heap_enter(hkeys, hw, htpos, hname, htbl, size, akeys[a], v)
-        if nid >= 0:
-            if full:
-                _mask_clear(mkeys, mmask, mcount, gone, c)
-            _mask_set(mkeys, mmask, mcount, akeys[a], c)
-            _copy_name(names, name_len, nid, aocc[a], spans.text, spans.name_start,
-                       spans.name_end, spans.ns_start, spans.ns_end)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _offer_active_all(state, akeys, aocc, abk, asg, spans, T, tmp, keep, slot, aconst, mkeys, mmask, mcount):
-    """:func:`_offer_active_mask` with the re-QUERY of :func:`_query_all`: the same new weights,
-    offered in the same order (class by class, features in order), with the same outcome."""
-    K = state.sketch.shape[2]
-    nA = akeys.shape[0]
-    V = np.empty((nA, K), np.float64)
-    for a in range(nA):
-        if a != aconst:
-            _query_all(state.sketch, abk, asg, a, T, tmp, V[a])
-    for c in range(K):
-        _offer_heap_class(state, c, akeys, aocc, V, spans, keep, slot, aconst, mkeys, mmask, mcount)
-
-
 @implements_update(MissionHyper)
 @njit(cache=True, nogil=True)
 def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, state, extra, hyper, eta, P0):
@@ -411,13 +252,11 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
     acc, iacc, mkeys, mmask, mcount = extra
     use_mask = mkeys.shape[0] > 0
     slot = np.empty((K, nA), np.int64)  # members' heap slots (with the map)
-    T = np.empty((sketch.shape[0], K), np.float64)  # scratch of the all-class QUERYs
-    q = np.empty(K, np.float64)
     if use_mask:
         if mcount[0] < 0 or 2 * (mcount[0] + nA) > mkeys.shape[0]:
             mkeys, mmask = _mask_rebuild(state.hkeys, state.hsize, mcount, nA)
-        _eff_weights_all(sketch, acc, state.htbl, state.hkeys, mkeys, mmask, akeys, abk, asg, beta, inheap, slot, T,
-                         tmp, q, state.intercept, aconst)
+        _eff_weights_mask(sketch, state.htbl, state.hkeys, mkeys, mmask, akeys, abk, asg, beta, inheap, slot, tmp,
+                          state.intercept, aconst)
     else:
         _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta, inheap, tmp, state.intercept, aconst)
     P = P0  # the scores before the step: the driver reports them
@@ -438,10 +277,6 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
                     state.intercept[c] -= eta * g
             continue
         _hll_add(state.hll, akeys[a])
-        if a + AHEAD < nA:  # the cells ADDed a few features on (most already fetched by the QUERYs)
-            _prefetch_cells(sketch, abk, a + AHEAD)
-            if adagrad:
-                _prefetch_cells(acc, abk, a + AHEAD)
         for c in range(K):
             g = G[c, a]
             if g != 0.0:
@@ -450,7 +285,7 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
                 else:
                     _add_ca(sketch, c, abk, asg, a, -eta * g)
     if use_mask:
-        _offer_active_all(state, akeys, aocc, abk, asg, spans, T, tmp, inheap, slot, aconst, mkeys, mmask, mcount)
+        _offer_active_mask(state, akeys, aocc, abk, asg, spans, tmp, inheap, slot, aconst, mkeys, mmask, mcount)
     else:
         _offer_active(state, akeys, aocc, abk, asg, spans, tmp, np.empty((K, 0), np.float64), inheap,
                       aconst)  # no weights back

@@ -30,10 +30,8 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic, overload
+from numba import njit
+from numba.extending import overload
 
 from ..kernels._jit import INNER, KERNEL
 from ._loss_kernels import loss_deriv, loss_value, target
@@ -238,41 +236,6 @@ def _add_ca(sketch, c, abk, asg, a, delta):
     """ADD ``delta`` to class ``c`` of active feature ``a`` (as :func:`_query_ca`, no views)."""
     for r in range(abk.shape[1]):
         sketch[r, abk[a, r], c] += asg[a, r] * delta
-
-
-@intrinsic
-def _prefetch(typingctx, arr, off):
-    """``_prefetch(arr, i)``: ask the CPU to bring the cache line of ``arr``'s element ``i`` (flat, C
-    order) towards the core (LLVM's ``llvm.prefetch``, read, high locality: a hint; nothing is read
-    or written, results never change). A sketch learner's cells lie at hashed places of arrays far
-    larger than the caches (news20 ``--oaa 20``: 42 MB per sketch); asking for the cells of the
-    features a few ahead overlaps their memory latencies."""
-    sig = types.void(arr, off)
-
-    def codegen(context, builder, signature, args):
-        ary = context.make_array(signature.args[0])(context, builder, args[0])
-        i8p = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
-                                            "llvm.prefetch.p0")
-        builder.call(fn, [builder.bitcast(builder.gep(ary.data, [args[1]]), i8p), ir.Constant(i32, 0),
-                          ir.Constant(i32, 3), ir.Constant(i32, 1)])
-        return context.get_dummy_value()
-    return sig, codegen
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _prefetch_cells(arr, abk, a):
-    """Prefetch the cells ``arr[r, abk[a, r], :]`` of active feature ``a`` in every row (``arr``
-    a C-contiguous ``(R, W, K)`` sketch or accumulator: K adjacent cells per row, 8 to a 64-byte
-    line)."""
-    W = arr.shape[1]
-    K = arr.shape[2]
-    for r in range(abk.shape[1]):
-        base = (r * W + abk[a, r]) * K
-        for j in range(0, K, 8):
-            _prefetch(arr, base + j)
-        _prefetch(arr, base + K - 1)
 
 
 @njit(**INNER)
