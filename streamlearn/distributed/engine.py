@@ -32,6 +32,9 @@ than a short run's learning, is not imported at all. There, each partition's rea
 task does (:func:`_read_ahead`): the chains' first partitions while the client imports dask (about 0.2 s
 of CPU, on the GIL, beside the Parquet decoding, which is off it) and builds the graph, every other one
 while the link before it learns its last batches; the tasks learn the same batches, so the same model.
+The tasks that learn at once in this one process read smaller Parquet batches (:func:`batch_rows_for`: 8,192
+rows for two, where the CLI reads 16,384), so that their batches in flight take one CLI run's memory; the
+learners learn the same whatever the batches.
 """
 from __future__ import annotations
 
