@@ -47,7 +47,9 @@ Run: ``python3 benchmarks/distributed.py [--section speed accuracy chaining merg
 speed and accuracy; needs ../shared and ``pip install 'dask[distributed]'``). The 2-worker throughput
 target in one table: ``python3 benchmarks/distributed.py --section speed --repeat 7 --speed-runs
 "workers 2 --worker_threads"`` (the CLI, ``--worker_threads`` on Dask's threaded scheduler, and its two
-"(before)" variants, interleaved; about 5 minutes). A per-phase timeline of one run: ``benchmarks/dask_timeline.py``.
+"(before)" variants, interleaved; about 5 minutes); ``--against /work/main`` adds every engine run of another
+tree, interleaved with this one's (before / after on one table). A per-phase timeline of one run:
+``benchmarks/dask_timeline.py``.
 """
 from __future__ import annotations
 
@@ -502,10 +504,10 @@ def diagnose(args):
     print(table(rows, cols))
 
 
-def _run_timed(cmd):
+def _run_timed(cmd, root=ROOT):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(root)),
                        cwd=str(CACHE))  # not here: python -m puts the cwd first, and this file is named distributed.py
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -552,6 +554,11 @@ def speed(args):
             ("--engine dask --workers 2 --worker_threads, on dask.distributed (before)", threads2,
              "threads_on='distributed'"))
     runs = [r for r in runs if r[0] == runs[0][0] or any(k in r[0] for k in args.speed_runs)]
+    # (label, options, keyword arguments, tree): --against TREE adds every engine run of that tree, interleaved
+    runs = [(label, extra, kw, ROOT) for label, extra, kw in runs]
+    if args.against:
+        runs = runs[:1] + [r for label, extra, kw, root in runs[1:]
+                           for r in ((label, extra, kw, root), (f"{label} [{args.against}]", extra, kw, args.against))]
 
     def shim(kw):
         return [sys.executable, "-c", "import functools, streamlearn.distributed.engine as e; "
@@ -559,15 +566,15 @@ def speed(args):
                 "from streamlearn.__main__ import entry; entry()", "train"]
     # interleaved: every round runs each command once, so that the load of other processes falls on all alike;
     # each figure is the median over the rounds (the model metrics of the round with the median wall)
-    got = {label: [] for label, _, _ in runs}
+    got = {label: [] for label, _, _, _ in runs}
     for _ in range(args.repeat):
-        for label, extra, kw in runs:
+        for label, extra, kw, root in runs:
             wall, cpu, err = _run_timed((shim(kw) if kw else cli) + [str(pq)] * args.input_copies
-                                        + ["-f", str(out), "--metrics", str(metrics)] + extra)
+                                        + ["-f", str(out), "--metrics", str(metrics)] + extra, root)
             got[label].append((wall, cpu, json.loads(metrics.read_text())))
     rows = []
     base = None
-    for label, _, _ in runs:
+    for label, _, _, _ in runs:
         rs = sorted(got[label], key=lambda r: r[0])
         wall, m = rs[len(rs) // 2][0], rs[len(rs) // 2][2]
         cpu = float(np.median([r[1] for r in rs]))
@@ -672,6 +679,9 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="speed: interleaved rounds (medians)")
     ap.add_argument("--speed-runs", nargs="+", default=["workers 1", "workers 2"],
                     help="speed: which engine runs beside the CLI (substrings of their labels, e.g. 'workers 2 --worker_threads')")
+    ap.add_argument("--against", metavar="TREE",
+                    help="speed: also every engine run of the streamlearn tree TREE (e.g. /work/main), interleaved, "
+                         "labelled [TREE] (the CLI and the fixed-overhead runs: this tree's)")
     ap.add_argument("--input-copies", type=int, default=1,
                     help="speed: the 1M-example Parquet file given this many times (a longer run against the same "
                          "fixed costs)")

@@ -221,3 +221,21 @@ def test_no_clip_equals_reference_without_the_clip(loss):
     if loss == "squared":
         d, _ = AdaGrad(loss_function=loss).learn_batch(Batch.from_dense(X, y))
         assert np.max(np.abs(d)) <= 1.0 < np.max(np.abs(p))
+
+
+def test_scal_sits_on_cache_lines_of_its_own():
+    """The scalars the kernel writes at every example share no cache line with other data (false
+    sharing with the reader threads and the engine's other chains): aligned to a line, fresh and
+    loaded, the same values as before the move."""
+    from streamlearn.algos import learner_from_state, make_learner
+    from streamlearn.memory import CACHE_LINE, own_cache_lines
+
+    a = np.arange(8, dtype=np.float64) - 0.0
+    a[3] = -0.0
+    b = own_cache_lines(a)
+    assert b.ctypes.data % CACHE_LINE == 0 and b.tobytes() == a.tobytes() and b.shape == a.shape
+    lrn = make_learner("adagrad", {"bit_precision": 10, "loss_function": "logistic"})
+    assert lrn.scal.ctypes.data % CACHE_LINE == 0 and lrn.scal[2] == -50.0
+    meta, arrays = lrn.state_dict()
+    back = learner_from_state("adagrad", meta, {k: np.array(v) for k, v in arrays.items()})
+    assert back.scal.ctypes.data % CACHE_LINE == 0 and back.scal.tobytes() == lrn.scal.tobytes()

@@ -860,14 +860,18 @@ def test_worker_threads_read_each_partition_once_ahead_of_its_task(parquet_dir, 
     reads = []
     real = E._partition_reader
 
+    rows = []
+
     def spy(part, *a, **k):
         reads.append((os.path.basename(part.path), bool(k.get("now"))))
+        rows.append(k.get("batch_rows"))
         return real(part, *a, **k)
     monkeypatch.setattr(E, "_partition_reader", spy)
     hyper = {"loss_function": "logistic"}
     models = {}
     for ahead in (True, False):
         reads.clear()
+        rows.clear()
         models[ahead] = tmp_path / f"m{ahead}.slm"
         E.train_dask(RunConfig(data=[str(parquet_dir)], hyper=hyper, passes=2, quiet=True,
                                final_model=str(models[ahead])), workers=2, worker_threads=True,
@@ -877,7 +881,26 @@ def test_worker_threads_read_each_partition_once_ahead_of_its_task(parquet_dir, 
         assert sorted(f for f, now in reads if not now) == (["p0.parquet", "p2.parquet"] if ahead else
                                                             sorted(f for f, _ in reads))
         assert E._READ_AHEAD == {}
+        # two chains in one process share the CLI's batch memory: half the rows per batch
+        assert set(rows) == {8192} == {E.batch_rows_for(2)}
     assert models[True].read_bytes() == models[False].read_bytes()
+    assert E.batch_rows_for(1) is None and E.batch_rows_for(3) == 5461 and E.batch_rows_for(16) == E.MIN_BATCH_ROWS
+    # the batches do not change what is learned: 750-row partitions cut into batches of 97 rows, same bytes
+    monkeypatch.setattr(E, "batch_rows_for", lambda n: 97)
+    rows.clear()
+    from streamlearn.io import parquet as P
+    sizes = []
+    real_convert = P._convert
+
+    def convert(rb, *a, **k):
+        sizes.append(rb.num_rows)
+        return real_convert(rb, *a, **k)
+    monkeypatch.setattr(P, "_convert", convert)
+    E.train_dask(RunConfig(data=[str(parquet_dir)], hyper=hyper, passes=2, quiet=True,
+                           final_model=str(tmp_path / "small_batches.slm")), workers=2, worker_threads=True,
+                 chain_order="consecutive")
+    assert set(rows) == {97} and max(sizes) == 97 and sum(sizes) == 2 * 3000
+    assert (tmp_path / "small_batches.slm").read_bytes() == models[True].read_bytes()
 
     real_learn = E._learn_partition
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernels
-from ..memory import PageSet
+from ..memory import PageSet, own_cache_lines
 from .base import COMMON_PARAMS, Learner, Param, adopting, all_nonnegative, check_saved_arrays, check_saved_meta, lazy_zeros, require
 from .losses import get_loss
 
@@ -105,6 +105,7 @@ class AdaGrad(Learner):
         self.scal[4] = t0
         if t0 > 0 and self.rule & NORMALIZED:
             self.scal[0] = self.scal[1] = t0  # VW: initial_t fake examples of norm 1
+        self.scal = own_cache_lines(self.scal)  # written at every example: no line shared with other data
         self.pages = PageSet(size)  # where w, G, N may be non-zero (tracked from -b 22 on)
         self._apply_hyper()
 
@@ -266,6 +267,7 @@ class AdaGrad(Learner):
             cur = getattr(self, k)
             setattr(self, k, self.pages.load(k, arrays[k], cur.shape, cur.dtype, track=k in self._TABLES,
                                              owned=adopting()))
+        self.scal = own_cache_lines(self.scal)  # written at every example: no line shared with other data
         sc = self.scal  # sum h ||x/N||^2, sum h, label range, t, gravity, contraction (divisors)
         require(sc[0] >= 0 and sc[1] >= 0 and sc[2] <= sc[3] and sc[4] >= 0 and sc[5] >= 0 and sc[6] != 0,
                 "array scal: sums, t, gravity or contraction out of range")

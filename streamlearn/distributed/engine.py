@@ -32,6 +32,9 @@ than a short run's learning, is not imported at all. There, each partition's rea
 task does (:func:`_read_ahead`): the chains' first partitions while the client imports dask (about 0.2 s
 of CPU, on the GIL, beside the Parquet decoding, which is off it) and builds the graph, every other one
 while the link before it learns its last batches; the tasks learn the same batches, so the same model.
+The tasks that learn at once in this one process read smaller Parquet batches (:func:`batch_rows_for`: 8,192
+rows for two, where the CLI reads 16,384), so that their batches in flight take one CLI run's memory; the
+learners learn the same whatever the batches.
 """
 from __future__ import annotations
 
@@ -98,7 +101,30 @@ def _identity(x):
     return x
 
 
-def _pass_graph(task, p: int, run: str, bf, parts, chains, cfg, keep_names, skip_bad, use_c, mix, ahead=None):
+#: the fewest rows per Parquet batch :func:`batch_rows_for` gives
+MIN_BATCH_ROWS = 4096
+
+
+def batch_rows_for(concurrent: int):
+    """Rows per Parquet batch of the tasks when ``concurrent`` of them learn at once in one process
+    (``worker_threads``): the reader's default (:data:`~streamlearn.io.parquet.DEFAULT_BATCH_ROWS`,
+    16,384) shared out between them (at least :data:`MIN_BATCH_ROWS`), so that the batches in flight
+    (each task's reader decodes one or two ahead of its learner) take the memory of one CLI run, not
+    ``concurrent`` times it; None (the default) for one task per process. The learners learn the same
+    whatever the batches (the same model: ``tests/test_distributed.py``); what changes is the
+    memory the process touches: with 2 chains of 16,384-row batches the run's peak RSS was about
+    100 MB above the CLI's, mostly pages of the Arrow pool's mimalloc arena (transparent huge pages),
+    and page faults cost about 0.2 s of system CPU per 1M examples on this VM
+    (``benchmarks/distributed.py --section speed``)."""
+    if concurrent <= 1:
+        return None
+    from ..io.parquet import DEFAULT_BATCH_ROWS
+
+    return max(MIN_BATCH_ROWS, DEFAULT_BATCH_ROWS // int(concurrent))
+
+
+def _pass_graph(task, p: int, run: str, bf, parts, chains, cfg, keep_names, skip_bad, use_c, mix, ahead=None,
+                batch_rows=None):
     """The task graph of pass ``p`` (0-based): one chain of :func:`train_link` tasks per entry of
     ``chains`` (None: one :func:`train_partition` leaf per partition), a tree of
     :func:`combine_results`, ``SPLIT_EVERY`` at a time, and :func:`finish_pass`; returns the root.
@@ -106,20 +132,22 @@ def _pass_graph(task, p: int, run: str, bf, parts, chains, cfg, keep_names, skip
     dask's threaded scheduler) and returns what later tasks take as its result; ``bf`` is the base
     state as such a reference. ``ahead``: the run's read-ahead token (:func:`_start_reads`; threads of
     this process only: a link's reader, once through its partition, starts its successor's reading),
-    or None. The same graph on either scheduler computes the same states."""
+    or None. ``batch_rows``: rows per Parquet batch of every task (:func:`batch_rows_for`; None: the
+    reader's default). The same graph on either scheduler computes the same states."""
     if chains is not None:
         level = []
         for c, run_parts in enumerate(chains):
             prev = None
             for j, i in enumerate(run_parts):
                 ra = None if ahead is None else ReadAhead(ahead, _ahead_key(p, i),
-                                                         tuple((_ahead_key(p, k), parts[k]) for k in run_parts[j + 1:]))
+                                                         tuple((_ahead_key(p, k), parts[k]) for k in run_parts[j + 1:]),
+                                                         batch_rows)
                 prev = task(f"streamlearn-pass{p}-chain{c}-part{i}-{run}", train_link, bf, prev, parts[i], cfg,
-                            keep_names, skip_bad, use_c, j == len(run_parts) - 1, mix, ra)
+                            keep_names, skip_bad, use_c, j == len(run_parts) - 1, mix, ra, batch_rows)
             level.append(prev)
     else:
         level = [task(f"streamlearn-pass{p}-part{i}-{run}", train_partition, bf, part, cfg, keep_names, skip_bad,
-                      use_c, mix) for i, part in enumerate(parts)]
+                      use_c, mix, batch_rows) for i, part in enumerate(parts)]
     depth = 0
     while len(level) > 1:
         depth += 1
@@ -135,25 +163,27 @@ def _evaluation_fields(ev) -> dict:
     return {f.name: getattr(ev, f.name) for f in fields(ev) if f.name != "t0"}
 
 
-def train_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, use_c: bool = True, mix: str = "vw"):
+def train_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, use_c: bool = True, mix: str = "vw",
+                    batch_rows=None):
     """One pass of the learner ``base`` over partition ``part``: ``(accumulator, stats)``
     (``accumulator`` None for a skipped partition). ``use_c``: the client's kernel backend
     choice (``STREAMLEARN_NO_C``), which the worker's kernel seam follows; ``mix``: the mixing
-    rule (:data:`~streamlearn.distributed.merge.MIX_RULES`)."""
-    state, stats = _learn_partition(base, part, cfg, keep_names, skip_bad, use_c)
+    rule (:data:`~streamlearn.distributed.merge.MIX_RULES`); ``batch_rows``: rows per Parquet batch (None: the
+    reader's default; the learners learn the same whatever the batches, :func:`batch_rows_for`)."""
+    state, stats = _learn_partition(base, part, cfg, keep_names, skip_bad, use_c, batch_rows=batch_rows)
     return _close_chain((state, stats), base, mix)
 
 
 def train_link(base: State, prev, part, cfg, keep_names: bool, skip_bad: bool, use_c: bool = True, last=False,
-               mix: str = "vw", ahead=None):
+               mix: str = "vw", ahead=None, batch_rows=None):
     """One link of a chain: partition ``part`` learned from ``prev`` (the previous link's
     ``(state, stats)``; None: the chain's first link, which starts from ``base``, the pass's
     merged state). Returns ``(state, stats)`` with the stats of the chain so far, or, for the
     ``last`` link, the chain's ``(accumulator, stats)`` against ``base``. ``ahead``: where this
     partition's reading may have been started ahead of the task, and the chain's partitions after it
-    (a :class:`ReadAhead`; None: none)."""
+    (a :class:`ReadAhead`; None: none); ``batch_rows``: as :func:`train_partition`'s."""
     start, stats0 = (base, None) if prev is None else prev
-    state, stats = _learn_partition(start, part, cfg, keep_names, skip_bad, use_c, ahead)
+    state, stats = _learn_partition(start, part, cfg, keep_names, skip_bad, use_c, ahead, batch_rows)
     if stats0 is not None:
         stats = _add_stats(stats0, stats)
     if state is None:  # skipped: the chain goes on from where it was
@@ -190,11 +220,12 @@ READ_AHEAD_DEPTH = 1
 class ReadAhead:
     """A link's read-ahead: the run's token, the ``key`` of the link's reader (if one was started)
     and ``then``, ``(key, partition)`` of the chain's later links, each started when the one before
-    is read through."""
+    is read through; ``batch_rows``: the tasks' rows per Parquet batch (:func:`batch_rows_for`)."""
 
     run: str
     key: str
     then: tuple = ()
+    batch_rows: int | None = None
 
 
 def _ahead_key(p: int, i: int) -> str:
@@ -227,18 +258,20 @@ def _take_read(ahead):
 
 
 def _partition_reader(part, cfg, base_reader: dict, keep_names: bool, depth: int = 1, now: bool = False,
-                      then=None):
+                      then=None, batch_rows=None):
     """Partition ``part``'s batches, read (and decoded) ``depth`` batches ahead on a thread while the
     learner runs, as the CLI reads; unit-norm rows (``--unit_norm``) are scaled by the consumer.
     ``now``: the reading starts at once (a :class:`~streamlearn.io.prefetch.Prefetcher`, which the
     caller closes or drains with :func:`_drained`), not at the first batch asked for. ``then``: a
-    :class:`ReadAhead` whose reading starts when ``part`` is read through (:func:`_read_ahead`), or None."""
+    :class:`ReadAhead` whose reading starts when ``part`` is read through (:func:`_read_ahead`), or None.
+    ``batch_rows``: rows per Parquet batch (None: the reader's default)."""
     from ..api import _reader_config
     from ..io.prefetch import Prefetcher, prefetch
     from ..io.source import read_batches
 
     rc = _reader_config(cfg, base_reader, keep_names)
     rc.parse_threads = 1
+    rc.parquet_batch_rows = batch_rows
 
     def batches():
         if part.parquet:
@@ -265,15 +298,16 @@ def _read_ahead(ahead, cfg, base_reader: dict, keep_names: bool) -> None:
     ``(key, partition)``; ``READ_AHEAD_DEPTH`` batches ahead) for its task, unless the run is over: a
     scheduling choice, the task learns the same batches either way."""
     key, part = ahead.then[0]
-    nxt = ReadAhead(ahead.run, key, ahead.then[1:]) if len(ahead.then) > 1 else None
+    nxt = ReadAhead(ahead.run, key, ahead.then[1:], ahead.batch_rows) if len(ahead.then) > 1 else None
     with _READ_AHEAD_LOCK:
         reads = _READ_AHEAD.get(ahead.run)
         if reads is not None and key not in reads:
             reads[key] = _partition_reader(part, cfg, base_reader, keep_names, READ_AHEAD_DEPTH, now=True,
-                                           then=nxt)
+                                           then=nxt, batch_rows=ahead.batch_rows)
 
 
-def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, use_c: bool, ahead=None):
+def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, use_c: bool, ahead=None,
+                     batch_rows=None):
     """The learner ``base`` after one pass over ``part``: ``(state, stats)`` (state None: skipped).
     ``ahead``: a :class:`ReadAhead` (its reader taken over if one was started; else the task reads
     the partition itself, and starts the chain's next when through) or None."""
@@ -296,7 +330,8 @@ def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, u
     learner = learner_of(base)
     t_state = time.perf_counter() - t0
     reader = _take_read(ahead)
-    stream = (_partition_reader(part, cfg, base.reader, keep_names, then=ahead if ahead and ahead.then else None)
+    stream = (_partition_reader(part, cfg, base.reader, keep_names, then=ahead if ahead and ahead.then else None,
+                                batch_rows=batch_rows)
               if reader is None else _drained(reader))
     if base.reader.get("unit_norm"):
         from ..batch import unit_norm_rows
@@ -511,17 +546,21 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     t_up = time.perf_counter()
     # local threads, chained: partitions are read ahead of their tasks (:func:`_read_ahead`)
     ahead = _start_reads() if local and chain and read_ahead else None
+    batch_rows = None
     if local:
         client = cluster = None
         n_workers = int(workers or os.cpu_count() or 1)
+        # the tasks learning at once in this process share the CLI's batch memory (batch_rows_for)
+        batch_rows = batch_rows_for(min(n_workers, len(plan_chains(parts, n_chains or n_workers, chain_order))
+                                        if chain else len(parts)))
         try:
             if ahead is not None:
                 # the first partition of every chain starts reading (and decoding, off the GIL) now, while
                 # this thread imports dask and builds the graph: the tasks take these readers over
                 _prepare_worker()
                 for c in plan_chains(parts, n_chains or n_workers, chain_order):
-                    _read_ahead(ReadAhead(ahead, "", tuple((_ahead_key(0, i), parts[i]) for i in c)), cfg,
-                                base.reader, keep_names)
+                    _read_ahead(ReadAhead(ahead, "", tuple((_ahead_key(0, i), parts[i]) for i in c), batch_rows),
+                                cfg, base.reader, keep_names)
             import dask
         except BaseException:
             if ahead is not None:
@@ -548,6 +587,8 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
             n_workers = len(client.scheduler_info().get("workers", {})) or 1
         timing["worker_import_seconds"] = time.perf_counter() - t_up
         chains = plan_chains(parts, n_chains or n_workers, chain_order)
+        if worker_threads and not local:  # threads of a dask.distributed LocalCluster(processes=False)
+            batch_rows = batch_rows_for(min(n_workers, len(chains) if chain else len(parts)))
         if not cfg.quiet:
             log(f"dask: {len(chains) if chain else len(parts)} "
                 + (f"chains of {chain_order} partitions ({', '.join(str(len(c)) for c in chains)})" if chain
@@ -573,7 +614,7 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
                         return client.submit(fn, *args, key=key, pure=False)
                     bf = client.scatter(base, broadcast=True, hash=False)
                 root = _pass_graph(task, p, run, bf, parts, chains if chain else None, cfg, keep_names,
-                                   skip_bad_partitions, use_c, mix, ahead)
+                                   skip_bad_partitions, use_c, mix, ahead, batch_rows)
                 try:
                     if client is None:
                         from dask.threaded import get as threaded_get

