@@ -55,6 +55,8 @@ C_Z = 3  # first column of Z^T
 HIST_MIN = 64  # the smallest history capacity (re-bases recorded between compactions)
 RESID_TOL = 1e-11  # buffer residual directions below this share of ||G||_F^2 count as dependent
 DRIFT_TOL = 1e-9
+#: the eigen step's m-th row: the old one projected off the kept eigenvectors when at least this share of it is left
+CHEAP_PICK_MIN = 0.25
 #: re-base when the column norms of F (the scales of Z's rows) differ by more than this (see _equilibrated_cond)
 COL_RATIO = 1e100
 #: a re-base is done on every feature (and K recomputed from the table) when at least (features
@@ -1155,7 +1157,43 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, ZG, GG, boff, bslot, bval, flt, 
             for i in range(nb):
                 B[i, j] = U[i, nr - 1 - j]
         pick = np.zeros((nr, kk - mp))
-        if na > 0:
+        # the old m-th row (D = 0, basis vector na - 1 when every row was active) off the kept eigenvectors: a
+        # unit vector orthogonal to them that Z alone represents up to that projection; taken when most of it
+        # is left (O(nb m)), else the pick below (O(nb na^2 + nr^3))
+        res = 0.0
+        if na == m and kk - mp == 1:
+            # a = J e_(m-1) = [e_(m-1); -Q2 C e_(m-1)] (unit-normalised), then off the kept eigenvectors
+            a = np.zeros(nb)
+            a[m - 1] = 1.0
+            for j in range(r):
+                acc = 0.0
+                for k in range(m):
+                    acc += Q2[j, k] * C[k, m - 1]
+                a[na + j] = -acc
+            an = 0.0
+            for i in range(nb):
+                an += a[i] * a[i]
+            an = 1.0 / math.sqrt(an)
+            for i in range(nb):
+                a[i] *= an
+            pa = np.zeros(mp)
+            for t in range(mp):
+                acc = 0.0
+                for i in range(nb):
+                    acc += Usel[i, t] * a[i]
+                pa[t] = acc
+            res = 1.0
+            for t in range(mp):
+                res -= pa[t] * pa[t]
+        if na == m and kk - mp == 1 and res > CHEAP_PICK_MIN:
+            inv = 1.0 / math.sqrt(res)
+            for i in range(nb):
+                acc = a[i]
+                for t in range(mp):
+                    acc -= Usel[i, t] * pa[t]
+                Usel[i, mp] = acc * inv
+            D[mp] = 0.0
+        elif na > 0:
             J = np.zeros((nb, na))
             for i in range(na):
                 J[i, i] = 1.0
@@ -1176,11 +1214,12 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, ZG, GG, boff, bslot, bval, flt, 
         else:
             for t in range(kk - mp):
                 pick[t, t] = 1.0
-        Ub = _mm(B, pick)
-        for t in range(mp, kk):
-            D[t] = 0.0
-            for i in range(nb):
-                Usel[i, t] = Ub[i, t - mp]
+        if not (na == m and kk - mp == 1 and res > CHEAP_PICK_MIN):
+            Ub = _mm(B, pick)
+            for t in range(mp, kk):
+                D[t] = 0.0
+                for i in range(nb):
+                    Usel[i, t] = Ub[i, t - mp]
     N1 = np.zeros((m, m))
     N2 = np.zeros((m, m))
     for t in range(kk):
