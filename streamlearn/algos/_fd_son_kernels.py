@@ -452,7 +452,7 @@ def _hypot(a, b):
 # run time, which the CLI does not load (streamlearn.cli._hide_scipy), and compiles slowly.
 
 @njit(**INNER)
-def _eigh(A, wantv):
+def _eigh(A, wantv):  # (callers pass np.bool_(...): a literal True / False would compile a version each)
     """Eigen-decomposition of the symmetric ``A`` (its symmetric part): ``(w ascending, V)`` with
     ``A = V diag(w) V^T``, V orthogonal (``wantv`` False: the eigenvalues only, bit for bit the same; V
     is then not computed and the array returned is scratch). Householder reduction to tridiagonal form, then the implicit
@@ -807,7 +807,7 @@ def _pinv(F, D, ZG, GG, tau, sx, mode, xx, f, b, c, h):
     for q in range(tau):
         for j in range(tau):
             SS[m + q, m + j] = GG[q, j]
-    lam, U = _eigh(SS, True)
+    lam, U = _eigh(SS, np.bool_(True))
     top = max(lam[n - 1], 0.0)
     keep = np.zeros(n, np.bool_)  # the eigenpairs above the rank threshold, and Sx's projections on them
     proj = np.zeros(n)
@@ -1078,7 +1078,7 @@ def _equilibrated_cond(N1):
                 W[r, q] = N1[r, q] / nrm
     if not cmin > 0.0 or cmax > COL_RATIO * cmin:
         return math.inf
-    ev = _eigh(_mm(_tr(W), W), False)[0]  # squared singular values, ascending
+    ev = _eigh(_mm(_tr(W), W), np.bool_(False))[0]  # squared singular values, ascending
     return math.sqrt(ev[m - 1] / ev[0]) if ev[0] > 0.0 else math.inf
 
 
@@ -1116,7 +1116,7 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, ZG, GG, boff, bslot, bval, flt, 
     # C = G V_a^T (m x na): C[k, i] = sum_j ZG[j, k] F[i, j]
     C = _mm(_tr(ZG), _tr(Fa))
     EE = _sym(GG, _mm(C, _tr(C)))
-    gam, W = _eigh(EE, True)
+    gam, W = _eigh(EE, np.bool_(True))
     trg = 0.0
     for k in range(m):
         trg += GG[k, k]
@@ -1153,7 +1153,7 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, ZG, GG, boff, bslot, bval, flt, 
     sig = np.zeros(nb)
     U = np.zeros((nb, nb))
     if nb > 0:
-        sig, U = _eigh(MM, True)  # ascending
+        sig, U = _eigh(MM, np.bool_(True))  # ascending
     kk = min(m, nb)
     smm = max(sig[nb - m], 0.0) if nb >= m else 0.0
     # the new rows in the basis' coordinates: the top m - 1 eigenvectors (D > 0), then rows whose D is
@@ -1179,9 +1179,11 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, ZG, GG, boff, bslot, bval, flt, 
             for i in range(nb):
                 B[i, j] = U[i, nr - 1 - j]
         pick = np.zeros((nr, kk - mp))
-        # the old m-th row (D = 0, basis vector na - 1 when every row was active) off the kept eigenvectors: a
-        # unit vector orthogonal to them that Z alone represents up to that projection; taken when most of it
-        # is left (O(nb m)), else the pick below (O(nb na^2 + nr^3))
+        # The m-th row cheaply, O(nb m): when every row was active, the old m-th row's direction orthogonal to G
+        # (its column of J, the coordinates of a direction Z alone represents) projected off the kept eigenvectors,
+        # taken when at least CHEAP_PICK_MIN of its squared norm is left (on gen_sparse: 2,999 eigen steps of
+        # 3,000, with main's re-base count). Else the best such vector in range(J), O(nb na^2 + nr^3) (~13% of
+        # an eigen step at m = 10)
         res = 0.0
         if na == m and kk - mp == 1:
             # a = J e_(m-1) = [e_(m-1); -Q2 C e_(m-1)] (unit-normalised), then off the kept eigenvectors
@@ -1229,7 +1231,7 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, ZG, GG, boff, bslot, bval, flt, 
             # large when the buffer's residual is small, e.g. on raw features of scale 1e6)
             Jo = _orth_cols(J)
             JB = _mm(_tr(Jo), B)
-            lb, Wb = _eigh(_mm(_tr(JB), JB), True)
+            lb, Wb = _eigh(_mm(_tr(JB), JB), np.bool_(True))
             for t in range(kk - mp):
                 for j in range(nr):
                     pick[j, t] = Wb[j, nr - 1 - t]
@@ -1260,7 +1262,7 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, ZG, GG, boff, bslot, bval, flt, 
         D[t] = 0.0
     if kk < m:  # inactive rows: complete N1 by the orthonormal complement of its row space
         N1k = _head(N1, kk, m)
-        lam, E = _eigh(_mm(_tr(N1k), N1k), True)
+        lam, E = _eigh(_mm(_tr(N1k), N1k), np.bool_(True))
         for t in range(kk, m):
             for q in range(m):
                 N1[t, q] = E[q, t - kk]
@@ -1791,7 +1793,7 @@ def fd_run(offsets, indices, values, labels, weights, start, resume, learn, stat
 @njit(**KERNEL)
 def eigh(A):
     """:func:`_eigh` callable from Python (tests)."""
-    return _eigh(A, True)
+    return _eigh(A, np.bool_(True))
 
 
 @njit(**KERNEL)
