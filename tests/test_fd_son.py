@@ -279,7 +279,7 @@ def test_lazy_rebases_on_a_long_sparse_stream_match_the_reference():
     assert lazy >= 60 and L.n_compact >= 2, (L.n_rebase, L.n_compact)
     # stale features (behind by recorded re-bases) read without learning: the caught-up weights
     assert L.ints[7] > 0
-    stamps = L.tab[L.rkey >= 0, 2]  # (the packed rows: rkey the feature of each, -1 past them)
+    stamps = L.tab[L.keys >= 0, 2]
     assert (stamps < L.ints[7]).any()
     before = L.tab.copy()
     q, _ = L.predict_batch(b)

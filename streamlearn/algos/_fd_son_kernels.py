@@ -11,11 +11,9 @@ diagonal, and a buffer ``G`` of up to m sparse rows (the to-sketch vectors g^ as
 ``H = (alpha I_2m + S S^T)^-1``; ``A^-1 v = (v - S^T H S v) / alpha`` (Woodbury). The weights are
 ``w = w_bar + Z^T b + G^T c`` (``c``: the buffer rows' share, folded into ``w_bar`` at each eigen step).
 
-Per-feature state lives in packed rows ``tab[row] = [w_bar, scratch, stamp, Z[0, j], ..., Z[m-1, j], ...]``
-(in the order the features came; ``rkey[row]`` the feature, -1 past the stored ones), found through an
-open-addressing hash index keyed by the masked feature index: ``keys[slot]`` (-1 = empty), ``ridx[slot]`` the
-row. The buffer holds its rows' entries as (row, key, value) in ``bslot`` / ``bkey`` / ``bval`` with row
-offsets ``boff``.
+Per-feature state lives in an open-addressing hash table keyed by the masked feature index:
+``keys[slot]`` (-1 = empty), ``tab[slot] = [w_bar, scratch, Z[0, j], ..., Z[m-1, j]]``. The buffer
+holds its rows' entries as (slot, key, value) in ``buf_*`` with row offsets ``boff``.
 
 Diagonal pre-scaling (``precond``, the default; Oja-SON's ``--diag_frame precond --diag_rule vw``, SON
 Sec. 5.2 as a preconditioner): the sketch and the Newton step run on ``x~ = f x`` with the per-feature
@@ -79,10 +77,8 @@ class FdState(NamedTuple):
     """FD-SON's state (SON Alg. 1 + App. F): the per-feature table, the sketch's small matrices
     and the buffer."""
 
-    keys: np.ndarray  # int64 (cap,): the hash index: masked feature per slot, -1 = empty
-    ridx: np.ndarray  # int64 (cap,): the row of each slot's feature
-    rkey: np.ndarray  # int64 (cap / 2,): the feature of each row, -1 past the stored ones
-    tab: np.ndarray  # float64 (cap / 2, ncol): the rows, packed in the order the features came
+    keys: np.ndarray  # int64 (cap,): masked feature per slot, -1 = empty
+    tab: np.ndarray  # float64 (cap, 2 + m): [w_bar, scratch, Z^T row]
     shift: int  # 64 - log2(cap)
     ints: np.ndarray  # int64 (9,): t, occupied, tau (buffer rows), na (active sketch rows), buffer nnz, re-bases,
     #                   eigen steps, re-bases recorded in the history, compactions
@@ -138,25 +134,11 @@ def _prefetch(typingctx, arr, off):
 
 
 @njit(**KERNEL)
-def remap_buffer(keys, ridx, shift, bkey, bslot, nbuf):
-    """The buffer entries' rows (a loaded model: their features are all stored)."""
+def remap_buffer(keys, shift, bkey, bslot, nbuf):
+    """The buffer entries' slots after the table was rebuilt (their features are all stored)."""
     capmask = keys.shape[0] - 1
     for e in range(nbuf):
-        bslot[e] = ridx[_find(keys, bkey[e], shift, capmask)]
-
-
-@njit(**KERNEL)
-def index_rows(rkey, keys, ridx, shift):
-    """Fill the empty hash index ``(keys, ridx)`` with every stored row: ``keys[slot] = rkey[row]``,
-    ``ridx[slot] = row`` (a grown index, a loaded model)."""
-    capmask = keys.shape[0] - 1
-    for row in range(rkey.shape[0]):
-        key = rkey[row]
-        if key == EMPTY:
-            continue
-        h = -1 - _find(keys, key, shift, capmask)
-        keys[h] = key
-        ridx[h] = row
+        bslot[e] = _find(keys, bkey[e], shift, capmask)
 
 
 # -- the lazy re-base history ------------------------------------------------------------------
@@ -371,7 +353,7 @@ def _rebase_all(keys, tab, ints, hP, hc, N, u):
 
 
 @njit(**KERNEL)
-def table_lookup_rows(keys, ridx, tab, query, shift, out, hP, hc, R):
+def table_lookup_rows(keys, tab, query, shift, out, hP, hc, R):
     """``out[i] = tab[slot(query[i])]`` brought up to date through the R recorded re-bases (zeros for
     absent keys); the table itself is not changed."""
     capmask = keys.shape[0] - 1
@@ -380,7 +362,6 @@ def table_lookup_rows(keys, ridx, tab, query, shift, out, hP, hc, R):
     for i in range(query.shape[0]):
         r = _find(keys, query[i], shift, capmask)
         if r >= 0:
-            r = ridx[r]
             for c in range(tab.shape[1]):
                 out[i, c] = tab[r, c]
             _catch_up(tab, r, hP, hc, R, wz)
@@ -1493,7 +1474,7 @@ def fd_run(offsets, indices, values, labels, weights, start, resume, learn, stat
     that this one compiles less. ``xt``, ``sx`` (the example's x~ and S x), ``rs`` (``N_RS``) and ``ws``
     (2 x m x m) carry what they need; ``slot_buf`` the example's slots.
     """
-    (keys, ridx, rkey, tab, shift, ints, F, K, D, b, c, H, ZG, GG, flt, boff, bslot, bkey, bval, hP, hc) = state
+    (keys, tab, shift, ints, F, K, D, b, c, H, ZG, GG, flt, boff, bslot, bkey, bval, hP, hc) = state
     mask, loss_code, robust, sigma_eta, proj_c, max_cond, invariant, clip, precond = hyper
     clip = clip and loss_code == SQUARED
     n = labels.shape[0]
@@ -1548,19 +1529,14 @@ def fd_run(offsets, indices, values, labels, weights, start, resume, learn, stat
                 r = _find(keys, key, shift, capmask)
                 stale[k] = False
                 if r < 0:
-                    if do_learn:  # a new row, at the end of the stored ones
-                        keys[-1 - r] = key
-                        ridx[-1 - r] = ints[I_OCC]
-                        r = ints[I_OCC]
-                        rkey[r] = key
+                    if do_learn:
+                        r = -1 - r
+                        keys[r] = key
                         ints[I_OCC] += 1
                         tab[r, C_T] = R
                     else:
                         r = -1
-                    slot_buf[k] = r
-                    continue
-                r = ridx[r]
-                if do_learn:
+                elif do_learn:
                     _catch_up_inplace(tab, r, hP, hc, R, wz)
                 elif tab[r, C_T] != R:
                     _catch_up(tab, r, hP, hc, R, wz)
@@ -1723,7 +1699,7 @@ def fd_run(offsets, indices, values, labels, weights, start, resume, learn, stat
             e0 = ints[I_NBUF]
             for k in range(s):
                 bslot[e0 + k] = slot_buf[k]
-                bkey[e0 + k] = rkey[slot_buf[k]]
+                bkey[e0 + k] = keys[slot_buf[k]]
                 bval[e0 + k] = gs * xt[k]
             ints[I_NBUF] = e0 + s
             boff[tau + 1] = e0 + s

@@ -79,7 +79,7 @@ import numpy as np
 
 from ..kernels import kernel_batch, lazy
 from .base import Learner, Param, adopt, require
-from .feature_table import MIN_CAP, FeatureTable, capacity_for
+from .feature_table import MIN_CAP, FeatureTable
 
 __all__ = ["FDSON"]
 
@@ -257,41 +257,9 @@ class FDSON(FeatureTable, Learner):
         self.hP[2 * new:2 * new + ns] = oldP[2 * hcap:]
         self.hc[2 * new:2 * new + ns] = oldc[2 * hcap:]
 
-    # the packed row store: the hash index (keys, ridx; capacity cap, at most half full) gives each stored
-    # feature's row in tab (cap / 2 rows, packed in the order the features came; rkey the feature of each row, -1
-    # past them). The rows do not move when the index grows, and the table is about half the size of one row per
-    # slot (gen_sparse's 100,000 features at -b 18: 15 MB of rows instead of 40 MB), which the catch-up of a
-    # returning feature reads from memory.
-    def _alloc_table(self, cap: int) -> None:
-        self.keys = np.full(cap, -1, np.int64)
-        self.ridx = np.zeros(cap, np.int64)
-        self.rkey = np.full(cap >> 1, -1, np.int64)
-        self.tab = np.zeros((cap >> 1, self.ncol))
-        self.shift = 64 - (cap.bit_length() - 1)
-
     def _grow(self, needed):
-        cap = capacity_for(needed, self.keys.shape[0])
-        if cap == self.keys.shape[0]:
-            return False
-        n = int(self.ints[1])
-        old_rkey, old_tab = self.rkey, self.tab
-        self._alloc_table(cap)
-        self.rkey[:n] = old_rkey[:n]
-        self.tab[:n] = old_tab[:n]
-        _kernels.index_rows(self.rkey, self.keys, self.ridx, self.shift)
-        return True
-
-    def _sorted_slots(self) -> np.ndarray:
-        """The stored rows in ascending key order (what a saved model stores)."""
-        occ = np.flatnonzero(self.rkey >= 0)
-        return occ[np.argsort(self.rkey[occ], kind="stable")]
-
-    def _load_table(self, keys, rows) -> None:
-        n = len(keys)
-        self._alloc_table(capacity_for(n))
-        self.rkey[:n] = keys
-        self.tab[:n] = rows
-        _kernels.index_rows(self.rkey, self.keys, self.ridx, self.shift)
+        if super()._grow(needed):
+            _kernels.remap_buffer(self.keys, self.shift, self.bkey, self.bslot, int(self.ints[4]))
 
     def _grow_buffer(self, needed):
         cap = self.bval.shape[0]
@@ -339,9 +307,9 @@ class FDSON(FeatureTable, Learner):
                 self._grow_buffer(int(self.ints[4]) + s)
                 self._grow_history(int(self.ints[1]))
             elif st == K.ST_COMPACT:
-                K.compact_history(self.rkey, self.tab, self.ints, self.hP, self.hc)
+                K.compact_history(self.keys, self.tab, self.ints, self.hP, self.hc)
             elif st == K.ST_REBASE:
-                K.full_rebase(self.rkey, self.tab, self.ints, self.F, self.K, self.b, self.c, self.flt, self.boff,
+                K.full_rebase(self.keys, self.tab, self.ints, self.F, self.K, self.b, self.c, self.flt, self.boff,
                               self.bslot, self.bval, self.hP, self.hc, ws)
                 resume = K.RESUME_STEP
             else:  # RFD with alpha = 0: the pseudo-inverse projection or step
@@ -359,8 +327,7 @@ class FDSON(FeatureTable, Learner):
     def _rows(self, keys):
         keys = np.asarray(keys, np.int64)
         out = np.zeros((len(keys), self.tab.shape[1]))
-        _kernels.table_lookup_rows(self.keys, self.ridx, self.tab, keys, self.shift, out, self.hP, self.hc,
-                                   int(self.ints[7]))
+        _kernels.table_lookup_rows(self.keys, self.tab, keys, self.shift, out, self.hP, self.hc, int(self.ints[7]))
         return out
 
     def weights_dense(self, keys):
@@ -420,7 +387,7 @@ class FDSON(FeatureTable, Learner):
         order = self._sorted_slots()
         nb = int(self.ints[4])
         R = int(self.ints[7])  # the history's level-0 records (the other levels are rebuilt on loading)
-        return {"keys": self.rkey[order], "rows": self.tab[order], "bkey": self.bkey[:nb].copy(),
+        return {"keys": self.keys[order], "rows": self.tab[order], "bkey": self.bkey[:nb].copy(),
                 "bval": self.bval[:nb].copy(), "hP0": self.hP[:R].copy(), "hc0": self.hc[:R].copy(),
                 **{f: getattr(self, f) for f in _SMALL_STATE}}
 
@@ -524,7 +491,7 @@ class FDSON(FeatureTable, Learner):
         self.bkey = np.array(bkey, np.int64)
         self.bval = np.array(bval, np.float64)
         self.bslot = np.zeros(nbuf, np.int64)
-        _kernels.remap_buffer(self.keys, self.ridx, self.shift, self.bkey, self.bslot, nbuf)
+        _kernels.remap_buffer(self.keys, self.shift, self.bkey, self.bslot, nbuf)
 
 
 class RFDSON(FDSON):
