@@ -55,6 +55,8 @@ C_Z = 3  # first column of Z^T
 HIST_MIN = 64  # the smallest history capacity (re-bases recorded between compactions)
 RESID_TOL = 1e-11  # buffer residual directions below this share of ||G||_F^2 count as dependent
 DRIFT_TOL = 1e-9
+#: the eigen step's m-th row: the old one projected off the kept eigenvectors when at least this share of it is left
+CHEAP_PICK_MIN = 0.25
 #: re-base when the column norms of F (the scales of Z's rows) differ by more than this (see _equilibrated_cond)
 COL_RATIO = 1e100
 COND_RESOLVED = 1e7  # _equilibrated_cond: a larger condition number is not resolved (counts as inf: a re-base)
@@ -432,9 +434,10 @@ def _hypot(a, b):
 # run time, which the CLI does not load (streamlearn.cli._hide_scipy), and compiles slowly.
 
 @njit(**INNER)
-def _eigh(A):
+def _eigh(A, wantv):  # (callers pass np.bool_(...): a literal True / False would compile a version each)
     """Eigen-decomposition of the symmetric ``A`` (its symmetric part): ``(w ascending, V)`` with
-    ``A = V diag(w) V^T``, V orthogonal. Householder reduction to tridiagonal form, then the implicit
+    ``A = V diag(w) V^T``, V orthogonal (``wantv`` False: the eigenvalues only, bit for bit the same; V
+    is then not computed and the array returned is scratch). Householder reduction to tridiagonal form, then the implicit
     QL iteration with Wilkinson-type shifts (Golub & Van Loan Alg. 8.3.1 and Sec. 8.3.5; EISPACK
     tred2 / tql2): O(n^3) with a small constant, a few times fewer operations than cyclic Jacobi."""
     n = A.shape[0]
@@ -497,6 +500,8 @@ def _eigh(A):
                 Vt[j, i] = 0.0
         d[i] = h
     for i in range(n - 1):
+        if not wantv:  # (the accumulation of the transforms only moves the diagonal to column n - 1)
+            break
         Vt[i, n - 1] = Vt[i, i]
         Vt[i, i] = 1.0
         h = d[i + 1]
@@ -512,7 +517,7 @@ def _eigh(A):
         for k in range(i + 1):
             Vt[i + 1, k] = 0.0
     for j in range(n):
-        d[j] = Vt[j, n - 1]
+        d[j] = Vt[j, n - 1] if wantv or j == n - 1 else Vt[j, j]
         Vt[j, n - 1] = 0.0
     Vt[n - 1, n - 1] = 1.0
     e[0] = 0.0
@@ -563,7 +568,7 @@ def _eigh(A):
                     c = p / r
                     p = c * d[i] - s * g
                     d[i + 1] = h + s * (c * g + s * d[i])
-                    for k in range(n):
+                    for k in range(n if wantv else 0):
                         h = Vt[i + 1, k]
                         Vt[i + 1, k] = s * Vt[i, k] + c * h
                         Vt[i, k] = c * Vt[i, k] - s * h
@@ -578,7 +583,7 @@ def _eigh(A):
         j = i
         while j > 0 and d[j - 1] > d[j]:
             d[j - 1], d[j] = d[j], d[j - 1]
-            for k in range(n):
+            for k in range(n if wantv else 0):
                 Vt[j - 1, k], Vt[j, k] = Vt[j, k], Vt[j - 1, k]
             j -= 1
     V = np.empty((n, n))
@@ -784,7 +789,7 @@ def _pinv(F, D, ZG, GG, tau, sx, mode, xx, f, b, c, h):
     for q in range(tau):
         for j in range(tau):
             SS[m + q, m + j] = GG[q, j]
-    lam, U = _eigh(SS)
+    lam, U = _eigh(SS, np.bool_(True))
     top = max(lam[n - 1], 0.0)
     keep = np.zeros(n, np.bool_)  # the eigenpairs above the rank threshold, and Sx's projections on them
     proj = np.zeros(n)
@@ -1055,7 +1060,7 @@ def _equilibrated_cond(N1):
                 W[r, q] = N1[r, q] / nrm
     if not cmin > 0.0 or cmax > COL_RATIO * cmin:
         return math.inf
-    ev = _eigh(_mm(_tr(W), W))[0]  # squared singular values, ascending
+    ev = _eigh(_mm(_tr(W), W), np.bool_(False))[0]  # squared singular values, ascending
     # past COND_RESOLVED the eigenvalues of W^T W (absolute error ~ m eps ev_max) cannot tell it from singular
     return math.sqrt(ev[m - 1] / ev[0]) if ev[0] * (COND_RESOLVED * COND_RESOLVED) >= ev[m - 1] else math.inf
 
@@ -1094,7 +1099,7 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, ZG, GG, boff, bslot, bval, flt, 
     # C = G V_a^T (m x na): C[k, i] = sum_j ZG[j, k] F[i, j]
     C = _mm(_tr(ZG), _tr(Fa))
     EE = _sym(GG, _mm(C, _tr(C)))
-    gam, W = _eigh(EE)
+    gam, W = _eigh(EE, np.bool_(True))
     trg = 0.0
     for k in range(m):
         trg += GG[k, k]
@@ -1131,7 +1136,7 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, ZG, GG, boff, bslot, bval, flt, 
     sig = np.zeros(nb)
     U = np.zeros((nb, nb))
     if nb > 0:
-        sig, U = _eigh(MM)  # ascending
+        sig, U = _eigh(MM, np.bool_(True))  # ascending
     kk = min(m, nb)
     smm = max(sig[nb - m], 0.0) if nb >= m else 0.0
     # the new rows in the basis' coordinates: the top m - 1 eigenvectors (D > 0), then rows whose D is
@@ -1157,7 +1162,45 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, ZG, GG, boff, bslot, bval, flt, 
             for i in range(nb):
                 B[i, j] = U[i, nr - 1 - j]
         pick = np.zeros((nr, kk - mp))
-        if na > 0:
+        # The m-th row cheaply, O(nb m): when every row was active, the old m-th row's direction orthogonal to G
+        # (its column of J, the coordinates of a direction Z alone represents) projected off the kept eigenvectors,
+        # taken when at least CHEAP_PICK_MIN of its squared norm is left (on gen_sparse: 2,999 eigen steps of
+        # 3,000, with main's re-base count). Else the best such vector in range(J), O(nb na^2 + nr^3) (~13% of
+        # an eigen step at m = 10)
+        res = 0.0
+        if na == m and kk - mp == 1:
+            # a = J e_(m-1) = [e_(m-1); -Q2 C e_(m-1)] (unit-normalised), then off the kept eigenvectors
+            a = np.zeros(nb)
+            a[m - 1] = 1.0
+            for j in range(r):
+                acc = 0.0
+                for k in range(m):
+                    acc += Q2[j, k] * C[k, m - 1]
+                a[na + j] = -acc
+            an = 0.0
+            for i in range(nb):
+                an += a[i] * a[i]
+            an = 1.0 / math.sqrt(an)
+            for i in range(nb):
+                a[i] *= an
+            pa = np.zeros(mp)
+            for t in range(mp):
+                acc = 0.0
+                for i in range(nb):
+                    acc += Usel[i, t] * a[i]
+                pa[t] = acc
+            res = 1.0
+            for t in range(mp):
+                res -= pa[t] * pa[t]
+        if na == m and kk - mp == 1 and res > CHEAP_PICK_MIN:
+            inv = 1.0 / math.sqrt(res)
+            for i in range(nb):
+                acc = a[i]
+                for t in range(mp):
+                    acc -= Usel[i, t] * pa[t]
+                Usel[i, mp] = acc * inv
+            D[mp] = 0.0
+        elif na > 0:
             J = np.zeros((nb, na))
             for i in range(na):
                 J[i, i] = 1.0
@@ -1171,18 +1214,19 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, ZG, GG, boff, bslot, bval, flt, 
             # large when the buffer's residual is small, e.g. on raw features of scale 1e6)
             Jo = _orth_cols(J)
             JB = _mm(_tr(Jo), B)
-            lb, Wb = _eigh(_mm(_tr(JB), JB))
+            lb, Wb = _eigh(_mm(_tr(JB), JB), np.bool_(True))
             for t in range(kk - mp):
                 for j in range(nr):
                     pick[j, t] = Wb[j, nr - 1 - t]
         else:
             for t in range(kk - mp):
                 pick[t, t] = 1.0
-        Ub = _mm(B, pick)
-        for t in range(mp, kk):
-            D[t] = 0.0
-            for i in range(nb):
-                Usel[i, t] = Ub[i, t - mp]
+        if not (na == m and kk - mp == 1 and res > CHEAP_PICK_MIN):
+            Ub = _mm(B, pick)
+            for t in range(mp, kk):
+                D[t] = 0.0
+                for i in range(nb):
+                    Usel[i, t] = Ub[i, t - mp]
     N1 = np.zeros((m, m))
     N2 = np.zeros((m, m))
     for t in range(kk):
@@ -1201,7 +1245,7 @@ def _eigen_step(keys, tab, ints, F, K, D, b, c, ZG, GG, boff, bslot, bval, flt, 
         D[t] = 0.0
     if kk < m:  # inactive rows: complete N1 by the orthonormal complement of its row space
         N1k = _head(N1, kk, m)
-        lam, E = _eigh(_mm(_tr(N1k), N1k))
+        lam, E = _eigh(_mm(_tr(N1k), N1k), np.bool_(True))
         for t in range(kk, m):
             for q in range(m):
                 N1[t, q] = E[q, t - kk]
@@ -1543,17 +1587,35 @@ def fd_run(offsets, indices, values, labels, weights, start, resume, learn, stat
                 if sl >= 0:
                     xx += xt[k] * tab[sl, C_S]
             tau = ints[I_TAU]
-            _buffer_dots(tab, boff, bslot, bval, tau, m, gx)
-            for k in range(s):
-                if slot_buf[k] >= 0:
-                    tab[slot_buf[k], C_S] = 0.0
+            # learning with the pre-scaling, G x~ is needed with the frames of after the update (below): the
+            # prediction's buffer share c . G x~ is then taken from the features' shares (G^T c)_j that
+            # _buffer_share left in the table, O(s), and G x~ itself only if the step needs it as it is
+            # (the projection, or no update of the frames: gx_pending; x~ stays scattered in C_S until then)
+            gx_pending = precond and do_learn
             p0 = wx
-            for r in range(m):
-                p0 += b[r] * z[r] + c[r] * gx[r]
+            if gx_pending:
+                cg = 0.0
+                for k in range(s):
+                    cg += xt[k] * tab[slot_buf[k], cw + P_BUF]
+                for r in range(m):
+                    p0 += b[r] * z[r]
+                p0 += cg
+            else:
+                _buffer_dots(tab, boff, bslot, bval, tau, m, gx)
+                for k in range(s):
+                    if slot_buf[k] >= 0:
+                        tab[slot_buf[k], C_S] = 0.0
+                for r in range(m):
+                    p0 += b[r] * z[r] + c[r] * gx[r]
             if projected:  # (pinv_apply projected u: the prediction is the one before)
                 p0 = rs[RS_P0]
             # Alg. 1 line 4 (SON Lemma 1): w = u - tau A^-1 x / (x^T A^-1 x), |w^T x| = C
             ptau = _proj_excess(p0, proj_c)
+            if gx_pending and ptau != 0.0:  # the projection's S x
+                _buffer_dots(tab, boff, bslot, bval, tau, m, gx)
+                for k in range(s):
+                    tab[slot_buf[k], C_S] = 0.0
+                gx_pending = False
             p = p0 - ptau
             # --no_clip off (squared loss): the prediction reported and scored is clipped to the range of the
             # labels learned so far (flt[3:5], from [0, 0]), as VW's squared loss
@@ -1618,6 +1680,10 @@ def fd_run(offsets, indices, values, labels, weights, start, resume, learn, stat
                 xx = 0.0
                 for k in range(s):
                     xx += xt[k] * tab[slot_buf[k], C_S]
+                _buffer_dots(tab, boff, bslot, bval, tau, m, gx)
+                for k in range(s):
+                    tab[slot_buf[k], C_S] = 0.0
+            elif gx_pending:
                 _buffer_dots(tab, boff, bslot, bval, tau, m, gx)
                 for k in range(s):
                     tab[slot_buf[k], C_S] = 0.0
@@ -1706,7 +1772,7 @@ def fd_run(offsets, indices, values, labels, weights, start, resume, learn, stat
 @njit(**KERNEL)
 def eigh(A):
     """:func:`_eigh` callable from Python (tests)."""
-    return _eigh(A)
+    return _eigh(A, np.bool_(True))
 
 
 @njit(**KERNEL)

@@ -80,7 +80,7 @@ def _fd_step(sig2, ell, t, n, beta, tau, Y, sig2_new):
     for i in range(m):
         for j in range(m):
             S[i, j] += c[i] * c[j]
-    lam, U = _eigh(S)
+    lam, U = _eigh(S, np.bool_(True))
     lam1 = max(lam[m - 1], 0.0)
     lam_tau = 0.0
     if m >= tau:
@@ -175,7 +175,7 @@ def _bring(tab, s, K, S, ints, z):
 @njit(**INNER)
 def _inv_sqrt_sym(G):
     n = G.shape[0]
-    lam, U = _eigh(G)
+    lam, U = _eigh(G, np.bool_(True))
     T = np.zeros((n, n))
     for i in range(n):
         for j in range(n):

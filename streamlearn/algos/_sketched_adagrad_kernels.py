@@ -442,7 +442,7 @@ def _sa_cond(P):
             for q in range(n):
                 acc += P[q, i] * P[q, j]
             A[i, j] = acc
-    w, _ = _eigh(A)
+    w, _ = _eigh(A, np.bool_(False))  # the eigenvalues only
     if not w[0] * (COND_RESOLVED * COND_RESOLVED) >= w[n - 1]:
         return np.inf
     return math.sqrt(w[n - 1] / w[0])
