@@ -96,6 +96,17 @@ class Bear(SketchLearner):
         self.ring_sr = np.zeros(tau, np.float64)
         self.ring_rr = np.zeros(tau, np.float64)
         self.ring_rdr = np.zeros(tau, np.float64)
+        self._unindexed_ring()
+
+    def _unindexed_ring(self) -> None:
+        """The ring's derived arrays (each pair's entry codes and features, :class:`Ring`) for the
+        ring's capacity, every pair marked not indexed: the run kernel indexes a pair from its keys
+        at its first use. Never saved."""
+        tau, cap = self.rs_keys.shape
+        self.rs_code = np.zeros((tau, cap), np.int64)
+        self.rr_code = np.zeros((tau, cap), np.int64)
+        self.pfeat = np.zeros((tau, 2 * cap), np.int64)
+        self.pnf = np.full(tau, -1, np.int64)
 
     def _apply_hyper(self):
         self.h0 = 1 if (self.hyper.get("initial_scaling") or "auto") == "adagrad" else 0
@@ -192,6 +203,12 @@ class Bear(SketchLearner):
         used = (head - 1 - np.arange(count)) % tau
         require((self.ring_sr[used] > 0).all() and (self.ring_rr[used] > 0).all(),
                 "arrays ring_sr / ring_rr: a stored pair without positive curvature")
+        for f, n in (("rs_keys", "rs_len"), ("rr_keys", "rr_len")):  # class << 32 | hash, class < K
+            keys, ln = getattr(self, f)[used], getattr(self, n)[used]
+            keys = keys[np.arange(keys.shape[1]) < ln[:, None]]
+            require(((keys >= 0) & ((keys >> 32) < self.kc)).all(),
+                    f"array {f}: a coordinate whose class is outside 0..{self.kc - 1}")
+        self._unindexed_ring()
         self._load_sq_sums(arrays, bool(self.h0), "--initial_scaling adagrad")
         if not self.h0:
             require("ring_rdr" not in arrays, "array ring_rdr in a model without --initial_scaling adagrad")
