@@ -18,8 +18,10 @@ import numpy as np
 from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
-from ._sketch_kernels import (DRIVER_HYPER, _build_active, _cm_add_query, _const_index, _eff_weights, _hll_add, _mb_gradient, _mb_predict,
-                              _add_ca, _offer_active, implements_update, minibatch_run)
+from ._mission_kernels import _mask_clear, _mask_find, _mask_rebuild, _mask_set
+from ._sketch_kernels import (DRIVER_HYPER, _build_active, _cm_add_query, _const_index, _eff_weights_map, _hll_add,
+                              _mb_gradient, _mb_predict, _offer_active_map, _prefetch_active, implements_update,
+                              minibatch_run)
 
 __all__ = ["Ring", "BearHyper", "two_loop", "bear_update", "bear_run", "ring_push"]
 
@@ -45,6 +47,10 @@ class Ring(NamedTuple):
     rr_code: np.ndarray  # int64 (tau, cap): the same for r_i
     pfeat: np.ndarray  # int64 (tau, 2 cap): pair i's features (hashes), pnf[i] of them
     pnf: np.ndarray  # int64 (tau,): -1 = pair not indexed yet (_pair_index)
+    # the class membership map (--oaa K, K <= 64; empty: none), derived from the heaps, never saved
+    mkeys: np.ndarray  # uint32 (T,): features held by some class's heap
+    mmask: np.ndarray  # uint64 (T,): their class masks (0: empty entry)
+    mcount: np.ndarray  # int64 (1,): entries in use; -1: stale (rebuilt before the next minibatch)
 
 
 #: BEAR's hyper-parameters as its kernels take them: the driver's (``DRIVER_HYPER``), then ``eps``
@@ -353,12 +359,26 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     akeys, aocc, loc, abk, asg = _build_active(offsets, indices, mb, nmb, state.seeds, sketch.shape[1])
     nA = akeys.shape[0]
     D = K * nA
+    _prefetch_active(sketch, abk)  # the cells lines 3, 6 and 7 read: their memory latencies overlapped
     tmp = np.empty(R, np.float64)
     beta0 = np.empty((K, nA), np.float64)
     inheap = np.empty((K, nA), np.bool_)
     no_clip = hyper.clip and False  # a bool, not the literal False: numba would compile _mb_gradient twice
     aconst = _const_index(akeys, hyper.const_key)
-    _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta0, inheap, tmp, state.intercept, aconst)
+    # line 3 with the class membership map (--oaa K <= 64): one look-up per feature gives the classes
+    # whose heaps hold it (only theirs are looked up); no map: every class's heap is
+    mkeys, mmask, mcount = extra.mkeys, extra.mmask, extra.mcount
+    use_map = mkeys.shape[0] > 0
+    amask = np.empty(nA if use_map else 0, np.uint64)
+    if use_map:
+        if mcount[0] < 0 or 2 * (mcount[0] + nA) > mkeys.shape[0]:
+            mkeys, mmask = _mask_rebuild(state.hkeys, state.hsize, mcount, nA)
+        for a in range(nA):
+            e = _mask_find(mkeys, mmask, akeys[a])
+            amask[a] = mmask[e] if e >= 0 else np.uint64(0)
+    slot = np.empty((K, nA), np.int64)  # members' heap slots
+    _eff_weights_map(sketch, state.htbl, state.hkeys, akeys, abk, asg, amask, beta0, inheap, slot, tmp,
+                     state.intercept, aconst)
     _mb_predict(offsets, values, mb, nmb, loc, beta0, P0)  # the scores before the step (reported)
     G0 = np.empty((K, nA), np.float64)
     bound = _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P0, G0, state.lrange, hyper.clip)
@@ -393,7 +413,8 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
         for c in range(K):
             for a in range(nA):
                 g[c * nA + a] = G0[c, a]
-    # line 6
+    # line 6 (a feature's K cells of a row are adjacent: one row at a time, all classes)
+    dl = np.empty(K, np.float64)
     for a in range(nA):
         if a == aconst:  # the intercept, outside the sketch (and not a feature the sketch holds: not counted)
             for c in range(K):
@@ -401,14 +422,28 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
             continue
         _hll_add(state.hll, akeys[a])
         for c in range(K):
-            d = z[c * nA + a]
-            if d != 0.0:
-                _add_ca(sketch, c, abk, asg, a, -eta * d)
-    # lines 7, 10 (and the weights after the step for line 8)
+            dl[c] = z[c * nA + a]
+        for r in range(R):
+            b = abk[a, r]
+            sg = asg[a, r]
+            for c in range(K):
+                d = dl[c]
+                if d != 0.0:
+                    sketch[r, b, c] += sg * (-eta * d)
+    # lines 7, 10 (and the weights after the step for line 8); the membership map follows the heaps
     beta1 = np.empty((K, nA), np.float64)
-    _offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta1, inheap, aconst)  # the set before the update
-    if not hyper.same_set:  # the set after it
-        _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta1, inheap, tmp, state.intercept, aconst)
+    ev = np.empty(2 * K * nA, np.int64)
+    nev = _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, beta1, inheap, slot, aconst, ev)
+    if use_map:
+        for e in range(nev):
+            x = ev[e]
+            if (x >> 32) & 1:
+                _mask_set(mkeys, mmask, mcount, np.uint32(x & 0xFFFFFFFF), x >> 33)
+            else:
+                _mask_clear(mkeys, mmask, mcount, np.uint32(x & 0xFFFFFFFF), x >> 33)
+    if not hyper.same_set:  # the set after it (every class's heap looked up)
+        _eff_weights_map(sketch, state.htbl, state.hkeys, akeys, abk, asg, amask[:0], beta1, inheap, slot, tmp,
+                         state.intercept, aconst)
     P = np.empty((nmb, K), np.float64)
     _mb_predict(offsets, values, mb, nmb, loc, beta1, P)
     _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, state.lrange, no_clip)  # G0 <- G1
@@ -434,7 +469,7 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
         extra.rs_code, extra.rr_code, extra.pfeat, extra.pnf, extra.ring_sr, extra.ring_rr, state.counters,
         hyper.eps, dvec, extra.ring_rdr)
     return Ring(rs_keys, rs_vals, extra.rs_len, rr_keys, rr_vals, extra.rr_len, extra.ring_sr, extra.ring_rr,
-                extra.ring_rdr, extra.acc, extra.iacc, rs_code, rr_code, pfeat, extra.pnf)
+                extra.ring_rdr, extra.acc, extra.iacc, rs_code, rr_code, pfeat, extra.pnf, mkeys, mmask, mcount)
 
 
 @njit(**KERNEL)

@@ -97,6 +97,7 @@ class Bear(SketchLearner):
         self.ring_rr = np.zeros(tau, np.float64)
         self.ring_rdr = np.zeros(tau, np.float64)
         self._unindexed_ring()
+        self._stale_membership()
 
     def _unindexed_ring(self) -> None:
         """The ring's derived arrays (each pair's entry codes and features, :class:`Ring`) for the
@@ -209,6 +210,7 @@ class Bear(SketchLearner):
             require(((keys >= 0) & ((keys >> 32) < self.kc)).all(),
                     f"array {f}: a coordinate whose class is outside 0..{self.kc - 1}")
         self._unindexed_ring()
+        self._stale_membership()  # new heaps: the map is rebuilt from them
         self._load_sq_sums(arrays, bool(self.h0), "--initial_scaling adagrad")
         if not self.h0:
             require("ring_rdr" not in arrays, "array ring_rdr in a model without --initial_scaling adagrad")
