@@ -150,15 +150,19 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
             z[d] = g[d] * dvec[d] if diag else g[d]
         return
     tau = rs_keys.shape[0]
-    fw = pfeat.shape[1]
-    tot = nA
+    # scratch sized by the pairs' own lengths (offsets per pair), not the ring's capacity: that grows
+    # to the largest pair ever stored (news20 --oaa 20: 214,000), and a large allocation per call
+    # costs a mapping and page faults
+    fofs = np.empty(count + 1, np.int64)
+    fofs[0] = 0
     for j in range(count):
         slot = head - 1 - j
         if slot < 0:
             slot += tau
         if pnf[slot] < 0:
             _pair_index(slot, rs_keys, rs_len, rr_keys, rr_len, rs_code, rr_code, pfeat, pnf)
-        tot += pnf[slot]
+        fofs[j + 1] = fofs[j] + pnf[slot]
+    tot = nA + fofs[count]
     T = 8
     while T < 2 * tot:
         T *= 2
@@ -170,13 +174,13 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
     nU[0] = 0
     for a in range(nA):  # the active features are U's first nA (distinct: u = a)
         _find_or_add(tbl, ukeys, nU, np.int64(akeys[a]))
-    fmap = np.empty(count * fw, np.int64)  # pair j's feature f is U's fmap[j fw + f]
+    fmap = np.empty(fofs[count], np.int64)  # pair j's feature f is U's fmap[fofs[j] + f]
     for j in range(count):
         slot = head - 1 - j
         if slot < 0:
             slot += tau
         for f in range(pnf[slot]):
-            fmap[j * fw + f] = _find_or_add(tbl, ukeys, nU, pfeat[slot, f])
+            fmap[fofs[j] + f] = _find_or_add(tbl, ukeys, nU, pfeat[slot, f])
     S = nU[0]
     q = np.empty(K * S, np.float64)
     for c in range(K):
@@ -189,7 +193,7 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
         slot = head - 1 - j
         if slot < 0:
             slot += tau
-        base = j * fw
+        base = fofs[j]
         rho = 1.0 / ring_sr[slot]
         dot = 0.0
         for e in range(rs_len[slot]):
@@ -218,7 +222,7 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
         slot = head - 1 - j
         if slot < 0:
             slot += tau
-        base = j * fw
+        base = fofs[j]
         rho = 1.0 / ring_sr[slot]
         dot = 0.0
         for e in range(rr_len[slot]):

@@ -688,6 +688,53 @@ def _eff_weights_map(sketch, htbl, hkeys, akeys, abk, asg, amask, beta, inheap, 
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _resift(hkeys, hw, htpos, hname, tbl, i, n, v):
+    """Set member ``i``'s weight to ``v`` and restore the heap order: :func:`_sift_up` if ``|v|``
+    shrank, :func:`_sift_down` if it grew, with the same comparisons and the same final arrays, the
+    member carried in a hole (each level moves one entry, not a swap of two)."""
+    old = abs(hw[i])
+    w = abs(v)
+    if w == old:
+        hw[i] = v
+        return
+    key = hkeys[i]
+    tp = htpos[i]
+    nm = hname[i]
+    if w < old:
+        while i > 0:
+            p = (i - 1) >> 1
+            if not w < abs(hw[p]):
+                break
+            hkeys[i] = hkeys[p]
+            hw[i] = hw[p]
+            htpos[i] = htpos[p]
+            hname[i] = hname[p]
+            tbl[htpos[i]] = i
+            i = p
+    else:
+        while True:
+            l = 2 * i + 1
+            if l >= n:
+                break
+            m = l
+            if l + 1 < n and abs(hw[l + 1]) < abs(hw[l]):
+                m = l + 1
+            if not abs(hw[m]) < w:
+                break
+            hkeys[i] = hkeys[m]
+            hw[i] = hw[m]
+            htpos[i] = htpos[m]
+            hname[i] = hname[m]
+            tbl[htpos[i]] = i
+            i = m
+    hkeys[i] = key
+    hw[i] = v
+    htpos[i] = tp
+    hname[i] = nm
+    tbl[tp] = i
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, beta, keep, slot, aconst, ev):
     """:func:`_offer_active` (Alg. 2 lines 7 and 10; the same offers in the same order, with the same
     outcome) where a member's heap slot comes from ``slot`` (:func:`_eff_weights_map`) while it still
@@ -730,12 +777,7 @@ def _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, beta, keep, slot
                 if hkeys[s] != akeys[a]:  # moved by a sift or evicted since
                     s = _tbl_find(htbl, hkeys, akeys[a])
                 if s >= 0:
-                    old = abs(hw[s])
-                    hw[s] = v
-                    if abs(v) < old:
-                        _sift_up(hkeys, hw, htpos, hname, htbl, s)
-                    elif abs(v) > old:
-                        _sift_down(hkeys, hw, htpos, hname, htbl, s, size[0])
+                    _resift(hkeys, hw, htpos, hname, htbl, s, size[0], v)
                     continue
             if v == 0.0 or (size[0] >= k and abs(v) <= abs(hw[0])):
                 continue  # _heap_enter's refusals
