@@ -20,6 +20,11 @@ With a sketch without collisions and ``k`` at least the number of features this 
 minibatch oLBFGS (tested against a dense NumPy reference). The step is constant or
 ``eta * t0 / (t0 + t)``. With ``--oaa K`` the K class weight vectors form one parameter
 vector for one oLBFGS (softmax couples the classes); each class has its own sketch and heap.
+With K <= 64, MISSION's class membership map (:mod:`._mission_kernels`) gives line 3 one look-up
+per feature instead of K (derived from the heaps, rebuilt on load, never saved). The two-loop
+works on the union of the minibatch's features and the stored pairs' features, one look-up per
+feature, not per coordinate (each pair keeps its entries' class and feature index, derived from
+its keys, never saved). Neither changes a result.
 
 ``--initial_scaling adagrad`` (not in the paper): Alg. 1's initial matrix ``gamma I`` becomes
 ``gamma D``, ``D = diag(1 / sqrt(A))`` on the minibatch's coordinates and 0 off them, with ``A``
