@@ -334,6 +334,27 @@ def _ring_push(akeys, K, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_le
     return rs_keys, rs_vals, rr_keys, rr_vals, rs_code, rr_code, pfeat
 
 
+@njit(**INNER)
+def _map_masks(mkeys, mmask, akeys, amask):
+    """``amask[a]``: the class mask of active feature ``a`` in the class membership map (0: in no heap).
+    (A helper of its own, not inlined into :func:`bear_update`: first-run compile time.)"""
+    for a in range(akeys.shape[0]):
+        e = _mask_find(mkeys, mmask, akeys[a])
+        amask[a] = mmask[e] if e >= 0 else np.uint64(0)
+
+
+@njit(**INNER)
+def _map_changes(mkeys, mmask, mcount, ev, nev):
+    """Apply the offers' membership changes ``ev[:nev]`` (:func:`~._sketch_kernels._offer_active_map`)
+    to the class membership map, in order."""
+    for e in range(nev):
+        x = ev[e]
+        if (x >> 32) & 1:
+            _mask_set(mkeys, mmask, mcount, np.uint32(x & 0xFFFFFFFF), x >> 33)
+        else:
+            _mask_clear(mkeys, mmask, mcount, np.uint32(x & 0xFFFFFFFF), x >> 33)
+
+
 @implements_update(BearHyper)
 @njit(cache=True, nogil=True)
 def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state, extra, hyper, eta, P0):
@@ -377,9 +398,7 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     if use_map:
         if mcount[0] < 0 or 2 * (mcount[0] + nA) > mkeys.shape[0]:
             mkeys, mmask = _mask_rebuild(state.hkeys, state.hsize, mcount, nA)
-        for a in range(nA):
-            e = _mask_find(mkeys, mmask, akeys[a])
-            amask[a] = mmask[e] if e >= 0 else np.uint64(0)
+        _map_masks(mkeys, mmask, akeys, amask)
     slot = np.empty((K, nA), np.int64)  # members' heap slots
     _eff_weights_map(sketch, state.htbl, state.hkeys, akeys, abk, asg, amask, beta0, inheap, slot, tmp,
                      state.intercept, aconst)
@@ -439,12 +458,7 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     ev = np.empty(2 * K * nA, np.int64)
     nev = _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, beta1, inheap, slot, aconst, ev)
     if use_map:
-        for e in range(nev):
-            x = ev[e]
-            if (x >> 32) & 1:
-                _mask_set(mkeys, mmask, mcount, np.uint32(x & 0xFFFFFFFF), x >> 33)
-            else:
-                _mask_clear(mkeys, mmask, mcount, np.uint32(x & 0xFFFFFFFF), x >> 33)
+        _map_changes(mkeys, mmask, mcount, ev, nev)
     if not hyper.same_set:  # the set after it (every class's heap looked up)
         _eff_weights_map(sketch, state.htbl, state.hkeys, akeys, abk, asg, amask[:0], beta1, inheap, slot, tmp,
                          state.intercept, aconst)

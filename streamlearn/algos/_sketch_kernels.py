@@ -614,7 +614,7 @@ def _prefetch(typingctx, arr, off):
     return sig, codegen
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(**INNER)
 def _prefetch_active(sketch, abk):
     """Prefetch every row's K class cells of every active feature (``abk``: buckets), one request
     per cache line (8 doubles)."""
@@ -651,7 +651,7 @@ def _query_all(sketch, abk, asg, a, tmp, out, row):
             out[row, c] = _query_ca(sketch, c, abk, asg, a, tmp)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(**INNER)
 def _eff_weights_map(sketch, htbl, hkeys, akeys, abk, asg, amask, beta, inheap, slot, tmp, intercept, aconst):
     """:func:`_eff_weights` (Alg. 2 line 3) given each active feature's class mask ``amask[a]`` (bit
     c: class c's heap holds it; from a class membership map, MISSION's :mod:`._mission_kernels`):
@@ -734,7 +734,7 @@ def _resift(hkeys, hw, htpos, hname, tbl, i, n, v):
     tbl[tp] = i
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(**INNER)
 def _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, beta, keep, slot, aconst, ev):
     """:func:`_offer_active` (Alg. 2 lines 7 and 10; the same offers in the same order, with the same
     outcome) where a member's heap slot comes from ``slot`` (:func:`_eff_weights_map`) while it still
