@@ -632,7 +632,8 @@ def _prefetch_active(sketch, abk):
 @njit(cache=True, nogil=True, inline="always")
 def _query_all(sketch, abk, asg, a, tmp, out, row):
     """QUERY every class of active feature ``a`` into ``out[row, :K]`` (each value as :func:`_query_ca`;
-    3 or 5 rows: the median network over the classes' adjacent cells, a loop the compiler vectorises)."""
+    5 rows, the default: the median network over the classes' adjacent cells, a loop the compiler
+    vectorises; other row counts one class at a time, which compiles less)."""
     R = abk.shape[1]
     K = sketch.shape[2]
     if R == 5:
@@ -641,11 +642,6 @@ def _query_all(sketch, abk, asg, a, tmp, out, row):
         for c in range(K):
             out[row, c] = _med5(s0 * sketch[0, b0, c], s1 * sketch[1, b1, c], s2 * sketch[2, b2, c],
                                 s3 * sketch[3, b3, c], s4 * sketch[4, b4, c])
-    elif R == 3:
-        b0, b1, b2 = abk[a, 0], abk[a, 1], abk[a, 2]
-        s0, s1, s2 = asg[a, 0], asg[a, 1], asg[a, 2]
-        for c in range(K):
-            out[row, c] = _med3(s0 * sketch[0, b0, c], s1 * sketch[1, b1, c], s2 * sketch[2, b2, c])
     else:
         for c in range(K):
             out[row, c] = _query_ca(sketch, c, abk, asg, a, tmp)
@@ -656,11 +652,9 @@ def _eff_weights_map(sketch, htbl, hkeys, akeys, abk, asg, amask, beta, inheap, 
     """:func:`_eff_weights` (Alg. 2 line 3) given each active feature's class mask ``amask[a]`` (bit
     c: class c's heap holds it; from a class membership map, MISSION's :mod:`._mission_kernels`):
     only those classes' position maps are looked up; ``amask`` empty: every class's. ``slot[c, a]``
-    receives the member's heap slot (-1: none), which :func:`_offer_active_map` uses. A feature
-    held by two classes or more has all its classes QUERYed at once (:func:`_query_all`)."""
+    receives the member's heap slot (-1: none), which :func:`_offer_active_map` uses."""
     K = sketch.shape[2]
     every = amask.shape[0] == 0
-    V = np.empty((1, K), np.float64)
     for a in range(akeys.shape[0]):
         if a == aconst:
             for c in range(K):
@@ -669,22 +663,17 @@ def _eff_weights_map(sketch, htbl, hkeys, akeys, abk, asg, amask, beta, inheap, 
                 slot[c, a] = -1  # not a heap member
             continue
         m = np.uint64(0) if every else amask[a]
-        n = 0
         for c in range(K):
             s = -1
             if every or (m >> np.uint64(c)) & np.uint64(1):
                 s = _tbl_find_c(htbl, hkeys, c, akeys[a])
             slot[c, a] = s
-            inheap[c, a] = s >= 0
             if s >= 0:
-                n += 1
-        if n >= 2:
-            _query_all(sketch, abk, asg, a, tmp, V, 0)
-            for c in range(K):
-                beta[c, a] = V[0, c] if inheap[c, a] else 0.0
-        else:
-            for c in range(K):
-                beta[c, a] = _query_ca(sketch, c, abk, asg, a, tmp) if inheap[c, a] else 0.0
+                inheap[c, a] = True
+                beta[c, a] = _query_ca(sketch, c, abk, asg, a, tmp)
+            else:
+                inheap[c, a] = False
+                beta[c, a] = 0.0
 
 
 @njit(cache=True, nogil=True, inline="always")
