@@ -484,3 +484,74 @@ def test_mb_gradient_clip_flag():
     assert sk.mb_gradient(0, *args, Gc, np.zeros(2), True) is True
     assert sk.mb_gradient(0, *args, Gu, np.zeros(2), False) is False
     assert Gc[0, 0] == 0.0 and Gu[0, 0] > 0.0  # clipped to the label 1: no error
+
+
+# -- class membership map and the two-loop's pair index (issue 21: bear --oaa at VW's pace) -----
+def _heap_masks(L):
+    """{hash: class mask} from a scan of every class's heap."""
+    out = {}
+    for c in range(L.kc):
+        for key in L.hkeys[c, :int(L.hsize[c])].tolist():
+            out[key] = out.get(key, 0) | (1 << c)
+    return out
+
+
+def test_bear_membership_map_and_pair_index_change_no_result(same_state):
+    """bear --oaa K keeps MISSION's class membership map (one look-up per feature for Alg. 2 line 3):
+    after learning with many evictions, after a load (rebuilt from the heaps) and after a merge it
+    equals a scan of the heaps; the two-loop's pair index (codes derived from the keys, never saved)
+    is rebuilt after a load. Neither changes a result: the same stream with per-class look-ups (the
+    map switched off), and a run reloaded mid-stream, give the uninterrupted run's predictions and
+    state to the bit."""
+    from streamlearn.distributed import merge as M
+    rng = np.random.default_rng(8)
+    n, p, K = 120, 300, 5
+    keys = rng.choice(2**32, p, replace=False).astype(np.uint32)
+    kw = dict(oaa=K, sketch_rows=5, sketch_width=61, top_k=6, history=3)
+
+    def batch(seed):
+        r = np.random.default_rng(seed)
+        X = r.normal(size=(n, p)) * (r.random((n, p)) < 0.04)
+        return Batch.from_dense(X, r.integers(1, K + 1, n).astype(float), hashes=keys)
+
+    A, B = Bear(**kw), Bear(**kw)
+    B.mkeys, B.mmask = np.zeros(0, np.uint32), np.zeros(0, np.uint64)  # no map: every class's heap
+    assert A.membership() is None  # stale until the first minibatch
+    pa = [A.learn_batch(batch(s))[0] for s in (1, 2)]
+    m1 = A.membership()
+    assert m1 == _heap_masks(A) and int(A.mcount[0]) == len(m1)
+    pb = [B.learn_batch(batch(s))[0] for s in (1, 2)]
+    np.testing.assert_array_equal(np.concatenate(pa), np.concatenate(pb))
+    same_state(A, B)
+    assert B.membership() is None
+    # reloaded mid-stream: map stale, pairs not indexed; continues as the uninterrupted run
+    meta, arrays = A.state_dict()
+    C = Bear.from_state(meta, {k: np.array(v) for k, v in arrays.items()})
+    assert C.membership() is None and (C.pnf == -1).all() and int(C.counters[2]) == 3
+    np.testing.assert_array_equal(C.learn_batch(batch(3))[0], A.learn_batch(batch(3))[0])
+    same_state(A, C)
+    assert A.membership() == _heap_masks(A) != m1  # members left and entered
+    assert C.membership() == _heap_masks(C)
+    # merged: the map of the merged heaps
+    other = Bear(**kw)
+    other.learn_batch(batch(4))
+    m = M.learner_of(M.merge_states([M.state_of(A, {}), M.state_of(other, {})]))
+    m.learn_batch(batch(5))
+    assert m.membership() == _heap_masks(m)
+    assert Bear(oaa=65, sketch_width=8, top_k=2).mkeys.shape == (0,) and Bear().mkeys.shape == (0,)
+
+
+def test_ring_rejects_a_coordinate_of_a_class_the_model_lacks():
+    """A loaded ring's coordinates index the two-loop's classes: a class outside 0..K-1 is refused."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(40, 6))
+    L = Bear(oaa=3, sketch_rows=3, sketch_width=16, top_k=4, minibatch=5)
+    L.learn_batch(Batch.from_dense(X, rng.integers(1, 4, 40).astype(float), hashes=np.arange(1, 7, dtype=np.uint32)))
+    meta, arrays = L.state_dict()
+    assert int(L.counters[2]) > 0
+    arrays = {k: np.array(v) for k, v in arrays.items()}
+    Bear.from_state(meta, arrays)
+    slot = (int(L.counters[1]) - 1) % L.tau
+    arrays["rr_keys"][slot, 0] = (3 << 32) | 5
+    with pytest.raises(ValueError, match="array rr_keys: a coordinate whose class is outside 0..2"):
+        Bear.from_state(meta, arrays)

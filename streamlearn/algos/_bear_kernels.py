@@ -18,8 +18,10 @@ import numpy as np
 from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
-from ._sketch_kernels import (DRIVER_HYPER, _build_active, _cm_add_query, _const_index, _eff_weights, _hll_add, _mb_gradient, _mb_predict,
-                              _add_ca, _offer_active, implements_update, minibatch_run)
+from ._mission_kernels import _mask_clear, _mask_find, _mask_rebuild, _mask_set
+from ._sketch_kernels import (DRIVER_HYPER, _build_active, _cm_add_query, _const_index, _eff_weights_map, _hll_add,
+                              _mb_gradient, _mb_predict, _offer_active_map, _prefetch_active, implements_update,
+                              minibatch_run)
 
 __all__ = ["Ring", "BearHyper", "two_loop", "bear_update", "bear_run", "ring_push"]
 
@@ -40,6 +42,15 @@ class Ring(NamedTuple):
     ring_rdr: np.ndarray  # float64 (tau,): r.D r (D: the diagonal of --initial_scaling adagrad when pushed)
     acc: np.ndarray  # float64 (R, W, K): count-min sketch of squared gradients (adagrad); (0, 0, K) otherwise
     iacc: np.ndarray  # float64 (K,): the intercept's sum of squared gradients, per class
+    # derived from the keys (not saved; a loaded model's pnf is -1: indexed at its first use)
+    rs_code: np.ndarray  # int64 (tau, cap): per entry of s_i, c << 32 | f (class, index in pfeat[i])
+    rr_code: np.ndarray  # int64 (tau, cap): the same for r_i
+    pfeat: np.ndarray  # int64 (tau, 2 cap): pair i's features (hashes), pnf[i] of them
+    pnf: np.ndarray  # int64 (tau,): -1 = pair not indexed yet (_pair_index)
+    # the class membership map (--oaa K, K <= 64; empty: none), derived from the heaps, never saved
+    mkeys: np.ndarray  # uint32 (T,): features held by some class's heap
+    mmask: np.ndarray  # uint64 (T,): their class masks (0: empty entry)
+    mcount: np.ndarray  # int64 (1,): entries in use; -1: stale (rebuilt before the next minibatch)
 
 
 #: BEAR's hyper-parameters as its kernels take them: the driver's (``DRIVER_HYPER``), then ``eps``
@@ -78,78 +89,120 @@ def _find_or_add(tbl, tkeys, nU, key):
 
 
 @njit(**INNER)
-def _two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr,
-              head, count, z, dvec, ring_rdr, gmax):
-    """oLBFGS descent direction (BEAR Alg. 1) for the gradient ``g`` on coordinates ``ckeys``,
-    written to ``z`` (same length).
+def _pair_index(slot, rs_keys, rs_len, rr_keys, rr_len, rs_code, rr_code, pfeat, pnf):
+    """Index pair ``slot`` from its keys: its distinct features ``pfeat[slot, :pnf[slot]]`` (in
+    order of first appearance) and each entry's code ``c << 32 | f`` (its class, and the index of
+    its feature in ``pfeat[slot]``). For pairs stored without codes (a loaded or merged model,
+    :func:`ring_push`); the run's pushes write them. ``pfeat`` has room for ``rs_len + rr_len``
+    features (twice the ring's capacity)."""
+    ns = rs_len[slot]
+    nr = rr_len[slot]
+    T = 8
+    while T < 2 * (ns + nr):
+        T *= 2
+    tbl = np.empty(T, np.int32)
+    for t in range(T):
+        tbl[t] = -1
+    fk = np.empty(ns + nr, np.int64)
+    nf = np.empty(1, np.int64)
+    nf[0] = 0
+    for e in range(ns + nr):
+        key = rs_keys[slot, e] if e < ns else rr_keys[slot, e - ns]
+        code = ((key >> 32) << 32) | _find_or_add(tbl, fk, nf, key & 0xFFFFFFFF)
+        if e < ns:
+            rs_code[slot, e] = code
+        else:
+            rr_code[slot, e - ns] = code
+    for f in range(nf[0]):
+        pfeat[slot, f] = fk[f]
+    pnf[slot] = nf[0]
 
-    Works on the union U of ``ckeys`` and the supports of the stored pairs (sparse dot
-    products through a local index map), so the recursion equals the dense one exactly;
-    ``z`` is the direction restricted to ``ckeys`` (the active set, Alg. 2 line 6). Pairs are
-    used newest to oldest in the first loop and oldest to newest in the second; the initial
-    scaling is ``s.r / r.r`` of the newest pair. With no pairs, ``z = g``.
 
-    With a diagonal ``dvec`` (one entry per ``ckeys``; empty: Alg. 1's scalar) the initial matrix
-    is ``gamma D`` with ``D = diag(dvec)`` on ``ckeys`` and 0 on the rest of U, ``gamma = s.r / r.D r``
-    of the newest pair (``ring_rdr``); with no pairs ``z = D g``. (A positive semi-definite
-    initial matrix keeps the BFGS updates positive semi-definite: z is still a descent direction.)
+@njit(**INNER)
+def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, rs_code, rr_code, pfeat, pnf,
+              ring_sr, ring_rr, head, count, z, dvec, ring_rdr, gmax):
+    """oLBFGS descent direction (BEAR Alg. 1) for the gradient ``g`` on the coordinates
+    ``(c, akeys[a])`` (class-major: ``g[c * nA + a]``, ``K`` classes), written to ``z`` (same layout).
+
+    Works on the union U of the active features and the features of the stored pairs, with
+    ``q`` dense over U x classes (``q[c * |U| + u]``; sparse dot products through each pair's
+    entry codes ``c << 32 | f`` and the map from its features ``pfeat`` to U, built here with one
+    look-up per feature, not per coordinate), so the recursion equals the dense one exactly: each
+    dot product sums a pair's entries in their stored order, each update is per coordinate. ``z``
+    is the direction restricted to the active coordinates (Alg. 2 line 6). Pairs are used newest
+    to oldest in the first loop and oldest to newest in the second; the initial scaling is
+    ``s.r / r.r`` of the newest pair. With no pairs, ``z = g``. A pair without codes (``pnf`` < 0:
+    loaded) is indexed first (:func:`_pair_index`).
+
+    With a diagonal ``dvec`` (one entry per active coordinate; empty: Alg. 1's scalar) the initial
+    matrix is ``gamma D`` with ``D = diag(dvec)`` on the active coordinates and 0 on the rest of U,
+    ``gamma = s.r / r.D r`` of the newest pair (``ring_rdr``); with no pairs ``z = D g``. (A positive
+    semi-definite initial matrix keeps the BFGS updates positive semi-definite: z is still a descent
+    direction.)
     """
     diag = dvec.shape[0] > 0
     # Scratch is 1-D int64 / float64 only, filled by loops and slots wrapped by hand: every
     # other allocation kind or a ``%`` compiles code of its own (first-run compile time).
-    D = ckeys.shape[0]
+    nA = akeys.shape[0]
+    D = K * nA
     if count == 0:
         for d in range(D):
             z[d] = g[d] * dvec[d] if diag else g[d]
         return
     tau = rs_keys.shape[0]
-    cap = rs_keys.shape[1]
-    tot = D
+    # scratch sized by the pairs' own lengths (offsets per pair), not the ring's capacity: that grows
+    # to the largest pair ever stored (news20 --oaa 20: 214,000), and a large allocation per call
+    # costs a mapping and page faults
+    fofs = np.empty(count + 1, np.int64)
+    fofs[0] = 0
     for j in range(count):
         slot = head - 1 - j
         if slot < 0:
             slot += tau
-        tot += rs_len[slot] + rr_len[slot]
+        if pnf[slot] < 0:
+            _pair_index(slot, rs_keys, rs_len, rr_keys, rr_len, rs_code, rr_code, pfeat, pnf)
+        fofs[j + 1] = fofs[j] + pnf[slot]
+    tot = nA + fofs[count]
     T = 8
     while T < 2 * tot:
         T *= 2
     tbl = np.empty(T, np.int32)
     for t in range(T):
         tbl[t] = -1
-    tkeys = np.empty(tot, np.int64)
+    ukeys = np.empty(tot, np.int64)
     nU = np.empty(1, np.int64)
     nU[0] = 0
-    for d in range(D):
-        _find_or_add(tbl, tkeys, nU, ckeys[d])
-    pos = np.empty(2 * count * cap, np.int64)  # pair j: s entries at 2j cap, r entries at (2j+1) cap
+    for a in range(nA):  # the active features are U's first nA (distinct: u = a)
+        _find_or_add(tbl, ukeys, nU, np.int64(akeys[a]))
+    fmap = np.empty(fofs[count], np.int64)  # pair j's feature f is U's fmap[fofs[j] + f]
     for j in range(count):
         slot = head - 1 - j
         if slot < 0:
             slot += tau
-        ns = rs_len[slot]
-        for e in range(ns):
-            pos[2 * j * cap + e] = _find_or_add(tbl, tkeys, nU, rs_keys[slot, e])
-        for e in range(rr_len[slot]):  # r's support is mostly s's (both on the pair's active set)
-            if e < ns and rr_keys[slot, e] == rs_keys[slot, e]:
-                pos[(2 * j + 1) * cap + e] = pos[2 * j * cap + e]
-            else:
-                pos[(2 * j + 1) * cap + e] = _find_or_add(tbl, tkeys, nU, rr_keys[slot, e])
-    q = np.empty(nU[0], np.float64)
-    for u in range(nU[0]):
-        q[u] = g[u] if u < D else 0.0
+        for f in range(pnf[slot]):
+            fmap[fofs[j] + f] = _find_or_add(tbl, ukeys, nU, pfeat[slot, f])
+    S = nU[0]
+    q = np.empty(K * S, np.float64)
+    for c in range(K):
+        for u in range(S):
+            q[c * S + u] = g[c * nA + u] if u < nA else 0.0
     alpha = np.empty(count, np.float64)
+    lo = np.int64(0xFFFFFFFF)
     # first loop: newest (j = 0) to oldest
     for j in range(count):
         slot = head - 1 - j
         if slot < 0:
             slot += tau
+        base = fofs[j]
         rho = 1.0 / ring_sr[slot]
         dot = 0.0
         for e in range(rs_len[slot]):
-            dot += rs_vals[slot, e] * q[pos[2 * j * cap + e]]
+            code = rs_code[slot, e]
+            dot += rs_vals[slot, e] * q[(code >> 32) * S + fmap[base + (code & lo)]]
         alpha[j] = rho * dot
         for e in range(rr_len[slot]):
-            q[pos[(2 * j + 1) * cap + e]] -= alpha[j] * rr_vals[slot, e]
+            code = rr_code[slot, e]
+            q[(code >> 32) * S + fmap[base + (code & lo)]] -= alpha[j] * rr_vals[slot, e]
     newest = head - 1
     if newest < 0:
         newest += tau
@@ -157,38 +210,45 @@ def _two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring
         gamma = ring_sr[newest] / ring_rdr[newest]
         if gamma > gmax:
             gamma = gmax
-        for u in range(nU[0]):
-            q[u] *= gamma * dvec[u] if u < D else 0.0
+        for c in range(K):
+            for u in range(S):
+                q[c * S + u] *= gamma * dvec[c * nA + u] if u < nA else 0.0
     else:
         gamma = ring_sr[newest] / ring_rr[newest]
-        for u in range(nU[0]):
+        for u in range(K * S):
             q[u] *= gamma
     # second loop: oldest to newest (q now holds z)
     for j in range(count - 1, -1, -1):
         slot = head - 1 - j
         if slot < 0:
             slot += tau
+        base = fofs[j]
         rho = 1.0 / ring_sr[slot]
         dot = 0.0
         for e in range(rr_len[slot]):
-            dot += rr_vals[slot, e] * q[pos[(2 * j + 1) * cap + e]]
+            code = rr_code[slot, e]
+            dot += rr_vals[slot, e] * q[(code >> 32) * S + fmap[base + (code & lo)]]
         bj = rho * dot
         for e in range(rs_len[slot]):
-            q[pos[2 * j * cap + e]] += rs_vals[slot, e] * (alpha[j] - bj)
-    for d in range(D):
-        z[d] = q[d]
+            code = rs_code[slot, e]
+            q[(code >> 32) * S + fmap[base + (code & lo)]] += rs_vals[slot, e] * (alpha[j] - bj)
+    for c in range(K):
+        for a in range(nA):
+            z[c * nA + a] = q[c * S + a]
 
 
 @njit(**INNER)
-def _ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
+def _ring_push(akeys, K, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, rs_code, rr_code, pfeat, pnf,
                ring_sr, ring_rr, counters, eps, dvec, ring_rdr):
-    """Curvature guard, then store the pair ``(s, r)`` (dense over ``ckeys``) on its own
-    supports at the ring's head, overwriting the oldest pair. The guard is relative:
-    the pair is kept only if ``s.r > eps * |s| |r|`` (and finite). ``counters[1]`` = head,
+    """Curvature guard, then store the pair ``(s, r)`` (dense over the coordinates ``(c, akeys[a])``,
+    class-major as in :func:`_two_loop`) on its own supports at the ring's head, overwriting the
+    oldest pair, with its entry codes and features (``pfeat[slot, :nA]`` = ``akeys``). The guard is
+    relative: the pair is kept only if ``s.r > eps * |s| |r|`` (and finite). ``counters[1]`` = head,
     ``counters[2]`` = count, ``counters[3]`` = pairs rejected. With a diagonal ``dvec`` (non-empty)
-    ``r.D r`` is kept in ``ring_rdr`` and must be positive too. Returns the ring arrays
-    (reallocated with a larger capacity, zero-filled, if a support does not fit)."""
-    D = ckeys.shape[0]
+    ``r.D r`` is kept in ``ring_rdr`` and must be positive too. Returns the ring's (tau, cap) arrays
+    and ``pfeat`` (reallocated with a larger capacity, zero-filled, if a support does not fit)."""
+    nA = akeys.shape[0]
+    D = K * nA
     diag = dvec.shape[0] > 0
     sr = 0.0
     ss = 0.0
@@ -209,16 +269,21 @@ def _ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
     if not (math.isfinite(sr) and math.isfinite(ss) and math.isfinite(rr)) or rr <= 0.0 \
             or sr <= eps * math.sqrt(ss * rr) or (diag and not (rdr > 0.0 and math.isfinite(rdr))):
         counters[3] += 1
-        return rs_keys, rs_vals, rr_keys, rr_vals
+        return rs_keys, rs_vals, rr_keys, rr_vals, rs_code, rr_code, pfeat
     tau = rs_keys.shape[0]
     cap = rs_keys.shape[1]
     need = ns if ns > nr else nr
+    if 2 * need < nA:
+        need = (nA + 1) // 2  # pfeat (2 cap wide) holds the pair's nA features
     if need > cap:
         newcap = need if need > 2 * cap else 2 * cap
         a = np.empty((tau, newcap), np.int64)
         b = np.empty((tau, newcap), np.float64)
         c = np.empty((tau, newcap), np.int64)
         e = np.empty((tau, newcap), np.float64)
+        f = np.empty((tau, newcap), np.int64)
+        h = np.empty((tau, newcap), np.int64)
+        pf = np.empty((tau, 2 * newcap), np.int64)
         for i in range(tau):  # loops: a slice assignment compiles numba's shape-error formatting (seconds)
             for j in range(newcap):
                 if j < cap:
@@ -226,27 +291,39 @@ def _ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
                     b[i, j] = rs_vals[i, j]
                     c[i, j] = rr_keys[i, j]
                     e[i, j] = rr_vals[i, j]
+                    f[i, j] = rs_code[i, j]
+                    h[i, j] = rr_code[i, j]
                 else:
                     a[i, j] = 0
                     b[i, j] = 0.0
                     c[i, j] = 0
                     e[i, j] = 0.0
-        rs_keys, rs_vals, rr_keys, rr_vals = a, b, c, e
+                    f[i, j] = 0
+                    h[i, j] = 0
+            for j in range(2 * newcap):
+                pf[i, j] = pfeat[i, j] if j < 2 * cap else 0
+        rs_keys, rs_vals, rr_keys, rr_vals, rs_code, rr_code, pfeat = a, b, c, e, f, h, pf
     slot = counters[1]
-    j = 0
-    for d in range(D):
-        if s[d] != 0.0:
-            rs_keys[slot, j] = ckeys[d]
-            rs_vals[slot, j] = s[d]
-            j += 1
-    rs_len[slot] = j
-    j = 0
-    for d in range(D):
-        if r[d] != 0.0:
-            rr_keys[slot, j] = ckeys[d]
-            rr_vals[slot, j] = r[d]
-            j += 1
-    rr_len[slot] = j
+    js = 0
+    jr = 0
+    for c in range(K):
+        for a in range(nA):
+            d = c * nA + a
+            if s[d] != 0.0:
+                rs_keys[slot, js] = (np.int64(c) << 32) | np.int64(akeys[a])
+                rs_code[slot, js] = (np.int64(c) << 32) | np.int64(a)
+                rs_vals[slot, js] = s[d]
+                js += 1
+            if r[d] != 0.0:
+                rr_keys[slot, jr] = (np.int64(c) << 32) | np.int64(akeys[a])
+                rr_code[slot, jr] = (np.int64(c) << 32) | np.int64(a)
+                rr_vals[slot, jr] = r[d]
+                jr += 1
+    rs_len[slot] = js
+    rr_len[slot] = jr
+    for a in range(nA):
+        pfeat[slot, a] = akeys[a]
+    pnf[slot] = nA
     ring_sr[slot] = sr
     ring_rr[slot] = rr
     ring_rdr[slot] = rdr if diag else rr
@@ -254,7 +331,28 @@ def _ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
     counters[1] = slot if slot < tau else 0
     if counters[2] < tau:
         counters[2] += 1
-    return rs_keys, rs_vals, rr_keys, rr_vals
+    return rs_keys, rs_vals, rr_keys, rr_vals, rs_code, rr_code, pfeat
+
+
+@njit(**INNER)
+def _map_masks(mkeys, mmask, akeys, amask):
+    """``amask[a]``: the class mask of active feature ``a`` in the class membership map (0: in no heap).
+    (A helper of its own, not inlined into :func:`bear_update`: first-run compile time.)"""
+    for a in range(akeys.shape[0]):
+        e = _mask_find(mkeys, mmask, akeys[a])
+        amask[a] = mmask[e] if e >= 0 else np.uint64(0)
+
+
+@njit(**INNER)
+def _map_changes(mkeys, mmask, mcount, ev, nev):
+    """Apply the offers' membership changes ``ev[:nev]`` (:func:`~._sketch_kernels._offer_active_map`)
+    to the class membership map, in order."""
+    for e in range(nev):
+        x = ev[e]
+        if (x >> 32) & 1:
+            _mask_set(mkeys, mmask, mcount, np.uint32(x & 0xFFFFFFFF), x >> 33)
+        else:
+            _mask_clear(mkeys, mmask, mcount, np.uint32(x & 0xFFFFFFFF), x >> 33)
 
 
 @implements_update(BearHyper)
@@ -286,21 +384,31 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     akeys, aocc, loc, abk, asg = _build_active(offsets, indices, mb, nmb, state.seeds, sketch.shape[1])
     nA = akeys.shape[0]
     D = K * nA
+    _prefetch_active(sketch, abk)  # the cells lines 3, 6 and 7 read: their memory latencies overlapped
     tmp = np.empty(R, np.float64)
     beta0 = np.empty((K, nA), np.float64)
     inheap = np.empty((K, nA), np.bool_)
     no_clip = hyper.clip and False  # a bool, not the literal False: numba would compile _mb_gradient twice
     aconst = _const_index(akeys, hyper.const_key)
-    _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta0, inheap, tmp, state.intercept, aconst)
+    # line 3 with the class membership map (--oaa K <= 64): one look-up per feature gives the classes
+    # whose heaps hold it (only theirs are looked up); no map: every class's heap is
+    mkeys, mmask, mcount = extra.mkeys, extra.mmask, extra.mcount
+    use_map = mkeys.shape[0] > 0
+    amask = np.empty(nA if use_map else 0, np.uint64)
+    if use_map:
+        if mcount[0] < 0 or 2 * (mcount[0] + nA) > mkeys.shape[0]:
+            mkeys, mmask = _mask_rebuild(state.hkeys, state.hsize, mcount, nA)
+        _map_masks(mkeys, mmask, akeys, amask)
+    slot = np.empty((K, nA), np.int64)  # members' heap slots
+    _eff_weights_map(sketch, state.htbl, state.hkeys, akeys, abk, asg, amask, beta0, inheap, slot, tmp,
+                     state.intercept, aconst)
     _mb_predict(offsets, values, mb, nmb, loc, beta0, P0)  # the scores before the step (reported)
     G0 = np.empty((K, nA), np.float64)
     bound = _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P0, G0, state.lrange, hyper.clip)
     # line 5: the direction on the coordinates (c, h), flattened class-major
-    ckeys = np.empty(D, np.int64)
     g = np.empty(D, np.float64)
     for c in range(K):
         for a in range(nA):
-            ckeys[c * nA + a] = (np.int64(c) << 32) | np.int64(akeys[a])
             g[c * nA + a] = G0[c, a]
     # the secant pair takes the unclipped derivative at both ends: a clip binding at one end
     # only would make r = g(beta1) - g(beta0) no secant of any function (issue 21: such pairs
@@ -321,14 +429,15 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
                     v = _cm_add_query(acc, c, abk, a, gg)
                 dvec[c * nA + a] = 1.0 / math.sqrt(v) if v > 0.0 else 0.0
     z = np.empty(D, np.float64)
-    _two_loop(g, ckeys, extra.rs_keys, extra.rs_vals, extra.rs_len, extra.rr_keys, extra.rr_vals,
-              extra.rr_len, extra.ring_sr, extra.ring_rr, state.counters[1], state.counters[2], z,
-              dvec, extra.ring_rdr, hyper.gmax)
+    _two_loop(g, akeys, K, extra.rs_keys, extra.rs_vals, extra.rs_len, extra.rr_keys, extra.rr_vals,
+              extra.rr_len, extra.rs_code, extra.rr_code, extra.pfeat, extra.pnf, extra.ring_sr, extra.ring_rr,
+              state.counters[1], state.counters[2], z, dvec, extra.ring_rdr, hyper.gmax)
     if bound:  # r's base: the unclipped gradient (g, the clipped one, has served the direction)
         for c in range(K):
             for a in range(nA):
                 g[c * nA + a] = G0[c, a]
-    # line 6
+    # line 6 (a feature's K cells of a row are adjacent: one row at a time, all classes)
+    dl = np.empty(K, np.float64)
     for a in range(nA):
         if a == aconst:  # the intercept, outside the sketch (and not a feature the sketch holds: not counted)
             for c in range(K):
@@ -336,14 +445,23 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
             continue
         _hll_add(state.hll, akeys[a])
         for c in range(K):
-            d = z[c * nA + a]
-            if d != 0.0:
-                _add_ca(sketch, c, abk, asg, a, -eta * d)
-    # lines 7, 10 (and the weights after the step for line 8)
+            dl[c] = z[c * nA + a]
+        for r in range(R):
+            b = abk[a, r]
+            sg = asg[a, r]
+            for c in range(K):
+                d = dl[c]
+                if d != 0.0:
+                    sketch[r, b, c] += sg * (-eta * d)
+    # lines 7, 10 (and the weights after the step for line 8); the membership map follows the heaps
     beta1 = np.empty((K, nA), np.float64)
-    _offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta1, inheap, aconst)  # the set before the update
-    if not hyper.same_set:  # the set after it
-        _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta1, inheap, tmp, state.intercept, aconst)
+    ev = np.empty(2 * K * nA, np.int64)
+    nev = _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, beta1, inheap, slot, aconst, ev)
+    if use_map:
+        _map_changes(mkeys, mmask, mcount, ev, nev)
+    if not hyper.same_set:  # the set after it (every class's heap looked up)
+        _eff_weights_map(sketch, state.htbl, state.hkeys, akeys, abk, asg, amask[:0], beta1, inheap, slot, tmp,
+                         state.intercept, aconst)
     P = np.empty((nmb, K), np.float64)
     _mb_predict(offsets, values, mb, nmb, loc, beta1, P)
     _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P, G0, state.lrange, no_clip)  # G0 <- G1
@@ -364,11 +482,12 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
                     g[d] += hyper.damping * s[d] / dvec[d]
             else:
                 g[d] += hyper.damping * s[d]
-    rs_keys, rs_vals, rr_keys, rr_vals = _ring_push(
-        ckeys, s, g, extra.rs_keys, extra.rs_vals, extra.rs_len, extra.rr_keys, extra.rr_vals, extra.rr_len,
-        extra.ring_sr, extra.ring_rr, state.counters, hyper.eps, dvec, extra.ring_rdr)
+    rs_keys, rs_vals, rr_keys, rr_vals, rs_code, rr_code, pfeat = _ring_push(
+        akeys, K, s, g, extra.rs_keys, extra.rs_vals, extra.rs_len, extra.rr_keys, extra.rr_vals, extra.rr_len,
+        extra.rs_code, extra.rr_code, extra.pfeat, extra.pnf, extra.ring_sr, extra.ring_rr, state.counters,
+        hyper.eps, dvec, extra.ring_rdr)
     return Ring(rs_keys, rs_vals, extra.rs_len, rr_keys, rr_vals, extra.rr_len, extra.ring_sr, extra.ring_rr,
-                extra.ring_rdr, extra.acc, extra.iacc)
+                extra.ring_rdr, extra.acc, extra.iacc, rs_code, rr_code, pfeat, extra.pnf, mkeys, mmask, mcount)
 
 
 @njit(**KERNEL)
@@ -381,17 +500,78 @@ def bear_run(offsets, indices, values, labels, weights, spans, state, ring, hype
                          learn, flush, skip, pred_out, loss_out, pending_out, score_out)
 
 
+@njit(**INNER)
+def _grid(ckeys, rs_keys, rs_len, rr_keys, rr_len, count, head):
+    """The coordinates ``ckeys`` (any ``c << 32 | h``) as a class-major grid: ``(akeys, K, at)``,
+    the distinct features in order of first appearance, the number of classes (above every class of
+    ``ckeys`` and of the ring's pairs) and ``at[i]`` = ckeys[i]'s grid index (for the Python-callable
+    entries below)."""
+    n = ckeys.shape[0]
+    T = 8
+    while T < 2 * n:
+        T *= 2
+    tbl = np.empty(T, np.int32)
+    for t in range(T):
+        tbl[t] = -1
+    fk = np.empty(n, np.int64)
+    nf = np.empty(1, np.int64)
+    nf[0] = 0
+    f = np.empty(n, np.int64)
+    K = 1
+    for i in range(n):
+        f[i] = _find_or_add(tbl, fk, nf, ckeys[i] & 0xFFFFFFFF)
+        K = max(K, np.int64(ckeys[i] >> 32) + 1)
+    tau = rs_keys.shape[0]
+    for j in range(count):
+        slot = (head - 1 - j + tau) % tau
+        for e in range(rs_len[slot]):
+            K = max(K, np.int64(rs_keys[slot, e] >> 32) + 1)
+        for e in range(rr_len[slot]):
+            K = max(K, np.int64(rr_keys[slot, e] >> 32) + 1)
+    nA = nf[0]
+    akeys = np.empty(nA, np.uint32)
+    for a in range(nA):
+        akeys[a] = fk[a]
+    at = np.empty(n, np.int64)
+    for i in range(n):
+        at[i] = (ckeys[i] >> 32) * nA + f[i]
+    return akeys, K, at
+
+
 @njit(**KERNEL)
 def two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr, head, count):
-    """:func:`_two_loop` callable from Python (tests, benchmarks): returns the direction."""
+    """:func:`_two_loop` callable from Python (tests, benchmarks) for a gradient ``g`` on any
+    coordinates ``ckeys``: returns the direction there."""
+    tau, cap = rs_keys.shape
+    akeys, K, at = _grid(ckeys, rs_keys, rs_len, rr_keys, rr_len, count, head)
+    D = K * akeys.shape[0]
+    gg = np.zeros(D, np.float64)
+    for i in range(ckeys.shape[0]):
+        gg[at[i]] = g[i]
+    zz = np.empty(D, np.float64)
+    _two_loop(gg, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, np.empty((tau, cap), np.int64),
+              np.empty((tau, cap), np.int64), np.empty((tau, 2 * cap), np.int64), np.full(tau, -1, np.int64),
+              ring_sr, ring_rr, head, count, zz, np.empty(0, np.float64), ring_rr, math.inf)
     z = np.empty(ckeys.shape[0], np.float64)
-    _two_loop(g, ckeys, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr, head, count, z,
-              np.empty(0, np.float64), ring_rr, math.inf)
+    for i in range(ckeys.shape[0]):
+        z[i] = zz[at[i]]
     return z
 
 
 @njit(**KERNEL)
 def ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr, counters, eps):
-    """:func:`_ring_push` callable from Python (tests, benchmarks; Alg. 1's scalar scaling)."""
-    return _ring_push(ckeys, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, ring_sr, ring_rr, counters, eps,
-                      np.empty(0, np.float64), ring_rr.copy())
+    """:func:`_ring_push` callable from Python (tests, benchmarks; Alg. 1's scalar scaling) for a
+    pair on any coordinates ``ckeys`` (stored in the order of their class-major grid, :func:`_grid`)."""
+    tau, cap = rs_keys.shape
+    akeys, K, at = _grid(ckeys, rs_keys, rs_len, rr_keys, rr_len, 0, 0)
+    D = K * akeys.shape[0]
+    ss = np.zeros(D, np.float64)
+    rr = np.zeros(D, np.float64)
+    for i in range(ckeys.shape[0]):
+        ss[at[i]] = s[i]
+        rr[at[i]] = r[i]
+    out = _ring_push(akeys, K, ss, rr, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
+                     np.empty((tau, cap), np.int64), np.empty((tau, cap), np.int64), np.empty((tau, 2 * cap), np.int64),
+                     np.full(tau, -1, np.int64), ring_sr, ring_rr, counters, eps, np.empty(0, np.float64),
+                     ring_rr.copy())
+    return out[0], out[1], out[2], out[3]

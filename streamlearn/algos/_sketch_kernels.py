@@ -30,8 +30,10 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
-from numba.extending import overload
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic, overload
 
 from ..kernels._jit import INNER, KERNEL
 from ._loss_kernels import loss_deriv, loss_value, target
@@ -589,6 +591,197 @@ def _eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta, inheap, tmp, interc
             else:
                 inheap[c, a] = False
                 beta[c, a] = 0.0
+
+
+@intrinsic
+def _prefetch(typingctx, arr, off):
+    """``_prefetch(arr, i)``: ask the CPU to bring the cache line of ``arr``'s element ``i`` (flat, C order)
+    towards the core (LLVM's ``llvm.prefetch``: a hint; nothing is read or written). A minibatch's
+    sketch cells are scattered over a sketch larger than the caches (news20 --oaa 20: 42 MB):
+    asking for all of them first overlaps their memory latencies."""
+    sig = types.void(arr, off)
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                                            "llvm.prefetch.p0")
+        # read, high temporal locality, data cache
+        builder.call(fn, [builder.bitcast(builder.gep(ary.data, [args[1]]), i8p), ir.Constant(i32, 0),
+                          ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@njit(**INNER)
+def _prefetch_active(sketch, abk):
+    """Prefetch every row's K class cells of every active feature (``abk``: buckets), one request
+    per cache line (8 doubles)."""
+    R = sketch.shape[0]
+    W = sketch.shape[1]
+    K = sketch.shape[2]
+    for a in range(abk.shape[0]):
+        for r in range(R):
+            base = (r * W + abk[a, r]) * K
+            for c in range(0, K, 8):
+                _prefetch(sketch, base + c)  # flat index: the sketch is C-contiguous
+            _prefetch(sketch, base + K - 1)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _query_all(sketch, abk, asg, a, tmp, out, row):
+    """QUERY every class of active feature ``a`` into ``out[row, :K]`` (each value as :func:`_query_ca`;
+    5 rows, the default: the median network over the classes' adjacent cells, a loop the compiler
+    vectorises; other row counts one class at a time, which compiles less)."""
+    R = abk.shape[1]
+    K = sketch.shape[2]
+    if R == 5:
+        b0, b1, b2, b3, b4 = abk[a, 0], abk[a, 1], abk[a, 2], abk[a, 3], abk[a, 4]
+        s0, s1, s2, s3, s4 = asg[a, 0], asg[a, 1], asg[a, 2], asg[a, 3], asg[a, 4]
+        for c in range(K):
+            out[row, c] = _med5(s0 * sketch[0, b0, c], s1 * sketch[1, b1, c], s2 * sketch[2, b2, c],
+                                s3 * sketch[3, b3, c], s4 * sketch[4, b4, c])
+    else:
+        for c in range(K):
+            out[row, c] = _query_ca(sketch, c, abk, asg, a, tmp)
+
+
+@njit(**INNER)
+def _eff_weights_map(sketch, htbl, hkeys, akeys, abk, asg, amask, beta, inheap, slot, tmp, intercept, aconst):
+    """:func:`_eff_weights` (Alg. 2 line 3) given each active feature's class mask ``amask[a]`` (bit
+    c: class c's heap holds it; from a class membership map, MISSION's :mod:`._mission_kernels`):
+    only those classes' position maps are looked up; ``amask`` empty: every class's. ``slot[c, a]``
+    receives the member's heap slot (-1: none), which :func:`_offer_active_map` uses."""
+    K = sketch.shape[2]
+    every = amask.shape[0] == 0
+    for a in range(akeys.shape[0]):
+        if a == aconst:
+            for c in range(K):
+                inheap[c, a] = True
+                beta[c, a] = intercept[c]
+                slot[c, a] = -1  # not a heap member
+            continue
+        m = np.uint64(0) if every else amask[a]
+        for c in range(K):
+            s = -1
+            if every or (m >> np.uint64(c)) & np.uint64(1):
+                s = _tbl_find_c(htbl, hkeys, c, akeys[a])
+            slot[c, a] = s
+            if s >= 0:
+                inheap[c, a] = True
+                beta[c, a] = _query_ca(sketch, c, abk, asg, a, tmp)
+            else:
+                inheap[c, a] = False
+                beta[c, a] = 0.0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _resift(hkeys, hw, htpos, hname, tbl, i, n, v):
+    """Set member ``i``'s weight to ``v`` and restore the heap order: :func:`_sift_up` if ``|v|``
+    shrank, :func:`_sift_down` if it grew, with the same comparisons and the same final arrays, the
+    member carried in a hole (each level moves one entry, not a swap of two)."""
+    old = abs(hw[i])
+    w = abs(v)
+    if w == old:
+        hw[i] = v
+        return
+    key = hkeys[i]
+    tp = htpos[i]
+    nm = hname[i]
+    if w < old:
+        while i > 0:
+            p = (i - 1) >> 1
+            if not w < abs(hw[p]):
+                break
+            hkeys[i] = hkeys[p]
+            hw[i] = hw[p]
+            htpos[i] = htpos[p]
+            hname[i] = hname[p]
+            tbl[htpos[i]] = i
+            i = p
+    else:
+        while True:
+            l = 2 * i + 1
+            if l >= n:
+                break
+            m = l
+            if l + 1 < n and abs(hw[l + 1]) < abs(hw[l]):
+                m = l + 1
+            if not abs(hw[m]) < w:
+                break
+            hkeys[i] = hkeys[m]
+            hw[i] = hw[m]
+            htpos[i] = htpos[m]
+            hname[i] = hname[m]
+            tbl[htpos[i]] = i
+            i = m
+    hkeys[i] = key
+    hw[i] = v
+    htpos[i] = tp
+    hname[i] = nm
+    tbl[tp] = i
+
+
+@njit(**INNER)
+def _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, beta, keep, slot, aconst, ev):
+    """:func:`_offer_active` (Alg. 2 lines 7 and 10; the same offers in the same order, with the same
+    outcome) where a member's heap slot comes from ``slot`` (:func:`_eff_weights_map`) while it still
+    holds the member (an offer before may have moved or evicted it: then looked up again), every
+    class of a feature is QUERYed at once (:func:`_query_all`), and each change of membership is
+    written to ``ev`` (in order; ``c << 33 | 1 << 32 | hash``: the feature entered class c's heap,
+    without the ``1 << 32``: it left), for the caller's class membership map. Returns the number of
+    changes. ``beta`` as in :func:`_offer_active`."""
+    sketch = state.sketch
+    K = sketch.shape[2]
+    nA = akeys.shape[0]
+    V = np.empty((nA, K), np.float64)
+    for a in range(nA):
+        if a == aconst:
+            for c in range(K):
+                V[a, c] = state.intercept[c]
+            continue
+        _query_all(sketch, abk, asg, a, tmp, V, a)
+    if beta.shape[1] > 0:
+        for c in range(K):
+            for a in range(nA):
+                beta[c, a] = V[a, c] if keep[c, a] else 0.0
+    nev = 0
+    for c in range(K):
+        hkeys = state.hkeys[c]
+        hw = state.hw[c]
+        htpos = state.htpos[c]
+        hname = state.hname[c]
+        htbl = state.htbl[c]
+        size = state.hsize[c:c + 1]
+        names = state.names[c]
+        name_len = state.name_len[c]
+        k = hkeys.shape[0]
+        for a in range(nA):
+            if a == aconst:
+                continue
+            v = V[a, c]
+            if keep[c, a]:  # a member when the weights were QUERYed (_heap_offer's update, if it still is)
+                s = slot[c, a]
+                if hkeys[s] != akeys[a]:  # moved by a sift or evicted since
+                    s = _tbl_find(htbl, hkeys, akeys[a])
+                if s >= 0:
+                    _resift(hkeys, hw, htpos, hname, htbl, s, size[0], v)
+                    continue
+            if v == 0.0 or (size[0] >= k and abs(v) <= abs(hw[0])):
+                continue  # _heap_enter's refusals
+            full = size[0] >= k
+            gone = hkeys[0]  # the member a full heap evicts
+            nid = _heap_enter(hkeys, hw, htpos, hname, htbl, size, akeys[a], v)
+            if nid >= 0:
+                if full:
+                    ev[nev] = (np.int64(c) << 33) | np.int64(gone)
+                    nev += 1
+                ev[nev] = (np.int64(c) << 33) | (np.int64(1) << 32) | np.int64(akeys[a])
+                nev += 1
+                _copy_name(names, name_len, nid, aocc[a], spans.text, spans.name_start,
+                           spans.name_end, spans.ns_start, spans.ns_end)
+    return nev
 
 
 @njit(**INNER)

@@ -20,6 +20,11 @@ With a sketch without collisions and ``k`` at least the number of features this 
 minibatch oLBFGS (tested against a dense NumPy reference). The step is constant or
 ``eta * t0 / (t0 + t)``. With ``--oaa K`` the K class weight vectors form one parameter
 vector for one oLBFGS (softmax couples the classes); each class has its own sketch and heap.
+With K <= 64, MISSION's class membership map (:mod:`._mission_kernels`) gives line 3 one look-up
+per feature instead of K (derived from the heaps, rebuilt on load, never saved). The two-loop
+works on the union of the minibatch's features and the stored pairs' features, one look-up per
+feature, not per coordinate (each pair keeps its entries' class and feature index, derived from
+its keys, never saved). Neither changes a result.
 
 ``--initial_scaling adagrad`` (not in the paper): Alg. 1's initial matrix ``gamma I`` becomes
 ``gamma D``, ``D = diag(1 / sqrt(A))`` on the minibatch's coordinates and 0 off them, with ``A``
@@ -96,6 +101,18 @@ class Bear(SketchLearner):
         self.ring_sr = np.zeros(tau, np.float64)
         self.ring_rr = np.zeros(tau, np.float64)
         self.ring_rdr = np.zeros(tau, np.float64)
+        self._unindexed_ring()
+        self._stale_membership()
+
+    def _unindexed_ring(self) -> None:
+        """The ring's derived arrays (each pair's entry codes and features, :class:`Ring`) for the
+        ring's capacity, every pair marked not indexed: the run kernel indexes a pair from its keys
+        at its first use. Never saved."""
+        tau, cap = self.rs_keys.shape
+        self.rs_code = np.zeros((tau, cap), np.int64)
+        self.rr_code = np.zeros((tau, cap), np.int64)
+        self.pfeat = np.zeros((tau, 2 * cap), np.int64)
+        self.pnf = np.full(tau, -1, np.int64)
 
     def _apply_hyper(self):
         self.h0 = 1 if (self.hyper.get("initial_scaling") or "auto") == "adagrad" else 0
@@ -192,6 +209,13 @@ class Bear(SketchLearner):
         used = (head - 1 - np.arange(count)) % tau
         require((self.ring_sr[used] > 0).all() and (self.ring_rr[used] > 0).all(),
                 "arrays ring_sr / ring_rr: a stored pair without positive curvature")
+        for f, n in (("rs_keys", "rs_len"), ("rr_keys", "rr_len")):  # class << 32 | hash, class < K
+            keys, ln = getattr(self, f)[used], getattr(self, n)[used]
+            keys = keys[np.arange(keys.shape[1]) < ln[:, None]]
+            require(((keys >= 0) & ((keys >> 32) < self.kc)).all(),
+                    f"array {f}: a coordinate whose class is outside 0..{self.kc - 1}")
+        self._unindexed_ring()
+        self._stale_membership()  # new heaps: the map is rebuilt from them
         self._load_sq_sums(arrays, bool(self.h0), "--initial_scaling adagrad")
         if not self.h0:
             require("ring_rdr" not in arrays, "array ring_rdr in a model without --initial_scaling adagrad")

@@ -353,6 +353,26 @@ class SketchLearner(Learner):
             raise ValueError(self.label_problem(labels[np.flatnonzero(bad)[0]]))
 
     # -- kernel state -------------------------------------------------------------------------
+    #: the most classes a class membership map serves (one bit each of a uint64)
+    MASK_MAX_CLASSES = 64
+
+    def _stale_membership(self) -> None:
+        """The class membership map (``--oaa K``, K <= 64; else none; kept by the run kernel, see
+        :mod:`._mission_kernels`), marked stale: the run kernel rebuilds it from the heaps before its
+        first minibatch. Derived state, never saved."""
+        on = self.multiclass and self.kc <= self.MASK_MAX_CLASSES
+        self.mkeys = np.zeros(1024 if on else 0, np.uint32)
+        self.mmask = np.zeros(self.mkeys.shape[0], np.uint64)
+        self.mcount = np.full(1, -1, np.int64)
+
+    def membership(self) -> dict:
+        """The class membership map as ``{hash: mask}`` (bit c: class c's heap holds the feature;
+        tests), or ``None`` when there is none or it is stale (rebuilt at the next minibatch)."""
+        if self.mkeys.shape[0] == 0 or self.mcount[0] < 0:
+            return None
+        occ = self.mmask != 0
+        return dict(zip(self.mkeys[occ].tolist(), self.mmask[occ].tolist()))
+
     def _state(self):
         """The :class:`~streamlearn.algos._sketch_kernels.SketchState` of the attributes."""
         return _kernels.SketchState(*(getattr(self, f) for f in _kernels.SketchState._fields))
