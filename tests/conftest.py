@@ -349,3 +349,13 @@ def collision_free_keys():
 def learner_weights():
     """``learner_weights(L, keys)``: a sketch learner's weights of ``keys``, one row a class."""
     return lambda L, keys: np.array([L.query(keys, c) for c in range(L.kc)])
+
+
+def heap_masks(L):
+    """{hash: class mask} from a scan of every class's heap of a BEAR / MISSION learner (what the class
+    membership map must equal)."""
+    out = {}
+    for c in range(L.kc):
+        for key in L.hkeys[c, :int(L.hsize[c])].tolist():
+            out[key] = out.get(key, 0) | (1 << c)
+    return out

@@ -10,6 +10,7 @@ from streamlearn.algos import COMMON_PARAMS, LEARNERS  # noqa: E402
 from streamlearn.algos.bear import Bear  # noqa: E402
 from streamlearn.batch import CONSTANT_HASH, Batch  # noqa: E402
 
+from conftest import heap_masks  # noqa: E402
 from naive_olbfgs import dense_olbfgs, dense_two_loop  # noqa: E402
 
 
@@ -487,15 +488,6 @@ def test_mb_gradient_clip_flag():
 
 
 # -- class membership map and the two-loop's pair index (issue 21: bear --oaa at VW's pace) -----
-def _heap_masks(L):
-    """{hash: class mask} from a scan of every class's heap."""
-    out = {}
-    for c in range(L.kc):
-        for key in L.hkeys[c, :int(L.hsize[c])].tolist():
-            out[key] = out.get(key, 0) | (1 << c)
-    return out
-
-
 def test_bear_membership_map_and_pair_index_change_no_result(same_state):
     """bear --oaa K keeps MISSION's class membership map (one look-up per feature for Alg. 2 line 3):
     after learning with many evictions, after a load (rebuilt from the heaps) and after a merge it
@@ -519,7 +511,7 @@ def test_bear_membership_map_and_pair_index_change_no_result(same_state):
     assert A.membership() is None  # stale until the first minibatch
     pa = [A.learn_batch(batch(s))[0] for s in (1, 2)]
     m1 = A.membership()
-    assert m1 == _heap_masks(A) and int(A.mcount[0]) == len(m1)
+    assert m1 == heap_masks(A) and int(A.mcount[0]) == len(m1)
     pb = [B.learn_batch(batch(s))[0] for s in (1, 2)]
     np.testing.assert_array_equal(np.concatenate(pa), np.concatenate(pb))
     same_state(A, B)
@@ -530,14 +522,14 @@ def test_bear_membership_map_and_pair_index_change_no_result(same_state):
     assert C.membership() is None and (C.pnf == -1).all() and int(C.counters[2]) == 3
     np.testing.assert_array_equal(C.learn_batch(batch(3))[0], A.learn_batch(batch(3))[0])
     same_state(A, C)
-    assert A.membership() == _heap_masks(A) != m1  # members left and entered
-    assert C.membership() == _heap_masks(C)
+    assert A.membership() == heap_masks(A) != m1  # members left and entered
+    assert C.membership() == heap_masks(C)
     # merged: the map of the merged heaps
     other = Bear(**kw)
     other.learn_batch(batch(4))
     m = M.learner_of(M.merge_states([M.state_of(A, {}), M.state_of(other, {})]))
     m.learn_batch(batch(5))
-    assert m.membership() == _heap_masks(m)
+    assert m.membership() == heap_masks(m)
     assert Bear(oaa=65, sketch_width=8, top_k=2).mkeys.shape == (0,) and Bear().mkeys.shape == (0,)
 
 

@@ -9,6 +9,7 @@ from streamlearn.algos.losses import get_loss
 from streamlearn.batch import Batch
 from streamlearn.evaluate import EXPLODED_AFTER, EXPLODED_FACTOR, _LossWatch
 
+from conftest import heap_masks
 from naive_olbfgs import dense_olbfgs
 
 
@@ -180,20 +181,11 @@ def test_step_default_version_is_saved_and_old_models_keep_their_step():
         Mission.from_state({**meta, "step_defaults": 3}, arrays)
 
 
-def _heap_masks(L):
-    """{hash: class mask} from a scan of every class's heap."""
-    out = {}
-    for c in range(L.kc):
-        for key in L.hkeys[c, :int(L.hsize[c])].tolist():
-            out[key] = out.get(key, 0) | (1 << c)
-    return out
-
-
 def _check_membership(L):
     """The map equals the scan of the heaps, counts its entries, and each entry is reachable
     from its hash's home entry (no empty entry on the way: a look-up finds it)."""
     got = L.membership()
-    assert got == _heap_masks(L)
+    assert got == heap_masks(L)
     assert int(L.mcount[0]) == len(got) and 2 * len(got) <= len(L.mkeys)
     T = len(L.mkeys)
     occ = L.mmask != 0

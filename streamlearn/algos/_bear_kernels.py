@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
-from ._mission_kernels import _mask_clear, _mask_find, _mask_rebuild, _mask_set
+from ._mission_kernels import _map_changes, _map_masks, _mask_rebuild
 from ._sketch_kernels import (DRIVER_HYPER, _build_active, _cm_add_query, _const_index, _eff_weights_map, _hll_add,
                               _mb_gradient, _mb_predict, _offer_active_map, _prefetch_active, implements_update,
                               minibatch_run)
@@ -332,27 +332,6 @@ def _ring_push(akeys, K, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_le
     if counters[2] < tau:
         counters[2] += 1
     return rs_keys, rs_vals, rr_keys, rr_vals, rs_code, rr_code, pfeat
-
-
-@njit(**INNER)
-def _map_masks(mkeys, mmask, akeys, amask):
-    """``amask[a]``: the class mask of active feature ``a`` in the class membership map (0: in no heap).
-    (A helper of its own, not inlined into :func:`bear_update`: first-run compile time.)"""
-    for a in range(akeys.shape[0]):
-        e = _mask_find(mkeys, mmask, akeys[a])
-        amask[a] = mmask[e] if e >= 0 else np.uint64(0)
-
-
-@njit(**INNER)
-def _map_changes(mkeys, mmask, mcount, ev, nev):
-    """Apply the offers' membership changes ``ev[:nev]`` (:func:`~._sketch_kernels._offer_active_map`)
-    to the class membership map, in order."""
-    for e in range(nev):
-        x = ev[e]
-        if (x >> 32) & 1:
-            _mask_set(mkeys, mmask, mcount, np.uint32(x & 0xFFFFFFFF), x >> 33)
-        else:
-            _mask_clear(mkeys, mmask, mcount, np.uint32(x & 0xFFFFFFFF), x >> 33)
 
 
 @implements_update(BearHyper)

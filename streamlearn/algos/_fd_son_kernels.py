@@ -31,12 +31,10 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from llvmlite import ir
 from numba import njit
-from numba.core import cgutils, types
-from numba.extending import intrinsic
 
 from ..kernels._jit import INNER, KERNEL
+from ..kernels._intrinsics import _prefetch
 
 #: a helper with one call site, inlined into it by numba (not compiled, optimised and linked as a library of
 #: its own, then again inside each caller's)
@@ -111,27 +109,6 @@ class FdHyper(NamedTuple):
     invariant: bool  # importance-invariant step along A^-1 x (else the paper's u = w - A^-1 g)
     clip: bool  # squared loss: prediction and derivative clipped to the label range learned so far (flt[3:5])
     precond: bool  # diagonal pre-scaling (the table's N_PRE extra columns; flt[5:7] = sum h ||x / s||^2, sum h)
-
-
-@intrinsic
-def _prefetch(typingctx, arr, off):
-    """``_prefetch(arr, i)``: ask the CPU to bring the cache line of ``arr``'s element ``i`` (flat, C order) towards
-    the core (LLVM's ``llvm.prefetch``: a hint; nothing is read or written). The table (40 MB at -b 18: larger than
-    the caches) is read in key order, at scattered places, when K is recomputed: asking for rows ahead overlaps their
-    memory latencies."""
-    sig = types.void(arr, off)
-
-    def codegen(context, builder, signature, args):
-        ary = context.make_array(signature.args[0])(context, builder, args[0])
-        i8p = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
-                                            "llvm.prefetch.p0")
-        # read, high temporal locality, data cache
-        builder.call(fn, [builder.bitcast(builder.gep(ary.data, [args[1]]), i8p), ir.Constant(i32, 0),
-                          ir.Constant(i32, 3), ir.Constant(i32, 1)])
-        return context.get_dummy_value()
-    return sig, codegen
 
 
 @njit(**KERNEL)

@@ -18,7 +18,10 @@ results unchanged): for every feature in some class's top-k heap, a 64-bit mask 
 whose heaps hold it, in one open-addressing table (linear probing, backward-shift deletion, an
 entry is empty when its mask is 0). Alg. 2 line 3's effective weights then take one look-up per
 active feature instead of one per (class, feature) pair in the K per-class position maps (a
-third of the run on 20 Newsgroups). The map is derived state: kept exact by every entry and
+third of the run on 20 Newsgroups): :func:`_map_masks` gives
+:func:`~._sketch_kernels._eff_weights_map` each active feature's mask, and the membership changes the
+offers (:func:`~._sketch_kernels._offer_active_map`) report are applied by :func:`_map_changes`. BEAR
+keeps the same map with the same functions. The map is derived state: kept exact by every entry and
 eviction of the offers, rebuilt from the heaps when a model is loaded or merged
 (``mcount = -1``: stale) and when it fills past half its entries; never saved.
 """
@@ -28,9 +31,9 @@ import numpy as np
 from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
-from ._sketch_kernels import (DRIVER_HYPER, _build_active, _const_index, _copy_name, _eff_weights, _heap_enter, _hll_add,
-                              _mb_gradient, _mb_predict, _add_ca, _cm_add_query, _offer_active, _query_ca, _sift_down, _sift_up,
-                              _tbl_find, _tbl_find_c, implements_update, minibatch_run)
+from ._sketch_kernels import (DRIVER_HYPER, _add_ca, _build_active, _cm_add_query, _const_index,
+                              _eff_weights_map, _hll_add, _mb_gradient, _mb_predict, _offer_active_map,
+                              implements_update, minibatch_run)
 
 __all__ = ["MissionHyper", "mission_update", "mission_run", "cm_add_query", "MASK_MAX_CLASSES", "mask_rebuild"]
 
@@ -147,87 +150,25 @@ def mask_rebuild(hkeys, hsize, mcount, room):
     return _mask_rebuild(hkeys, hsize, mcount, room)
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _eff_weights_mask(sketch, htbl, hkeys, mkeys, mmask, akeys, abk, asg, beta, inheap, slot, tmp, intercept, aconst):
-    """:func:`~._sketch_kernels._eff_weights` with one membership-map look-up per active feature;
-    only the classes whose heaps hold it are looked up, for the heap slot (``slot[c, a]``, which
-    the offers check and use: independent look-ups here overlap their cache misses)."""
-    K = sketch.shape[2]
+@njit(**INNER)
+def _map_masks(mkeys, mmask, akeys, amask):
+    """``amask[a]``: the class mask of active feature ``a`` in the class membership map (0: in no heap).
+    (A helper of its own, not inlined into the update kernels: first-run compile time.)"""
     for a in range(akeys.shape[0]):
-        if a == aconst:
-            for c in range(K):
-                inheap[c, a] = True
-                beta[c, a] = intercept[c]
-                slot[c, a] = -1  # not a heap member
-            continue
         e = _mask_find(mkeys, mmask, akeys[a])
-        m = mmask[e] if e >= 0 else np.uint64(0)
-        for c in range(K):
-            s = -1
-            if (m >> np.uint64(c)) & np.uint64(1):
-                s = _tbl_find_c(htbl, hkeys, c, akeys[a])
-            slot[c, a] = s
-            if s >= 0:
-                inheap[c, a] = True
-                beta[c, a] = _query_ca(sketch, c, abk, asg, a, tmp)
-            else:
-                inheap[c, a] = False
-                beta[c, a] = 0.0
+        amask[a] = mmask[e] if e >= 0 else np.uint64(0)
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _offer_active_mask(state, akeys, aocc, abk, asg, spans, tmp, keep, slot, aconst, mkeys, mmask, mcount):
-    """:func:`~._sketch_kernels._offer_active` (no weights back) keeping the membership map
-    exact: a feature entering class ``c``'s heap sets its bit, the member it evicts loses it.
-    A member's slot comes from ``slot`` (:func:`_eff_weights_mask`) while it still holds the
-    member (the offers before may have moved or evicted it: then looked up again). The offers are
-    the same, in the same order, with the same outcome."""
-    sketch = state.sketch
-    K = sketch.shape[2]
-    nA = akeys.shape[0]
-    V = np.empty((K, nA), np.float64)
-    for a in range(nA):  # QUERY a feature's classes together (adjacent cells)
-        if a == aconst:
-            continue
-        for c in range(K):
-            V[c, a] = _query_ca(sketch, c, abk, asg, a, tmp)
-    for c in range(K):
-        hkeys = state.hkeys[c]
-        hw = state.hw[c]
-        htpos = state.htpos[c]
-        hname = state.hname[c]
-        htbl = state.htbl[c]
-        size = state.hsize[c:c + 1]
-        names = state.names[c]
-        name_len = state.name_len[c]
-        k = hkeys.shape[0]
-        for a in range(nA):
-            if a == aconst:
-                continue
-            v = V[c, a]
-            if keep[c, a]:  # a member when the weights were QUERYed (_heap_offer's update, if it still is)
-                s = slot[c, a]
-                if hkeys[s] != akeys[a]:  # moved by a sift or evicted since
-                    s = _tbl_find(htbl, hkeys, akeys[a])
-                if s >= 0:
-                    old = abs(hw[s])
-                    hw[s] = v
-                    if abs(v) < old:
-                        _sift_up(hkeys, hw, htpos, hname, htbl, s)
-                    elif abs(v) > old:
-                        _sift_down(hkeys, hw, htpos, hname, htbl, s, size[0])
-                    continue
-            if v == 0.0 or (size[0] >= k and abs(v) <= abs(hw[0])):
-                continue  # _heap_enter's refusals
-            full = size[0] >= k
-            gone = hkeys[0]  # the member a full heap evicts
-            nid = _heap_enter(hkeys, hw, htpos, hname, htbl, size, akeys[a], v)
-            if nid >= 0:
-                if full:
-                    _mask_clear(mkeys, mmask, mcount, gone, c)
-                _mask_set(mkeys, mmask, mcount, akeys[a], c)
-                _copy_name(names, name_len, nid, aocc[a], spans.text, spans.name_start,
-                           spans.name_end, spans.ns_start, spans.ns_end)
+@njit(**INNER)
+def _map_changes(mkeys, mmask, mcount, ev, nev):
+    """Apply the offers' membership changes ``ev[:nev]`` (:func:`~._sketch_kernels._offer_active_map`)
+    to the class membership map, in order."""
+    for e in range(nev):
+        x = ev[e]
+        if (x >> 32) & 1:
+            _mask_set(mkeys, mmask, mcount, np.uint32(x & 0xFFFFFFFF), x >> 33)
+        else:
+            _mask_clear(mkeys, mmask, mcount, np.uint32(x & 0xFFFFFFFF), x >> 33)
 
 
 @implements_update(MissionHyper)
@@ -251,14 +192,14 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
     aconst = _const_index(akeys, hyper.const_key)
     acc, iacc, mkeys, mmask, mcount = extra
     use_mask = mkeys.shape[0] > 0
-    slot = np.empty((K, nA), np.int64)  # members' heap slots (with the map)
+    slot = np.empty((K, nA), np.int64)  # members' heap slots, for the offers
+    amask = np.empty(nA if use_mask else 0, np.uint64)  # empty: every class's position map looked up
     if use_mask:
         if mcount[0] < 0 or 2 * (mcount[0] + nA) > mkeys.shape[0]:
             mkeys, mmask = _mask_rebuild(state.hkeys, state.hsize, mcount, nA)
-        _eff_weights_mask(sketch, state.htbl, state.hkeys, mkeys, mmask, akeys, abk, asg, beta, inheap, slot, tmp,
-                          state.intercept, aconst)
-    else:
-        _eff_weights(sketch, state.htbl, state.hkeys, akeys, abk, asg, beta, inheap, tmp, state.intercept, aconst)
+        _map_masks(mkeys, mmask, akeys, amask)
+    _eff_weights_map(sketch, state.htbl, state.hkeys, akeys, abk, asg, amask, beta, inheap, slot, tmp,
+                     state.intercept, aconst)
     P = P0  # the scores before the step: the driver reports them
     _mb_predict(offsets, values, mb, nmb, loc, beta, P)
     G = np.empty((K, nA), np.float64)
@@ -284,11 +225,11 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
                     _add_ca(sketch, c, abk, asg, a, -eta * g / np.sqrt(_cm_add_query(acc, c, abk, a, g * g)))
                 else:
                     _add_ca(sketch, c, abk, asg, a, -eta * g)
+    ev = np.empty(2 * K * nA, np.int64)  # at most an entry and an eviction per offer
+    nev = _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, np.empty((K, 0), np.float64), inheap, slot,
+                            aconst, ev)  # no weights back
     if use_mask:
-        _offer_active_mask(state, akeys, aocc, abk, asg, spans, tmp, inheap, slot, aconst, mkeys, mmask, mcount)
-    else:
-        _offer_active(state, akeys, aocc, abk, asg, spans, tmp, np.empty((K, 0), np.float64), inheap,
-                      aconst)  # no weights back
+        _map_changes(mkeys, mmask, mcount, ev, nev)
     return acc, iacc, mkeys, mmask, mcount
 
 

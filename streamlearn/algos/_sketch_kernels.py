@@ -30,12 +30,11 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic, overload
+from numba import njit
+from numba.extending import overload
 
 from ..kernels._jit import INNER, KERNEL
+from ..kernels._intrinsics import _prefetch
 from ._loss_kernels import loss_deriv, loss_value, target
 
 __all__ = [
@@ -572,49 +571,6 @@ def _const_index(akeys, const_key):
 
 
 @njit(**INNER)
-def _eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta, inheap, tmp, intercept, aconst):
-    """Effective weights on A_t (Alg. 2 line 3): QUERY for members of the class's top-k,
-    0 for the others; the constant feature (active index ``aconst``, -1: none) has the
-    intercept, always in the model. ``beta``, ``inheap`` are ``K x nA``."""
-    K = sketch.shape[2]
-    nA = akeys.shape[0]
-    for a in range(nA):
-        if a == aconst:
-            for c in range(K):
-                inheap[c, a] = True
-                beta[c, a] = intercept[c]
-            continue
-        for c in range(K):
-            if _tbl_find_c(htbl, hkeys, c, akeys[a]) >= 0:
-                inheap[c, a] = True
-                beta[c, a] = _query_ca(sketch, c, abk, asg, a, tmp)
-            else:
-                inheap[c, a] = False
-                beta[c, a] = 0.0
-
-
-@intrinsic
-def _prefetch(typingctx, arr, off):
-    """``_prefetch(arr, i)``: ask the CPU to bring the cache line of ``arr``'s element ``i`` (flat, C order)
-    towards the core (LLVM's ``llvm.prefetch``: a hint; nothing is read or written). A minibatch's
-    sketch cells are scattered over a sketch larger than the caches (news20 --oaa 20: 42 MB):
-    asking for all of them first overlaps their memory latencies."""
-    sig = types.void(arr, off)
-
-    def codegen(context, builder, signature, args):
-        ary = context.make_array(signature.args[0])(context, builder, args[0])
-        i8p = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
-                                            "llvm.prefetch.p0")
-        # read, high temporal locality, data cache
-        builder.call(fn, [builder.bitcast(builder.gep(ary.data, [args[1]]), i8p), ir.Constant(i32, 0),
-                          ir.Constant(i32, 3), ir.Constant(i32, 1)])
-        return context.get_dummy_value()
-    return sig, codegen
-
-
-@njit(**INNER)
 def _prefetch_active(sketch, abk):
     """Prefetch every row's K class cells of every active feature (``abk``: buckets), one request
     per cache line (8 doubles)."""
@@ -649,7 +605,9 @@ def _query_all(sketch, abk, asg, a, tmp, out, row):
 
 @njit(**INNER)
 def _eff_weights_map(sketch, htbl, hkeys, akeys, abk, asg, amask, beta, inheap, slot, tmp, intercept, aconst):
-    """:func:`_eff_weights` (Alg. 2 line 3) given each active feature's class mask ``amask[a]`` (bit
+    """Effective weights on A_t (Alg. 2 line 3): QUERY for members of the class's top-k, 0 for the others
+    (``beta``, ``inheap``, ``slot`` are ``K x nA``); the constant feature (active index ``aconst``, -1:
+    none) has the intercept, always in the model. Given each active feature's class mask ``amask[a]`` (bit
     c: class c's heap holds it; from a class membership map, MISSION's :mod:`._mission_kernels`):
     only those classes' position maps are looked up; ``amask`` empty: every class's. ``slot[c, a]``
     receives the member's heap slot (-1: none), which :func:`_offer_active_map` uses."""
@@ -725,13 +683,17 @@ def _resift(hkeys, hw, htpos, hname, tbl, i, n, v):
 
 @njit(**INNER)
 def _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, beta, keep, slot, aconst, ev):
-    """:func:`_offer_active` (Alg. 2 lines 7 and 10; the same offers in the same order, with the same
-    outcome) where a member's heap slot comes from ``slot`` (:func:`_eff_weights_map`) while it still
-    holds the member (an offer before may have moved or evicted it: then looked up again), every
-    class of a feature is QUERYed at once (:func:`_query_all`), and each change of membership is
-    written to ``ev`` (in order; ``c << 33 | 1 << 32 | hash``: the feature entered class c's heap,
-    without the ``1 << 32``: it left), for the caller's class membership map. Returns the number of
-    changes. ``beta`` as in :func:`_offer_active`."""
+    """BEAR Alg. 2 lines 7 and 10 (MISSION's offers too): re-QUERY every class's weights of the active set
+    A_t (``akeys``, first occurrences ``aocc``, buckets ``abk`` and signs ``asg``; a feature's classes at
+    once, :func:`_query_all`) and offer them to each class's heap (a feature entering the heap takes its
+    name from ``spans``). ``keep[c, a]``: ``a`` was a member of class ``c``'s heap when the minibatch's
+    weights were QUERYed (:func:`_eff_weights_map`; the others are offered without a look-up), its heap
+    slot then in ``slot[c, a]``, used while it still holds the member (an offer before may have moved or
+    evicted it: then looked up again). With ``beta`` non-empty, ``beta[c, a]`` receives the new weight
+    where ``keep[c, a]`` (else 0). The constant feature (active index ``aconst``, -1: none) has the
+    intercept and is not offered. Each change of membership is written to ``ev`` (in order;
+    ``c << 33 | 1 << 32 | hash``: the feature entered class c's heap, without the ``1 << 32``: it left),
+    for a class membership map (:mod:`._mission_kernels`); returns the number of changes."""
     sketch = state.sketch
     K = sketch.shape[2]
     nA = akeys.shape[0]
@@ -934,54 +896,6 @@ def _step_size(eta0, schedule, t0, t):
     return eta0 * t0 / (t0 + t)
 
 
-@njit(**INNER)
-def _offer_active(state, akeys, aocc, abk, asg, spans, tmp, beta, keep, aconst):
-    """BEAR Alg. 2 lines 7 and 10: re-QUERY every class's weights of the active set A_t
-    (``akeys``, first occurrences ``aocc``, buckets ``abk`` and signs ``asg``) and offer them to
-    its heap (a feature entering the heap takes its name from ``spans``). ``keep[c, a]``: ``a``
-    was a member of class ``c``'s heap when the minibatch's weights were QUERYed (``_eff_weights``;
-    the others are offered without a look-up). With ``beta`` non-empty, ``beta[c, a]`` receives
-    the new weight where ``keep[c, a]`` (else 0). The constant feature (active index ``aconst``,
-    -1: none) has the intercept and is not offered."""
-    sketch = state.sketch
-    K = sketch.shape[2]
-    nA = akeys.shape[0]
-    V = np.empty((K, nA), np.float64)
-    for a in range(nA):  # QUERY a feature's classes together (adjacent cells)
-        if a == aconst:
-            for c in range(K):
-                V[c, a] = state.intercept[c]
-            continue
-        for c in range(K):
-            V[c, a] = _query_ca(sketch, c, abk, asg, a, tmp)
-    if beta.shape[1] > 0:
-        for c in range(K):
-            for a in range(nA):
-                beta[c, a] = V[c, a] if keep[c, a] else 0.0
-    for c in range(K):  # one class's heap arrays at a time (views made once per class)
-        hkeys = state.hkeys[c]
-        hw = state.hw[c]
-        htpos = state.htpos[c]
-        hname = state.hname[c]
-        htbl = state.htbl[c]
-        size = state.hsize[c:c + 1]
-        names = state.names[c]
-        name_len = state.name_len[c]
-        for a in range(nA):
-            if a == aconst:
-                continue
-            if keep[c, a]:  # a member when the weights were QUERYed: look it up (it may have left since)
-                nid = _heap_offer(hkeys, hw, htpos, hname, htbl, size, akeys[a], V[c, a])
-            else:  # not a member then, so not now (only a's own offer can add a)
-                v = V[c, a]
-                if v == 0.0 or (size[0] >= hkeys.shape[0] and abs(v) <= abs(hw[0])):
-                    continue  # _heap_enter's refusals, tested here: most offers, and a call costs more
-                nid = _heap_enter(hkeys, hw, htpos, hname, htbl, size, akeys[a], v)
-            if nid >= 0:
-                _copy_name(names, name_len, nid, aocc[a], spans.text, spans.name_start,
-                           spans.name_end, spans.ns_start, spans.ns_end)
-
-
 def minibatch_update(offsets, indices, values, labels, weights, mb, nmb, spans, state, extra, hyper, eta, P0):
     """One learner iteration on the minibatch ``mb[:nmb]`` with step ``eta``; returns ``extra``
     (the learner's own state, possibly reallocated). ``P0[q, c]`` receives example ``mb[q]``'s
@@ -1128,8 +1042,11 @@ def const_index(akeys, const_key):
 
 @njit(**KERNEL)
 def eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta, inheap, tmp, intercept, aconst):
-    """:func:`_eff_weights` callable from Python (tests, benchmarks)."""
-    return _eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta, inheap, tmp, intercept, aconst)
+    """:func:`_eff_weights_map` (every class's position map looked up) callable from Python (tests,
+    benchmarks)."""
+    slot = np.empty(beta.shape, np.int64)
+    _eff_weights_map(sketch, htbl, hkeys, akeys, abk, asg, np.empty(0, np.uint64), beta, inheap, slot, tmp, intercept,
+                     aconst)
 
 
 @njit(**KERNEL)

@@ -28,7 +28,6 @@ from .sketch import MINIBATCH_PARAM, SKETCH_PARAMS, SketchLearner
 __all__ = ["Mission"]
 
 _kernels = lazy("streamlearn.algos._mission_kernels")
-_MASK_MAX_CLASSES = 64  # = _mission_kernels.MASK_MAX_CLASSES (kept here so importing needs no numba)
 
 
 class Mission(SketchLearner):
@@ -65,22 +64,6 @@ class Mission(SketchLearner):
         self._ensure_sq_sums(self.adagrad)
         if getattr(self, "mkeys", None) is None:
             self._stale_membership()
-
-    def _stale_membership(self) -> None:
-        """The class membership map (``--oaa K``, K <= 64; else none), marked stale: the run
-        kernel rebuilds it from the heaps before its first minibatch."""
-        on = self.multiclass and self.kc <= _MASK_MAX_CLASSES
-        self.mkeys = np.zeros(1024 if on else 0, np.uint32)
-        self.mmask = np.zeros(self.mkeys.shape[0], np.uint64)
-        self.mcount = np.full(1, -1, np.int64)
-
-    def membership(self) -> dict:
-        """The class membership map as ``{hash: mask}`` (bit c: class c's heap holds the feature;
-        tests), or ``None`` when there is none or it is stale (rebuilt at the next minibatch)."""
-        if self.mkeys.shape[0] == 0 or self.mcount[0] < 0:
-            return None
-        occ = self.mmask != 0
-        return dict(zip(self.mkeys[occ].tolist(), self.mmask[occ].tolist()))
 
     def _extra_state(self):
         return (self.acc, self.iacc, self.mkeys, self.mmask, self.mcount)

@@ -354,7 +354,7 @@ class SketchLearner(Learner):
 
     # -- kernel state -------------------------------------------------------------------------
     #: the most classes a class membership map serves (one bit each of a uint64)
-    MASK_MAX_CLASSES = 64
+    MASK_MAX_CLASSES = 64  # = _mission_kernels.MASK_MAX_CLASSES (here so that importing needs no numba)
 
     def _stale_membership(self) -> None:
         """The class membership map (``--oaa K``, K <= 64; else none; kept by the run kernel, see
