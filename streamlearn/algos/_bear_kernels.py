@@ -71,6 +71,19 @@ def _home64(key, tmask):
 
 
 @njit(**INNER)
+def _index_table(n):
+    """An empty open-addressing index (-1: empty) for up to ``n`` keys: a power of two >= 2n slots
+    (at most half full), for :func:`_find_or_add`."""
+    T = 8
+    while T < 2 * n:
+        T *= 2
+    tbl = np.empty(T, np.int32)
+    for t in range(T):
+        tbl[t] = -1
+    return tbl
+
+
+@njit(**INNER)
 def _find_or_add(tbl, tkeys, nU, key):
     """Index of coordinate ``key`` in the union table; added (as ``nU[0]``) if absent."""
     tmask = tbl.shape[0] - 1
@@ -97,12 +110,7 @@ def _pair_index(slot, rs_keys, rs_len, rr_keys, rr_len, rs_code, rr_code, pfeat,
     features (twice the ring's capacity)."""
     ns = rs_len[slot]
     nr = rr_len[slot]
-    T = 8
-    while T < 2 * (ns + nr):
-        T *= 2
-    tbl = np.empty(T, np.int32)
-    for t in range(T):
-        tbl[t] = -1
+    tbl = _index_table(ns + nr)
     fk = np.empty(ns + nr, np.int64)
     nf = np.empty(1, np.int64)
     nf[0] = 0
@@ -163,12 +171,7 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
             _pair_index(slot, rs_keys, rs_len, rr_keys, rr_len, rs_code, rr_code, pfeat, pnf)
         fofs[j + 1] = fofs[j] + pnf[slot]
     tot = nA + fofs[count]
-    T = 8
-    while T < 2 * tot:
-        T *= 2
-    tbl = np.empty(T, np.int32)
-    for t in range(T):
-        tbl[t] = -1
+    tbl = _index_table(tot)
     ukeys = np.empty(tot, np.int64)
     nU = np.empty(1, np.int64)
     nU[0] = 0
@@ -486,12 +489,7 @@ def _grid(ckeys, rs_keys, rs_len, rr_keys, rr_len, count, head):
     ``ckeys`` and of the ring's pairs) and ``at[i]`` = ckeys[i]'s grid index (for the Python-callable
     entries below)."""
     n = ckeys.shape[0]
-    T = 8
-    while T < 2 * n:
-        T *= 2
-    tbl = np.empty(T, np.int32)
-    for t in range(T):
-        tbl[t] = -1
+    tbl = _index_table(n)
     fk = np.empty(n, np.int64)
     nf = np.empty(1, np.int64)
     nf[0] = 0

@@ -367,43 +367,54 @@ def _tbl_delete(tbl, hkeys, htpos, e):
         i = j
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _swap(hkeys, hw, htpos, hname, tbl, a, b):
-    hkeys[a], hkeys[b] = hkeys[b], hkeys[a]
-    hw[a], hw[b] = hw[b], hw[a]
-    htpos[a], htpos[b] = htpos[b], htpos[a]
-    hname[a], hname[b] = hname[b], hname[a]
-    tbl[htpos[a]] = a
-    tbl[htpos[b]] = b
-
-
 @njit(**INNER)
 def _sift_up(hkeys, hw, htpos, hname, tbl, i):
+    """Restore the min-heap order (by ``|hw|``) above entry ``i``, whose weight may have shrunk: the
+    entry is carried up in a hole (each level moves its parent down one slot, not a swap of two)."""
+    key, w, tp, nm = hkeys[i], hw[i], htpos[i], hname[i]
+    aw = abs(w)
     while i > 0:
         p = (i - 1) >> 1
-        if abs(hw[i]) < abs(hw[p]):
-            _swap(hkeys, hw, htpos, hname, tbl, i, p)
-            i = p
-        else:
-            return i
-    return i
+        if not aw < abs(hw[p]):
+            break
+        hkeys[i], hw[i], htpos[i], hname[i] = hkeys[p], hw[p], htpos[p], hname[p]
+        tbl[htpos[i]] = i
+        i = p
+    hkeys[i], hw[i], htpos[i], hname[i] = key, w, tp, nm
+    tbl[tp] = i
 
 
 @njit(**INNER)
 def _sift_down(hkeys, hw, htpos, hname, tbl, i, n):
+    """Restore the min-heap order (by ``|hw|``, ``n`` entries) below entry ``i``, whose weight may
+    have grown: carried down in a hole, towards the smaller child."""
+    key, w, tp, nm = hkeys[i], hw[i], htpos[i], hname[i]
+    aw = abs(w)
     while True:
         l = 2 * i + 1
         if l >= n:
-            return i
+            break
         m = l
-        r = l + 1
-        if r < n and abs(hw[r]) < abs(hw[l]):
-            m = r
-        if abs(hw[m]) < abs(hw[i]):
-            _swap(hkeys, hw, htpos, hname, tbl, i, m)
-            i = m
-        else:
-            return i
+        if l + 1 < n and abs(hw[l + 1]) < abs(hw[l]):
+            m = l + 1
+        if not abs(hw[m]) < aw:
+            break
+        hkeys[i], hw[i], htpos[i], hname[i] = hkeys[m], hw[m], htpos[m], hname[m]
+        tbl[htpos[i]] = i
+        i = m
+    hkeys[i], hw[i], htpos[i], hname[i] = key, w, tp, nm
+    tbl[tp] = i
+
+
+@njit(**INNER)
+def _resift(hkeys, hw, htpos, hname, tbl, i, n, v):
+    """Set member ``i``'s weight to ``v`` and restore the heap order (``n`` entries)."""
+    old = abs(hw[i])
+    hw[i] = v
+    if abs(v) < old:
+        _sift_up(hkeys, hw, htpos, hname, tbl, i)
+    elif abs(v) > old:
+        _sift_down(hkeys, hw, htpos, hname, tbl, i, n)
 
 
 @njit(**INNER)
@@ -419,12 +430,7 @@ def _heap_offer(hkeys, hw, htpos, hname, tbl, size, key, val):
     n = size[0]
     s = _tbl_find(tbl, hkeys, key)
     if s >= 0:
-        old = abs(hw[s])
-        hw[s] = val
-        if abs(val) < old:
-            _sift_up(hkeys, hw, htpos, hname, tbl, s)
-        elif abs(val) > old:
-            _sift_down(hkeys, hw, htpos, hname, tbl, s, n)
+        _resift(hkeys, hw, htpos, hname, tbl, s, n, val)
         return -1
     return _heap_enter(hkeys, hw, htpos, hname, tbl, size, key, val)
 
@@ -632,53 +638,6 @@ def _eff_weights_map(sketch, htbl, hkeys, akeys, abk, asg, amask, beta, inheap, 
             else:
                 inheap[c, a] = False
                 beta[c, a] = 0.0
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _resift(hkeys, hw, htpos, hname, tbl, i, n, v):
-    """Set member ``i``'s weight to ``v`` and restore the heap order: :func:`_sift_up` if ``|v|``
-    shrank, :func:`_sift_down` if it grew, with the same comparisons and the same final arrays, the
-    member carried in a hole (each level moves one entry, not a swap of two)."""
-    old = abs(hw[i])
-    w = abs(v)
-    if w == old:
-        hw[i] = v
-        return
-    key = hkeys[i]
-    tp = htpos[i]
-    nm = hname[i]
-    if w < old:
-        while i > 0:
-            p = (i - 1) >> 1
-            if not w < abs(hw[p]):
-                break
-            hkeys[i] = hkeys[p]
-            hw[i] = hw[p]
-            htpos[i] = htpos[p]
-            hname[i] = hname[p]
-            tbl[htpos[i]] = i
-            i = p
-    else:
-        while True:
-            l = 2 * i + 1
-            if l >= n:
-                break
-            m = l
-            if l + 1 < n and abs(hw[l + 1]) < abs(hw[l]):
-                m = l + 1
-            if not abs(hw[m]) < w:
-                break
-            hkeys[i] = hkeys[m]
-            hw[i] = hw[m]
-            htpos[i] = htpos[m]
-            hname[i] = hname[m]
-            tbl[htpos[i]] = i
-            i = m
-    hkeys[i] = key
-    hw[i] = v
-    htpos[i] = tp
-    hname[i] = nm
-    tbl[tp] = i
 
 
 @njit(**INNER)

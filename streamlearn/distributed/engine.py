@@ -550,15 +550,15 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     if local:
         client = cluster = None
         n_workers = int(workers or os.cpu_count() or 1)
+        chains = plan_chains(parts, n_chains or n_workers, chain_order)
         # the tasks learning at once in this process share the CLI's batch memory (batch_rows_for)
-        batch_rows = batch_rows_for(min(n_workers, len(plan_chains(parts, n_chains or n_workers, chain_order))
-                                        if chain else len(parts)))
+        batch_rows = batch_rows_for(min(n_workers, len(chains) if chain else len(parts)))
         try:
+            _prepare_worker()
             if ahead is not None:
                 # the first partition of every chain starts reading (and decoding, off the GIL) now, while
                 # this thread imports dask and builds the graph: the tasks take these readers over
-                _prepare_worker()
-                for c in plan_chains(parts, n_chains or n_workers, chain_order):
+                for c in chains:
                     _read_ahead(ReadAhead(ahead, "", tuple((_ahead_key(0, i), parts[i]) for i in c), batch_rows),
                                 cfg, base.reader, keep_names)
             import dask
@@ -578,17 +578,15 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     per_pass = []
     try:
         t_up = time.perf_counter()
-        if local:
-            _prepare_worker()
-        else:
+        if not local:  # (local: imported, and the chains planned, above)
             if scheduler and not client.scheduler_info().get("workers"):
                 client.wait_for_workers(1, timeout=60)
             client.run(_prepare_worker)  # imports on every worker at once, before the first pass is timed
             n_workers = len(client.scheduler_info().get("workers", {})) or 1
+            chains = plan_chains(parts, n_chains or n_workers, chain_order)
+            if worker_threads:  # threads of a dask.distributed LocalCluster(processes=False)
+                batch_rows = batch_rows_for(min(n_workers, len(chains) if chain else len(parts)))
         timing["worker_import_seconds"] = time.perf_counter() - t_up
-        chains = plan_chains(parts, n_chains or n_workers, chain_order)
-        if worker_threads and not local:  # threads of a dask.distributed LocalCluster(processes=False)
-            batch_rows = batch_rows_for(min(n_workers, len(chains) if chain else len(parts)))
         if not cfg.quiet:
             log(f"dask: {len(chains) if chain else len(parts)} "
                 + (f"chains of {chain_order} partitions ({', '.join(str(len(c)) for c in chains)})" if chain
