@@ -260,11 +260,7 @@ def _catch_up(tab, sl, hP, hc, R, wz):
         for r in range(m):
             acc += hc[j, r] * wz[1 + r]
         wz[0] += acc
-        for r in range(m):
-            acc = 0.0
-            for q in range(m):
-                acc += hP[j, r, q] * wz[1 + q]
-            wz[1 + m + r] = acc
+        _mv(hP[j], wz[1:], wz[1 + m:], m)
         for r in range(m):
             wz[1 + r] = wz[1 + m + r]
 
@@ -320,11 +316,7 @@ def _rebase_all(keys, tab, ints, hP, hc, N, u):
             zt[q] = tab[s, C_Z + q]
             acc += uu[st, q] * zt[q]
         tab[s, C_U] += acc
-        for r in range(m):
-            acc = 0.0
-            for q in range(m):
-                acc += T[st, r, q] * zt[q]
-            tab[s, C_Z + r] = acc
+        _mv(T[st], zt, tab[s, C_Z:], m)
         tab[s, C_T] = 0.0
     ints[I_HIST] = 0
     ints[I_COMPACT] += 1
