@@ -10,6 +10,7 @@ fully resident; :func:`lazy_zeros` opts out (4 kB pages, untouched ones never re
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 
@@ -288,9 +289,10 @@ def bound_malloc() -> bool:
     examples). Here the blocks come from one heap (``M_ARENA_MAX`` 1) that keeps freed blocks
     for the next batch (mmap threshold 32 MiB, trim threshold 64 MiB): 18,000 faults, 0.15 s;
     :func:`bounded` trims the heap every 32 batches, so the long run's peak is the short
-    run's. Each setting is skipped when the user set its ``MALLOC_*`` variable. The CLI calls
-    it (``cli.common.run_api``) before any reader thread starts; the Python API does not touch
-    the host program's malloc. Returns whether anything was applied."""
+    run's. Each setting is skipped when the user set its ``MALLOC_*`` variable. Where it applied,
+    Arrow's buffers (Parquet decoding) come from the same heap too (:func:`_arrow_from_malloc`).
+    The CLI calls it (``cli.common.run_api``) before any reader thread starts; the Python API
+    does not touch the host program's malloc. Returns whether anything was applied."""
     if _MALLOC_DONE:
         return _MALLOC_DONE[0]
     ok = False
@@ -303,5 +305,22 @@ def bound_malloc() -> bool:
                 ok = bool(libc.mallopt(opt, value)) or ok
     except (OSError, AttributeError):
         ok = False
+    if ok:
+        _arrow_from_malloc()
     _MALLOC_DONE.append(ok)
     return ok
+
+
+def _arrow_from_malloc() -> None:
+    """Arrow's default memory pool becomes the system allocator (the heap :func:`bound_malloc`
+    tuned) instead of its bundled mimalloc / jemalloc, unless the user chose one
+    (``ARROW_DEFAULT_MEMORY_POOL``): the bundled allocator hands out fresh pages that every batch
+    touches first (system CPU, and a higher peak RSS than the reused heap's). Set in the
+    environment before pyarrow is imported (Arrow reads the variable when it first makes its
+    pool; child processes inherit it) or, if it is, on pyarrow itself."""
+    if "ARROW_DEFAULT_MEMORY_POOL" in os.environ:
+        return
+    os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"
+    pa = sys.modules.get("pyarrow")
+    if pa is not None:
+        pa.set_memory_pool(pa.system_memory_pool())

@@ -1,7 +1,10 @@
 """Parquet input (both schemas, directories, bounded batches, schema errors) and the
 prefetch iterator."""
 import gc
+import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -422,6 +425,35 @@ def test_bound_malloc_is_idempotent():
 
     first = bound_malloc()
     assert bound_malloc() is first
+
+
+_POOL_PROBE = ("import os, sys; sys.path.insert(0, sys.argv[1])\n"
+               "import pyarrow as pa\n"
+               "pa.array([1.0, 2.0])  # the pool is made before the CLI's tuning\n"
+               "from streamlearn.memory import bound_malloc\n"
+               "print(bound_malloc(), pa.default_memory_pool().backend_name, os.environ.get('ARROW_DEFAULT_MEMORY_POOL'))\n")
+
+
+def test_the_cli_tuning_gives_arrow_the_system_allocator_unless_the_user_chose_one():
+    """Where bound_malloc tuned glibc's heap, Arrow's buffers come from it too (the system pool,
+    even when pyarrow made its pool first), and child processes inherit the choice; a user's
+    ARROW_DEFAULT_MEMORY_POOL is kept."""
+    from pathlib import Path
+
+    ROOT = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    bundled = subprocess.run([sys.executable, "-c", "import pyarrow as pa; print(pa.default_memory_pool().backend_name)"],
+                             capture_output=True, text=True, env=env, check=True).stdout.strip()
+    ok, got, var = subprocess.run([sys.executable, "-c", _POOL_PROBE, str(ROOT)], capture_output=True, text=True,
+                                  env=env, check=True).stdout.split()
+    if ok != "True":
+        pytest.skip("not glibc: bound_malloc tunes nothing and leaves Arrow's pool alone")
+    assert (got, var) == ("system", "system")
+    if bundled == "system":
+        pytest.skip("this pyarrow has no bundled allocator to keep")
+    ok, got, var = subprocess.run([sys.executable, "-c", _POOL_PROBE, str(ROOT)], capture_output=True, text=True,
+                                  env={**env, "ARROW_DEFAULT_MEMORY_POOL": bundled}, check=True).stdout.split()
+    assert (got, var) == (bundled, bundled)
 
 
 def test_an_open_regular_file_is_read_by_path_and_anything_else_through_the_object(tmp_path):
