@@ -581,6 +581,7 @@ print("refused", ok)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # compiles every learner's kernels with bounds checks: ~100 s at load 2, more on CI
 def test_crafted_models_under_numba_boundscheck(models, tmp_path):
     """Dangerous mutations (index arrays out of range) of the sketch and Oja-SON models, run
     with numba's bounds checking on (its own kernel cache, so the checked kernels are compiled
