@@ -408,13 +408,19 @@ def _sift_down(hkeys, hw, htpos, hname, tbl, i, n):
 
 @njit(**INNER)
 def _resift(hkeys, hw, htpos, hname, tbl, i, n, v):
-    """Set member ``i``'s weight to ``v`` and restore the heap order (``n`` entries)."""
+    """Set member ``i``'s weight to ``v`` and restore the heap order (``n`` entries). A sift that would
+    not move the entry (its parent, or its smaller child, does not beat it: the sifts' own first
+    comparison) is not entered: it would only write the entry back where it is."""
     old = abs(hw[i])
     hw[i] = v
-    if abs(v) < old:
-        _sift_up(hkeys, hw, htpos, hname, tbl, i)
-    elif abs(v) > old:
-        _sift_down(hkeys, hw, htpos, hname, tbl, i, n)
+    av = abs(v)
+    if av < old:
+        if i > 0 and av < abs(hw[(i - 1) >> 1]):
+            _sift_up(hkeys, hw, htpos, hname, tbl, i)
+    elif av > old:
+        l = 2 * i + 1
+        if l < n and (abs(hw[l]) < av or (l + 1 < n and abs(hw[l + 1]) < av)):
+            _sift_down(hkeys, hw, htpos, hname, tbl, i, n)
 
 
 @njit(**INNER)
@@ -588,6 +594,34 @@ def _prefetch_active(sketch, abk):
             base = (r * W + abk[a, r]) * K
             for c in range(0, K, 8):
                 _prefetch(sketch, base + c)  # flat index: the sketch is C-contiguous
+            _prefetch(sketch, base + K - 1)
+
+
+@njit(**INNER)
+def _prefetch_rows(sketch, seeds, offsets, indices, lo, hi, budget):
+    """Prefetch the sketch cells (every row's K class cells) of the features of rows ``lo`` to
+    ``hi - 1`` (at most ``budget`` feature entries): a minibatch's update asks for the next rows'
+    cells while it still has work of its own, so the next update's look-ups find them in a cache
+    (the bucket hashes are computed again there: a hint, nothing is written)."""
+    R = sketch.shape[0]
+    W = sketch.shape[1]
+    K = sketch.shape[2]
+    Wu = np.uint64(W)
+    n = offsets.shape[0] - 1
+    if hi > n:
+        hi = n
+    if lo >= hi:
+        return
+    end = offsets[hi]
+    if end - offsets[lo] > budget:
+        end = offsets[lo] + budget
+    for k in range(offsets[lo], end):
+        key = indices[k]
+        for r in range(R):
+            b = np.int64((_murmur3_u32(key, seeds[r, 0]) * Wu) >> np.uint64(32))
+            base = (r * W + b) * K
+            for c in range(0, K, 8):
+                _prefetch(sketch, base + c)
             _prefetch(sketch, base + K - 1)
 
 
