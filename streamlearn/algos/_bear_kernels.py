@@ -190,9 +190,11 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
             fmap[fofs[j] + f] = _find_or_add(tbl, ukeys, nU, pfeat[slot, f])
     S = nU[0]
     q = np.empty(K * S, np.float64)
-    for c in range(K):
-        for u in range(S):
-            q[c * S + u] = g[c * nA + u] if u < nA else 0.0
+    for c in range(K):  # two loops without a test: each one the compiler vectorises
+        for u in range(nA):
+            q[c * S + u] = g[c * nA + u]
+        for u in range(nA, S):
+            q[c * S + u] = 0.0
     alpha = np.empty(count, np.float64)
     lo = np.int64(0xFFFFFFFF)
     # first loop: newest (j = 0) to oldest
@@ -209,16 +211,17 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
         alpha[j] = rho * dot
         nf = pnf[slot]
         if rr_code[slot, 0] == _DENSE and rr_len[slot] == K * nf:  # r on every (class, feature): no codes
-            e = 0
+            aj = alpha[j]  # (a local: a value the stores into q cannot change, kept in a register)
             for c in range(K):
                 qb = c * S
+                eb = c * nf
                 for f in range(nf):
-                    q[qb + fmap[base + f]] -= alpha[j] * rr_vals[slot, e]
-                    e += 1
+                    q[qb + fmap[base + f]] -= aj * rr_vals[slot, eb + f]
         else:
+            aj = alpha[j]
             for e in range(rr_len[slot]):
                 code = rr_code[slot, e]
-                q[(code >> 32) * S + fmap[base + (code & lo)]] -= alpha[j] * rr_vals[slot, e]
+                q[(code >> 32) * S + fmap[base + (code & lo)]] -= aj * rr_vals[slot, e]
     newest = head - 1
     if newest < 0:
         newest += tau
@@ -243,20 +246,20 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
         dot = 0.0
         nf = pnf[slot]
         if rr_code[slot, 0] == _DENSE and rr_len[slot] == K * nf:
-            e = 0
             for c in range(K):
                 qb = c * S
+                eb = c * nf
                 for f in range(nf):
-                    dot += rr_vals[slot, e] * q[qb + fmap[base + f]]
-                    e += 1
+                    dot += rr_vals[slot, eb + f] * q[qb + fmap[base + f]]
         else:
             for e in range(rr_len[slot]):
                 code = rr_code[slot, e]
                 dot += rr_vals[slot, e] * q[(code >> 32) * S + fmap[base + (code & lo)]]
         bj = rho * dot
+        ab = alpha[j] - bj  # (a local: a value the stores into q cannot change, kept in a register)
         for e in range(rs_len[slot]):
             code = rs_code[slot, e]
-            q[(code >> 32) * S + fmap[base + (code & lo)]] += rs_vals[slot, e] * (alpha[j] - bj)
+            q[(code >> 32) * S + fmap[base + (code & lo)]] += rs_vals[slot, e] * ab
     for c in range(K):
         for a in range(nA):
             z[c * nA + a] = q[c * S + a]
