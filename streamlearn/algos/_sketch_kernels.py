@@ -408,19 +408,13 @@ def _sift_down(hkeys, hw, htpos, hname, tbl, i, n):
 
 @njit(**INNER)
 def _resift(hkeys, hw, htpos, hname, tbl, i, n, v):
-    """Set member ``i``'s weight to ``v`` and restore the heap order (``n`` entries). A sift that would
-    not move the entry (its parent, or its smaller child, does not beat it: the sifts' own first
-    comparison) is not entered: it would only write the entry back where it is."""
+    """Set member ``i``'s weight to ``v`` and restore the heap order (``n`` entries)."""
     old = abs(hw[i])
     hw[i] = v
-    av = abs(v)
-    if av < old:
-        if i > 0 and av < abs(hw[(i - 1) >> 1]):
-            _sift_up(hkeys, hw, htpos, hname, tbl, i)
-    elif av > old:
-        l = 2 * i + 1
-        if l < n and (abs(hw[l]) < av or (l + 1 < n and abs(hw[l + 1]) < av)):
-            _sift_down(hkeys, hw, htpos, hname, tbl, i, n)
+    if abs(v) < old:
+        _sift_up(hkeys, hw, htpos, hname, tbl, i)
+    elif abs(v) > old:
+        _sift_down(hkeys, hw, htpos, hname, tbl, i, n)
 
 
 @njit(**INNER)
