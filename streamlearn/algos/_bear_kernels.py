@@ -20,8 +20,8 @@ from numba import njit
 from ..kernels._jit import INNER, KERNEL
 from ._mission_kernels import _map_changes, _map_masks, _mask_rebuild
 from ._sketch_kernels import (DRIVER_HYPER, _build_active, _cm_add_query, _const_index, _eff_weights_map, _hll_add,
-                              _mb_gradient, _mb_predict, _offer_active_map, _prefetch_active, _prefetch_rows,
-                              implements_update, minibatch_run)
+                              _mb_gradient, _mb_predict, _offer_active_map, _prefetch_active, implements_update,
+                              minibatch_run)
 
 __all__ = ["Ring", "BearHyper", "two_loop", "bear_update", "bear_run", "ring_push"]
 
@@ -482,9 +482,6 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     nev = _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, beta1, inheap, slot, aconst, ev)
     if use_map:
         _map_changes(mkeys, mmask, mcount, ev, nev)
-    # the next minibatch's sketch cells (its rows follow this one's: b rows, at most 1,024 entries)
-    # are fetched while lines 8-9 and the ring push run
-    _prefetch_rows(sketch, state.seeds, offsets, indices, mb[nmb - 1] + 1, mb[nmb - 1] + 1 + nmb, 1024)
     if not hyper.same_set:  # the set after it (every class's heap looked up)
         _eff_weights_map(sketch, state.htbl, state.hkeys, akeys, abk, asg, amask[:0], beta1, inheap, slot, tmp,
                          state.intercept, aconst)

@@ -591,34 +591,6 @@ def _prefetch_active(sketch, abk):
             _prefetch(sketch, base + K - 1)
 
 
-@njit(**INNER)
-def _prefetch_rows(sketch, seeds, offsets, indices, lo, hi, budget):
-    """Prefetch the sketch cells (every row's K class cells) of the features of rows ``lo`` to
-    ``hi - 1`` (at most ``budget`` feature entries): a minibatch's update asks for the next rows'
-    cells while it still has work of its own, so the next update's look-ups find them in a cache
-    (the bucket hashes are computed again there: a hint, nothing is written)."""
-    R = sketch.shape[0]
-    W = sketch.shape[1]
-    K = sketch.shape[2]
-    Wu = np.uint64(W)
-    n = offsets.shape[0] - 1
-    if hi > n:
-        hi = n
-    if lo >= hi:
-        return
-    end = offsets[hi]
-    if end - offsets[lo] > budget:
-        end = offsets[lo] + budget
-    for k in range(offsets[lo], end):
-        key = indices[k]
-        for r in range(R):
-            b = np.int64((_murmur3_u32(key, seeds[r, 0]) * Wu) >> np.uint64(32))
-            base = (r * W + b) * K
-            for c in range(0, K, 8):
-                _prefetch(sketch, base + c)
-            _prefetch(sketch, base + K - 1)
-
-
 @njit(cache=True, nogil=True, inline="always")
 def _query_all(sketch, abk, asg, a, tmp, out, row):
     """QUERY every class of active feature ``a`` into ``out[row, :K]`` (each value as :func:`_query_ca`;
