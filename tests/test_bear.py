@@ -163,6 +163,10 @@ def test_bear_multiclass_equals_joint_olbfgs(collision_free_keys, learner_weight
     preds = np.concatenate([o[0] for o in out])
     np.testing.assert_array_equal(preds, pref)
     np.testing.assert_allclose(learner_weights(L, keys), Bref, rtol=1e-7, atol=1e-9)
+    # softmax's r is on every (class, feature) of its minibatch: the pairs were stored without codes
+    # and the two-loop read them by position (a reloaded ring, indexed from its keys, takes the codes:
+    # test_bear_membership_map_and_pair_index_change_no_result)
+    assert (L.rr_code[:, 0] == -2).all() and (L.rr_len == K * L.pnf).all()
     loss = out[-1][1]
     assert np.all(loss > 0) and np.all(np.isfinite(loss))
     acc = np.mean(L.predict_batch(batch)[0] == y)

@@ -44,7 +44,7 @@ class Ring(NamedTuple):
     iacc: np.ndarray  # float64 (K,): the intercept's sum of squared gradients, per class
     # derived from the keys (not saved; a loaded model's pnf is -1: indexed at its first use)
     rs_code: np.ndarray  # int64 (tau, cap): per entry of s_i, c << 32 | f (class, index in pfeat[i])
-    rr_code: np.ndarray  # int64 (tau, cap): the same for r_i
+    rr_code: np.ndarray  # int64 (tau, cap): the same for r_i; rr_code[i, 0] = _DENSE: r_i on every coordinate, by position
     pfeat: np.ndarray  # int64 (tau, 2 cap): pair i's features (hashes), pnf[i] of them
     pnf: np.ndarray  # int64 (tau,): -1 = pair not indexed yet (_pair_index)
     # the class membership map (--oaa K, K <= 64; empty: none), derived from the heaps, never saved
@@ -63,6 +63,10 @@ class Ring(NamedTuple):
 BearHyper = namedtuple("BearHyper", DRIVER_HYPER + ("eps", "damping", "same_set", "mask_r", "h0", "gmax"))
 
 _FIB64 = np.uint64(0x9E3779B97F4A7C15)
+#: ``rr_code[i, 0]`` of a pair whose ``r_i`` is stored on every coordinate ``(c, akeys[a])`` of its
+#: features, in :func:`_ring_push`'s order (entry ``c * nA + a``): its other codes are not written,
+#: the two-loop reads r's entries by position (a code is never negative)
+_DENSE = np.int64(-2)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -186,9 +190,11 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
             fmap[fofs[j] + f] = _find_or_add(tbl, ukeys, nU, pfeat[slot, f])
     S = nU[0]
     q = np.empty(K * S, np.float64)
-    for c in range(K):
-        for u in range(S):
-            q[c * S + u] = g[c * nA + u] if u < nA else 0.0
+    for c in range(K):  # two loops without a test: each one the compiler vectorises
+        for u in range(nA):
+            q[c * S + u] = g[c * nA + u]
+        for u in range(nA, S):
+            q[c * S + u] = 0.0
     alpha = np.empty(count, np.float64)
     lo = np.int64(0xFFFFFFFF)
     # first loop: newest (j = 0) to oldest
@@ -203,9 +209,19 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
             code = rs_code[slot, e]
             dot += rs_vals[slot, e] * q[(code >> 32) * S + fmap[base + (code & lo)]]
         alpha[j] = rho * dot
-        for e in range(rr_len[slot]):
-            code = rr_code[slot, e]
-            q[(code >> 32) * S + fmap[base + (code & lo)]] -= alpha[j] * rr_vals[slot, e]
+        nf = pnf[slot]
+        if rr_code[slot, 0] == _DENSE and rr_len[slot] == K * nf:  # r on every (class, feature): no codes
+            aj = alpha[j]  # (a local: a value the stores into q cannot change, kept in a register)
+            for c in range(K):
+                qb = c * S
+                eb = c * nf
+                for f in range(nf):
+                    q[qb + fmap[base + f]] -= aj * rr_vals[slot, eb + f]
+        else:
+            aj = alpha[j]
+            for e in range(rr_len[slot]):
+                code = rr_code[slot, e]
+                q[(code >> 32) * S + fmap[base + (code & lo)]] -= aj * rr_vals[slot, e]
     newest = head - 1
     if newest < 0:
         newest += tau
@@ -228,13 +244,22 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
         base = fofs[j]
         rho = 1.0 / ring_sr[slot]
         dot = 0.0
-        for e in range(rr_len[slot]):
-            code = rr_code[slot, e]
-            dot += rr_vals[slot, e] * q[(code >> 32) * S + fmap[base + (code & lo)]]
+        nf = pnf[slot]
+        if rr_code[slot, 0] == _DENSE and rr_len[slot] == K * nf:
+            for c in range(K):
+                qb = c * S
+                eb = c * nf
+                for f in range(nf):
+                    dot += rr_vals[slot, eb + f] * q[qb + fmap[base + f]]
+        else:
+            for e in range(rr_len[slot]):
+                code = rr_code[slot, e]
+                dot += rr_vals[slot, e] * q[(code >> 32) * S + fmap[base + (code & lo)]]
         bj = rho * dot
+        ab = alpha[j] - bj  # (a local: a value the stores into q cannot change, kept in a register)
         for e in range(rs_len[slot]):
             code = rs_code[slot, e]
-            q[(code >> 32) * S + fmap[base + (code & lo)]] += rs_vals[slot, e] * (alpha[j] - bj)
+            q[(code >> 32) * S + fmap[base + (code & lo)]] += rs_vals[slot, e] * ab
     for c in range(K):
         for a in range(nA):
             z[c * nA + a] = q[c * S + a]
@@ -309,6 +334,7 @@ def _ring_push(akeys, K, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_le
     slot = counters[1]
     js = 0
     jr = 0
+    dense = nr == D  # r on every coordinate (softmax: the usual case): r's codes are its positions
     for c in range(K):
         for a in range(nA):
             d = c * nA + a
@@ -317,11 +343,17 @@ def _ring_push(akeys, K, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_le
                 rs_code[slot, js] = (np.int64(c) << 32) | np.int64(a)
                 rs_vals[slot, js] = s[d]
                 js += 1
-            if r[d] != 0.0:
+            if dense:
+                rr_keys[slot, d] = (np.int64(c) << 32) | np.int64(akeys[a])
+                rr_vals[slot, d] = r[d]
+            elif r[d] != 0.0:
                 rr_keys[slot, jr] = (np.int64(c) << 32) | np.int64(akeys[a])
                 rr_code[slot, jr] = (np.int64(c) << 32) | np.int64(a)
                 rr_vals[slot, jr] = r[d]
                 jr += 1
+    if dense:
+        jr = D
+        rr_code[slot, 0] = _DENSE
     rs_len[slot] = js
     rr_len[slot] = jr
     for a in range(nA):
@@ -418,7 +450,10 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
         for c in range(K):
             for a in range(nA):
                 g[c * nA + a] = G0[c, a]
-    # line 6 (a feature's K cells of a row are adjacent: one row at a time, all classes)
+    # line 6 (a feature's K cells of a row are adjacent: one row at a time, all classes). A class whose
+    # direction is 0 leaves its cells alone; when no class's is (softmax: the usual case) the row's K
+    # cells take one loop without a test, which the compiler vectorises (the same sums: -eta d is
+    # computed once per class instead of once per row, the same product)
     dl = np.empty(K, np.float64)
     for a in range(nA):
         if a == aconst:  # the intercept, outside the sketch (and not a feature the sketch holds: not counted)
@@ -426,15 +461,21 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
                 state.intercept[c] -= eta * z[c * nA + a]
             continue
         _hll_add(state.hll, akeys[a])
+        every = True
         for c in range(K):
-            dl[c] = z[c * nA + a]
+            d = z[c * nA + a]
+            every = every and d != 0.0
+            dl[c] = -eta * d
         for r in range(R):
             b = abk[a, r]
             sg = asg[a, r]
-            for c in range(K):
-                d = dl[c]
-                if d != 0.0:
-                    sketch[r, b, c] += sg * (-eta * d)
+            if every:
+                for c in range(K):
+                    sketch[r, b, c] += sg * dl[c]
+            else:
+                for c in range(K):
+                    if z[c * nA + a] != 0.0:
+                        sketch[r, b, c] += sg * dl[c]
     # lines 7, 10 (and the weights after the step for line 8); the membership map follows the heaps
     beta1 = np.empty((K, nA), np.float64)
     ev = np.empty(2 * K * nA, np.int64)
