@@ -28,6 +28,10 @@ def entry():
         default = signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL
         if signal.getsignal(sig) is default:
             signal.signal(sig, _interrupted_at_start)
+    # numpy's BLAS on one thread unless the user chose: OpenBLAS starts a pool of spinning threads
+    # at import (~0.1 s of CPU per process), and a command's matrix products are small (model
+    # saves, merges; the learners' kernels are numba's); children (dask workers) inherit it
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from .signals import blocked
 
     with blocked():  # threads numpy's BLAS starts at import inherit the block (streamlearn.signals)

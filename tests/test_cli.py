@@ -405,3 +405,36 @@ def test_warmup_prepares_the_named_learners(invoke_cli):
     assert re.findall(r"^(\S+): ready \([\d.]+ s\)$", r.output, re.M) == ["adagrad", "mission"]
     r = invoke_cli("warmup", "--algo", "nope")
     assert r.exit_code == 2
+
+
+_BLAS_PROBE = """import sys, types
+sys.path.insert(0, sys.argv[1])
+stub = types.ModuleType("streamlearn.cli")  # the command: numpy's BLAS threads, as the CLI would import it
+
+
+def main():
+    import numpy  # noqa: F401
+    from threadpoolctl import threadpool_info
+    print(sorted(i["num_threads"] for i in threadpool_info() if i["internal_api"] == "openblas"))
+
+
+stub.main = main
+import streamlearn  # noqa: E402 (the package imports no numpy)
+sys.modules["streamlearn.cli"] = stub
+from streamlearn.__main__ import entry  # noqa: E402
+entry()
+"""
+
+
+def test_the_command_runs_blas_on_one_thread_unless_the_user_chose():
+    """OpenBLAS's thread pool costs ~0.1 s of CPU at every start, for the small products a command
+    does: the entry point sets OPENBLAS_NUM_THREADS=1 before numpy is imported; a user's value stays."""
+    pytest.importorskip("threadpoolctl")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    run = lambda e: subprocess.run([sys.executable, "-c", _BLAS_PROBE, str(ROOT)], capture_output=True, text=True,
+                                   env=e, check=True).stdout.strip()
+    got = run(env)
+    if got == "[]":
+        pytest.skip("numpy here is not built on OpenBLAS")
+    assert got == "[1]"
+    assert run({**env, "OPENBLAS_NUM_THREADS": "2"}) == "[2]"
