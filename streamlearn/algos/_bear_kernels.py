@@ -210,15 +210,14 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
             dot += rs_vals[slot, e] * q[(code >> 32) * S + fmap[base + (code & lo)]]
         alpha[j] = rho * dot
         nf = pnf[slot]
+        aj = alpha[j]  # (a local: a value the stores into q cannot change, kept in a register)
         if rr_code[slot, 0] == _DENSE and rr_len[slot] == K * nf:  # r on every (class, feature): no codes
-            aj = alpha[j]  # (a local: a value the stores into q cannot change, kept in a register)
             for c in range(K):
                 qb = c * S
                 eb = c * nf
                 for f in range(nf):
                     q[qb + fmap[base + f]] -= aj * rr_vals[slot, eb + f]
         else:
-            aj = alpha[j]
             for e in range(rr_len[slot]):
                 code = rr_code[slot, e]
                 q[(code >> 32) * S + fmap[base + (code & lo)]] -= aj * rr_vals[slot, e]

@@ -367,6 +367,13 @@ def _tbl_delete(tbl, hkeys, htpos, e):
         i = j
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _heap_put(hkeys, hw, htpos, hname, tbl, i, key, w, tp, nm):
+    """Heap slot ``i`` holds the entry (key, weight, position-map slot, name); the map points at it."""
+    hkeys[i], hw[i], htpos[i], hname[i] = key, w, tp, nm
+    tbl[tp] = i
+
+
 @njit(**INNER)
 def _sift_up(hkeys, hw, htpos, hname, tbl, i):
     """Restore the min-heap order (by ``|hw|``) above entry ``i``, whose weight may have shrunk: the
@@ -377,11 +384,9 @@ def _sift_up(hkeys, hw, htpos, hname, tbl, i):
         p = (i - 1) >> 1
         if not aw < abs(hw[p]):
             break
-        hkeys[i], hw[i], htpos[i], hname[i] = hkeys[p], hw[p], htpos[p], hname[p]
-        tbl[htpos[i]] = i
+        _heap_put(hkeys, hw, htpos, hname, tbl, i, hkeys[p], hw[p], htpos[p], hname[p])
         i = p
-    hkeys[i], hw[i], htpos[i], hname[i] = key, w, tp, nm
-    tbl[tp] = i
+    _heap_put(hkeys, hw, htpos, hname, tbl, i, key, w, tp, nm)
 
 
 @njit(**INNER)
@@ -399,11 +404,9 @@ def _sift_down(hkeys, hw, htpos, hname, tbl, i, n):
             m = l + 1
         if not abs(hw[m]) < aw:
             break
-        hkeys[i], hw[i], htpos[i], hname[i] = hkeys[m], hw[m], htpos[m], hname[m]
-        tbl[htpos[i]] = i
+        _heap_put(hkeys, hw, htpos, hname, tbl, i, hkeys[m], hw[m], htpos[m], hname[m])
         i = m
-    hkeys[i], hw[i], htpos[i], hname[i] = key, w, tp, nm
-    tbl[tp] = i
+    _heap_put(hkeys, hw, htpos, hname, tbl, i, key, w, tp, nm)
 
 
 @njit(**INNER)

@@ -547,12 +547,17 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     # local threads, chained: partitions are read ahead of their tasks (:func:`_read_ahead`)
     ahead = _start_reads() if local and chain and read_ahead else None
     batch_rows = None
+
+    def shared_batch_rows():
+        """Rows per Parquet batch when the workers are threads of this process: the tasks learning at
+        once (one per worker, at most one per chain or partition) share the CLI's batch memory."""
+        return batch_rows_for(min(n_workers, len(chains) if chain else len(parts)))
+
     if local:
         client = cluster = None
         n_workers = int(workers or os.cpu_count() or 1)
         chains = plan_chains(parts, n_chains or n_workers, chain_order)
-        # the tasks learning at once in this process share the CLI's batch memory (batch_rows_for)
-        batch_rows = batch_rows_for(min(n_workers, len(chains) if chain else len(parts)))
+        batch_rows = shared_batch_rows()
         try:
             _prepare_worker()
             if ahead is not None:
@@ -585,7 +590,7 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
             n_workers = len(client.scheduler_info().get("workers", {})) or 1
             chains = plan_chains(parts, n_chains or n_workers, chain_order)
             if worker_threads:  # threads of a dask.distributed LocalCluster(processes=False)
-                batch_rows = batch_rows_for(min(n_workers, len(chains) if chain else len(parts)))
+                batch_rows = shared_batch_rows()
         timing["worker_import_seconds"] = time.perf_counter() - t_up
         if not cfg.quiet:
             log(f"dask: {len(chains) if chain else len(parts)} "
