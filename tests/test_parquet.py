@@ -428,15 +428,18 @@ def test_bound_malloc_is_idempotent():
 
 
 _POOL_PROBE = ("import os, sys; sys.path.insert(0, sys.argv[1])\n"
-               "import pyarrow as pa\n"
-               "pa.array([1.0, 2.0])  # the pool is made before the CLI's tuning\n"
+               "if sys.argv[2] == 'made':\n"
+               "    import pyarrow as pa\n"
+               "    pa.array([1.0, 2.0])  # the pool is made before the CLI's tuning (else: pyarrow not imported yet)\n"
                "from streamlearn.memory import bound_malloc\n"
-               "print(bound_malloc(), pa.default_memory_pool().backend_name, os.environ.get('ARROW_DEFAULT_MEMORY_POOL'))\n")
+               "ok = bound_malloc()\n"
+               "import pyarrow as pa\n"
+               "print(ok, pa.default_memory_pool().backend_name, os.environ.get('ARROW_DEFAULT_MEMORY_POOL'))\n")
 
 
 def test_the_cli_tuning_gives_arrow_the_system_allocator_unless_the_user_chose_one():
     """Where bound_malloc tuned glibc's heap, Arrow's buffers come from it too (the system pool,
-    even when pyarrow made its pool first), and child processes inherit the choice; a user's
+    whether pyarrow made its pool first or is imported after), and child processes inherit the choice; a user's
     ARROW_DEFAULT_MEMORY_POOL is kept."""
     from pathlib import Path
 
@@ -444,15 +447,16 @@ def test_the_cli_tuning_gives_arrow_the_system_allocator_unless_the_user_chose_o
     env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
     bundled = subprocess.run([sys.executable, "-c", "import pyarrow as pa; print(pa.default_memory_pool().backend_name)"],
                              capture_output=True, text=True, env=env, check=True).stdout.strip()
-    ok, got, var = subprocess.run([sys.executable, "-c", _POOL_PROBE, str(ROOT)], capture_output=True, text=True,
-                                  env=env, check=True).stdout.split()
-    if ok != "True":
-        pytest.skip("not glibc: bound_malloc tunes nothing and leaves Arrow's pool alone")
-    assert (got, var) == ("system", "system")
+    for when in ("made", "not yet imported"):
+        ok, got, var = subprocess.run([sys.executable, "-c", _POOL_PROBE, str(ROOT), when], capture_output=True,
+                                      text=True, env=env, check=True).stdout.split()
+        if ok != "True":
+            pytest.skip("not glibc: bound_malloc tunes nothing and leaves Arrow's pool alone")
+        assert (got, var) == ("system", "system"), when
     if bundled == "system":
         pytest.skip("this pyarrow has no bundled allocator to keep")
-    ok, got, var = subprocess.run([sys.executable, "-c", _POOL_PROBE, str(ROOT)], capture_output=True, text=True,
-                                  env={**env, "ARROW_DEFAULT_MEMORY_POOL": bundled}, check=True).stdout.split()
+    ok, got, var = subprocess.run([sys.executable, "-c", _POOL_PROBE, str(ROOT), "made"], capture_output=True,
+                                  text=True, env={**env, "ARROW_DEFAULT_MEMORY_POOL": bundled}, check=True).stdout.split()
     assert (got, var) == (bundled, bundled)
 
 
