@@ -411,13 +411,19 @@ def _sift_down(hkeys, hw, htpos, hname, tbl, i, n):
 
 @njit(**INNER)
 def _resift(hkeys, hw, htpos, hname, tbl, i, n, v):
-    """Set member ``i``'s weight to ``v`` and restore the heap order (``n`` entries)."""
+    """Set member ``i``'s weight to ``v`` and restore the heap order (``n`` entries). A sift is entered
+    only when the entry moves (its first comparison, made here: most members stay where they are), so
+    an entry that stays is not read and written back."""
     old = abs(hw[i])
     hw[i] = v
-    if abs(v) < old:
-        _sift_up(hkeys, hw, htpos, hname, tbl, i)
-    elif abs(v) > old:
-        _sift_down(hkeys, hw, htpos, hname, tbl, i, n)
+    av = abs(v)
+    if av < old:
+        if i > 0 and av < abs(hw[(i - 1) >> 1]):
+            _sift_up(hkeys, hw, htpos, hname, tbl, i)
+    elif av > old:
+        l = 2 * i + 1
+        if l < n and (abs(hw[l]) < av or (l + 1 < n and abs(hw[l + 1]) < av)):
+            _sift_down(hkeys, hw, htpos, hname, tbl, i, n)
 
 
 @njit(**INNER)
