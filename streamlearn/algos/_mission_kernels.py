@@ -155,7 +155,13 @@ def mask_rebuild(hkeys, hsize, mcount, room):
 def _map_masks(mkeys, mmask, akeys, amask):
     """``amask[a]``: the class mask of active feature ``a`` in the class membership map (0: in no heap).
     (A helper of its own, not inlined into the update kernels: first-run compile time.)"""
-    for a in range(akeys.shape[0]):
+    nA = akeys.shape[0]
+    T = mkeys.shape[0]
+    for a in range(nA):
+        if a + 4 < nA:  # a later feature's home entry (the map is larger than the core's caches)
+            h = _mhome(akeys[a + 4], T)
+            _prefetch(mkeys, h)
+            _prefetch(mmask, h)
         e = _mask_find(mkeys, mmask, akeys[a])
         amask[a] = mmask[e] if e >= 0 else np.uint64(0)
 
