@@ -654,6 +654,15 @@ def _eff_weights_map(sketch, htbl, hkeys, akeys, abk, asg, amask, beta, inheap, 
                     for c in range(K):
                         if (m2 >> np.uint64(c)) & np.uint64(1):
                             _prefetch(htbl, c * T + h2)
+        if not every and a + 1 < nA and a + 1 != aconst:  # then its members' heap keys (entries prefetched above)
+            m1 = amask[a + 1]
+            if m1 != np.uint64(0):
+                h1 = _home(akeys[a + 1], T - 1)
+                for c in range(K):
+                    if (m1 >> np.uint64(c)) & np.uint64(1):
+                        s1 = htbl[c, h1]
+                        if s1 >= 0:
+                            _prefetch(hkeys, c * hkeys.shape[1] + s1)
         if a == aconst:
             for c in range(K):
                 inheap[c, a] = True
