@@ -178,7 +178,19 @@ def _map_changes(mkeys, mmask, mcount, ev, nev):
             _mask_clear(mkeys, mmask, mcount, np.uint32(x & 0xFFFFFFFF), x >> 33)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(**INNER)
+def _step_sparse(sketch, acc, abk, asg, a, gv, eta, adagrad):
+    """:func:`_step_feature` class by class, the classes whose gradient ``gv[c]`` is 0 untouched."""
+    for c in range(gv.shape[0]):
+        g = gv[c]
+        if g != 0.0:
+            if adagrad:
+                _add_ca(sketch, c, abk, asg, a, -eta * g / np.sqrt(_cm_add_query(acc, c, abk, a, g * g)))
+            else:
+                _add_ca(sketch, c, abk, asg, a, -eta * g)
+
+
+@njit(**INNER)
 def _step_feature(sketch, acc, abk, asg, a, G, eta, adagrad, gv, dv, mv):
     """Alg. 2's ADD for active feature ``a`` in every class: ``-eta g`` (sgd) or, with ``adagrad``, the
     count-min ADD of ``g^2`` and QUERY (:func:`~._sketch_kernels._cm_add_query`), then ``-eta g / sqrt(QUERY)``;
@@ -193,13 +205,7 @@ def _step_feature(sketch, acc, abk, asg, a, G, eta, adagrad, gv, dv, mv):
         if gv[c] == 0.0:
             dense = False
     if not dense:
-        for c in range(K):
-            g = gv[c]
-            if g != 0.0:
-                if adagrad:
-                    _add_ca(sketch, c, abk, asg, a, -eta * g / np.sqrt(_cm_add_query(acc, c, abk, a, g * g)))
-                else:
-                    _add_ca(sketch, c, abk, asg, a, -eta * g)
+        _step_sparse(sketch, acc, abk, asg, a, gv, eta, adagrad)
         return
     if adagrad:
         W = sketch.shape[1]
