@@ -31,6 +31,7 @@ import numpy as np
 from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
+from ..kernels._intrinsics import _prefetch
 from ._sketch_kernels import (DRIVER_HYPER, _add_ca, _build_active, _cm_add_query, _const_index,
                               _eff_weights_map, _hll_add, _mb_gradient, _mb_predict, _offer_active_map,
                               implements_update, minibatch_run)
@@ -154,7 +155,13 @@ def mask_rebuild(hkeys, hsize, mcount, room):
 def _map_masks(mkeys, mmask, akeys, amask):
     """``amask[a]``: the class mask of active feature ``a`` in the class membership map (0: in no heap).
     (A helper of its own, not inlined into the update kernels: first-run compile time.)"""
-    for a in range(akeys.shape[0]):
+    nA = akeys.shape[0]
+    T = mkeys.shape[0]
+    for a in range(nA):
+        if a + 4 < nA:  # a later feature's home entry (the map is larger than the core's caches)
+            h = _mhome(akeys[a + 4], T)
+            _prefetch(mkeys, h)
+            _prefetch(mmask, h)
         e = _mask_find(mkeys, mmask, akeys[a])
         amask[a] = mmask[e] if e >= 0 else np.uint64(0)
 
@@ -169,6 +176,69 @@ def _map_changes(mkeys, mmask, mcount, ev, nev):
             _mask_set(mkeys, mmask, mcount, np.uint32(x & 0xFFFFFFFF), x >> 33)
         else:
             _mask_clear(mkeys, mmask, mcount, np.uint32(x & 0xFFFFFFFF), x >> 33)
+
+
+@njit(**INNER)
+def _step_sparse(sketch, acc, abk, asg, a, gv, eta, adagrad):
+    """:func:`_step_feature` class by class, the classes whose gradient ``gv[c]`` is 0 untouched."""
+    for c in range(gv.shape[0]):
+        g = gv[c]
+        if g != 0.0:
+            if adagrad:
+                _add_ca(sketch, c, abk, asg, a, -eta * g / np.sqrt(_cm_add_query(acc, c, abk, a, g * g)))
+            else:
+                _add_ca(sketch, c, abk, asg, a, -eta * g)
+
+
+@njit(**INNER)
+def _step_feature(sketch, acc, abk, asg, a, G, eta, adagrad, gv, dv, mv):
+    """Alg. 2's ADD for active feature ``a`` in every class: ``-eta g`` (sgd) or, with ``adagrad``, the
+    count-min ADD of ``g^2`` and QUERY (:func:`~._sketch_kernels._cm_add_query`), then ``-eta g / sqrt(QUERY)``;
+    classes whose gradient is 0 are not touched. When no class's gradient is 0 (the softmax's rule), row by
+    row over a row's K adjacent class cells, loops the compiler vectorises (scratch ``gv``, ``dv``, ``mv`` of
+    length K); each cell is written once, so the values are those of the class-by-class loop, to the bit."""
+    K = gv.shape[0]
+    R = abk.shape[1]
+    dense = True
+    for c in range(K):
+        gv[c] = G[c, a]
+        if gv[c] == 0.0:
+            dense = False
+    if not dense:
+        _step_sparse(sketch, acc, abk, asg, a, gv, eta, adagrad)
+        return
+    if adagrad:
+        W = sketch.shape[1]
+        for r in range(R):  # the weight cells' lines, while the accumulators are summed
+            base = (r * W + abk[a, r]) * K
+            for c in range(0, K, 8):
+                _prefetch(sketch, base + c)
+            _prefetch(sketch, base + K - 1)
+        if a + 1 < abk.shape[0]:
+            for r in range(R):  # the next feature's accumulators
+                base = (r * W + abk[a + 1, r]) * K
+                for c in range(0, K, 8):
+                    _prefetch(acc, base + c)
+                _prefetch(acc, base + K - 1)
+        for c in range(K):
+            mv[c] = np.inf
+        for r in range(R):
+            b = abk[a, r]
+            for c in range(K):
+                g = gv[c]
+                v = acc[r, b, c] + g * g
+                acc[r, b, c] = v
+                mv[c] = v if v < mv[c] else mv[c]
+        for c in range(K):
+            dv[c] = -eta * gv[c] / np.sqrt(mv[c])
+    else:
+        for c in range(K):
+            dv[c] = -eta * gv[c]
+    for r in range(R):
+        b = abk[a, r]
+        sg = asg[a, r]
+        for c in range(K):
+            sketch[r, b, c] += sg * dv[c]
 
 
 @implements_update(MissionHyper)
@@ -205,6 +275,9 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
     G = np.empty((K, nA), np.float64)
     adagrad = hyper.adagrad
     _mb_gradient(hyper.code, offsets, values, labels, weights, mb, nmb, loc, P, G, state.lrange, hyper.clip)
+    gv = np.empty(K, np.float64)  # scratch of _step_feature
+    dv = np.empty(K, np.float64)
+    mv = np.empty(K, np.float64)
     for a in range(nA):
         if a == aconst:  # the intercept, outside the sketch (and not a feature the sketch holds: not counted)
             for c in range(K):
@@ -218,13 +291,7 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
                     state.intercept[c] -= eta * g
             continue
         _hll_add(state.hll, akeys[a])
-        for c in range(K):
-            g = G[c, a]
-            if g != 0.0:
-                if adagrad:
-                    _add_ca(sketch, c, abk, asg, a, -eta * g / np.sqrt(_cm_add_query(acc, c, abk, a, g * g)))
-                else:
-                    _add_ca(sketch, c, abk, asg, a, -eta * g)
+        _step_feature(sketch, acc, abk, asg, a, G, eta, adagrad, gv, dv, mv)
     ev = np.empty(2 * K * nA, np.int64)  # at most an entry and an eviction per offer
     nev = _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, np.empty((K, 0), np.float64), inheap, slot,
                             aconst, ev)  # no weights back

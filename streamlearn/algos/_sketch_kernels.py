@@ -409,11 +409,12 @@ def _sift_down(hkeys, hw, htpos, hname, tbl, i, n):
     _heap_put(hkeys, hw, htpos, hname, tbl, i, key, w, tp, nm)
 
 
-@njit(**INNER)
+@njit(cache=True, nogil=True, inline="always")
 def _resift(hkeys, hw, htpos, hname, tbl, i, n, v):
-    """Set member ``i``'s weight to ``v`` and restore the heap order (``n`` entries). A sift is entered
-    only when the entry moves (its first comparison, made here: most members stay where they are), so
-    an entry that stays is not read and written back."""
+    """Set member ``i``'s weight to ``v`` and restore the heap order (``n`` entries): the same moves as
+    sifting always, but a sift is entered only when the entry must move (its parent now heavier, or a
+    child lighter), since most re-sifts of a member move nothing and a call passes five arrays.
+    Inlined into its callers."""
     old = abs(hw[i])
     hw[i] = v
     av = abs(v)
@@ -618,6 +619,12 @@ def _query_all(sketch, abk, asg, a, tmp, out, row):
             out[row, c] = _query_ca(sketch, c, abk, asg, a, tmp)
 
 
+#: how many active features ahead :func:`_offer_active_map` prefetches a member's heap lines
+_HEAP_AHEAD = 6
+#: how many active features ahead :func:`_eff_weights_map` prefetches the sketch cells and position-map entries
+_EFF_AHEAD = 3
+
+
 @njit(**INNER)
 def _eff_weights_map(sketch, htbl, hkeys, akeys, abk, asg, amask, beta, inheap, slot, tmp, intercept, aconst):
     """Effective weights on A_t (Alg. 2 line 3): QUERY for members of the class's top-k, 0 for the others
@@ -627,8 +634,35 @@ def _eff_weights_map(sketch, htbl, hkeys, akeys, abk, asg, amask, beta, inheap, 
     only those classes' position maps are looked up; ``amask`` empty: every class's. ``slot[c, a]``
     receives the member's heap slot (-1: none), which :func:`_offer_active_map` uses."""
     K = sketch.shape[2]
+    W = sketch.shape[1]
+    R = sketch.shape[0]
+    nA = akeys.shape[0]
+    T = htbl.shape[1]
     every = amask.shape[0] == 0
-    for a in range(akeys.shape[0]):
+    for a in range(nA):
+        if a + _EFF_AHEAD < nA:  # a later feature's sketch cells and position-map entries
+            a2 = a + _EFF_AHEAD
+            for r in range(R):
+                base = (r * W + abk[a2, r]) * K
+                for c in range(0, K, 8):
+                    _prefetch(sketch, base + c)
+                _prefetch(sketch, base + K - 1)
+            if not every:
+                m2 = amask[a2]
+                if m2 != np.uint64(0):
+                    h2 = _home(akeys[a2], T - 1)
+                    for c in range(K):
+                        if (m2 >> np.uint64(c)) & np.uint64(1):
+                            _prefetch(htbl, c * T + h2)
+        if not every and a + 1 < nA and a + 1 != aconst:  # then its members' heap keys (entries prefetched above)
+            m1 = amask[a + 1]
+            if m1 != np.uint64(0):
+                h1 = _home(akeys[a + 1], T - 1)
+                for c in range(K):
+                    if (m1 >> np.uint64(c)) & np.uint64(1):
+                        s1 = htbl[c, h1]
+                        if s1 >= 0:
+                            _prefetch(hkeys, c * hkeys.shape[1] + s1)
         if a == aconst:
             for c in range(K):
                 inheap[c, a] = True
@@ -688,6 +722,15 @@ def _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, beta, keep, slot
         name_len = state.name_len[c]
         k = hkeys.shape[0]
         for a in range(nA):
+            if a + _HEAP_AHEAD < nA and keep[c, a + _HEAP_AHEAD]:
+                # the heap lines a member's update will read (its slot, parent, children): a member's
+                # update is a chain of dependent reads in heaps larger than the core's caches
+                s2 = slot[c, a + _HEAP_AHEAD]
+                if s2 >= 0:
+                    _prefetch(hw, s2)
+                    _prefetch(hkeys, s2)
+                    _prefetch(hw, (s2 - 1) >> 1)
+                    _prefetch(hw, min(2 * s2 + 1, k - 1))
             if a == aconst:
                 continue
             v = V[a, c]
