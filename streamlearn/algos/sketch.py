@@ -58,8 +58,6 @@ DEFAULT_CELLS_BITS = 26
 #: QUERY / ADD of a feature reads R cells on R random pages: with 4 kB pages each is a TLB miss
 #: (a page walk, nested under a hypervisor), which huge pages make rare. The cost: a sketch this
 #: small may become fully resident even if it is sparsely used (a loaded model's is anyway).
-#: bear news20 --oaa 20 at the defaults (a 42 MB sketch): whole-process CPU -0.23 s, about 5% (median of
-#: paired differences, 36 interleaved pairs with _resift's early exit); the cells' prefetch and the ADD gain most.
 HUGE_PAGE_SKETCH_BYTES = 64 << 20
 _I64 = np.zeros(0, np.int64)
 _U8 = np.zeros(0, np.uint8)
