@@ -123,3 +123,24 @@ def test_adagrad_model_round_trip_and_old_models_stay_sgd():
     given = Mission.from_state({**meta, "hyper": {**meta["hyper"], "step_rule": "sgd"}}, arrays)
     assert not old.adagrad and not given.adagrad
     np.testing.assert_array_equal(old.learn_batch(b2)[1], given.learn_batch(b2)[1])
+
+
+@pytest.mark.parametrize("K", [0, 3])
+def test_adagrad_step_of_a_gradient_whose_square_underflows(K, collision_free_keys, learner_weights):
+    """A feature value of 1e-300 makes ``g^2`` underflow to 0 in cells that hold nothing yet: the sum is 0
+    and the step ``-eta g / sqrt(g^2)`` is taken as its limit ``-eta sign(g)`` (it divided by zero and
+    stopped the run). The other features' steps are AdaGrad's, ``-eta sign(g)`` too on a first step."""
+    R, W, p, eta = 3, 50, 3, 0.3
+    keys = collision_free_keys(p, R, W, seed=11)
+    X = np.array([[1.0, 1e-300, -1e-300]])
+    kw = dict(oaa=K, example_norm="none") if K else dict(loss_function="logistic")
+    y = np.array([2.0 if K else 1.0])
+    L = Mission(sketch_rows=R, sketch_width=W, top_k=p, minibatch=1, learning_rate=eta, step_rule="adagrad", **kw)
+    L.learn_batch(Batch.from_dense(X, y, hashes=keys))
+    L.finish()
+    w = learner_weights(L, keys)
+    assert np.isfinite(w).all()
+    # first step on every (class, feature): -eta sign(g), g = dloss * x; class 2 (or the label +1) is pulled up
+    sign_d = np.array([1.0, -1.0, 1.0]) if K else np.array([-1.0])  # softmax: p - y; logistic: -y / (1 + e^0)
+    expect = -eta * sign_d[:, None] * np.sign(X[0])[None, :]
+    np.testing.assert_array_equal(w, expect)

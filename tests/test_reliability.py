@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from streamlearn.algos import LEARNERS
-from streamlearn.api import RunConfig, load_model, save_model
+from streamlearn.api import RunConfig, load_model, save_model, train
 from streamlearn.errors import ModelFileError, NumericError
 from streamlearn.io.model_file import FORMAT_VERSION, all_finite, read_model
 
@@ -248,6 +248,35 @@ def test_extreme_values_never_make_weights_nan(algo, loss, tmp_path, stress_file
     # arrays are the same data
     header, arrays = read_model(str(model))
     assert header["algo"] == (ALGOS[algo][1] if ALGOS[algo][:1] == ["--algo"] else "adagrad")
+    for k, a in arrays.items():
+        if a.dtype.kind == "f":
+            assert all_finite(a), k
+
+
+#: every learner whose steps or pre-scaling square a feature value (binary; and with --oaa 3)
+TINY_RUNS = [("adagrad", {"adaptive": True, "normalized": False, "invariant": False}), ("adagrad", {}),
+             ("oja-son", {}), ("oja-son", {"no_diag": True}), ("fd-son", {}), ("rfd-son", {}),
+             ("mission", {"step_rule": "adagrad"}), ("mission", {"step_rule": "adagrad", "oaa": 3}),
+             ("bear", {"initial_scaling": "adagrad"}), ("compadagrad", {}), ("ftsl", {})]
+
+
+@pytest.mark.parametrize("algo,hyper", TINY_RUNS, ids=[f"{a}-{'-'.join(h) or 'default'}" for a, h in TINY_RUNS])
+def test_values_whose_square_underflows_are_learned(algo, hyper, tmp_path):
+    """Feature values of 1e-170 and 1e-300 are valid input, but their squares underflow to 0:
+    oja-son / fd-son / rfd-son's pre-scaling divided 0 by 0 in VW's normaliser and mission's AdaGrad
+    step divided by sqrt(0); both stopped the run ("divided by zero"). The pre-scaling now floors x^2 at
+    FLT_MIN as VW's gd.cc does, mission's step takes its limit: every learner ends with finite
+    predictions and a finite model."""
+    labels = ["2", "1", "3", "2", "1"] if hyper.get("oaa") else ["1", "-1", "1", "-1", "1"]
+    rows = ["a:1", "a:1e-170", "b:1e-170", "c:-1e-300 d:1e-200", "a:1 c:1 b:1e-320"]
+    data = tmp_path / "tiny.vw"
+    data.write_text("".join(f"{y} | {x}\n" for y, x in zip(labels, rows)))
+    model, preds = tmp_path / "m.slm", tmp_path / "p.txt"
+    train(RunConfig(data=[str(data)], algo=algo, hyper=dict(hyper), final_model=str(model),
+                    predictions=str(preds), quiet=True))
+    p = np.loadtxt(preds)
+    assert p.shape == (5,) and np.isfinite(p).all()
+    _, arrays = read_model(str(model))
     for k, a in arrays.items():
         if a.dtype.kind == "f":
             assert all_finite(a), k

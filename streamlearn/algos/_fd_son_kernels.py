@@ -41,7 +41,7 @@ from ..kernels._intrinsics import _prefetch
 INLINE = dict(INNER, inline="always")
 from ._feature_table_kernels import EMPTY, _find
 from ._loss_kernels import SQUARED, invariant_step, loss_deriv, loss_value, target
-from ._oja_son_kernels import _proj_excess, _pscale
+from ._oja_son_kernels import _proj_excess, _pscale, _sq
 
 __all__ = ["FdState", "FdHyper", "fd_run", "full_rebase", "compact_history", "pinv_apply", "table_lookup_rows", "remap_buffer", "rebuild_levels", "eigh", "key_order",
            "HIST_MIN", "n_hist_rows"]
@@ -863,12 +863,15 @@ def _grow_scale(tab, slot_buf, values, a, s, b, m):
         sl = slot_buf[k]
         v = tab[sl, C_S]
         tab[sl, C_S] = 0.0
-        if v * v > tab[sl, cw + P_S2]:
+        if v == 0.0:
+            continue
+        v2 = _sq(v)  # VW's floor FLT_MIN (oja-son's _sq)
+        if v2 > tab[sl, cw + P_S2]:
             _flush(tab, sl, b, m)
             if tab[sl, cw + P_S2] > 0.0:
-                tab[sl, cw + P_C] *= math.sqrt(tab[sl, cw + P_S2] / (v * v))
-            tab[sl, cw + P_S2] = v * v
-            tab[sl, cw + P_F] = _pscale(tab[sl, cw + P_G], v * v, 0.25, True)
+                tab[sl, cw + P_C] *= math.sqrt(tab[sl, cw + P_S2] / v2)
+            tab[sl, cw + P_S2] = v2
+            tab[sl, cw + P_F] = _pscale(tab[sl, cw + P_G], v2, 0.25, True)
 
 
 @njit(**INNER)
@@ -887,7 +890,7 @@ def _accumulate_g(tab, slot_buf, values, a, s, g2, m):
         if v != 0.0:
             tab[sl, C_S] = 0.0
             tab[sl, cw + P_G] += g2 * v * v
-            nx += v * v / tab[sl, cw + P_S2]
+            nx += _sq(v) / tab[sl, cw + P_S2]
             tab[sl, cw + P_F] = _pscale(tab[sl, cw + P_G], tab[sl, cw + P_S2], 0.25, True)
     return nx
 

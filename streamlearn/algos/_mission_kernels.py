@@ -11,7 +11,10 @@ the accumulator of squared gradients kept in a **count-min sketch** (Cormode and
 Gradient Optimizers via Count-Sketches" (ICML 2019) keep an optimizer's non-negative second
 moments: ADD ``g^2`` to the feature's cell in every row, QUERY the minimum over rows (an
 over-estimate of the feature's own sum, so a collision only shortens its step), and step
-``-eta g / sqrt(QUERY)``. The intercept's accumulator is one float per class, exact.
+``-eta g / sqrt(QUERY)``. The intercept's accumulator is one float per class, exact. A non-zero
+gradient whose square underflows (``|g| < 1e-162``, e.g. a feature value of 1e-300) into cells
+that hold nothing yet leaves a sum of 0: the step is then its limit, ``-eta sign(g)``
+(:func:`_ada_step`; it divided by zero).
 
 Class membership map (``--oaa K`` with ``K <= 64``; an implementation detail, not in the paper,
 results unchanged): for every feature in some class's top-k heap, a 64-bit mask of the classes
@@ -178,6 +181,13 @@ def _map_changes(mkeys, mmask, mcount, ev, nev):
             _mask_clear(mkeys, mmask, mcount, np.uint32(x & 0xFFFFFFFF), x >> 33)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _ada_step(eta, g, s):
+    """AdaGrad's step ``-eta g / sqrt(s)`` for the sum ``s`` of squared gradients that includes ``g^2``; when
+    ``s`` is 0 (``g^2`` underflowed and nothing else was summed) its limit ``-eta sign(g)``."""
+    return -eta * g / np.sqrt(s) if s > 0.0 else -eta * (1.0 if g > 0.0 else -1.0)
+
+
 @njit(**INNER)
 def _step_sparse(sketch, acc, abk, asg, a, gv, eta, adagrad):
     """:func:`_step_feature` class by class, the classes whose gradient ``gv[c]`` is 0 untouched."""
@@ -185,7 +195,7 @@ def _step_sparse(sketch, acc, abk, asg, a, gv, eta, adagrad):
         g = gv[c]
         if g != 0.0:
             if adagrad:
-                _add_ca(sketch, c, abk, asg, a, -eta * g / np.sqrt(_cm_add_query(acc, c, abk, a, g * g)))
+                _add_ca(sketch, c, abk, asg, a, _ada_step(eta, g, _cm_add_query(acc, c, abk, a, g * g)))
             else:
                 _add_ca(sketch, c, abk, asg, a, -eta * g)
 
@@ -230,7 +240,7 @@ def _step_feature(sketch, acc, abk, asg, a, G, eta, adagrad, gv, dv, mv):
                 acc[r, b, c] = v
                 mv[c] = v if v < mv[c] else mv[c]
         for c in range(K):
-            dv[c] = -eta * gv[c] / np.sqrt(mv[c])
+            dv[c] = _ada_step(eta, gv[c], mv[c])
     else:
         for c in range(K):
             dv[c] = -eta * gv[c]
@@ -286,7 +296,7 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
                     if g == 0.0:
                         continue
                     iacc[c] += g * g
-                    state.intercept[c] -= eta * g / np.sqrt(iacc[c])
+                    state.intercept[c] += _ada_step(eta, g, iacc[c])
                 else:
                     state.intercept[c] -= eta * g
             continue

@@ -121,6 +121,19 @@ def _sum_duplicates(tab, slot_buf, values, a, s):
         tab[slot_buf[k], C_S] += values[a + k]
 
 
+#: VW's floor of a feature's squared value in its normalized rule (gd.cc x2_min: FLT_MIN; |x| below
+#: sqrt(FLT_MIN) = 2^-63 counts as 2^-63 in the scale and the normaliser), so that a value whose square
+#: underflows (|x| < 1e-162) still has a scale (it divided 0 by 0)
+X2_MIN = 1.1754943508222875e-38
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _sq(v):
+    """``v^2`` with VW's floor :data:`X2_MIN` (for the per-feature scale and VW's normaliser only)."""
+    v2 = v * v
+    return v2 if v2 >= X2_MIN else X2_MIN
+
+
 @njit(**INNER)
 def _update_scale(tab, slot_buf, values, a, s, b, m, r, vwr):
     """Precond mode: s2_j = max(s2_j, x_j^2) (duplicate indices summed first), flushing the
@@ -134,17 +147,20 @@ def _update_scale(tab, slot_buf, values, a, s, b, m, r, vwr):
         sl = slot_buf[k]
         v = tab[sl, C_S]
         tab[sl, C_S] = 0.0
-        if v * v > tab[sl, cw + 2]:
+        if v == 0.0:
+            continue
+        v2 = _sq(v)
+        if v2 > tab[sl, cw + 2]:
             _flush1(tab, sl, b, m, r)
             if NAG_RESCALE and tab[sl, cw + 2] > 0.0:
-                ratio = tab[sl, cw + 2] / (v * v)
+                ratio = tab[sl, cw + 2] / v2
                 if not vwr:
                     tab[sl, cw] *= ratio
                 elif r == 0.25:
                     tab[sl, cw] *= math.sqrt(ratio)
                 else:
                     tab[sl, cw] *= ratio ** (1.0 - 2.0 * r)
-            tab[sl, cw + 2] = v * v
+            tab[sl, cw + 2] = v2
             _set_frame(tab, sl, m, r, vwr)
 
 
@@ -663,7 +679,7 @@ def son_run(offsets, indices, values, labels, weights, start, learn, state, hype
                 sl = slot_buf[k]
                 v = tab[sl, C_S]
                 if v != 0.0:
-                    nx += v * v / tab[sl, cw + 2]
+                    nx += _sq(v) / tab[sl, cw + 2]
                     tab[sl, C_S] = 0.0
             flt[3] += imp * nx
             flt[4] += imp
