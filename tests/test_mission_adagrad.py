@@ -114,10 +114,22 @@ def test_adagrad_model_round_trip_and_old_models_stay_sgd():
     np.testing.assert_array_equal(cont.acc, full.acc)
     with pytest.raises(ValueError, match="acc"):
         Mission.from_state(meta, {**arrays, "acc": -arrays["acc"]})
-    sgd = Mission(**kw)
+    auto = Mission(**kw)  # --oaa K on unit rows: auto is adagrad (step defaults version 3), saved as auto
+    assert auto.adagrad and auto.eta == 0.6 and auto.k == 5
+    auto.learn_batch(b1)
+    meta, arrays = auto.state_dict()
+    assert meta["hyper"]["step_rule"] == "auto" and meta["step_defaults"] == 3 and "acc" in arrays
+    cont = Mission.from_state(meta, arrays)
+    assert cont.adagrad
+    np.testing.assert_array_equal(cont.learn_batch(b2)[1], auto.learn_batch(b2)[1])
+    # a model saved with auto under step defaults version 2 (sgd) holds no accumulator and stays sgd
+    sgd = Mission(step_rule="sgd", **kw)
     sgd.learn_batch(b1)
     meta, arrays = sgd.state_dict()
-    assert "acc" not in arrays and meta["hyper"]["step_rule"] == "auto"
+    meta = {**meta, "step_defaults": 2, "hyper": {**meta["hyper"], "step_rule": "auto"}}
+    assert "acc" not in arrays
+    v2 = Mission.from_state(meta, arrays)
+    assert not v2.adagrad and v2.eta == 3.0
     old_meta = {**meta, "hyper": {k: v for k, v in meta["hyper"].items() if k != "step_rule"}}
     old = Mission.from_state(old_meta, arrays)
     given = Mission.from_state({**meta, "hyper": {**meta["hyper"], "step_rule": "sgd"}}, arrays)

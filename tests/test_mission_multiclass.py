@@ -10,6 +10,7 @@ from streamlearn.batch import Batch
 from streamlearn.evaluate import EXPLODED_AFTER, EXPLODED_FACTOR, _LossWatch
 
 from conftest import heap_masks
+from test_mission_adagrad import dense_adagrad  # noqa: E402
 from naive_olbfgs import dense_olbfgs
 
 
@@ -120,10 +121,11 @@ def test_example_norm_unit_is_the_reference_on_unit_rows(algo, collision_free_ke
     y = rng.integers(1, K + 1, n).astype(float)
     Xu = X / np.linalg.norm(X, axis=1, keepdims=True)
     keys = collision_free_keys(p, 3, 40, seed=5)
-    if algo == "mission":
+    if algo == "mission":  # the defaults: AdaGrad steps -l 0.6 (sgd: -l 3)
         L = Mission(sketch_rows=3, sketch_width=40, top_k=p, oaa=K)
-        assert (L.eta, L.b, Mission().eta) == (3.0, 1, 0.01)
-        Bref, pref = dense_olbfgs(Xu, y, K, 3, 1, 3.0, 1, second_order=False)
+        assert (L.adagrad, L.eta, L.b, Mission().eta, Mission().adagrad) == (True, 0.6, 1, 0.01, False)
+        assert Mission(oaa=K, step_rule="sgd").eta == 3.0 and not Mission(oaa=K, example_norm="none").adagrad
+        Bref, pref = dense_adagrad(Xu, y, K, 3, 1, 0.6, 1)
     else:
         L = Bear(sketch_rows=3, sketch_width=40, top_k=p, oaa=K, curvature_damping=0.5)
         assert (L.eta, L.b, Bear().b, Bear(oaa=K, example_norm="none").b) == (0.1, 1, 10, 10)
@@ -156,11 +158,12 @@ def test_oaa_model_saved_before_example_norm_continues_as_trained(algo, tmp_path
 
 
 def test_step_default_version_is_saved_and_old_models_keep_their_step():
-    """mission --oaa K on unit-norm examples defaults to -l 3 (step defaults version 2). The model
-    records the version (meta ``step_defaults``); a model without it (saved under version 1, -l 1)
-    continues with -l 1, exactly as a learner given -l 1."""
+    """mission --oaa K on unit-norm examples: sgd defaults to -l 3 (step defaults version 2; version 3
+    makes AdaGrad the rule, -l 0.6, and --top_k 6000). The model records the version (meta
+    ``step_defaults``); a model without it (saved under version 1, -l 1) continues with -l 1, exactly as
+    a learner given -l 1; one saved under version 2 with --step_rule adagrad and no -l keeps its -l 2."""
     from streamlearn.algos.mission import Mission
-    kw = dict(oaa=3, sketch_rows=2, sketch_width=30, top_k=6)
+    kw = dict(oaa=3, sketch_rows=2, sketch_width=30, top_k=6, step_rule="sgd")
     rng = np.random.default_rng(5)
     X = rng.normal(size=(40, 8))
     y = rng.integers(1, 4, 40).astype(float)
@@ -168,8 +171,13 @@ def test_step_default_version_is_saved_and_old_models_keep_their_step():
     new = Mission(**kw)
     assert new.eta == 3.0
     meta, arrays = new.state_dict()
-    assert meta["step_defaults"] == 2
+    assert meta["step_defaults"] == 3
     assert Mission.from_state(meta, arrays).eta == 3.0
+    assert Mission(oaa=3).k == 6000 and Mission().k == 1000 and Mission(oaa=3, top_k=7).k == 7
+    ada = Mission(**{**kw, "step_rule": "adagrad"})
+    assert ada.eta == 0.6
+    ameta, aarrays = ada.state_dict()
+    assert Mission.from_state({**ameta, "step_defaults": 2}, aarrays).eta == 2.0
     old_meta = {k: v for k, v in meta.items() if k != "step_defaults"}
     old = Mission.from_state(old_meta, arrays)
     assert old.eta == 1.0
@@ -178,7 +186,7 @@ def test_step_default_version_is_saved_and_old_models_keep_their_step():
     np.testing.assert_array_equal(old.sketch, given.sketch)
     assert not np.array_equal(Mission(**kw).learn_batch(batch)[1], given.learn_batch(batch)[1])
     with pytest.raises(ValueError, match="step_defaults"):
-        Mission.from_state({**meta, "step_defaults": 3}, arrays)
+        Mission.from_state({**meta, "step_defaults": 4}, arrays)
 
 
 def _check_membership(L):

@@ -39,28 +39,36 @@ class Mission(SketchLearner):
         "step_rule", ("auto", "sgd", "adagrad"), "auto",
         "mission: sgd (one step eta for every weight) or adagrad (eta / sqrt(sum of the weight's squared "
         "gradients), the sums in a count-min sketch of the weight sketch's shape: twice the memory). "
-        "auto: sgd. adagrad's --learning_rate defaults to 0.5, 2 with --oaa K on unit-norm examples.",
+        "auto: adagrad with --oaa K on unit-norm examples (sgd for models saved before 2026-11-27), sgd "
+        "otherwise. adagrad's --learning_rate defaults to 0.5, 0.6 with --oaa K on unit-norm examples.",
         structural=True, absent="sgd"),)
     default_lr = 0.01
     default_minibatch = 1
-    default_lr_unit_oaa = 3.0  # --oaa K on unit-norm examples (benchmarks/bear_multiclass.py)
-    STEP_DEFAULTS = 2  # version 1: default_lr_unit_oaa 1.0 (models saved before record no version)
+    default_lr_unit_oaa = 3.0  # sgd, --oaa K on unit-norm examples (benchmarks/bear_multiclass.py)
+    #: version 1: sgd's default_lr_unit_oaa 1.0 (models saved before record no version); 2: 3.0; 3: --step_rule
+    #: auto is adagrad with --oaa K on unit-norm examples, its -l 0.6 (was 2), --top_k 6000 with --oaa K
+    STEP_DEFAULTS = 3
     default_lr_unit_oaa_before = {1: 1.0}
+    default_top_k_oaa = 6000  # benchmarks/bear_multiclass.py --variants (README's frontier)
     kernels = _kernels
     run_kernel = "mission_run"
     compiled_kernels = ((_kernels, "mission_run"),)
 
     #: --step_rule adagrad: the step defaults (--learning_rate; with --oaa K on unit-norm examples)
     default_lr_adagrad = 0.5  # VW's -l (not tuned for mission)
-    default_lr_adagrad_unit_oaa = 2.0  # benchmarks/bear_multiclass.py --variants
+    default_lr_adagrad_unit_oaa = 0.6  # benchmarks/bear_multiclass.py --variants (README's frontier)
+    default_lr_adagrad_unit_oaa_before = {1: 2.0, 2: 2.0}
 
     def _apply_hyper(self):
+        super()._apply_hyper()  # self.unit, and sgd's step
+        mc = self.multiclass and self.unit
         rule = self.hyper.get("step_rule") or "auto"
+        if rule == "auto":  # the step-defaults version of the model (a loaded one: the version it was saved with)
+            rule = "adagrad" if mc and self.step_defaults >= 3 else "sgd"
         self.adagrad = rule == "adagrad"
-        super()._apply_hyper()
         if self.adagrad and self.hyper["learning_rate"] is None:
-            mc = self.multiclass and self.unit
-            self.eta = self.default_lr_adagrad_unit_oaa if mc else self.default_lr_adagrad
+            self.eta = self.default_lr_adagrad_unit_oaa_before.get(self.step_defaults, self.default_lr_adagrad_unit_oaa) \
+                if mc else self.default_lr_adagrad
         self._ensure_sq_sums(self.adagrad)
         if getattr(self, "mkeys", None) is None:
             self._stale_membership()

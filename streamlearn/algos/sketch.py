@@ -52,6 +52,8 @@ NAME_BYTES = 64  # = _sketch_kernels.NAME_BYTES (kept here so importing needs no
 HLL_BITS = 12
 #: without --sketch_width / --sketch_bytes the sketch has 2^min(b, this) cells (2^26: 512 MiB)
 DEFAULT_CELLS_BITS = 26
+#: --top_k when not given (and no learner's --oaa default applies: SketchLearner.default_top_k_oaa)
+DEFAULT_TOP_K = 1000
 #: a Count Sketch (or its count-min of squared gradients) of at most this many bytes is allocated
 #: as numpy does (transparent huge pages where the kernel gives them, THP "madvise"), a larger one
 #: with small pages (:func:`~streamlearn.memory.lazy_zeros`: untouched pages never resident). Every
@@ -122,7 +124,8 @@ SKETCH_PARAMS = (
           "Count Sketch memory budget in bytes (8 per cell, per class); sets W.", structural=True, low=0),
     Param("sketch_seed", int, 0, "Seed of the Count Sketch hash functions.", structural=True,
           low=0, high=2**64 - 1),
-    Param("top_k", int, 1000, "Number of features kept (per class) in the top-k heap.",
+    Param("top_k", int, None, "Number of features kept (per class) in the top-k heap (default 1000; mission "
+          "with --oaa K: 6000).",
           structural=True, low=1, high=1_000_000, why="the heap's arrays and names, ~100 bytes per entry and class"),
     Param("learning_rate", float, None,
           "Step size eta (bear: 0.1, mission: 0.01; adagrad: 0.1).", short="-l", low=0, low_open=True),
@@ -138,8 +141,8 @@ SKETCH_PARAMS += (
     Param("example_norm", ("auto", "unit", "none"), "auto",
           "bear/mission: scale each example's feature values to unit L2 norm inside the learner (unit; as "
           "--unit_norm, saved with the model) or not (none). auto: unit with --oaa K, none otherwise. With "
-          "unit under --oaa the step defaults are --learning_rate 3 (mission; 1 for models saved before) and "
-          "--minibatch 1 (bear) "
+          "unit under --oaa the step defaults are --step_rule adagrad, --learning_rate 0.6 and --top_k 6000 "
+          "(mission; models saved before 2026-11-27: sgd, -l 3, or -l 1 before that) and --minibatch 1 (bear) "
           "(benchmarks/bear_multiclass.py).", structural=True,
           absent="none"),  # models saved before it continue unscaled, with the old defaults
 )
@@ -162,10 +165,22 @@ class SketchLearner(Learner):
     kernels = None
     run_kernel = ""
 
+    #: ``--top_k``'s default with ``--oaa K`` (None: the option's default); a model stores its top-k
+    default_top_k_oaa = None
+
+    @classmethod
+    def _top_k_default(cls, hyper: dict) -> dict:
+        """``hyper`` with ``top_k`` set to :attr:`default_top_k_oaa` when it is not given and ``--oaa K``
+        is (the saved hyper-parameters then hold it, so models continue with their own)."""
+        if hyper.get("top_k") is None and hyper.get("oaa") and cls.default_top_k_oaa is not None:
+            return dict(hyper, top_k=cls.default_top_k_oaa)
+        return hyper
+
     def __init__(self, **hyper):
-        super().__init__(**hyper)
+        super().__init__(**self._top_k_default(hyper))
         h = self.hyper
         K, self.kc, R, W, k = self._dims(h)
+        h["top_k"] = k  # saved resolved: a model keeps its heap size whatever the defaults become
         self.n_classes = K
         self.multiclass = K > 0
         ram = physical_memory()
@@ -206,7 +221,7 @@ class SketchLearner(Learner):
         ``--oaa K`` (0: binary), ``kc = max(1, K)`` sketches and heaps, ``R x W`` cells each,
         heaps of ``k``."""
         h = {p.name: p.default for p in COMMON_PARAMS + cls.PARAMS}
-        h.update({n: v for n, v in hyper.items() if v is not None})
+        h.update({n: v for n, v in cls._top_k_default(hyper).items() if v is not None})
         K = int(h["oaa"] or 0)  # --oaa is a common option (base.COMMON_PARAMS)
         if K < 0 or K == 1:
             raise ValueError("--oaa must be 0 (binary / regression) or at least 2")
@@ -231,7 +246,7 @@ class SketchLearner(Learner):
                 how = f"2^{int(h['bit_precision'])} cells (-b) / {R} rows (--sketch_rows)"
             raise ValueError(f"sketch width {W} out of range (1 .. 2^32-1): {how}; give a larger -b, --sketch_bytes "
                              "or --sketch_width, or fewer --sketch_rows")
-        k = int(h["top_k"])
+        k = DEFAULT_TOP_K if h["top_k"] is None else int(h["top_k"])
         if k < 1:
             raise ValueError("--top_k must be at least 1")
         return K, kc, R, W, k
