@@ -174,6 +174,10 @@ def test_step_default_version_is_saved_and_old_models_keep_their_step():
     assert meta["step_defaults"] == 3
     assert Mission.from_state(meta, arrays).eta == 3.0
     assert Mission(oaa=3).k == 6000 and Mission().k == 1000 and Mission(oaa=3, top_k=7).k == 7
+    k1000 = Mission(**{**kw, "top_k": 1000})  # a model whose hyper-parameters lack top_k: the old default, 1000
+    m1000, a1000 = k1000.state_dict()
+    assert Mission.from_state({**m1000, "hyper": {k: v for k, v in m1000["hyper"].items() if k != "top_k"}},
+                              a1000).k == 1000
     ada = Mission(**{**kw, "step_rule": "adagrad"})
     assert ada.eta == 0.6
     ameta, aarrays = ada.state_dict()

@@ -126,7 +126,8 @@ SKETCH_PARAMS = (
           low=0, high=2**64 - 1),
     Param("top_k", int, None, "Number of features kept (per class) in the top-k heap (default 1000; mission "
           "with --oaa K: 6000).",
-          structural=True, low=1, high=1_000_000, why="the heap's arrays and names, ~100 bytes per entry and class"),
+          structural=True, low=1, high=1_000_000, why="the heap's arrays and names, ~100 bytes per entry and class",
+          absent=1000),  # a model stores its top-k; one without: the only default there was until 2026-11-27
     Param("learning_rate", float, None,
           "Step size eta (bear: 0.1, mission: 0.01; adagrad: 0.1).", short="-l", low=0, low_open=True),
     Param("step_schedule", ("constant", "inverse"), "constant",
