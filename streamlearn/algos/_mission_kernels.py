@@ -37,7 +37,7 @@ from ..kernels._jit import INNER, KERNEL
 from ..kernels._intrinsics import _prefetch
 from ._sketch_kernels import (DRIVER_HYPER, _add_ca, _build_active, _cm_add_query, _const_index,
                               _eff_weights_map, _hll_add, _mb_gradient, _mb_predict, _offer_active_map,
-                              implements_update, minibatch_run)
+                              _prefetch_cells, implements_update, minibatch_run)
 
 __all__ = ["MissionHyper", "mission_update", "mission_run", "cm_add_query", "MASK_MAX_CLASSES", "mask_rebuild"]
 
@@ -218,18 +218,9 @@ def _step_feature(sketch, acc, abk, asg, a, G, eta, adagrad, gv, dv, mv):
         _step_sparse(sketch, acc, abk, asg, a, gv, eta, adagrad)
         return
     if adagrad:
-        W = sketch.shape[1]
-        for r in range(R):  # the weight cells' lines, while the accumulators are summed
-            base = (r * W + abk[a, r]) * K
-            for c in range(0, K, 8):
-                _prefetch(sketch, base + c)
-            _prefetch(sketch, base + K - 1)
+        _prefetch_cells(sketch, abk, a)  # the weight cells' lines, while the accumulators are summed
         if a + 1 < abk.shape[0]:
-            for r in range(R):  # the next feature's accumulators
-                base = (r * W + abk[a + 1, r]) * K
-                for c in range(0, K, 8):
-                    _prefetch(acc, base + c)
-                _prefetch(acc, base + K - 1)
+            _prefetch_cells(acc, abk, a + 1)  # the next feature's accumulators
         for c in range(K):
             mv[c] = np.inf
         for r in range(R):

@@ -18,6 +18,7 @@ import numpy as np
 from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
+from ._adagrad_kernels import X2_MIN
 from ._feature_table_kernels import EMPTY, _find
 from ._loss_kernels import SQUARED, invariant_step, loss_deriv, loss_value, target
 
@@ -121,15 +122,11 @@ def _sum_duplicates(tab, slot_buf, values, a, s):
         tab[slot_buf[k], C_S] += values[a + k]
 
 
-#: VW's floor of a feature's squared value in its normalized rule (gd.cc x2_min: FLT_MIN; |x| below
-#: sqrt(FLT_MIN) = 2^-63 counts as 2^-63 in the scale and the normaliser), so that a value whose square
-#: underflows (|x| < 1e-162) still has a scale (it divided 0 by 0)
-X2_MIN = 1.1754943508222875e-38
-
-
 @njit(cache=True, nogil=True, inline="always")
 def _sq(v):
-    """``v^2`` with VW's floor :data:`X2_MIN` (for the per-feature scale and VW's normaliser only)."""
+    """``v^2`` with VW's floor ``X2_MIN`` (FLT_MIN, gd.cc's x2_min, as the adagrad kernels take it): for
+    the per-feature scale and VW's normaliser only, so that a value whose square underflows (|x| <
+    1e-162) still has a scale (it divided 0 by 0)."""
     v2 = v * v
     return v2 if v2 >= X2_MIN else X2_MIN
 

@@ -586,19 +586,25 @@ def _const_index(akeys, const_key):
     return -1
 
 
-@njit(**INNER)
-def _prefetch_active(sketch, abk):
-    """Prefetch every row's K class cells of every active feature (``abk``: buckets), one request
-    per cache line (8 doubles)."""
+@njit(cache=True, nogil=True, inline="always")
+def _prefetch_cells(sketch, abk, a):
+    """Prefetch every row's K class cells of active feature ``a`` (``abk``: buckets) in ``sketch``
+    (the weights, or a count-min of the same shape), one request per cache line (8 doubles)."""
     R = sketch.shape[0]
     W = sketch.shape[1]
     K = sketch.shape[2]
+    for r in range(R):
+        base = (r * W + abk[a, r]) * K
+        for c in range(0, K, 8):
+            _prefetch(sketch, base + c)  # flat index: the sketch is C-contiguous
+        _prefetch(sketch, base + K - 1)
+
+
+@njit(**INNER)
+def _prefetch_active(sketch, abk):
+    """Prefetch the cells of every active feature (:func:`_prefetch_cells`)."""
     for a in range(abk.shape[0]):
-        for r in range(R):
-            base = (r * W + abk[a, r]) * K
-            for c in range(0, K, 8):
-                _prefetch(sketch, base + c)  # flat index: the sketch is C-contiguous
-            _prefetch(sketch, base + K - 1)
+        _prefetch_cells(sketch, abk, a)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -634,19 +640,13 @@ def _eff_weights_map(sketch, htbl, hkeys, akeys, abk, asg, amask, beta, inheap, 
     only those classes' position maps are looked up; ``amask`` empty: every class's. ``slot[c, a]``
     receives the member's heap slot (-1: none), which :func:`_offer_active_map` uses."""
     K = sketch.shape[2]
-    W = sketch.shape[1]
-    R = sketch.shape[0]
     nA = akeys.shape[0]
     T = htbl.shape[1]
     every = amask.shape[0] == 0
     for a in range(nA):
         if a + _EFF_AHEAD < nA:  # a later feature's sketch cells and position-map entries
             a2 = a + _EFF_AHEAD
-            for r in range(R):
-                base = (r * W + abk[a2, r]) * K
-                for c in range(0, K, 8):
-                    _prefetch(sketch, base + c)
-                _prefetch(sketch, base + K - 1)
+            _prefetch_cells(sketch, abk, a2)
             if not every:
                 m2 = amask[a2]
                 if m2 != np.uint64(0):

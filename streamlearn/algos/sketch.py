@@ -127,7 +127,7 @@ SKETCH_PARAMS = (
     Param("top_k", int, None, "Number of features kept (per class) in the top-k heap (default 1000; mission "
           "with --oaa K: 6000).",
           structural=True, low=1, high=1_000_000, why="the heap's arrays and names, ~100 bytes per entry and class",
-          absent=1000),  # a model stores its top-k; one without: the only default there was until 2026-11-27
+          absent=DEFAULT_TOP_K),  # a model stores its top-k; one without: the only default until 2026-11-27
     Param("learning_rate", float, None,
           "Step size eta (bear: 0.1, mission: 0.01; adagrad: 0.1).", short="-l", low=0, low_open=True),
     Param("step_schedule", ("constant", "inverse"), "constant",
@@ -178,9 +178,9 @@ class SketchLearner(Learner):
         return hyper
 
     def __init__(self, **hyper):
-        super().__init__(**self._top_k_default(hyper))
+        super().__init__(**hyper)
         h = self.hyper
-        K, self.kc, R, W, k = self._dims(h)
+        K, self.kc, R, W, k = self._dims(h)  # (top_k not given: resolved there)
         h["top_k"] = k  # saved resolved: a model keeps its heap size whatever the defaults become
         self.n_classes = K
         self.multiclass = K > 0
