@@ -167,6 +167,9 @@ import sys  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from streamlearn.kernels import numba_fast_load  # noqa: E402
+
+numba_fast_load()  # kernels load in the tests' processes as in the CLI's (kernels/_numba_load.py)
 
 DATA = ROOT / "tests" / "data"
 SAMPLE = ROOT / "sample_data"

@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels import hash_strings, namespace_hash  # the seam's (C or numba, bit-identical)
-from ._hash_kernels import (
+from ..kernels import hash_strings, namespace_hash, numba_fast_load  # the seam's (C or numba, bit-identical)
+
+numba_fast_load()  # before the first numba kernel is loaded (kernels._numba_load)
+from ._hash_kernels import (  # noqa: E402
     CONSTANT_HASH,
     FNV_PRIME,
     hash_spans,
 )
-from ._hash_kernels import hashstring as _hashstring_kernel
-from ._hash_kernels import murmur3_32 as _murmur_kernel
+from ._hash_kernels import hashstring as _hashstring_kernel  # noqa: E402
+from ._hash_kernels import murmur3_32 as _murmur_kernel  # noqa: E402
 
 __all__ = [
     "CONSTANT_HASH",

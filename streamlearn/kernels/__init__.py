@@ -31,7 +31,7 @@ import threading
 
 from ._spans import string_spans
 
-__all__ = ["lazy", "is_cached", "kernel_array", "kernel_batch", "configure", "backend", "parse_chunk", "adagrad_run", "hash_string_part",
+__all__ = ["lazy", "numba_fast_load", "is_cached", "kernel_array", "kernel_batch", "configure", "backend", "parse_chunk", "adagrad_run", "hash_string_part",
            "hash_spans", "wide_part", "assemble_rows", "hash_strings", "namespace_hash"]
 
 
@@ -47,11 +47,25 @@ class _Lazy:
     def __getattr__(self, attr):
         mod = self._mod
         if mod is None:
+            numba_fast_load()
             mod = self._mod = importlib.import_module(self._name)
         return getattr(mod, attr)
 
     def __repr__(self):
         return f"<lazy kernels {self._name}{' (loaded)' if self._mod is not None else ''}>"
+
+
+_fast_load_done = False
+
+
+def numba_fast_load() -> None:
+    """Load numba kernels from the cache without numba's whole-context refresh
+    (:mod:`streamlearn.kernels._numba_load`); called before the first kernel module is imported."""
+    global _fast_load_done
+    if not _fast_load_done:
+        from . import _numba_load
+        _numba_load.install()
+        _fast_load_done = True
 
 
 def lazy(name: str) -> _Lazy:
