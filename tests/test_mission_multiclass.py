@@ -112,7 +112,8 @@ def test_multiclass_compression_factor_is_per_class():
 def test_example_norm_unit_is_the_reference_on_unit_rows(algo, collision_free_keys, learner_weights):
     """--oaa K defaults to --example_norm unit: exactly the paper's algorithm (the dense
     references) run on the examples scaled to unit L2 norm; the caller's batch is not changed.
-    The defaults it brings: mission -l 3, bear --minibatch 1; binary runs keep the old ones."""
+    The defaults it brings: mission AdaGrad steps -l 0.6, bear --minibatch 1 with AdaGrad's initial
+    scaling and -l 1; binary runs keep the old ones."""
     from streamlearn.algos.bear import Bear
     from streamlearn.algos.mission import Mission
     rng = np.random.default_rng(31)
@@ -127,9 +128,14 @@ def test_example_norm_unit_is_the_reference_on_unit_rows(algo, collision_free_ke
         assert Mission(oaa=K, step_rule="sgd").eta == 3.0 and not Mission(oaa=K, example_norm="none").adagrad
         Bref, pref = dense_adagrad(Xu, y, K, 3, 1, 0.6, 1)
     else:
+        # the defaults: --minibatch 1, AdaGrad's initial scaling with -l 1 (binary and unscaled
+        # runs keep Alg. 1's gamma I, -l 0.1, b = 10)
         L = Bear(sketch_rows=3, sketch_width=40, top_k=p, oaa=K, curvature_damping=0.5)
-        assert (L.eta, L.b, Bear().b, Bear(oaa=K, example_norm="none").b) == (0.1, 1, 10, 10)
-        Bref, pref = dense_olbfgs(Xu, y, K, 3, 1, 0.1, 1, damping=0.5)
+        assert (L.eta, L.b, L.h0, Bear().b, Bear(oaa=K, example_norm="none").b) == (1.0, 1, 1, 10, 10)
+        assert (Bear().h0, Bear().eta, Bear(oaa=K, example_norm="none").h0, Bear(oaa=K, initial_scaling="gamma").eta) \
+            == (0, 0.1, 0, 0.1)
+        assert (Bear(oaa=K).damping, Bear(oaa=K, initial_scaling="gamma").damping) == (0.1, 0.01)
+        Bref, pref = dense_olbfgs(Xu, y, K, 3, 1, 1.0, 1, damping=0.5, h0="adagrad")
     batch = Batch.from_dense(X, y, hashes=keys)
     before = batch.values.copy()
     preds = L.learn_batch(batch)[0]
@@ -255,3 +261,38 @@ def test_membership_map_follows_the_heaps_through_evictions_loads_and_merges():
     np.testing.assert_array_equal(A.hkeys, B.hkeys)
     np.testing.assert_array_equal(A.sketch, B.sketch)
     assert B.membership() is None and Mission(oaa=65, sketch_width=8, top_k=2).mkeys.shape == (0,)
+
+
+def test_bear_step_default_version_is_saved_and_old_models_keep_their_scaling():
+    """bear --oaa K on unit-norm examples: step defaults version 2 makes --initial_scaling auto AdaGrad's
+    diagonal with -l 1, --curvature_damping 0.1 and --top_k 6000. The model records the version; a model
+    without it (version 1: Alg. 1's gamma I, -l 0.1, damping 0.01, no squared sums saved) loads with
+    those and continues exactly as a learner given them."""
+    from streamlearn.algos.bear import Bear
+    kw = dict(oaa=3, sketch_rows=2, sketch_width=30, top_k=6)
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(40, 8))
+    y = rng.integers(1, 4, 40).astype(float)
+    batch = Batch.from_dense(X, y, hashes=(np.arange(1, 9) * 2654435761 % 2**32).astype(np.uint32))
+    new = Bear(**kw)
+    assert (new.h0, new.eta, new.damping) == (1, 1.0, 0.1)
+    assert Bear(oaa=3).k == 6000 and Bear().k == 1000
+    new.learn_batch(batch)
+    meta, arrays = new.state_dict()
+    assert meta["step_defaults"] == 2 and meta["hyper"]["initial_scaling"] == "auto" and "acc" in arrays
+    back = Bear.from_state(meta, arrays)
+    assert (back.h0, back.eta, back.damping) == (1, 1.0, 0.1)
+    np.testing.assert_array_equal(back.learn_batch(batch)[1], new.learn_batch(batch)[1])
+    # version 1: what a model saved before 2026-11-28 without --initial_scaling / -l / damping holds
+    gamma = dict(kw, initial_scaling="gamma", learning_rate=0.1, curvature_damping=0.01)
+    v1 = Bear(**gamma)
+    v1.learn_batch(batch)
+    meta1, arrays1 = v1.state_dict()
+    meta1 = {k: v for k, v in meta1.items() if k != "step_defaults"}
+    meta1["hyper"] = {**meta1["hyper"], "initial_scaling": "auto", "learning_rate": None, "curvature_damping": None}
+    old = Bear.from_state(meta1, arrays1)
+    assert (old.h0, old.eta, old.damping, old.step_defaults) == (0, 0.1, 0.01, 1)
+    np.testing.assert_array_equal(old.learn_batch(batch)[1], v1.learn_batch(batch)[1])
+    np.testing.assert_array_equal(old.sketch, v1.sketch)
+    with pytest.raises(ValueError, match="acc"):  # a version-2 model's squared sums in a version-1 file
+        Bear.from_state({**meta, "step_defaults": 1}, arrays)

@@ -64,17 +64,28 @@ class Bear(SketchLearner):
               "bear: store r + delta s instead of r (curvature at least delta; bounds the "
               "quasi-Newton step where the loss is flat, e.g. saturated logistic). "
               "Default: 0 for squared loss, 0.01 for logistic, hinge and --oaa "
-              "(benchmarks/bear_defaults.py). With --initial_scaling adagrad: r + delta D^-1 s.", low=0),
+              "(benchmarks/bear_defaults.py), 0.1 with --initial_scaling adagrad under --oaa K on unit-norm "
+              "examples (benchmarks/bear_multiclass.py). With --initial_scaling adagrad: r + delta D^-1 s.", low=0),
         Param("initial_scaling", ("auto", "gamma", "adagrad"), "auto",
               "bear: the two-loop's initial matrix H0. gamma: s.r / r.r of the newest pair times I (Alg. 1); "
               "adagrad: gamma D with D = diag(1 / sqrt(sum of squared gradients)) on the minibatch's features "
               "(the sums in a count-min sketch of the weight sketch's shape: twice the memory), "
-              "gamma = min(1, s.r / r.D r) (not in the paper; benchmarks/bear_multiclass.py). auto: gamma.",
+              "gamma = min(1, s.r / r.D r) (not in the paper; benchmarks/bear_multiclass.py). auto: adagrad with "
+              "--oaa K on unit-norm examples (its --learning_rate defaults to 1 there; gamma for models saved "
+              "before 2026-11-28), gamma otherwise.",
               structural=True, absent="gamma"),
     )
     default_lr = 0.1
     default_minibatch = 10
     default_minibatch_unit_oaa = 1  # --oaa K on unit-norm examples: one pass of b = 10 is too few steps
+    #: version 1: --oaa K on unit-norm examples ran Alg. 1's gamma I with -l 0.1, --curvature_damping
+    #: 0.01 and --top_k 1000 (models saved before record no version); 2 (2026-11-28): --initial_scaling
+    #: auto is adagrad there, with -l 1, --curvature_damping 0.1 and --top_k 6000 per class
+    #: (benchmarks/bear_multiclass.py: the one setting within 5 points of VW on letter, satimage and news20)
+    STEP_DEFAULTS = 2
+    default_top_k_oaa = 6000
+    default_lr_adagrad_unit_oaa = 1.0
+    default_damping_adagrad_unit_oaa = 0.1
     kernels = _kernels
     run_kernel = "bear_run"
     compiled_kernels = ((_kernels, "bear_run"),)
@@ -115,17 +126,24 @@ class Bear(SketchLearner):
         self.pnf = np.full(tau, -1, np.int64)
 
     def _apply_hyper(self):
-        self.h0 = 1 if (self.hyper.get("initial_scaling") or "auto") == "adagrad" else 0
+        super()._apply_hyper()  # self.unit, the step and minibatch defaults
+        # --oaa K on unit-norm rows under the step defaults of version 2 (a loaded model: its own version)
+        new_oaa = self.multiclass and self.unit and self.step_defaults >= 2
+        scaling = self.hyper.get("initial_scaling") or "auto"
+        self.h0 = 1 if scaling == "adagrad" or (scaling == "auto" and new_oaa) else 0
+        if self.h0 and new_oaa and self.hyper["learning_rate"] is None:
+            self.eta = self.default_lr_adagrad_unit_oaa
         # adagrad: gamma <= 1 (never a larger initial step than AdaGrad's): uncapped, a first pair on
         # few top-k members gave gamma ~ 6 and blew news20 up (error 0.95; benchmarks/bear_multiclass.py)
         self.gmax = 1.0 if self.h0 else math.inf
-        super()._apply_hyper()
         self._ensure_sq_sums(bool(self.h0))
         self.eps = float(self.hyper["curvature_eps"])
         if not self.eps >= 0:
             raise ValueError("--curvature_eps must be >= 0")
         d = self.hyper["curvature_damping"]
-        self.damping = float(d if d is not None else (0.0 if self.loss_code == 0 else 0.01))
+        if d is None:
+            d = self.default_damping_adagrad_unit_oaa if self.h0 and new_oaa else (0.0 if self.loss_code == 0 else 0.01)
+        self.damping = float(d)
         if self.damping < 0:
             raise ValueError("--curvature_damping must be >= 0")
 
