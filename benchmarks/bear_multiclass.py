@@ -20,7 +20,7 @@ parsing included, kernels compiled beforehand (``streamlearn warmup``).
 
 ``--variants``: extra rows, each the defaults plus the given options (``;`` between rows), for
 every algorithm that has them (``--step_rule``: mission only); the word ``CF1`` in a row stands
-for ``--sketch_width ceil(d / R)`` (compression factor 1 on each data set); ``--defaults_only``:
+for ``--sketch_width ceil(d / R)`` (compression factor 1 on each data set) and ``Wd`` for ``--sketch_width d``; ``--defaults_only``:
 no CF 1 / W = d rows.
 """
 from __future__ import annotations
@@ -98,7 +98,8 @@ def main():
                 for unit in ((False,) if a.no_unit_norm or isinstance(cf1, tuple) else (False, True)):
                     extra = ["--algo", algo]
                     if isinstance(cf1, tuple):
-                        extra += [x for o in cf1 for x in (["--sketch_width", math.ceil(d / R)] if o == "CF1" else [o])]
+                        extra += [x for o in cf1 for x in (["--sketch_width", math.ceil(d / R)] if o == "CF1" else
+                                                           ["--sketch_width", d] if o == "Wd" else [o])]
                     if cf1 == "cells":  # R x W = d cells per class (the papers' compression factor 1)
                         extra += ["--sketch_width", math.ceil(d / R)]
                     elif cf1 == "row":  # each of the R rows as wide as the feature space (W = d)

@@ -134,7 +134,7 @@ def test_example_norm_unit_is_the_reference_on_unit_rows(algo, collision_free_ke
         assert (L.eta, L.b, L.h0, Bear().b, Bear(oaa=K, example_norm="none").b) == (1.0, 1, 1, 10, 10)
         assert (Bear().h0, Bear().eta, Bear(oaa=K, example_norm="none").h0, Bear(oaa=K, initial_scaling="gamma").eta) \
             == (0, 0.1, 0, 0.1)
-        assert (Bear(oaa=K).damping, Bear(oaa=K, initial_scaling="gamma").damping) == (0.1, 0.01)
+        assert (Bear(oaa=K).damping, Bear(oaa=K, initial_scaling="gamma").damping) == (1.0, 0.01)
         Bref, pref = dense_olbfgs(Xu, y, K, 3, 1, 1.0, 1, damping=0.5, h0="adagrad")
     batch = Batch.from_dense(X, y, hashes=keys)
     before = batch.values.copy()
@@ -265,7 +265,7 @@ def test_membership_map_follows_the_heaps_through_evictions_loads_and_merges():
 
 def test_bear_step_default_version_is_saved_and_old_models_keep_their_scaling():
     """bear --oaa K on unit-norm examples: step defaults version 2 makes --initial_scaling auto AdaGrad's
-    diagonal with -l 1, --curvature_damping 0.1 and --top_k 6000. The model records the version; a model
+    diagonal with -l 1, --curvature_damping 1 and --top_k 6000. The model records the version; a model
     without it (version 1: Alg. 1's gamma I, -l 0.1, damping 0.01, no squared sums saved) loads with
     those and continues exactly as a learner given them."""
     from streamlearn.algos.bear import Bear
@@ -275,13 +275,13 @@ def test_bear_step_default_version_is_saved_and_old_models_keep_their_scaling():
     y = rng.integers(1, 4, 40).astype(float)
     batch = Batch.from_dense(X, y, hashes=(np.arange(1, 9) * 2654435761 % 2**32).astype(np.uint32))
     new = Bear(**kw)
-    assert (new.h0, new.eta, new.damping) == (1, 1.0, 0.1)
+    assert (new.h0, new.eta, new.damping) == (1, 1.0, 1.0)
     assert Bear(oaa=3).k == 6000 and Bear().k == 1000
     new.learn_batch(batch)
     meta, arrays = new.state_dict()
     assert meta["step_defaults"] == 2 and meta["hyper"]["initial_scaling"] == "auto" and "acc" in arrays
     back = Bear.from_state(meta, arrays)
-    assert (back.h0, back.eta, back.damping) == (1, 1.0, 0.1)
+    assert (back.h0, back.eta, back.damping) == (1, 1.0, 1.0)
     np.testing.assert_array_equal(back.learn_batch(batch)[1], new.learn_batch(batch)[1])
     # version 1: what a model saved before 2026-11-28 without --initial_scaling / -l / damping holds
     gamma = dict(kw, initial_scaling="gamma", learning_rate=0.1, curvature_damping=0.01)

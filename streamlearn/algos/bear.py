@@ -64,7 +64,7 @@ class Bear(SketchLearner):
               "bear: store r + delta s instead of r (curvature at least delta; bounds the "
               "quasi-Newton step where the loss is flat, e.g. saturated logistic). "
               "Default: 0 for squared loss, 0.01 for logistic, hinge and --oaa "
-              "(benchmarks/bear_defaults.py), 0.1 with --initial_scaling adagrad under --oaa K on unit-norm "
+              "(benchmarks/bear_defaults.py), 1 with --initial_scaling adagrad under --oaa K on unit-norm "
               "examples (benchmarks/bear_multiclass.py). With --initial_scaling adagrad: r + delta D^-1 s.", low=0),
         Param("initial_scaling", ("auto", "gamma", "adagrad"), "auto",
               "bear: the two-loop's initial matrix H0. gamma: s.r / r.r of the newest pair times I (Alg. 1); "
@@ -80,12 +80,12 @@ class Bear(SketchLearner):
     default_minibatch_unit_oaa = 1  # --oaa K on unit-norm examples: one pass of b = 10 is too few steps
     #: version 1: --oaa K on unit-norm examples ran Alg. 1's gamma I with -l 0.1, --curvature_damping
     #: 0.01 and --top_k 1000 (models saved before record no version); 2 (2026-11-28): --initial_scaling
-    #: auto is adagrad there, with -l 1, --curvature_damping 0.1 and --top_k 6000 per class
+    #: auto is adagrad there, with -l 1, --curvature_damping 1 and --top_k 6000 per class
     #: (benchmarks/bear_multiclass.py: the one setting within 5 points of VW on letter, satimage and news20)
     STEP_DEFAULTS = 2
     default_top_k_oaa = 6000
     default_lr_adagrad_unit_oaa = 1.0
-    default_damping_adagrad_unit_oaa = 0.1
+    default_damping_adagrad_unit_oaa = 1.0
     kernels = _kernels
     run_kernel = "bear_run"
     compiled_kernels = ((_kernels, "bear_run"),)

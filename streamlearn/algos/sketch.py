@@ -144,7 +144,7 @@ SKETCH_PARAMS += (
           "--unit_norm, saved with the model) or not (none). auto: unit with --oaa K, none otherwise. With "
           "unit under --oaa the step defaults are --step_rule adagrad, --learning_rate 0.6 and --top_k 6000 "
           "(mission; models saved before 2026-11-27: sgd, -l 3, or -l 1 before that) and --minibatch 1, "
-          "--initial_scaling adagrad, --learning_rate 1, --curvature_damping 0.1 and --top_k 6000 (bear; models "
+          "--initial_scaling adagrad, --learning_rate 1, --curvature_damping 1 and --top_k 6000 (bear; models "
           "saved before 2026-11-28: gamma, -l 0.1, damping 0.01, top-k 1000) "
           "(benchmarks/bear_multiclass.py).", structural=True,
           absent="none"),  # models saved before it continue unscaled, with the old defaults
