@@ -124,12 +124,13 @@ SKETCH_PARAMS = (
           "Count Sketch memory budget in bytes (8 per cell, per class); sets W.", structural=True, low=0),
     Param("sketch_seed", int, 0, "Seed of the Count Sketch hash functions.", structural=True,
           low=0, high=2**64 - 1),
-    Param("top_k", int, None, "Number of features kept (per class) in the top-k heap (default 1000; mission "
-          "with --oaa K: 6000).",
+    Param("top_k", int, None, "Number of features kept (per class) in the top-k heap (default 1000; bear and "
+          "mission with --oaa K: 6000).",
           structural=True, low=1, high=1_000_000, why="the heap's arrays and names, ~100 bytes per entry and class",
           absent=DEFAULT_TOP_K),  # a model stores its top-k; one without: the only default until 2026-11-27
     Param("learning_rate", float, None,
-          "Step size eta (bear: 0.1, mission: 0.01; adagrad: 0.1).", short="-l", low=0, low_open=True),
+          "Step size eta (bear: 0.1, 1 with --oaa K on unit-norm examples; mission: 0.01, 0.6 with --oaa K on "
+          "unit-norm examples; adagrad: 0.1).", short="-l", low=0, low_open=True),
     Param("step_schedule", ("constant", "inverse"), "constant",
           "Step schedule of bear/mission: constant, or inverse: eta * t0 / (t0 + t), t = minibatch count."),
     Param("t0", float, 100.0, "T0 of --step_schedule inverse.", low=0, low_open=True),
