@@ -399,6 +399,27 @@ def test_merge_refuses_what_differs():
         M.merge_states([f1, f2])
 
 
+def test_merge_names_step_defaults_that_resolve_differently():
+    """Models of two step-defaults versions with the same hyper-parameters: refused, naming the
+    version and the setting, when those resolve to other steps (mission --oaa: version 2's auto rule
+    is sgd, version 3's adagrad; bear --oaa: gamma I vs AdaGrad's diagonal); merged when they resolve
+    alike (binary runs, whose defaults never changed)."""
+    def oaa_state(algo, version, hyper):
+        st = M.state_of(make_learner(algo, {"oaa": 3, "sketch_width": 16, "top_k": 8, **hyper}), {})
+        st.meta = dict(st.meta, step_defaults=version)
+        return st
+    with pytest.raises(M.MergeError, match=r"step defaults \(version 2 vs 3 of mission's\): --learning_rate 3.0 vs 0.6, --step_rule 'sgd' vs 'adagrad'"):
+        M.merge_states([oaa_state("mission", 2, {}), oaa_state("mission", 3, {})])
+    with pytest.raises(M.MergeError, match=r"version 1 vs 2 of bear's\): --learning_rate 0.1 vs 1.0, --initial_scaling 'gamma' vs 'adagrad', --curvature_damping 0.01 vs 1.0"):
+        M.merge_states([oaa_state("bear", 1, {}), oaa_state("bear", 2, {})])
+    given = {"step_rule": "sgd", "learning_rate": 3.0}  # given explicitly: the same steps, merged
+    M.merge_states([oaa_state("mission", 2, given), oaa_state("mission", 3, given)])
+    b1 = M.state_of(make_learner("mission", {"sketch_width": 16}), {})
+    b2 = M.state_of(make_learner("mission", {"sketch_width": 16}), {})
+    b1.meta = {k: v for k, v in b1.meta.items() if k != "step_defaults"}  # a binary model of version 1
+    M.merge_states([b1, b2])
+
+
 def fd_reference(A, ell):
     """Frequent directions (Liberty 2013) with a 2*ell buffer, shrinking by the ell-th
     singular value squared."""

@@ -147,6 +147,10 @@ class Bear(SketchLearner):
         if self.damping < 0:
             raise ValueError("--curvature_damping must be >= 0")
 
+    def step_settings(self) -> dict:
+        return {**super().step_settings(), "--initial_scaling": "adagrad" if self.h0 else "gamma",
+                "--curvature_damping": self.damping}
+
     def _hyper_tuple(self):
         return _kernels.BearHyper(self.loss_code, self.eta, self.schedule, self.t0, self.b, self.clip, self.const_key,
                                   self.eps, self.damping, self.same_set, self.secant_topk, self.h0,

@@ -73,6 +73,9 @@ class Mission(SketchLearner):
         if getattr(self, "mkeys", None) is None:
             self._stale_membership()
 
+    def step_settings(self) -> dict:
+        return {**super().step_settings(), "--step_rule": "adagrad" if self.adagrad else "sgd"}
+
     def _extra_state(self):
         return (self.acc, self.iacc, self.mkeys, self.mmask, self.mcount)
 

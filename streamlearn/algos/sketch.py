@@ -338,6 +338,11 @@ class SketchLearner(Learner):
         if self.schedule and self.t0 <= 0:
             raise ValueError("--t0 must be positive")
 
+    def step_settings(self) -> dict:
+        """The step settings the hyper-parameters resolve to under this learner's step-defaults
+        version (``merge`` compares them between models of different versions)."""
+        return {"--learning_rate": self.eta, "--minibatch": self.b}
+
     @property
     def const_key(self) -> int:
         """The kernels' ``const_key``: the constant feature's hash when the intercept is kept apart,

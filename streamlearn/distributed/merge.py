@@ -160,6 +160,14 @@ def check_compatible(states, names=None) -> None:
         for k in sorted(set(ha) | set(hb)):
             if ha.get(k) != hb.get(k):
                 differ(f"--{k}", ha.get(k), hb.get(k))
+        va, vb = a.meta.get("step_defaults", 1), b.meta.get("step_defaults", 1)
+        if va != vb:  # the same hyper-parameters may resolve to other steps (sketch learners' --oaa defaults)
+            sa, sb = _step_settings(a, va), _step_settings(b, vb)
+            diff = ", ".join(f"{k} {sa[k]!r} vs {sb.get(k)!r}" for k in sa if sa[k] != sb.get(k))
+            if diff:
+                raise MergeError(f"{na} and {nb} were trained under different step defaults (version {va} "
+                                 f"vs {vb} of {a.algo}'s): {diff}; continue one with the other's settings "
+                                 "given explicitly, or merge models of one version")
         for k in sorted(set(a.reader) | set(b.reader)):
             if a.reader.get(k) != b.reader.get(k):
                 differ(f"the hashing setting {k}", a.reader.get(k), b.reader.get(k))
@@ -173,6 +181,17 @@ def check_compatible(states, names=None) -> None:
                        None if y is None else (y.shape, str(y.dtype)))
         if "seeds" in a.arrays and not np.array_equal(a.arrays["seeds"], b.arrays["seeds"]):
             differ("the Count Sketch seeds", "…", "…")
+
+
+def _step_settings(state: State, version: int) -> dict:
+    """The step settings ``state``'s hyper-parameters resolve to under its step-defaults ``version``
+    (a learner built from the hyper-parameters alone: no arrays are read)."""
+    from ..algos import make_learner
+
+    learner = make_learner(state.algo, dict(state.meta.get("hyper", {})))
+    learner.step_defaults = version
+    learner._apply_hyper()
+    return learner.step_settings()
 
 
 # -- AdaGrad family: VW's do_weighting ----------------------------------------------------------
