@@ -57,9 +57,15 @@ def settings_lines(cfg, learner, reader: dict, learn: bool) -> list[str]:
     """The settings VW prints before its table: the learner, its hyper-parameters, the
     reader's transforms and the run's files (``cfg``: an :class:`streamlearn.api.RunConfig`)."""
     lines = [f"algorithm = {learner.name}", f"Num weight bits = {learner.bits}"]
+    # what a default (None) or "auto" resolves to, where the learner says (the sketch learners' steps)
+    resolved = {k.lstrip("-"): v for k, v in (learner.step_settings() if hasattr(learner, "step_settings") else {}).items()}
     for k, v in learner.hyper.items():
         if k == "loss_function":
             v = learner.loss_name
+        elif k in resolved and v is None:
+            v = resolved[k]
+        elif k in resolved and v == "auto":
+            v = f"{resolved[k]} (auto)"
         if k != "bit_precision" and v is not None:
             lines.append(f"{k} = {v}")
     if reader.get("quadratic"):

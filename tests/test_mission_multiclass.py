@@ -296,3 +296,16 @@ def test_bear_step_default_version_is_saved_and_old_models_keep_their_scaling():
     np.testing.assert_array_equal(old.sketch, v1.sketch)
     with pytest.raises(ValueError, match="acc"):  # a version-2 model's squared sums in a version-1 file
         Bear.from_state({**meta, "step_defaults": 1}, arrays)
+
+
+def test_settings_show_what_defaults_and_auto_resolve_to(tmp_path, invoke_cli):
+    """The settings printed before the table give the step a sketch learner runs with, not None / auto."""
+    data = tmp_path / "d.vw"
+    data.write_text("1 | a b\n2 | b c\n3 | c a\n")
+    out = invoke_cli("train", "--algo", "bear", "--oaa", 3, data).output
+    for line in ("learning_rate = 1.0", "minibatch = 1", "curvature_damping = 1.0", "initial_scaling = adagrad (auto)"):
+        assert line + "\n" in out, out
+    out = invoke_cli("train", "--algo", "mission", data, "--step_rule", "auto").output
+    assert "learning_rate = 0.01\n" in out and "step_rule = sgd (auto)\n" in out, out
+    out = invoke_cli("train", "--algo", "bear", "--oaa", 3, "-l", 0.5, "--initial_scaling", "gamma", data).output
+    assert "learning_rate = 0.5\n" in out and "initial_scaling = gamma\n" in out and "curvature_damping = 0.01\n" in out
