@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Where a BEAR run's learning time goes: a cycle-counter profile of Alg. 2's phases.
+
+Runs ``streamlearn train ARGS --algo bear`` in this process with BEAR's iteration kernel
+(:func:`streamlearn.algos._bear_kernels.bear_update`) replaced by an instrumented copy: its source
+with a read of the thread's CPU clock (``clock_gettime(CLOCK_THREAD_CPUTIME_ID)``, ~1 us a read
+here: ~0.1 s over news20) after each phase, summed per phase over the run; ``--tsc``: the CPU's
+cycle counter instead (``llvm.readcyclecounter``, cheap but wall time: inflated by other load). The copy is made from the tree's source at run time, so it
+follows edits; the anchors below are the first lines of each phase (a missing anchor is an error).
+The model is the learner's own (the instrumented copy computes the same thing); the run kernel is
+compiled here, uncached (tens of seconds), so the process's CPU time includes the compile. Also prints the process's CPU time and page faults of the run.
+
+    python3 benchmarks/bear_phase_profile.py /work/shared/datasets/news20/news20_train.vw.gz \
+        --oaa 20 --initial_scaling adagrad -l 1 --curvature_damping 0.1 --top_k 6000
+"""
+from __future__ import annotations
+
+import ctypes
+import inspect
+import resource
+import sys
+import textwrap
+import time
+from collections import namedtuple
+
+import numpy as np
+from llvmlite import ir
+from numba import njit
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+#: (phase name, the stripped first line of the phase in bear_update's source)
+PHASES = [
+    ("active set + prefetch", "akeys, aocc, loc, abk, asg = _build_active("),
+    ("membership masks", "mkeys, mmask, mcount = extra.mkeys"),
+    ("line 3: eff. weights", "slot = np.empty((K, nA), np.int64)"),
+    ("predict + gradient", "_mb_predict(offsets, values, mb, nmb, loc, beta0, P0)"),
+    ("count-min A, D", "dvec = np.empty(D if hyper.h0 == 1 else 0, np.float64)"),
+    ("two-loop", "z = np.empty(D, np.float64)"),
+    ("line 6: ADD", "dl = np.empty(K, np.float64)"),
+    ("lines 7,10: offers", "beta1 = np.empty((K, nA), np.float64)"),
+    ("G1, s, r, damping", "P = np.empty((nmb, K), np.float64)"),
+    ("ring push", "rs_keys, rs_vals, rr_keys, rr_vals, rs_code, rr_code, pfeat = _ring_push("),
+    ("return", "return Ring("),
+]
+
+
+@intrinsic
+def _rdtsc(typingctx):
+    sig = types.int64()
+
+    def codegen(context, builder, signature, args):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(64), []),
+                                            "llvm.readcyclecounter")
+        return builder.call(fn, [])
+    return sig, codegen
+
+
+_libc = ctypes.CDLL(None)
+_clock_gettime = _libc.clock_gettime
+_clock_gettime.argtypes = [ctypes.c_int, ctypes.c_void_p]
+_clock_gettime.restype = ctypes.c_int
+_CLOCK_THREAD_CPUTIME_ID = 3
+
+
+@njit(inline="always")
+def _now(ts):
+    """This thread's CPU time in ns (``ts[2]`` = 1), or the cycle counter (``ts[2]`` = 0)."""
+    if ts[2] == 0:
+        return _rdtsc()
+    _clock_gettime(_CLOCK_THREAD_CPUTIME_ID, ts.ctypes)
+    return ts[0] * 1000000000 + ts[1]
+
+
+@njit(inline="always")
+def _tick(ticks, i, t0):
+    t = _now(ticks[-3:])
+    ticks[i] += t - t0
+    return t
+
+
+def instrumented_source(src: str) -> str:
+    lines = textwrap.dedent(src).splitlines()
+    lines = [ln for ln in lines if not ln.startswith("@")]
+    out = []
+    found = {}
+    for ln in lines:
+        s = ln.strip()
+        for i, (_, anchor) in enumerate(PHASES):
+            if s.startswith(anchor) and i not in found:
+                ind = ln[:len(ln) - len(ln.lstrip())]
+                if i == 0:
+                    out.append(f"{ind}_t0 = _now(hyper.ticks[-3:])")
+                else:
+                    out.append(f"{ind}_t0 = _tick(hyper.ticks, {i - 1}, _t0)")
+                found[i] = True
+        out.append(ln)
+    missing = [PHASES[i][0] for i in range(len(PHASES)) if i not in found]
+    if missing:
+        sys.exit(f"bear_update's source has no anchor for: {missing}")
+    return "\n".join(out).replace("def bear_update(", "def prof_update(", 1)
+
+
+def main():
+    import streamlearn.algos._bear_kernels as bk
+    from streamlearn.algos import _sketch_kernels as sk
+    from streamlearn.algos.bear import Bear
+
+    ProfHyper = namedtuple("ProfHyper", bk.BearHyper._fields + ("ticks",))
+    ns = dict(vars(bk))
+    ns.update(_rdtsc=_rdtsc, _tick=_tick, _now=_now)
+    exec(instrumented_source(inspect.getsource(bk.bear_update.py_func)), ns)
+    sk.implements_update(ProfHyper)(njit(nogil=True)(ns["prof_update"]))
+
+    @njit(nogil=True)
+    def prof_run(offsets, indices, values, labels, weights, spans, state, ring, hyper,
+                 learn, flush, skip, pred_out, loss_out, pending_out, score_out):
+        return sk.minibatch_run(offsets, indices, values, labels, weights, spans, state, ring, hyper,
+                                learn, flush, skip, pred_out, loss_out, pending_out, score_out)
+
+    tsc = "--tsc" in sys.argv
+    if tsc:
+        sys.argv.remove("--tsc")
+    # the phases' sums, then the clock's scratch: timespec (2), the clock (1: thread CPU, 0: cycles)
+    buf = np.zeros(len(PHASES) - 1 + 3, np.int64)
+    buf[-1] = 0 if tsc else 1
+    ticks = buf[:len(PHASES) - 1]
+
+    class Kern:
+        def __getattr__(self, name):
+            return getattr(bk, name)
+
+        @staticmethod
+        def bear_run(*args):
+            return prof_run(*args)
+
+    orig = Bear._hyper_tuple
+    Bear._hyper_tuple = lambda self: ProfHyper(*orig(self), buf)
+    Bear.kernels = Kern()
+
+    import os
+    os.environ["STREAMLEARN_SLOW_EXIT"] = "1"  # sys.exit, not os._exit: the table below is printed
+    from streamlearn.cli import main as cli_main
+    argv = sys.argv[1:]
+    if "--algo" not in argv:
+        argv = ["--algo", "bear"] + argv
+    sys.argv = ["streamlearn", "train"] + argv + ["--quiet"]
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.process_time()
+    try:
+        cli_main()
+    except SystemExit as e:
+        if e.code not in (0, None):
+            raise
+    t1 = time.process_time()
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    tot = int(ticks.sum())
+    unit = "Gcycles" if tsc else "CPU s"
+    print(f"{'phase':24s} {unit:>8s} {'share':>6s}")
+    for (name, _), t in zip(PHASES, ticks):
+        print(f"{name:24s} {t / 1e9:8.3f} {100 * t / max(tot, 1):5.1f}%")
+    print(f"{'sum of phases':24s} {tot / 1e9:8.3f}")
+    print(f"process CPU {t1 - t0:.2f} s (compile included); minor faults {r1.ru_minflt - r0.ru_minflt}, "
+          f"major {r1.ru_majflt - r0.ru_majflt}")
+
+
+if __name__ == "__main__":
+    main()
