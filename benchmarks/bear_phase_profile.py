@@ -41,7 +41,21 @@ PHASES = [
     ("lines 7,10: offers", "beta1 = np.empty((K, nA), np.float64)"),
     ("G1, s, r, damping", "P = np.empty((nmb, K), np.float64)"),
     ("ring push", "rs_keys, rs_vals, rr_keys, rr_vals, rs_code, rr_code, pfeat = _ring_push("),
-    ("return", "return Ring("),
+]
+#: phases inside the functions bear_update calls: (module attribute, the call's last argument in
+#: bear_update, phases as above); their times are parts of the caller's phase
+NESTED = [
+    ("_two_loop", "hyper.gmax)", [
+        ("  two-loop: union index", "tau = rs_keys.shape[0]"),
+        ("  two-loop: q = g", "S = nU[0]"),
+        ("  two-loop: first loop", "alpha = np.empty(count, np.float64)"),
+        ("  two-loop: H0", "newest = head - 1"),
+        ("  two-loop: second loop, z", "# second loop"),
+    ]),
+    ("_offer_active_map", "aconst, ev)", [
+        ("  offers: query all", "V = np.empty((nA, K), np.float64)"),
+        ("  offers: heaps", "nev = 0"),
+    ]),
 ]
 
 
@@ -79,26 +93,37 @@ def _tick(ticks, i, t0):
     return t
 
 
-def instrumented_source(src: str) -> str:
-    lines = textwrap.dedent(src).splitlines()
-    lines = [ln for ln in lines if not ln.startswith("@")]
+def instrumented_source(src: str, name: str, anchors, base: int, tvar: str, param: bool) -> str:
+    """``src`` (a function's source) renamed ``name + '_prof'``, with the clock read before each anchor's
+    line and at the end (before a final ``return``): phase ``base + i`` sums the time from anchor ``i``
+    to the next. ``tvar``: the expression of the sums' array; ``param``: add it as a last parameter."""
+    lines = [ln for ln in textwrap.dedent(src).splitlines() if not ln.startswith("@")]
+    if param:
+        for i, ln in enumerate(lines):
+            if ln.rstrip().endswith("):"):
+                lines[i] = ln.rstrip()[:-2] + ", ticks):"
+                break
+    last = max(i for i, ln in enumerate(lines) if ln.startswith("    ") and not ln.startswith("     "))
+    if not lines[last].strip().startswith("return"):
+        last = len(lines)
     out = []
-    found = {}
-    for ln in lines:
-        s = ln.strip()
-        for i, (_, anchor) in enumerate(PHASES):
-            if s.startswith(anchor) and i not in found:
-                ind = ln[:len(ln) - len(ln.lstrip())]
-                if i == 0:
-                    out.append(f"{ind}_t0 = _now(hyper.ticks[-3:])")
-                else:
-                    out.append(f"{ind}_t0 = _tick(hyper.ticks, {i - 1}, _t0)")
-                found[i] = True
+    nxt = 0
+    for i, ln in enumerate(lines):
+        ind = ln[:len(ln) - len(ln.lstrip())]
+        if i == last:
+            out.append(f"    _t0 = _tick({tvar}, {base + len(anchors) - 1}, _t0)")
+        if nxt < len(anchors) and ln.strip().startswith(anchors[nxt][1]):
+            if nxt == 0:
+                out.append(f"{ind}_t0 = _now({tvar}[-3:])")
+            else:
+                out.append(f"{ind}_t0 = _tick({tvar}, {base + nxt - 1}, _t0)")
+            nxt += 1
         out.append(ln)
-    missing = [PHASES[i][0] for i in range(len(PHASES)) if i not in found]
-    if missing:
-        sys.exit(f"bear_update's source has no anchor for: {missing}")
-    return "\n".join(out).replace("def bear_update(", "def prof_update(", 1)
+    if last == len(lines):
+        out.append(f"    _t0 = _tick({tvar}, {base + len(anchors) - 1}, _t0)")
+    if nxt < len(anchors):
+        sys.exit(f"{name}'s source has no anchor for: {[a[0] for a in anchors[nxt:]]}")
+    return "\n".join(out).replace(f"def {name}(", f"def {name}_prof(", 1)
 
 
 def main():
@@ -107,10 +132,21 @@ def main():
     from streamlearn.algos.bear import Bear
 
     ProfHyper = namedtuple("ProfHyper", bk.BearHyper._fields + ("ticks",))
-    ns = dict(vars(bk))
+    ns = dict(vars(sk))
+    ns.update(vars(bk))
     ns.update(_rdtsc=_rdtsc, _tick=_tick, _now=_now)
-    exec(instrumented_source(inspect.getsource(bk.bear_update.py_func)), ns)
-    sk.implements_update(ProfHyper)(njit(nogil=True)(ns["prof_update"]))
+    names = [p[0] for p in PHASES]
+    src = instrumented_source(inspect.getsource(bk.bear_update.py_func), "bear_update", PHASES, 0, "hyper.ticks", False)
+    for fname, last_arg, phases in NESTED:
+        fsrc = instrumented_source(inspect.getsource(getattr(bk, fname).py_func), fname, phases,
+                                   len(names), "ticks", True)
+        exec(fsrc, ns)
+        ns[fname + "_prof"] = njit(nogil=True)(ns[fname + "_prof"])
+        assert src.count(f"{fname}(") == 1 and src.count(last_arg) == 1, fname
+        src = src.replace(f"{fname}(", f"{fname}_prof(").replace(last_arg, last_arg[:-1] + ", hyper.ticks)")
+        names += [p[0] for p in phases]
+    exec(src, ns)
+    sk.implements_update(ProfHyper)(njit(nogil=True)(ns["bear_update_prof"]))
 
     @njit(nogil=True)
     def prof_run(offsets, indices, values, labels, weights, spans, state, ring, hyper,
@@ -122,9 +158,9 @@ def main():
     if tsc:
         sys.argv.remove("--tsc")
     # the phases' sums, then the clock's scratch: timespec (2), the clock (1: thread CPU, 0: cycles)
-    buf = np.zeros(len(PHASES) - 1 + 3, np.int64)
+    buf = np.zeros(len(names) + 3, np.int64)
     buf[-1] = 0 if tsc else 1
-    ticks = buf[:len(PHASES) - 1]
+    ticks = buf[:len(names)]
 
     class Kern:
         def __getattr__(self, name):
@@ -154,12 +190,12 @@ def main():
             raise
     t1 = time.process_time()
     r1 = resource.getrusage(resource.RUSAGE_SELF)
-    tot = int(ticks.sum())
+    tot = int(ticks[:len(PHASES)].sum())
     unit = "Gcycles" if tsc else "CPU s"
-    print(f"{'phase':24s} {unit:>8s} {'share':>6s}")
-    for (name, _), t in zip(PHASES, ticks):
-        print(f"{name:24s} {t / 1e9:8.3f} {100 * t / max(tot, 1):5.1f}%")
-    print(f"{'sum of phases':24s} {tot / 1e9:8.3f}")
+    print(f"{'phase':28s} {unit:>8s} {'share':>6s}")
+    for name, t in zip(names, ticks):
+        print(f"{name:28s} {t / 1e9:8.3f} {100 * t / max(tot, 1):5.1f}%")
+    print(f"{'sum of phases':28s} {tot / 1e9:8.3f}")
     print(f"process CPU {t1 - t0:.2f} s (compile included); minor faults {r1.ru_minflt - r0.ru_minflt}, "
           f"major {r1.ru_majflt - r0.ru_majflt}")
 

@@ -19,8 +19,8 @@ from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
 from ._mission_kernels import _map_changes, _map_masks, _mask_rebuild
-from ._sketch_kernels import (DRIVER_HYPER, _build_active, _cm_add_query, _const_index, _eff_weights_map, _hll_add,
-                              _mb_gradient, _mb_predict, _offer_active_map, _prefetch_active, implements_update,
+from ._sketch_kernels import (DRIVER_HYPER, _build_active, _const_index, _eff_weights_map, _hll_add, _mb_gradient,
+                              _mb_predict, _offer_active_map, _prefetch_active, _prefetch_cells, implements_update,
                               minibatch_run)
 
 __all__ = ["Ring", "BearHyper", "two_loop", "bear_update", "bear_run", "ring_push"]
@@ -368,6 +368,49 @@ def _ring_push(akeys, K, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_le
     return rs_keys, rs_vals, rr_keys, rr_vals, rs_code, rr_code, pfeat
 
 
+#: how many active features ahead :func:`_cm_add_dvec` prefetches a feature's accumulator cells
+_ACC_AHEAD = 2
+
+
+@njit(**INNER)
+def _cm_add_dvec(acc, iacc, abk, g, K, aconst, dvec):
+    """``--initial_scaling adagrad``'s diagonal: for every active coordinate ``(c, a)`` (``g`` and
+    ``dvec`` class-major, ``g[c * nA + a]``) the count-min ADD of ``g^2`` and QUERY
+    (:func:`~._sketch_kernels._cm_add_query`: the minimum over rows), ``dvec = 1 / sqrt(QUERY)`` (0 where
+    it is 0); the constant feature (``aconst``) sums into ``iacc[c]``. Feature by feature, each row's K
+    adjacent class cells in one loop the compiler vectorises, the cells of a later feature prefetched
+    (MISSION's :func:`~._mission_kernels._step_feature`): a cell of class ``c`` receives the same
+    additions in the same order (its earlier features' squares) as class by class, so the values are
+    those of the class-major loop of :func:`~._sketch_kernels._cm_add_query`, to the bit."""
+    nA = abk.shape[0]
+    R = abk.shape[1]
+    gv = np.empty(K, np.float64)
+    mv = np.empty(K, np.float64)
+    for a in range(min(_ACC_AHEAD, nA)):
+        _prefetch_cells(acc, abk, a)
+    for a in range(nA):
+        if a + _ACC_AHEAD < nA:
+            _prefetch_cells(acc, abk, a + _ACC_AHEAD)
+        for c in range(K):
+            gv[c] = g[c * nA + a] * g[c * nA + a]
+        if a == aconst:
+            for c in range(K):
+                iacc[c] += gv[c]
+                mv[c] = iacc[c]
+        else:
+            for c in range(K):
+                mv[c] = np.inf
+            for r in range(R):
+                b = abk[a, r]
+                for c in range(K):
+                    v = acc[r, b, c] + gv[c]
+                    acc[r, b, c] = v
+                    mv[c] = v if v < mv[c] else mv[c]
+        for c in range(K):
+            v = mv[c]
+            dvec[c * nA + a] = 1.0 / math.sqrt(v) if v > 0.0 else 0.0
+
+
 @implements_update(BearHyper)
 @njit(cache=True, nogil=True)
 def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state, extra, hyper, eta, P0):
@@ -431,16 +474,7 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     # --initial_scaling adagrad: A += g^2 (count-min, the step's gradient, AdaGrad's order), D = A^-1/2
     dvec = np.empty(D if hyper.h0 == 1 else 0, np.float64)
     if hyper.h0 == 1:
-        acc = extra.acc
-        for c in range(K):
-            for a in range(nA):
-                gg = g[c * nA + a] * g[c * nA + a]
-                if a == aconst:
-                    extra.iacc[c] += gg
-                    v = extra.iacc[c]
-                else:
-                    v = _cm_add_query(acc, c, abk, a, gg)
-                dvec[c * nA + a] = 1.0 / math.sqrt(v) if v > 0.0 else 0.0
+        _cm_add_dvec(extra.acc, extra.iacc, abk, g, K, aconst, dvec)
     z = np.empty(D, np.float64)
     _two_loop(g, akeys, K, extra.rs_keys, extra.rs_vals, extra.rs_len, extra.rr_keys, extra.rr_vals,
               extra.rr_len, extra.rs_code, extra.rr_code, extra.pfeat, extra.pnf, extra.ring_sr, extra.ring_rr,
