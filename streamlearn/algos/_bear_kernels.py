@@ -228,9 +228,11 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
         gamma = ring_sr[newest] / ring_rdr[newest]
         if gamma > gmax:
             gamma = gmax
-        for c in range(K):
-            for u in range(S):
-                q[c * S + u] *= gamma * dvec[c * nA + u] if u < nA else 0.0
+        for c in range(K):  # two loops without a test (vectorised): the same products
+            for u in range(nA):
+                q[c * S + u] *= gamma * dvec[c * nA + u]
+            for u in range(nA, S):
+                q[c * S + u] *= 0.0
     else:
         gamma = ring_sr[newest] / ring_rr[newest]
         for u in range(K * S):
@@ -265,6 +267,31 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
 
 
 @njit(**INNER)
+def _store_pair(akeys, K, s, r, rs_keys, rs_vals, rr_keys, rr_vals, rs_code, rr_code, slot, dense):
+    """:func:`_ring_push`'s store of the pair ``(s, r)`` at ``slot``: s's non-zero entries (keys, codes,
+    values), r's on every coordinate by position (``dense``) or its non-zero ones."""
+    nA = akeys.shape[0]
+    js = 0
+    jr = 0
+    for c in range(K):
+        for a in range(nA):
+            d = c * nA + a
+            if s[d] != 0.0:
+                rs_keys[slot, js] = (np.int64(c) << 32) | np.int64(akeys[a])
+                rs_code[slot, js] = (np.int64(c) << 32) | np.int64(a)
+                rs_vals[slot, js] = s[d]
+                js += 1
+            if dense:
+                rr_keys[slot, d] = (np.int64(c) << 32) | np.int64(akeys[a])
+                rr_vals[slot, d] = r[d]
+            elif r[d] != 0.0:
+                rr_keys[slot, jr] = (np.int64(c) << 32) | np.int64(akeys[a])
+                rr_code[slot, jr] = (np.int64(c) << 32) | np.int64(a)
+                rr_vals[slot, jr] = r[d]
+                jr += 1
+
+
+@njit(**INNER)
 def _ring_push(akeys, K, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, rs_code, rr_code, pfeat, pnf,
                ring_sr, ring_rr, counters, eps, dvec, ring_rdr):
     """Curvature guard, then store the pair ``(s, r)`` (dense over the coordinates ``(c, akeys[a])``,
@@ -283,16 +310,23 @@ def _ring_push(akeys, K, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_le
     rdr = 0.0
     ns = 0
     nr = 0
-    for d in range(D):
-        sr += s[d] * r[d]
-        ss += s[d] * s[d]
-        rr += r[d] * r[d]
-        if diag:
+    # the counts without a branch (s is 0 on the coordinates off the top-k: a test per coordinate is
+    # mispredicted about as often as not); the sums in the same order
+    if diag:
+        for d in range(D):
+            sr += s[d] * r[d]
+            ss += s[d] * s[d]
+            rr += r[d] * r[d]
             rdr += r[d] * r[d] * dvec[d]
-        if s[d] != 0.0:
-            ns += 1
-        if r[d] != 0.0:
-            nr += 1
+            ns += s[d] != 0.0
+            nr += r[d] != 0.0
+    else:
+        for d in range(D):
+            sr += s[d] * r[d]
+            ss += s[d] * s[d]
+            rr += r[d] * r[d]
+            ns += s[d] != 0.0
+            nr += r[d] != 0.0
     if not (math.isfinite(sr) and math.isfinite(ss) and math.isfinite(rr)) or rr <= 0.0 \
             or sr <= eps * math.sqrt(ss * rr) or (diag and not (rdr > 0.0 and math.isfinite(rdr))):
         counters[3] += 1
@@ -334,22 +368,27 @@ def _ring_push(akeys, K, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_le
     js = 0
     jr = 0
     dense = nr == D  # r on every coordinate (softmax: the usual case): r's codes are its positions
-    for c in range(K):
-        for a in range(nA):
-            d = c * nA + a
-            if s[d] != 0.0:
-                rs_keys[slot, js] = (np.int64(c) << 32) | np.int64(akeys[a])
-                rs_code[slot, js] = (np.int64(c) << 32) | np.int64(a)
+    if dense and ns < rs_keys.shape[1]:
+        # s's entries compacted without a branch: every coordinate is written at the next free entry,
+        # which only a non-zero advances; the entry after the last (ns, not s's: a stale one, saved with
+        # the ring) is put back as it was, so the arrays are those of the branching loop below
+        k0, c0, v0 = rs_keys[slot, ns], rs_code[slot, ns], rs_vals[slot, ns]
+        for c in range(K):
+            ck = np.int64(c) << 32
+            for a in range(nA):
+                d = c * nA + a
+                key = ck | np.int64(akeys[a])
+                rs_keys[slot, js] = key
+                rs_code[slot, js] = ck | np.int64(a)
                 rs_vals[slot, js] = s[d]
-                js += 1
-            if dense:
-                rr_keys[slot, d] = (np.int64(c) << 32) | np.int64(akeys[a])
+                js += s[d] != 0.0
+                rr_keys[slot, d] = key
                 rr_vals[slot, d] = r[d]
-            elif r[d] != 0.0:
-                rr_keys[slot, jr] = (np.int64(c) << 32) | np.int64(akeys[a])
-                rr_code[slot, jr] = (np.int64(c) << 32) | np.int64(a)
-                rr_vals[slot, jr] = r[d]
-                jr += 1
+        rs_keys[slot, ns], rs_code[slot, ns], rs_vals[slot, ns] = k0, c0, v0
+    else:
+        _store_pair(akeys, K, s, r, rs_keys, rs_vals, rr_keys, rr_vals, rs_code, rr_code, slot, dense)
+        js = ns
+        jr = nr
     if dense:
         jr = D
         rr_code[slot, 0] = _DENSE
@@ -370,6 +409,8 @@ def _ring_push(akeys, K, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_le
 
 #: how many active features ahead :func:`_cm_add_dvec` prefetches a feature's accumulator cells
 _ACC_AHEAD = 2
+#: how many active features ahead line 6's ADD prefetches a feature's weight cells
+_ADD_AHEAD = 2
 
 
 @njit(**INNER)
@@ -489,6 +530,8 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     # computed once per class instead of once per row, the same product)
     dl = np.empty(K, np.float64)
     for a in range(nA):
+        if a + _ADD_AHEAD < nA:  # a later feature's cells (evicted from the core's caches since line 3 read them)
+            _prefetch_cells(sketch, abk, a + _ADD_AHEAD)
         if a == aconst:  # the intercept, outside the sketch (and not a feature the sketch holds: not counted)
             for c in range(K):
                 state.intercept[c] -= eta * z[c * nA + a]
