@@ -408,7 +408,7 @@ def _ring_push(akeys, K, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_le
 
 
 #: how many active features ahead :func:`_cm_add_dvec` prefetches a feature's accumulator cells
-_ACC_AHEAD = 2
+_ACC_AHEAD = 4
 #: how many active features ahead line 6's ADD prefetches a feature's weight cells
 _ADD_AHEAD = 2
 
