@@ -113,6 +113,34 @@ def test_ring_grows_capacity():
     np.testing.assert_array_equal(ring[1][0, :50], s)
 
 
+@pytest.mark.parametrize("cap,s", [(8, [1.0, 0, 2.0, 0, 3.0, 0]), (6, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0])])
+def test_ring_push_stores_the_pair_and_nothing_after_it(cap, s):
+    """A pair with r on every coordinate: s's non-zero entries in order, r by position, and the
+    entries after s's last (stale, saved with the ring) unchanged, also when s ends in zeros; ``cap`` 8: room after s's last
+    entry, 6: none (s on every coordinate of a ring as wide as the pair)."""
+    ck = np.arange(10, 16, dtype=np.int64)
+    s = np.array(s)
+    r = 2 * s + 1.0
+    rs_keys = np.full((2, cap), -7, np.int64)
+    rs_vals = np.full((2, cap), -7.0)
+    rr_keys = np.full((2, cap), -7, np.int64)
+    rr_vals = np.full((2, cap), -7.0)
+    rs_len, rr_len, sr, rr, counters = np.zeros(2, np.int64), np.zeros(2, np.int64), np.zeros(2), np.zeros(2), \
+        np.zeros(4, np.int64)
+    rs_keys, rs_vals, rr_keys, rr_vals = bk.ring_push(ck, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len,
+                                                      sr, rr, counters, 1e-8)
+    assert rs_keys.shape == (2, cap) and counters[2] == 1
+    nz = s != 0
+    n = int(nz.sum())
+    assert rs_len[0] == n and rr_len[0] == 6
+    np.testing.assert_array_equal(rs_keys[0, :n], ck[nz])
+    np.testing.assert_array_equal(rs_vals[0, :n], s[nz])
+    assert (rs_keys[0, n:] == -7).all() and (rs_vals[0, n:] == -7.0).all()
+    np.testing.assert_array_equal(rr_keys[0, :6], ck)
+    np.testing.assert_array_equal(rr_vals[0, :6], r)
+    assert (rs_keys[1] == -7).all() and (rr_vals[1] == -7.0).all()
+
+
 # -- BEAR vs dense minibatch oLBFGS -------------------------------------------------------------
 @pytest.mark.parametrize("loss,code,damping,const", [("squared", 0, 0.0, False), ("logistic", 1, 0.0, False),
                                                      ("logistic", 1, 1.0, False), ("squared", 0, 0.0, True)])
