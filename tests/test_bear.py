@@ -116,8 +116,8 @@ def test_ring_grows_capacity():
 @pytest.mark.parametrize("cap,s", [(8, [1.0, 0, 2.0, 0, 3.0, 0]), (6, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0])])
 def test_ring_push_stores_the_pair_and_nothing_after_it(cap, s):
     """A pair with r on every coordinate: s's non-zero entries in order, r by position, and the
-    entries after s's last (stale, saved with the ring) unchanged, also when s ends in zeros; ``cap`` 8: room after s's last
-    entry, 6: none (s on every coordinate of a ring as wide as the pair)."""
+    entries after s's last (stale, saved with the ring) unchanged, also when s ends in zeros;
+    ``cap`` 8: room after s's last entry, 6: none (s on every coordinate of a ring as wide as the pair)."""
     ck = np.arange(10, 16, dtype=np.int64)
     s = np.array(s)
     r = 2 * s + 1.0
