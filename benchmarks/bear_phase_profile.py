@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""Where a BEAR run's learning time goes: a cycle-counter profile of Alg. 2's phases.
+"""Where a BEAR run's learning time goes: a per-phase CPU profile of Alg. 2's iteration.
 
 Runs ``streamlearn train ARGS --algo bear`` in this process with BEAR's iteration kernel
 (:func:`streamlearn.algos._bear_kernels.bear_update`) replaced by an instrumented copy: its source
 with a read of the thread's CPU clock (``clock_gettime(CLOCK_THREAD_CPUTIME_ID)``, ~1 us a read
-here: ~0.1 s over news20) after each phase, summed per phase over the run; ``--tsc``: the CPU's
-cycle counter instead (``llvm.readcyclecounter``, cheap but wall time: inflated by other load). The copy is made from the tree's source at run time, so it
-follows edits; the anchors below are the first lines of each phase (a missing anchor is an error).
-The model is the learner's own (the instrumented copy computes the same thing); the run kernel is
-compiled here, uncached (tens of seconds), so the process's CPU time includes the compile. Also prints the process's CPU time and page faults of the run.
+here: ~0.1 s over news20) before each phase, summed per phase over the run; ``--tsc``: the CPU's
+cycle counter instead (``llvm.readcyclecounter``: cheap, but wall time, inflated by other load).
+The two-loop and the offers are split the same way (``NESTED``; parts of their caller's phase).
+The copies are made from the tree's source at run time, so they follow edits; the anchors below
+are the first lines of each phase (a missing anchor is an error). The model is the learner's own
+(the copies compute the same thing: ``-f`` gives the same file). The run kernel is compiled here,
+uncached (~20 s), so the process's CPU time and page faults printed at the end include the compile.
 
     python3 benchmarks/bear_phase_profile.py /work/shared/datasets/news20/news20_train.vw.gz \
         --oaa 20 --initial_scaling adagrad -l 1 --curvature_damping 0.1 --top_k 6000
