@@ -309,3 +309,19 @@ def test_settings_show_what_defaults_and_auto_resolve_to(tmp_path, invoke_cli):
     assert "learning_rate = 0.01\n" in out and "step_rule = sgd (auto)\n" in out, out
     out = invoke_cli("train", "--algo", "bear", "--oaa", 3, "-l", 0.5, "--initial_scaling", "gamma", data).output
     assert "learning_rate = 0.5\n" in out and "initial_scaling = gamma\n" in out and "curvature_damping = 0.01\n" in out
+
+
+@pytest.mark.parametrize("algo, kw", [("mission", {"step_rule": "adagrad"}), ("bear", {"initial_scaling": "adagrad"}),
+                                      ("mission", {})])
+def test_model_arrays_bytes_is_the_saved_arrays_size(algo, kw):
+    """``model_arrays_bytes`` (the metrics' model_array_bytes) sizes the saved arrays without copying the
+    ``--oaa K`` sketch and count-min sums into the saved layout; the size is the saved arrays' all the same,
+    and the arrays saved afterwards are still in the saved layout ``(K, R, W)``."""
+    from streamlearn.algos import LEARNERS
+    L = LEARNERS[algo](oaa=3, sketch_rows=2, sketch_width=30, top_k=6, **kw)
+    L.sketch[1, 7, 2] = 5.0  # an asymmetric cell: the saved layout is visible
+    assert L.model_arrays_bytes == sum(a.nbytes for a in L.state_dict()[1].values())
+    arrays = L.state_dict()[1]
+    assert arrays["sketch"].shape == (3, 2, 30) and arrays["sketch"][2, 1, 7] == 5.0
+    if "acc" in arrays:
+        assert arrays["acc"].shape == (3, 2, 30)
