@@ -711,6 +711,13 @@ def _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, beta, keep, slot
             for a in range(nA):
                 beta[c, a] = V[a, c] if keep[c, a] else 0.0
     nev = 0
+    # the spans' arrays as locals: an attribute of the tuple read at each entering feature's call was an
+    # atomic reference count increment and decrement of each of its five arrays per call
+    text = spans.text
+    name_start = spans.name_start
+    name_end = spans.name_end
+    ns_start = spans.ns_start
+    ns_end = spans.ns_end
     for c in range(K):
         hkeys = state.hkeys[c]
         hw = state.hw[c]
@@ -721,6 +728,7 @@ def _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, beta, keep, slot
         names = state.names[c]
         name_len = state.name_len[c]
         k = hkeys.shape[0]
+        L = names.shape[1]
         for a in range(nA):
             if a + _HEAP_AHEAD < nA and keep[c, a + _HEAP_AHEAD]:
                 # the heap lines a member's update will read (its slot, parent, children): a member's
@@ -739,21 +747,63 @@ def _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, beta, keep, slot
                 if hkeys[s] != akeys[a]:  # moved by a sift or evicted since
                     s = _tbl_find(htbl, hkeys, akeys[a])
                 if s >= 0:
-                    _resift(hkeys, hw, htpos, hname, htbl, s, size[0], v)
+                    # _resift written out: inlined, its five array arguments were copied to its own
+                    # variables, an atomic reference count increment and decrement each per member
+                    n = size[0]
+                    old = abs(hw[s])
+                    hw[s] = v
+                    av = abs(v)
+                    if av < old:
+                        if s > 0 and av < abs(hw[(s - 1) >> 1]):
+                            _sift_up(hkeys, hw, htpos, hname, htbl, s)
+                    elif av > old:
+                        l = 2 * s + 1
+                        if l < n and (abs(hw[l]) < av or (l + 1 < n and abs(hw[l + 1]) < av)):
+                            _sift_down(hkeys, hw, htpos, hname, htbl, s, n)
                     continue
-            if v == 0.0 or (size[0] >= k and abs(v) <= abs(hw[0])):
+            if v == 0.0 or k == 0 or (size[0] >= k and abs(v) <= abs(hw[0])):
                 continue  # _heap_enter's refusals
-            full = size[0] >= k
-            gone = hkeys[0]  # the member a full heap evicts
-            nid = _heap_enter(hkeys, hw, htpos, hname, htbl, size, akeys[a], v)
-            if nid >= 0:
-                if full:
-                    ev[nev] = (np.int64(c) << 33) | np.int64(gone)
-                    nev += 1
-                ev[nev] = (np.int64(c) << 33) | (np.int64(1) << 32) | np.int64(akeys[a])
+            # _heap_enter and _copy_name written out: a call passes them thirteen arrays, and numba's
+            # reference counts of a function's array arguments (an atomic increment and decrement
+            # each) are not pruned in functions with several ways out or calls: a quarter of the run
+            n = size[0]
+            key = akeys[a]
+            if n < k:
+                hkeys[n] = key
+                hw[n] = v
+                _tbl_insert(htbl, hkeys, htpos, n)
+                size[0] = n + 1
+                nid = hname[n]  # slots >= size hold the free name ids; the id moves with the element
+                _sift_up(hkeys, hw, htpos, hname, htbl, n)
+            else:
+                ev[nev] = (np.int64(c) << 33) | np.int64(hkeys[0])  # the member a full heap evicts
                 nev += 1
-                _copy_name(names, name_len, nid, aocc[a], spans.text, spans.name_start,
-                           spans.name_end, spans.ns_start, spans.ns_end)
+                _tbl_delete(htbl, hkeys, htpos, htpos[0])
+                hkeys[0] = key
+                hw[0] = v
+                root = np.int64(0)  # not the literal 0: that would compile another _tbl_insert and _sift_down
+                _tbl_insert(htbl, hkeys, htpos, root)
+                nid = hname[0]
+                _sift_down(hkeys, hw, htpos, hname, htbl, root, n)
+            ev[nev] = (np.int64(c) << 33) | (np.int64(1) << 32) | np.int64(key)
+            nev += 1
+            # the name (as _copy_name): entry aocc[a]'s namespace^name, at most NAME_BYTES bytes, full length
+            e = aocc[a]
+            pos = 0
+            if name_start.shape[0] > 0 and name_start[e] >= 0:
+                if ns_start.shape[0] > 0 and ns_start[e] >= 0:
+                    for t in range(ns_start[e], ns_end[e]):
+                        if pos < L:
+                            names[nid, pos] = text[t]
+                        pos += 1
+                    if pos < L:
+                        names[nid, pos] = 94  # '^'
+                    pos += 1
+                for t in range(name_start[e], name_end[e]):
+                    if pos < L:
+                        names[nid, pos] = text[t]
+                    pos += 1
+            name_len[nid] = pos
     return nev
 
 
