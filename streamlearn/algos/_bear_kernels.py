@@ -420,7 +420,7 @@ def _cm_add_dvec(acc, iacc, abk, g, K, aconst, dvec):
     (:func:`~._sketch_kernels._cm_add_query`: the minimum over rows), ``dvec = 1 / sqrt(QUERY)`` (0 where
     it is 0); the constant feature (``aconst``) sums into ``iacc[c]``. Feature by feature, each row's K
     adjacent class cells in one loop the compiler vectorises, the cells of a later feature prefetched
-    (MISSION's :func:`~._mission_kernels._step_feature`): a cell of class ``c`` receives the same
+    (MISSION's :func:`~._mission_kernels._step_active`): a cell of class ``c`` receives the same
     additions in the same order (its earlier features' squares) as class by class, so the values are
     those of the class-major loop of :func:`~._sketch_kernels._cm_add_query`, to the bit."""
     nA = abk.shape[0]

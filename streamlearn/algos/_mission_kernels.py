@@ -190,7 +190,7 @@ def _ada_step(eta, g, s):
 
 @njit(**INNER)
 def _step_sparse(sketch, acc, abk, asg, a, gv, eta, adagrad):
-    """:func:`_step_feature` class by class, the classes whose gradient ``gv[c]`` is 0 untouched."""
+    """:func:`_step_active`'s step of feature ``a`` class by class; classes whose gradient ``gv[c]`` is 0 untouched."""
     for c in range(gv.shape[0]):
         g = gv[c]
         if g != 0.0:
@@ -200,63 +200,60 @@ def _step_sparse(sketch, acc, abk, asg, a, gv, eta, adagrad):
                 _add_ca(sketch, c, abk, asg, a, -eta * g)
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _step_feature(sketch, acc, abk, asg, a, G, eta, adagrad, gv, dv, mv):
-    """Alg. 2's ADD for active feature ``a`` in every class: ``-eta g`` (sgd) or, with ``adagrad``, the
+@njit(**INNER)
+def _step_active(sketch, acc, abk, asg, G, eta, adagrad, hll, akeys, aconst):
+    """Alg. 2's ADD on the whole active set but the constant feature (``aconst``), each feature counted in
+    the HyperLogLog ``hll`` and stepped in order, in every class: ``-eta g`` (sgd) or, with ``adagrad``, the
     count-min ADD of ``g^2`` and QUERY (:func:`~._sketch_kernels._cm_add_query`), then ``-eta g / sqrt(QUERY)``;
     classes whose gradient is 0 are not touched. When no class's gradient is 0 (the softmax's rule), row by
     row over a row's K adjacent class cells, loops the compiler vectorises (scratch ``gv``, ``dv``, ``mv`` of
-    length K); each cell is written once, so the values are those of the class-by-class loop, to the bit."""
-    K = gv.shape[0]
-    R = abk.shape[1]
-    dense = True
-    for c in range(K):
-        gv[c] = G[c, a]
-        if gv[c] == 0.0:
-            dense = False
-    if not dense:
-        _step_sparse(sketch, acc, abk, asg, a, gv, eta, adagrad)
-        return
-    if adagrad:
-        _prefetch_cells(sketch, abk, a)  # the weight cells' lines, while the accumulators are summed
-        if a + 1 < abk.shape[0]:
-            _prefetch_cells(acc, abk, a + 1)  # the next feature's accumulators
-        for c in range(K):
-            mv[c] = np.inf
-        for r in range(R):
-            b = abk[a, r]
-            for c in range(K):
-                g = gv[c]
-                v = acc[r, b, c] + g * g
-                acc[r, b, c] = v
-                mv[c] = v if v < mv[c] else mv[c]
-        for c in range(K):
-            dv[c] = _ada_step(eta, gv[c], mv[c])
-    else:
-        for c in range(K):
-            dv[c] = -eta * gv[c]
-    for r in range(R):
-        b = abk[a, r]
-        sg = asg[a, r]
-        for c in range(K):
-            sketch[r, b, c] += sg * dv[c]
+    length K); each cell is written once, so the values are those of the class-by-class loop
+    (:func:`_step_sparse`), to the bit.
 
-
-@njit(**INNER)
-def _step_active(sketch, acc, abk, asg, G, eta, adagrad, hll, akeys, aconst):
-    """Alg. 2's ADD on the whole active set but the constant feature (``aconst``): each feature counted in
-    the HyperLogLog ``hll`` and stepped (:func:`_step_feature`), in order. One call per minibatch, not one per
-    feature: a call passes its arrays by value and takes and releases a reference to each (atomic counts
-    that were a fifth of MISSION's run on 20 Newsgroups)."""
+    One call per minibatch, not one per feature, and the feature's step written out here, not an inlined
+    helper: a call passes its arrays by value and takes and releases a reference to each, and an inlined
+    helper copies its array arguments to its own variables, with the same atomic counts (a fifth of
+    MISSION's run on 20 Newsgroups)."""
     K = G.shape[0]
-    gv = np.empty(K, np.float64)  # scratch of _step_feature
+    R = abk.shape[1]
+    gv = np.empty(K, np.float64)
     dv = np.empty(K, np.float64)
     mv = np.empty(K, np.float64)
     for a in range(akeys.shape[0]):
         if a == aconst:
             continue
         _hll_add(hll, akeys[a])
-        _step_feature(sketch, acc, abk, asg, a, G, eta, adagrad, gv, dv, mv)
+        dense = True
+        for c in range(K):
+            gv[c] = G[c, a]
+            if gv[c] == 0.0:
+                dense = False
+        if not dense:
+            _step_sparse(sketch, acc, abk, asg, a, gv, eta, adagrad)
+            continue
+        if adagrad:
+            _prefetch_cells(sketch, abk, a)  # the weight cells' lines, while the accumulators are summed
+            if a + 1 < abk.shape[0]:
+                _prefetch_cells(acc, abk, a + 1)  # the next feature's accumulators
+            for c in range(K):
+                mv[c] = np.inf
+            for r in range(R):
+                b = abk[a, r]
+                for c in range(K):
+                    g = gv[c]
+                    v = acc[r, b, c] + g * g
+                    acc[r, b, c] = v
+                    mv[c] = v if v < mv[c] else mv[c]
+            for c in range(K):
+                dv[c] = _ada_step(eta, gv[c], mv[c])
+        else:
+            for c in range(K):
+                dv[c] = -eta * gv[c]
+        for r in range(R):
+            b = abk[a, r]
+            sg = asg[a, r]
+            for c in range(K):
+                sketch[r, b, c] += sg * dv[c]
 
 
 @implements_update(MissionHyper)
