@@ -325,3 +325,34 @@ def test_model_arrays_bytes_is_the_saved_arrays_size(algo, kw):
     assert arrays["sketch"].shape == (3, 2, 30) and arrays["sketch"][2, 1, 7] == 5.0
     if "acc" in arrays:
         assert arrays["acc"].shape == (3, 2, 30)
+
+
+@pytest.mark.parametrize("algo", ["mission", "bear"])
+def test_run_path_heaps_keep_order_position_map_and_names(algo, tmp_path, invoke_cli):
+    """The run kernels write the heap's entry, eviction, re-sift and name copy out inline
+    (_sketch_kernels._offer_active_map, for speed; heap_offer / copy_name are the tested reference
+    forms): after a stream with many entries and evictions, every class's heap is a min-heap on |w|,
+    full, its position map finds each member (checked by the loader) and each member's stored name
+    hashes to its key."""
+    from streamlearn.api import load_model
+    from streamlearn.io.hashing import feature_hash
+    rng = np.random.default_rng(3)
+    lines = []
+    for _ in range(400):
+        feats = " ".join(f"w{int(j)}:{rng.uniform(0.1, 2):.3f}" for j in rng.integers(0, 300, 12))
+        lines.append(f"{rng.integers(1, 4)} |t {feats}")
+    data = tmp_path / "d.vw"
+    data.write_text("\n".join(lines) + "\n")
+    model = tmp_path / "m.slm"
+    r = invoke_cli("train", "--algo", algo, "--oaa", 3, "--top_k", 16, data, "-f", model, "--quiet")
+    assert r.exit_code == 0, r.output
+    L = load_model(str(model))[0]
+    for c in range(3):
+        n = int(L.hsize[c])
+        assert n == 16
+        a = np.abs(L.hw[c, :n])
+        assert all(a[(i - 1) // 2] <= a[i] for i in range(1, n))
+        for s in range(n):
+            nid = L.hname[c, s]
+            ns, name = bytes(L.names[c, nid, :L.name_len[c, nid]]).decode().split("^")
+            assert feature_hash(name, ns) == int(L.hkeys[c, s])
