@@ -449,7 +449,8 @@ def _heap_offer(hkeys, hw, htpos, hname, tbl, size, key, val):
 def _heap_enter(hkeys, hw, htpos, hname, tbl, size, key, val):
     """The part of :func:`_heap_offer` for a ``key`` known not to be a member (no look-up):
     enters if the heap is not full (and ``val != 0``) or if ``|val|`` beats the smallest member.
-    Returns the new member's name id or -1."""
+    Returns the new member's name id or -1. :func:`_offer_active_map` writes this, :func:`_resift` and
+    :func:`_copy_name` out inline (numba's reference counting): a change here must be made there too."""
     k = hkeys.shape[0]
     n = size[0]
     if val == 0.0 or k == 0:
@@ -763,9 +764,10 @@ def _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, beta, keep, slot
                     continue
             if v == 0.0 or k == 0 or (size[0] >= k and abs(v) <= abs(hw[0])):
                 continue  # _heap_enter's refusals
-            # _heap_enter and _copy_name written out: a call passes them thirteen arrays, and numba's
-            # reference counts of a function's array arguments (an atomic increment and decrement
-            # each) are not pruned in functions with several ways out or calls: a quarter of the run
+            # _heap_enter and _copy_name written out (keep in step with them: their unit tests check those
+            # forms, test_run_path_heaps_keep_order_position_map_and_names this one): a call passes them
+            # thirteen arrays, and numba's reference counts of a function's array arguments (an
+            # atomic increment and decrement each) are not pruned in functions with several ways out or calls: a quarter of the run
             n = size[0]
             key = akeys[a]
             if n < k:
