@@ -767,7 +767,8 @@ def _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, beta, keep, slot
             # _heap_enter and _copy_name written out (keep in step with them: their unit tests check those
             # forms, test_run_path_heaps_keep_order_position_map_and_names this one): a call passes them
             # thirteen arrays, and numba's reference counts of a function's array arguments (an
-            # atomic increment and decrement each) are not pruned in functions with several ways out or calls: a quarter of the run
+            # atomic increment and decrement each) are not pruned in functions with several ways out
+            # or calls: a quarter of the run
             n = size[0]
             key = akeys[a]
             if n < k:
