@@ -768,7 +768,7 @@ def _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, beta, keep, slot
             # forms, test_run_path_heaps_keep_order_position_map_and_names this one): a call passes them
             # thirteen arrays, and numba's reference counts of a function's array arguments (an
             # atomic increment and decrement each) are not pruned in functions with several ways out
-            # or calls: a quarter of the run
+            # or calls: a quarter of the run kernel's samples on news20 --oaa 20
             n = size[0]
             key = akeys[a]
             if n < k:
