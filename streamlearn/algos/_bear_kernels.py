@@ -181,7 +181,9 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
     nU[0] = 0
     for a in range(nA):  # the active features are U's first nA (distinct: u = a)
         _find_or_add(tbl, ukeys, nU, np.int64(akeys[a]))
-    fmap = np.empty(fofs[count], np.int64)  # pair j's feature f is U's fmap[fofs[j] + f]
+    # unsigned indices from here on: numba wraps a signed index that may be negative (a test and an
+    # add per access in the inner loops); an unsigned one it takes as it is
+    fmap = np.empty(fofs[count], np.uint64)  # pair j's feature f is U's fmap[fofs[j] + f]
     for j in range(count):
         slot = head - 1 - j
         if slot < 0:
@@ -197,30 +199,44 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
             q[c * S + u] = 0.0
     alpha = np.empty(count, np.float64)
     lo = np.int64(0xFFFFFFFF)
+    uS = np.uint64(S)
+    # each s entry's index in q (c |U| + u), found in the first loop, used again in the second
+    sofs = np.empty(count + 1, np.int64)
+    sofs[0] = 0
+    for j in range(count):
+        slot = head - 1 - j
+        if slot < 0:
+            slot += tau
+        sofs[j + 1] = sofs[j] + rs_len[slot]
+    sq = np.empty(sofs[count], np.uint64)
     # first loop: newest (j = 0) to oldest
     for j in range(count):
         slot = head - 1 - j
         if slot < 0:
             slot += tau
-        base = fofs[j]
+        ub = np.uint64(fofs[j])
+        sb = sofs[j]
         rho = 1.0 / ring_sr[slot]
         dot = 0.0
         for e in range(rs_len[slot]):
             code = rs_code[slot, e]
-            dot += rs_vals[slot, e] * q[(code >> 32) * S + fmap[base + (code & lo)]]
+            qi = np.uint64(code >> 32) * uS + fmap[ub + np.uint64(code & lo)]
+            sq[sb + e] = qi
+            dot += rs_vals[slot, e] * q[qi]
         alpha[j] = rho * dot
         nf = pnf[slot]
         aj = alpha[j]  # (a local: a value the stores into q cannot change, kept in a register)
         if rr_code[slot, 0] == _DENSE and rr_len[slot] == K * nf:  # r on every (class, feature): no codes
+            fm = fmap[fofs[j]:fofs[j] + nf]
             for c in range(K):
-                qb = c * S
-                eb = c * nf
+                qc = q[c * S:(c + 1) * S]
+                rv = rr_vals[slot, c * nf:(c + 1) * nf]
                 for f in range(nf):
-                    q[qb + fmap[base + f]] -= aj * rr_vals[slot, eb + f]
+                    qc[fm[f]] -= aj * rv[f]
         else:
             for e in range(rr_len[slot]):
                 code = rr_code[slot, e]
-                q[(code >> 32) * S + fmap[base + (code & lo)]] -= aj * rr_vals[slot, e]
+                q[np.uint64(code >> 32) * uS + fmap[ub + np.uint64(code & lo)]] -= aj * rr_vals[slot, e]
     newest = head - 1
     if newest < 0:
         newest += tau
@@ -242,25 +258,26 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
         slot = head - 1 - j
         if slot < 0:
             slot += tau
-        base = fofs[j]
+        ub = np.uint64(fofs[j])
+        sb = sofs[j]
         rho = 1.0 / ring_sr[slot]
         dot = 0.0
         nf = pnf[slot]
         if rr_code[slot, 0] == _DENSE and rr_len[slot] == K * nf:
+            fm = fmap[fofs[j]:fofs[j] + nf]
             for c in range(K):
-                qb = c * S
-                eb = c * nf
+                qc = q[c * S:(c + 1) * S]
+                rv = rr_vals[slot, c * nf:(c + 1) * nf]
                 for f in range(nf):
-                    dot += rr_vals[slot, eb + f] * q[qb + fmap[base + f]]
+                    dot += rv[f] * qc[fm[f]]
         else:
             for e in range(rr_len[slot]):
                 code = rr_code[slot, e]
-                dot += rr_vals[slot, e] * q[(code >> 32) * S + fmap[base + (code & lo)]]
+                dot += rr_vals[slot, e] * q[np.uint64(code >> 32) * uS + fmap[ub + np.uint64(code & lo)]]
         bj = rho * dot
         ab = alpha[j] - bj  # (a local: a value the stores into q cannot change, kept in a register)
         for e in range(rs_len[slot]):
-            code = rs_code[slot, e]
-            q[(code >> 32) * S + fmap[base + (code & lo)]] += rs_vals[slot, e] * ab
+            q[sq[sb + e]] += rs_vals[slot, e] * ab
     for c in range(K):
         for a in range(nA):
             z[c * nA + a] = q[c * S + a]
@@ -411,9 +428,10 @@ def _ring_push(akeys, K, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_le
 _ACC_AHEAD = 4
 #: how many active features ahead line 6's ADD prefetches a feature's weight cells
 _ADD_AHEAD = 2
+_ACC_EARLY = True
 
 
-@njit(**INNER)
+@njit(**INNER, error_model="numpy")  # (no ZeroDivisionError test in the loop of 1 / sqrt: vectorised)
 def _cm_add_dvec(acc, iacc, abk, g, K, aconst, dvec):
     """``--initial_scaling adagrad``'s diagonal: for every active coordinate ``(c, a)`` (``g`` and
     ``dvec`` class-major, ``g[c * nA + a]``) the count-min ADD of ``g^2`` and QUERY
@@ -448,8 +466,11 @@ def _cm_add_dvec(acc, iacc, abk, g, K, aconst, dvec):
                     acc[r, b, c] = v
                     mv[c] = v if v < mv[c] else mv[c]
         for c in range(K):
-            v = mv[c]
-            dvec[c * nA + a] = 1.0 / math.sqrt(v) if v > 0.0 else 0.0
+            dvec[c * nA + a] = mv[c]
+    for d in range(K * nA):  # D = A^-1/2 (0 where A is not positive) in one loop the compiler vectorises
+        v = dvec[d]
+        iv = 1.0 / math.sqrt(v if v > 0.0 else 1.0)
+        dvec[d] = iv if v > 0.0 else 0.0
 
 
 @implements_update(BearHyper)
@@ -482,6 +503,8 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     nA = akeys.shape[0]
     D = K * nA
     _prefetch_active(sketch, abk)  # the cells lines 3, 6 and 7 read: their memory latencies overlapped
+    if hyper.h0 == 1 and _ACC_EARLY:  # and the count-min's cells, read after the gradient
+        _prefetch_active(extra.acc, abk)
     tmp = np.empty(R, np.float64)
     beta0 = np.empty((K, nA), np.float64)
     inheap = np.empty((K, nA), np.bool_)
