@@ -192,11 +192,13 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
             fmap[fofs[j] + f] = _find_or_add(tbl, ukeys, nU, pfeat[slot, f])
     S = nU[0]
     q = np.empty(K * S, np.float64)
-    for c in range(K):  # two loops without a test: each one the compiler vectorises
+    for c in range(K):  # two loops without a test, on class c's views (indices from 0): vectorised
+        qc = q[c * S:(c + 1) * S]
+        gc = g[c * nA:(c + 1) * nA]
         for u in range(nA):
-            q[c * S + u] = g[c * nA + u]
+            qc[u] = gc[u]
         for u in range(nA, S):
-            q[c * S + u] = 0.0
+            qc[u] = 0.0
     alpha = np.empty(count, np.float64)
     lo = np.int64(0xFFFFFFFF)
     uS = np.uint64(S)
@@ -245,10 +247,12 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
         if gamma > gmax:
             gamma = gmax
         for c in range(K):  # two loops without a test (vectorised): the same products
+            qc = q[c * S:(c + 1) * S]
+            dc = dvec[c * nA:(c + 1) * nA]
             for u in range(nA):
-                q[c * S + u] *= gamma * dvec[c * nA + u]
+                qc[u] *= gamma * dc[u]
             for u in range(nA, S):
-                q[c * S + u] *= 0.0
+                qc[u] *= 0.0
     else:
         gamma = ring_sr[newest] / ring_rr[newest]
         for u in range(K * S):
@@ -279,8 +283,10 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
         for e in range(rs_len[slot]):
             q[sq[sb + e]] += rs_vals[slot, e] * ab
     for c in range(K):
+        qc = q[c * S:(c + 1) * S]
+        zc = z[c * nA:(c + 1) * nA]
         for a in range(nA):
-            z[c * nA + a] = q[c * S + a]
+            zc[a] = qc[a]
 
 
 @njit(**INNER)
@@ -390,17 +396,28 @@ def _ring_push(akeys, K, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_le
         # which only a non-zero advances; the entry after the last (ns, not s's: a stale one, saved with
         # the ring) is put back as it was, so the arrays are those of the branching loop below
         k0, c0, v0 = rs_keys[slot, ns], rs_code[slot, ns], rs_vals[slot, ns]
+        # on the slot's rows as 1-D views, the entry counter unsigned (no wraparound test per store);
+        # r's keys and values in loops of their own (vectorised)
+        sk = rs_keys[slot]
+        sc = rs_code[slot]
+        sv = rs_vals[slot]
+        ju = np.uint64(0)
         for c in range(K):
             ck = np.int64(c) << 32
+            s_c = s[c * nA:(c + 1) * nA]
             for a in range(nA):
-                d = c * nA + a
-                key = ck | np.int64(akeys[a])
-                rs_keys[slot, js] = key
-                rs_code[slot, js] = ck | np.int64(a)
-                rs_vals[slot, js] = s[d]
-                js += s[d] != 0.0
-                rr_keys[slot, d] = key
-                rr_vals[slot, d] = r[d]
+                sk[ju] = ck | np.int64(akeys[a])
+                sc[ju] = ck | np.int64(a)
+                sv[ju] = s_c[a]
+                ju += np.uint64(s_c[a] != 0.0)
+            rk_c = rr_keys[slot, c * nA:(c + 1) * nA]
+            rv_c = rr_vals[slot, c * nA:(c + 1) * nA]
+            r_c = r[c * nA:(c + 1) * nA]
+            for a in range(nA):
+                rk_c[a] = ck | np.int64(akeys[a])
+            for a in range(nA):
+                rv_c[a] = r_c[a]
+        js = np.int64(ju)
         rs_keys[slot, ns], rs_code[slot, ns], rs_vals[slot, ns] = k0, c0, v0
     else:
         _store_pair(akeys, K, s, r, rs_keys, rs_vals, rr_keys, rr_vals, rs_code, rr_code, slot, dense)
@@ -428,7 +445,6 @@ def _ring_push(akeys, K, s, r, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_le
 _ACC_AHEAD = 4
 #: how many active features ahead line 6's ADD prefetches a feature's weight cells
 _ADD_AHEAD = 2
-_ACC_EARLY = True
 
 
 @njit(**INNER, error_model="numpy")  # (no ZeroDivisionError test in the loop of 1 / sqrt: vectorised)
@@ -503,8 +519,6 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     nA = akeys.shape[0]
     D = K * nA
     _prefetch_active(sketch, abk)  # the cells lines 3, 6 and 7 read: their memory latencies overlapped
-    if hyper.h0 == 1 and _ACC_EARLY:  # and the count-min's cells, read after the gradient
-        _prefetch_active(extra.acc, abk)
     tmp = np.empty(R, np.float64)
     beta0 = np.empty((K, nA), np.float64)
     inheap = np.empty((K, nA), np.bool_)
