@@ -193,12 +193,13 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
     S = nU[0]
     q = np.empty(K * S, np.float64)
     for c in range(K):  # two loops without a test, on class c's views (indices from 0): vectorised
-        qc = q[c * S:(c + 1) * S]
+        qc = q[c * S:c * S + nA]
         gc = g[c * nA:(c + 1) * nA]
         for u in range(nA):
             qc[u] = gc[u]
-        for u in range(nA, S):
-            qc[u] = 0.0
+        qo = q[c * S + nA:(c + 1) * S]  # (a range from 0: numba knows the index is not negative)
+        for u in range(S - nA):
+            qo[u] = 0.0
     alpha = np.empty(count, np.float64)
     lo = np.int64(0xFFFFFFFF)
     uS = np.uint64(S)
@@ -217,13 +218,13 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
         if slot < 0:
             slot += tau
         ub = np.uint64(fofs[j])
-        sb = sofs[j]
+        sqj = sq[sofs[j]:sofs[j + 1]]
         rho = 1.0 / ring_sr[slot]
         dot = 0.0
         for e in range(rs_len[slot]):
             code = rs_code[slot, e]
             qi = np.uint64(code >> 32) * uS + fmap[ub + np.uint64(code & lo)]
-            sq[sb + e] = qi
+            sqj[e] = qi
             dot += rs_vals[slot, e] * q[qi]
         alpha[j] = rho * dot
         nf = pnf[slot]
@@ -247,12 +248,13 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
         if gamma > gmax:
             gamma = gmax
         for c in range(K):  # two loops without a test (vectorised): the same products
-            qc = q[c * S:(c + 1) * S]
+            qc = q[c * S:c * S + nA]
             dc = dvec[c * nA:(c + 1) * nA]
             for u in range(nA):
                 qc[u] *= gamma * dc[u]
-            for u in range(nA, S):
-                qc[u] *= 0.0
+            qo = q[c * S + nA:(c + 1) * S]
+            for u in range(S - nA):
+                qo[u] *= 0.0
     else:
         gamma = ring_sr[newest] / ring_rr[newest]
         for u in range(K * S):
@@ -263,7 +265,7 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
         if slot < 0:
             slot += tau
         ub = np.uint64(fofs[j])
-        sb = sofs[j]
+        sqj = sq[sofs[j]:sofs[j + 1]]
         rho = 1.0 / ring_sr[slot]
         dot = 0.0
         nf = pnf[slot]
@@ -281,7 +283,7 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
         bj = rho * dot
         ab = alpha[j] - bj  # (a local: a value the stores into q cannot change, kept in a register)
         for e in range(rs_len[slot]):
-            q[sq[sb + e]] += rs_vals[slot, e] * ab
+            q[sqj[e]] += rs_vals[slot, e] * ab
     for c in range(K):
         qc = q[c * S:(c + 1) * S]
         zc = z[c * nA:(c + 1) * nA]
