@@ -544,8 +544,10 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     # line 5: the direction on the coordinates (c, h), flattened class-major
     g = np.empty(D, np.float64)
     for c in range(K):
+        g_c = g[c * nA:(c + 1) * nA]
+        g0 = G0[c]
         for a in range(nA):
-            g[c * nA + a] = G0[c, a]
+            g_c[a] = g0[a]
     # the secant pair takes the unclipped derivative at both ends: a clip binding at one end
     # only would make r = g(beta1) - g(beta0) no secant of any function (issue 21: such pairs
     # blew the weights up to 1e27 on the Sec. 6 design); the clip stays in the step's gradient
@@ -606,13 +608,21 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     # lines 8-9: s = beta1 - beta0, r = G1 - G (g holds G), flattened as ckeys (loops: array
     # expressions compile a ufunc kernel each)
     s = np.empty(D, np.float64)
-    for c in range(K):
+    for c in range(K):  # on class c's views (indices from 0, no wraparound test): vectorised loops
+        s_c = s[c * nA:(c + 1) * nA]
+        g_c = g[c * nA:(c + 1) * nA]
+        b1 = beta1[c]
+        b0 = beta0[c]
+        g1 = G0[c]
         for a in range(nA):
-            s[c * nA + a] = beta1[c, a] - beta0[c, a]
-            r = G0[c, a] - g[c * nA + a]
-            if hyper.mask_r and not inheap[c, a]:
-                r = 0.0
-            g[c * nA + a] = r
+            s_c[a] = b1[a] - b0[a]
+        if hyper.mask_r:
+            ih = inheap[c]
+            for a in range(nA):
+                g_c[a] = g1[a] - g_c[a] if ih[a] else 0.0
+        else:
+            for a in range(nA):
+                g_c[a] = g1[a] - g_c[a]
     if hyper.damping > 0.0:  # r + delta s: curvature at least delta (oLBFGS regularisation)
         for d in range(D):  # with D: r + delta D^-1 s (at least delta in the metric of D^-1)
             if hyper.h0 == 1:
