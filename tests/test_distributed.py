@@ -1106,3 +1106,87 @@ def test_engine_restarts_a_pass_whose_base_state_was_lost(parquet_dir, tmp_path,
     assert lost and s["examples"] == 6000
     assert any("pass 1" in line and "starts again" in line for line in said), said
     assert (tmp_path / "got.slm").read_bytes() == (tmp_path / "want.slm").read_bytes()
+
+
+class _FakeRoot:
+    """A pass's root future that is never done (pending: a cluster without workers), or done after ``ready`` polls."""
+
+    def __init__(self, ready=None):
+        self.polls, self.ready = 0, ready
+
+    def result(self, timeout=None):
+        self.polls += 1
+        if self.ready is not None and self.polls > self.ready:
+            return "state", {"ev": {}}
+        raise TimeoutError(f"timed out after {timeout} s.")
+
+
+class _FakeClient:
+    def __init__(self, workers_per_poll):
+        self.seq, self.i = list(workers_per_poll), 0
+
+    def scheduler_info(self):
+        n = self.seq[min(self.i, len(self.seq) - 1)]
+        self.i += 1
+        return {"workers": {f"tcp://w{j}": {} for j in range(n)}}
+
+
+def test_await_pass_fails_when_the_cluster_stays_without_workers_and_not_before():
+    from streamlearn.distributed.engine import _await_pass
+    from streamlearn.errors import StreamlearnError
+
+    t = [0.0]
+
+    def clock():
+        t[0] += 10.0  # each poll: 10 s later
+        return t[0]
+
+    # workers present all along: a slow pass is never limited (done at the 30th poll)
+    root = _FakeRoot(ready=30)
+    assert _await_pass(root, _FakeClient([2]), 0, 60.0, 5.0, clock)[0] == "state" and root.polls == 31
+    # no worker from the first poll: fails once 60 s have passed without one, naming the pass
+    root = _FakeRoot()
+    with pytest.raises(StreamlearnError, match=r"pass 3 failed: the cluster has had no worker for 60 s"):
+        _await_pass(root, _FakeClient([0]), 2, 60.0, 5.0, clock)
+    assert root.polls == 7  # the first poll without workers starts the clock; 6 more reach 60 s
+    # workers gone for 50 s, back (a restarted nanny, an autoscaler), then gone again: the clock restarts
+    root = _FakeRoot(ready=14)
+    assert _await_pass(root, _FakeClient([0] * 6 + [1] + [0] * 6 + [1]), 0, 60.0, 5.0, clock)[0] == "state"
+
+
+def test_engine_fails_instead_of_hanging_when_every_worker_is_gone(parquet_dir, tmp_path, monkeypatch):
+    """Dask keeps the tasks of a cluster whose workers all left pending for ever (checked here: the
+    pass does not finish); the engine fails the run after NO_WORKERS_TIMEOUT with a clear message and
+    writes no model."""
+    from distributed import Client, LocalCluster
+
+    from streamlearn.api import RunConfig
+    from streamlearn.distributed import engine
+    from streamlearn.errors import StreamlearnError
+
+    monkeypatch.setattr(engine, "NO_WORKERS_TIMEOUT", 2.0)
+    monkeypatch.setattr(engine, "NO_WORKERS_POLL", 0.5)
+    out = tmp_path / "m.slm"
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
+                      silence_logs=50) as cluster, Client(cluster) as client:
+        done = threading.Event()
+
+        def scale_to_zero_when_busy():
+            while not done.is_set():
+                if any(any("-part" in str(k) for k in keys) for keys in client.processing().values()):
+                    cluster.scale(0)
+                    return
+                time.sleep(0.005)
+
+        th = threading.Thread(target=scale_to_zero_when_busy)
+        th.start()
+        t0 = time.monotonic()
+        try:
+            cfg = RunConfig(data=[str(parquet_dir)], final_model=str(out), quiet=True, passes=2)
+            with pytest.raises(StreamlearnError, match="pass 1 failed: the cluster has had no worker for 2 s"):
+                engine.train_dask(cfg, scheduler=cluster.scheduler_address)
+        finally:
+            done.set()
+            th.join()
+        assert time.monotonic() - t0 < 60
+    assert not out.exists()

@@ -53,6 +53,10 @@ __all__ = ["train_dask", "train_partition", "SPLIT_EVERY", "EMBEDDED_CONFIG", "I
 
 SPLIT_EVERY = 8
 PASS_RESTARTS = 3  # a pass whose tasks are cancelled (its base state lost with a worker) runs again
+#: seconds a pass waits while the cluster has no worker at all before it fails (dask keeps the tasks of
+#: a cluster whose workers all died pending for ever; a cron job would hang)
+NO_WORKERS_TIMEOUT = 120.0
+NO_WORKERS_POLL = 5.0  # how often a waiting pass looks at the cluster's workers (seconds)
 
 #: dask.distributed settings of the embedded LocalCluster (not of an existing cluster given by --scheduler):
 #: its periodic callbacks run on the event loop, which in ``worker_threads`` mode is the client's own process.
@@ -615,7 +619,7 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
                 else:
                     def task(key, fn, *args):
                         return client.submit(fn, *args, key=key, pure=False)
-                    bf = client.scatter(base, broadcast=True, hash=False)
+                    bf = _scatter_base(client, base, p, NO_WORKERS_TIMEOUT)
                 root = _pass_graph(task, p, run, bf, parts, chains if chain else None, cfg, keep_names,
                                    skip_bad_partitions, use_c, mix, ahead, batch_rows)
                 try:
@@ -623,7 +627,7 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
                         from dask.threaded import get as threaded_get
                         base, stats = threaded_get(graph, root, num_workers=n_workers)
                     else:
-                        base, stats = root.result()
+                        base, stats = _await_pass(root, client, p, NO_WORKERS_TIMEOUT, NO_WORKERS_POLL)
                     break
                 except StreamlearnError:
                     raise
@@ -703,6 +707,42 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
         log("(average loss: the progressive loss of all passes, each under mixing: every example predicted by "
             "its worker's model, not by one model that saw every example before it)")
     return summary
+
+
+def _scatter_base(client, base: State, p: int, no_workers_timeout: float):
+    """``base`` scattered to every worker for pass ``p``; a cluster without a worker is waited for up to
+    ``no_workers_timeout`` seconds, then the pass fails with a clear error (dask's own is a bare
+    ``TimeoutError: No valid workers found``)."""
+    try:
+        if not client.scheduler_info().get("workers"):
+            client.wait_for_workers(1, timeout=no_workers_timeout)
+        return client.scatter(base, broadcast=True, hash=False)
+    except TimeoutError:
+        raise StreamlearnError(f"--engine dask: pass {p + 1} failed: the cluster has had no worker for "
+                               f"{no_workers_timeout:.0f} s (every worker left or died)") from None
+
+
+def _await_pass(root, client, p: int, no_workers_timeout: float, poll: float, clock=time.monotonic):
+    """The result of pass ``p``'s root future (``root.result()``), failing the pass with a clear error
+    once the cluster has had no worker for ``no_workers_timeout`` seconds: dask keeps the tasks of a
+    cluster whose workers all left pending, waiting for one to join, so without this a run against a
+    remote scheduler whose workers died would wait for ever. Workers that come back in time (a
+    restarted nanny, an autoscaler) let the pass go on; a pass that is merely slow is not limited."""
+    alone_since = None
+    while True:
+        try:
+            return root.result(timeout=poll)
+        except TimeoutError:
+            pass
+        if client.scheduler_info().get("workers"):
+            alone_since = None
+            continue
+        now = clock()
+        if alone_since is None:
+            alone_since = now
+        elif now - alone_since >= no_workers_timeout:
+            raise StreamlearnError(f"--engine dask: pass {p + 1} failed: the cluster has had no worker for "
+                                   f"{now - alone_since:.0f} s (every worker left or died)")
 
 
 def _prepare_worker() -> None:
