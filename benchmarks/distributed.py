@@ -347,6 +347,114 @@ def _mixing_run(data_dir, test, algo, hyper, workers, passes, rounds, mix):
     return out
 
 
+def _cached_partitions(data_dir, hyper, workers):
+    """The engine's plan for ``data_dir`` read once into memory: ``(cfg, initial state, chains, batches per
+    partition)`` (the learners learn the same whatever the batches, so learning from these is the engine's
+    arithmetic)."""
+    from streamlearn.api import RunConfig, initial_learner
+    from streamlearn.distributed.engine import _partition_reader
+    from streamlearn.distributed.merge import state_of
+    from streamlearn.distributed.partitions import chains as plan_chains, plan_partitions
+
+    cfg = RunConfig(data=[str(data_dir)], hyper=dict(hyper), quiet=True)
+    parts = plan_partitions(cfg.data, min_parts=workers)
+    base = state_of(*initial_learner(cfg))
+    batches = [list(_partition_reader(p, cfg, base.reader, False)) for p in parts]
+    return cfg, base, plan_chains(parts, workers, "strided"), batches
+
+
+def _split_sample(batches, every, cap):
+    """A partition's batches cut into ``(learned rows, sampled rows)`` batches by :func:`linesearch.sample_rows`."""
+    from streamlearn.distributed.linesearch import sample_rows
+
+    out, start = [], 0
+    for b in batches:
+        s = sample_rows(start, b.n, every, cap)
+        keep = np.ones(b.n, bool)
+        keep[s] = False
+        out.append((b.take(np.flatnonzero(keep)), b.take(s)))
+        start += b.n
+    return out
+
+
+def _linesearch_run(data_dir, test, hyper, workers, passes, sample="learned", cap=None, first=True, every=10,
+                    sample_cap=4096, fixed=None):
+    """``--mix linesearch`` as the engine runs it, in this process: each pass, the chains learn their partitions
+    from the merged state (sample ``holdout``: without the sampled rows), VW's merge gives ``w_avg``, the sampled
+    rows of every partition give the summed loss of ``w_0 + alpha (w_avg - w_0)`` on the grid, and the next
+    pass starts from the best alpha's state (``first`` False: alpha = 1 on pass 1; ``cap``: alpha at most;
+    ``fixed``: this alpha every pass, no search). Test error % and the chosen alpha after each pass."""
+    from streamlearn.distributed.engine import _write_model
+    from streamlearn.distributed.linesearch import alpha_grid, alpha_loss_sums, apply_alpha, choose_alpha
+    from streamlearn.distributed.merge import combine, finish, learner_of, lift, state_of
+    from streamlearn.evaluate import run_stream
+
+    cfg, base, chains, batches = _cached_partitions(data_dir, hyper, workers)
+    split = [_split_sample(bs, every, sample_cap) for bs in batches]
+    grid = alpha_grid(len(chains), cap)
+    out, alphas = [], []
+    model = CACHE / "distributed" / "models" / "ls.slm"
+    for p in range(passes):
+        accs = []
+        for chain in chains:
+            st = base
+            for i in chain:
+                learner = learner_of(st)
+                if sample == "holdout":
+                    stream = [a for a, _ in split[i] if a.n]
+                else:
+                    stream = batches[i]
+                run_stream(learner, iter(stream), learn=True)
+                st = state_of(learner, base.reader)
+            accs.append(lift(st, base, "vw"))
+        merged = finish(combine(accs), base, "vw")
+        if fixed is not None:
+            alpha = float(fixed)
+        elif p == 0 and not first:
+            alpha = 1.0
+        else:
+            sums = sum(alpha_loss_sums(base, merged, s, grid) for parts in split for _, s in parts if s.n)
+            alpha = choose_alpha(sums, grid)
+        base = apply_alpha(base, merged, alpha)
+        alphas.append(alpha)
+        _write_model(str(model), base)
+        out.append(100 * test_error(model, test))
+    return out, alphas
+
+
+def linesearch(args):
+    """``--mix linesearch``'s variants against VW's rule (``--section linesearch``): sample learned or held out,
+    alpha capped, alpha = 1 on pass 1 or not; test error % after each pass, minus the CLI's; the alphas chosen."""
+    (CACHE / "distributed" / "models").mkdir(parents=True, exist_ok=True)
+    hyper = {"loss_function": "logistic"}
+    P = args.chain_passes
+    rows = []
+    for name in args.chain_sets:
+        d1, test = prepare(name, 1)
+        dn, _ = prepare(name, args.chain_parts)
+        seq = _sequential_errors(d1, test, hyper, P)
+        rows.append({"data": name, "workers": "CLI", "variant": "",
+                     **{f"test err % p{p}": f"{e:.2f}" for p, e in enumerate(seq, 1)}})
+        for w in args.mix_workers:
+            for v in args.ls_variants:
+                kw = dict(x.split("=") for x in v.split(",")) if v != "vw" else {"fixed": "1"}
+                kw = {k: (None if val == "none" else float(val) if k in ("cap", "fixed") else int(val)
+                          if k in ("every", "sample_cap") else val == "1" if k == "first" else val)
+                      for k, val in kw.items()}
+                errs, alphas = _linesearch_run(dn, test, hyper, w, P, **kw)
+                row = {"data": name, "workers": w, "variant": v}
+                for p, (e, q) in enumerate(zip(errs, seq), 1):
+                    row[f"test err % p{p}"] = f"{e:.2f} ({e - q:+.2f})"
+                row["alphas"] = " ".join(f"{a:g}" for a in alphas)
+                rows.append(row)
+                if args.verbose:
+                    print(table(rows[-1:], list(rows[-1])), flush=True)
+    print(f"\nLine search along the merged move (in one process): adagrad, logistic loss, {args.chain_parts} "
+          "partitions, strided chains; test error % after each pass (minus the CLI's); alphas: chosen per pass; "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print(table(rows, list(dict.fromkeys(k for r in rows for k in r))))
+
+
 def mixing(args):
     """Mixing rules (merge.MIX_RULES) and mixing more often than once a pass (rounds), adagrad, logistic
     loss, ``args.chain_parts`` partitions, test error % after each pass against the CLI's after as many."""
@@ -689,7 +797,8 @@ def main():
                     help="accuracy: how the engine deals the partitions to its chains (train_dask(chain_order=...))")
     ap.add_argument("--acc-mix", default="vw", choices=("vw", "bmuf", "bmuf-nesterov"),
                     help="accuracy: the engine's mixing rule for adagrad (train --mix)")
-    ap.add_argument("--section", nargs="+", choices=("speed", "accuracy", "chaining", "merge_cost", "mixing", "diagnose"),
+    ap.add_argument("--section", nargs="+", choices=("speed", "accuracy", "chaining", "merge_cost", "mixing", "diagnose",
+                                                  "linesearch"),
                     default=["speed", "accuracy"], help="what to run (chaining: --chain-* below)")
     ap.add_argument("--chain-sets", nargs="+", default=["a9a", "news20_binary"], choices=list(SETS))
     ap.add_argument("--chain-parts", type=int, default=16)
@@ -700,6 +809,9 @@ def main():
     ap.add_argument("--mix-workers", nargs="+", type=int, default=[2, 4])
     ap.add_argument("--mix-rounds", nargs="+", type=int, default=[1, 2, 4])
     ap.add_argument("--mix-rules", nargs="+", default=["vw", "delta", "examples", "sqrtk", "bmuf", "bmuf-nesterov"])
+    ap.add_argument("--ls-variants", nargs="+", default=["vw", "sample=learned", "sample=holdout"],
+                    help="linesearch: variants, comma-separated key=value (sample=learned|holdout, cap=N|none, "
+                         "first=0|1, every=N, sample_cap=N, fixed=ALPHA); vw: alpha = 1 (VW's rule)")
     ap.add_argument("--diag-workers", nargs="+", type=int, default=[1, 4])
     ap.add_argument("--diag-orders", nargs="+", default=["file", "shuffled-1"],
                     help="diagnose: the rows in file order, or shuffled with seed N (shuffled-N)")
@@ -737,6 +849,8 @@ def main():
         mixing(args)
     if "diagnose" in args.section:
         diagnose(args)
+    if "linesearch" in args.section:
+        linesearch(args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,145 @@
+"""A line search along each pass's merged move (``--mix linesearch``): the multiplier of the move chosen from data.
+
+Iterative parameter mixing (McDonald, Hall & Mann 2010) moves the model, every pass, by the *mean* of the K
+chains' moves, where one sequential pass makes all of them one after another; on sparse text the mean is too
+short (a fixed multiplier of 2 on the move closes news20's gap at 4 workers), on dense data it is about right
+(the same multiplier costs a9a 2 points). So the multiplier is chosen every pass, from data: with ``w_0`` the
+state the pass started from and ``w_avg`` its merge by VW's rule (:mod:`~streamlearn.distributed.merge`), the
+move is ``d = w_avg - w_0`` and the next pass starts from ``w_0 + alpha d`` with
+
+    alpha = argmin over a grid in [1, alpha_max] of  sum_i h_i loss(y_i, clip(x_i . w_0 + alpha x_i . d))
+
+over a fixed, deterministic sample of the pass's examples (:func:`sample_rows`), ``alpha_max`` = K (the
+chains merged) unless capped. A linear model's margin is linear in alpha, so each sampled example costs two
+dot products (``m_0 = x.w_0``, ``m_d = x.d``) and the loss at every alpha of the grid is a function of the
+cached pair: the per-alpha sums of disjoint samples add (:func:`alpha_loss_sums`), so a tree of tasks sums
+them as it sums the accumulators, and the choice (:func:`choose_alpha`) is exact on the grid. ``G`` and ``N``
+are VW's merge as they are; only the weights move. alpha = 1 is VW's rule exactly (the merged state itself).
+
+The ``clip`` is the learner's own prediction clip (VW's label range ``scal[2:4]`` of the merged state, unless
+``--no_clip``). Plain adagrad (binary or regression, any VW rule); ``--oaa`` and the softmax learner keep
+VW's rule (alpha = 1): their per-class tables are not searched yet.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .merge import State
+
+__all__ = ["ALPHA_STEP", "alpha_grid", "sample_rows", "move_margins", "alpha_loss_sums", "choose_alpha",
+           "apply_alpha", "supported", "SAMPLE_EVERY", "SAMPLE_CAP"]
+
+#: the grid's spacing (alpha in 1, 1.25, 1.5, ..., alpha_max)
+ALPHA_STEP = 0.25
+#: the sample: every SAMPLE_EVERY-th example of a partition (its rows 9, 19, 29, ... counted from 0, as VW's
+#: multi-pass holdout takes every 10th), at most SAMPLE_CAP of them per partition
+SAMPLE_EVERY = 10
+SAMPLE_CAP = 4096
+
+
+def alpha_grid(nodes: int, cap: float | None = None) -> np.ndarray:
+    """The multipliers tried: 1, 1 + ALPHA_STEP, ..., up to ``nodes`` (the chains merged; ``cap``: at most)."""
+    hi = float(max(int(nodes), 1))
+    if cap is not None:
+        hi = max(1.0, min(hi, float(cap)))
+    n = int(np.floor((hi - 1.0) / ALPHA_STEP + 1e-9)) + 1
+    return 1.0 + ALPHA_STEP * np.arange(n)
+
+
+def sample_rows(start: int, n: int, every: int = SAMPLE_EVERY, cap: int = SAMPLE_CAP) -> np.ndarray:
+    """Which of a batch's ``n`` rows, the partition's rows ``start`` to ``start + n - 1``, are in the sample
+    (indices into the batch): those whose row number ``r`` has ``r % every == every - 1``, the first ``cap``
+    of the partition."""
+    first = (every - 1 - start) % every
+    r = np.arange(first, n, every, dtype=np.int64)
+    taken = (start + every - 1) // every  # sampled rows before this batch
+    return r[:max(0, cap - taken)]
+
+
+def supported(state: State) -> bool:
+    """Whether the line search applies to ``state``'s learner: plain adagrad (binary or regression); the other
+    learners, and ``--oaa`` / softmax, keep their merge (alpha = 1)."""
+    return state.algo == "adagrad" and state.meta.get("reduction") is None
+
+
+def _weight_keys(state: State):
+    return ["w"]
+
+
+def _margins(w, batch, mask):
+    """``x . w`` of every row of ``batch`` (float64)."""
+    w = np.asarray(w)
+    idx = np.asarray(batch.indices, np.int64) & int(mask)
+    contrib = w[idx].astype(np.float64) * np.asarray(batch.values, np.float64)
+    rows = np.repeat(np.arange(batch.n), np.diff(np.asarray(batch.offsets, np.int64)))
+    return np.bincount(rows, weights=contrib, minlength=batch.n)
+
+
+def move_margins(base: State, merged: State, batch) -> list:
+    """Per weight table: ``(m_0, m_d)``, the margins of ``batch``'s rows
+    under the pass's start ``base`` and under the move ``merged - base``."""
+    out = []
+    for k in _weight_keys(base):
+        w0 = np.asarray(base.arrays[k], np.float64)
+        d = np.asarray(merged.arrays[k], np.float64) - w0
+        mask = len(w0) - 1
+        out.append((_margins(w0, batch, mask), _margins(d, batch, mask)))
+    return out
+
+
+def _targets(state: State, labels) -> list:
+    """Per weight table, the labels its loss sees."""
+    return [np.asarray(labels, np.float64)]
+
+
+def alpha_loss_sums(base: State, merged: State, batch, grid) -> np.ndarray:
+    """``[sum_i h_i loss(y_i, clip(m_0 + alpha m_d))]`` for each alpha of ``grid`` over ``batch``'s labelled rows:
+    what one task returns; sums of disjoint batches add."""
+    grid = np.asarray(grid, np.float64)
+    out = np.zeros(len(grid))
+    if batch.n == 0:
+        return out
+    loss, no_clip = _loss_of(merged)
+    lab = np.asarray(batch.labels, np.float64)
+    ok = ~np.isnan(lab)
+    h = np.asarray(batch.weights, np.float64)[ok]
+    for (m0, md), y, (lo, hi) in zip(move_margins(base, merged, batch), _targets(merged, lab),
+                                     _clip_ranges(merged)):
+        p = m0[ok][None, :] + grid[:, None] * md[ok][None, :]
+        if not no_clip:
+            p = np.clip(p, lo, hi)
+        out += (loss.value(p, np.broadcast_to(y[ok], p.shape)) * h[None, :]).sum(axis=1)
+    return out
+
+
+def _loss_of(state: State):
+    """``(loss, no_clip)`` of the learner whose state is ``state`` (its hyper-parameters)."""
+    from ..algos.losses import get_loss
+
+    h = state.meta.get("hyper", {})
+    tau = h.get("quantile_tau")
+    return get_loss(h.get("loss_function") or "squared", 0.5 if tau is None else float(tau)), bool(h.get("no_clip"))
+
+
+def _clip_ranges(state: State) -> list:
+    return [tuple(np.asarray(state.arrays["scal"], np.float64)[2:4])]
+
+
+def choose_alpha(sums, grid) -> float:
+    """The alpha of ``grid`` with the least summed loss (ties: the smallest, so that no data means alpha = 1)."""
+    sums = np.asarray(sums, np.float64)
+    if not len(sums) or not np.all(np.isfinite(sums)):
+        return 1.0
+    return float(np.asarray(grid, np.float64)[int(np.argmin(sums))])
+
+
+def apply_alpha(base: State, merged: State, alpha: float) -> State:
+    """``merged`` with its weights moved to ``w_0 + alpha (w_avg - w_0)`` (alpha = 1: ``merged`` itself)."""
+    if alpha == 1.0:
+        return merged
+    arrays = dict(merged.arrays)
+    for k in _weight_keys(base):
+        w0 = np.asarray(base.arrays[k], np.float64)
+        w = w0 + float(alpha) * (np.asarray(merged.arrays[k], np.float64) - w0)
+        arrays[k] = w.astype(merged.arrays[k].dtype)
+    return State(merged.algo, merged.meta, arrays, merged.reader, dict(merged.mixing))
