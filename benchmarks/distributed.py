@@ -314,9 +314,11 @@ def _in_process_chains(data_dir, algo, hyper, workers, rounds, order):
     segs = [[c[r * len(c) // rounds:(r + 1) * len(c) // rounds] for r in range(rounds)]
             for c in plan_chains(parts, workers, order)]
 
-    def learn(st, seg):
+    def learn(st, seg, mix="vw", samples=None):
         for i in seg:
-            st, _ = _learn_partition(st, parts[i], cfg, False, False, True)
+            st, stats = _learn_partition(st, parts[i], cfg, False, False, True, mix=mix)
+            if samples is not None:
+                samples.extend(stats.get("ls_sample", []))
         return st
 
     return state_of(*initial_learner(cfg)), segs, learn
@@ -326,25 +328,29 @@ def _mixing_run(data_dir, test, algo, hyper, workers, passes, rounds, mix):
     """The engine's arithmetic in this process (no Dask): the same task functions, one after another. Each
     pass cuts the partitions into ``workers`` chains (as the engine) and each chain into ``rounds`` segments of
     consecutive partitions; after every round the chains' states are merged by ``mix`` and the next round
-    starts from the merged state. rounds = 1 is the engine's pass. Test error % after each pass."""
-    from streamlearn.distributed.engine import _write_model
-    from streamlearn.distributed.merge import combine, finish, lift
+    starts from the merged state. rounds = 1 is the engine's pass. A line search (``linesearch``,
+    ``linesearch-learned``) runs as the engine's tasks do: the links sample their partitions' rows
+    (``_learn_partition``), the pass's finish (``finish_pass``) searches along VW's merged move. Test error %
+    after each pass, and the multiplier each merge chose (1 for the other rules)."""
+    from streamlearn.distributed.engine import _write_model, finish_pass
+    from streamlearn.distributed.merge import combine, lift
 
     base, segs, learn = _in_process_chains(data_dir, algo, hyper, workers, rounds, "strided")
-    out = []
+    out, alphas = [], []
     model = CACHE / "distributed" / "models" / "mix.slm"
     for _ in range(passes):
         for r in range(rounds):
-            accs = []
+            accs, samples = [], []
             for chain in segs:
-                st = learn(base, chain[r])
+                st = learn(base, chain[r], mix, samples)
                 if chain[r]:
                     accs.append(lift(st, base, mix))
             if accs:  # (a round can be empty for every chain: more rounds than a chain has partitions)
-                base = finish(combine(accs), base, mix)
+                base, stats = finish_pass((combine(accs), {"ls_sample": samples}), base, mix)
+                alphas.append(stats.get("ls_alpha", 1.0))
         _write_model(str(model), base)
         out.append(100 * test_error(model, test))
-    return out
+    return out, alphas
 
 
 def _cached_partitions(data_dir, hyper, workers):
@@ -377,6 +383,18 @@ def _split_sample(batches, every, cap):
     return out
 
 
+def _loo_sums(base, merged, own, batch, grid, K):
+    from streamlearn.distributed.linesearch import _clip_ranges, _loss_of, move_margins
+
+    (m0, md), = move_margins(base, merged, batch)
+    (_, mc), = move_margins(base, own, batch)
+    mloo = (K * md - mc) / max(K - 1, 1)
+    loss, _ = _loss_of(merged)
+    lo, hi = _clip_ranges(merged)[0]
+    p = np.clip(m0[None, :] + np.asarray(grid)[:, None] * mloo[None, :], lo, hi)
+    return (loss.value(p, np.broadcast_to(batch.labels, p.shape)) * batch.weights[None, :]).sum(axis=1)
+
+
 def _linesearch_run(data_dir, test, hyper, workers, passes, sample="learned", cap=None, first=True, every=10,
                     sample_cap=4096, fixed=None):
     """``--mix linesearch`` as the engine runs it, in this process: each pass, the chains learn their partitions
@@ -395,7 +413,7 @@ def _linesearch_run(data_dir, test, hyper, workers, passes, sample="learned", ca
     out, alphas = [], []
     model = CACHE / "distributed" / "models" / "ls.slm"
     for p in range(passes):
-        accs = []
+        accs, finals = [], []
         for chain in chains:
             st = base
             for i in chain:
@@ -407,11 +425,21 @@ def _linesearch_run(data_dir, test, hyper, workers, passes, sample="learned", ca
                 run_stream(learner, iter(stream), learn=True)
                 st = state_of(learner, base.reader)
             accs.append(lift(st, base, "vw"))
+            finals.append(st)
         merged = finish(combine(accs), base, "vw")
         if fixed is not None:
             alpha = float(fixed)
         elif p == 0 and not first:
             alpha = 1.0
+        elif sample == "loo":  # leave one chain out: a row's move without its own chain's, (K d - d_c) / (K - 1)
+            sums = 0.0
+            K = len(chains)
+            for c, chain in enumerate(chains):
+                for i in chain:
+                    for _, s in split[i]:
+                        if s.n:
+                            sums = sums + _loo_sums(base, merged, finals[c], s, grid, K)
+            alpha = choose_alpha(sums, grid)
         else:
             sums = sum(alpha_loss_sums(base, merged, s, grid) for parts in split for _, s in parts if s.n)
             alpha = choose_alpha(sums, grid)
@@ -472,18 +500,20 @@ def mixing(args):
         for w in args.mix_workers:
             for r in args.mix_rounds:
                 for mix in args.mix_rules:
-                    errs = _mixing_run(dn, test, "adagrad", hyper, w, P, r, mix)
+                    errs, alphas = _mixing_run(dn, test, "adagrad", hyper, w, P, r, mix)
                     row = {"data": name, "workers": w, "rounds": r, "mix": mix}
                     for p, (e, q) in enumerate(zip(errs, seq), 1):
                         row[f"test err % p{p}"] = f"{e:.2f} ({e - q:+.2f})"
+                    row["alphas"] = " ".join(f"{a:g}" for a in alphas)
                     rows.append(row)
                     if args.verbose:
                         print(table(rows[-1:], list(rows[-1])), flush=True)
     print(f"\nMixing rules and rounds per pass (the engine's arithmetic in one process): adagrad, logistic loss, "
           f"{args.chain_parts} Parquet partitions of consecutive rows in one chain per worker, each chain cut into "
           "`rounds` segments with a merge after each; test error % after each pass (in brackets: minus the CLI's "
-          "after as many passes, points)")
-    print(table(rows, list(rows[0])))
+          "after as many passes, points); alphas: the merged move's multiplier of each merge (linesearch's "
+          f"choice; 1: the rule's own merge); load average {os.getloadavg()[0]:.1f}")
+    print(table(rows, list(dict.fromkeys(k for r in rows for k in r))))
 
 
 def _diag_merge(states, base, variant):

@@ -27,7 +27,7 @@ import numpy as np
 from .merge import State
 
 __all__ = ["ALPHA_STEP", "alpha_grid", "sample_rows", "move_margins", "alpha_loss_sums", "choose_alpha",
-           "apply_alpha", "supported", "SAMPLE_EVERY", "SAMPLE_CAP"]
+           "apply_alpha", "supported", "split_batch", "sampled", "search", "SAMPLE_EVERY", "SAMPLE_CAP"]
 
 #: the grid's spacing (alpha in 1, 1.25, 1.5, ..., alpha_max)
 ALPHA_STEP = 0.25
@@ -143,3 +143,42 @@ def apply_alpha(base: State, merged: State, alpha: float) -> State:
         w = w0 + float(alpha) * (np.asarray(merged.arrays[k], np.float64) - w0)
         arrays[k] = w.astype(merged.arrays[k].dtype)
     return State(merged.algo, merged.meta, arrays, merged.reader, dict(merged.mixing))
+
+
+def split_batch(batch, start: int, holdout: bool, every: int = SAMPLE_EVERY, cap: int = SAMPLE_CAP):
+    """``(rows to learn, sampled rows)`` of ``batch``, the partition's rows from ``start`` on
+    (:func:`sample_rows`; ``holdout``: the sampled rows are not learned, else the batch is learned whole)."""
+    s = sample_rows(start, batch.n, every, cap)
+    sample = batch.take(s) if len(s) else None
+    if not holdout or not len(s):
+        return batch, sample
+    keep = np.ones(batch.n, bool)
+    keep[s] = False
+    return batch.take(np.flatnonzero(keep)), sample
+
+
+def sampled(batches, holdout: bool, out: list, every: int = SAMPLE_EVERY, cap: int = SAMPLE_CAP):
+    """The batches to learn of a partition's ``batches`` (:func:`split_batch`); the sampled rows are appended to
+    ``out`` as batches."""
+    start = 0
+    for b in batches:
+        learn, s = split_batch(b, start, holdout, every, cap)
+        start += b.n
+        if s is not None:
+            out.append(s)
+        if learn.n:
+            yield learn
+
+
+def search(base: State, merged: State, samples, nodes: int, cap: float | None = None):
+    """``(next state, alpha)``: ``merged`` (VW's merge of ``nodes`` chains that started from ``base``) moved
+    along ``merged - base`` by the alpha of :func:`alpha_grid` with the least summed loss over ``samples``
+    (batches); alpha = 1 without samples or for a learner the search does not apply to (:func:`supported`)."""
+    if not supported(base) or not samples:
+        return merged, 1.0
+    grid = alpha_grid(nodes, cap)
+    if len(grid) == 1:
+        return merged, 1.0
+    sums = sum(alpha_loss_sums(base, merged, b, grid) for b in samples)
+    alpha = choose_alpha(sums, grid)
+    return apply_alpha(base, merged, alpha), alpha
