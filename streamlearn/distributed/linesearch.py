@@ -52,7 +52,7 @@ def sample_rows(start: int, n: int, every: int = SAMPLE_EVERY, cap: int = SAMPLE
     of the partition."""
     first = (every - 1 - start) % every
     r = np.arange(first, n, every, dtype=np.int64)
-    taken = (start + every - 1) // every  # sampled rows before this batch
+    taken = start // every  # sampled rows before this batch
     return r[:max(0, cap - taken)]
 
 
