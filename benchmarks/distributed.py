@@ -77,7 +77,10 @@ SETS = {
     "ijcnn1": ("ijcnn1/ijcnn1_train.libsvm.gz", "ijcnn1/ijcnn1_test.libsvm.gz"),
     "news20_binary": ("news20/news20_binary_train.vw.gz", "news20/news20_binary_test.vw.gz"),
     "covtype": ("covtype_subset20k/covtype_subset20k.libsvm.gz", None),
+    "news20": ("news20/news20_train.vw.gz", "news20/news20_test.vw.gz"),  # 20 classes: --oaa 20 (SET_HYPER)
 }
+#: hyper-parameters a data set needs beside the logistic loss (mixing: multiclass news20 as --oaa 20)
+SET_HYPER = {"news20": {"oaa": 20}}
 LEARNERS = ("adagrad", "mission", "bear", "oja-son", "fd-son", "rfd-son")
 PARTS = (1, 2, 4, 8)
 
@@ -396,7 +399,7 @@ def _loo_sums(base, merged, own, batch, grid, K):
 
 
 def _linesearch_run(data_dir, test, hyper, workers, passes, sample="learned", cap=None, first=True, every=10,
-                    sample_cap=4096, fixed=None):
+                    sample_cap=4096, fixed=None, tol=None):
     """``--mix linesearch`` as the engine runs it, in this process: each pass, the chains learn their partitions
     from the merged state (sample ``holdout``: without the sampled rows), VW's merge gives ``w_avg``, the sampled
     rows of every partition give the summed loss of ``w_0 + alpha (w_avg - w_0)`` on the grid, and the next
@@ -443,6 +446,8 @@ def _linesearch_run(data_dir, test, hyper, workers, passes, sample="learned", ca
         else:
             sums = sum(alpha_loss_sums(base, merged, s, grid) for parts in split for _, s in parts if s.n)
             alpha = choose_alpha(sums, grid)
+            if tol is not None:  # the smallest alpha within tol (relative) of the least loss
+                alpha = float(grid[int(np.flatnonzero(sums <= sums.min() * (1 + tol))[0])])
         base = apply_alpha(base, merged, alpha)
         alphas.append(alpha)
         _write_model(str(model), base)
@@ -466,7 +471,7 @@ def linesearch(args):
         for w in args.mix_workers:
             for v in args.ls_variants:
                 kw = dict(x.split("=") for x in v.split(",")) if v != "vw" else {"fixed": "1"}
-                kw = {k: (None if val == "none" else float(val) if k in ("cap", "fixed") else int(val)
+                kw = {k: (None if val == "none" else float(val) if k in ("cap", "fixed", "tol") else int(val)
                           if k in ("every", "sample_cap") else val == "1" if k == "first" else val)
                       for k, val in kw.items()}
                 errs, alphas = _linesearch_run(dn, test, hyper, w, P, **kw)
@@ -488,10 +493,12 @@ def mixing(args):
     loss, ``args.chain_parts`` partitions, test error % after each pass against the CLI's after as many."""
 
     (CACHE / "distributed" / "models").mkdir(parents=True, exist_ok=True)
-    hyper = {"loss_function": "logistic"}
+    from streamlearn.distributed import linesearch as LS
+
     P = args.chain_passes
     rows = []
     for name in args.chain_sets:
+        hyper = {"loss_function": "logistic", **SET_HYPER.get(name, {})}
         d1, test = prepare(name, 1)
         dn, _ = prepare(name, args.chain_parts)
         seq = _sequential_errors(d1, test, hyper, P)
@@ -500,7 +507,12 @@ def mixing(args):
         for w in args.mix_workers:
             for r in args.mix_rounds:
                 for mix in args.mix_rules:
-                    errs, alphas = _mixing_run(dn, test, "adagrad", hyper, w, P, r, mix)
+                    # "linesearch:per-class": --oaa's classes searched one by one (linesearch.PER_CLASS)
+                    LS.PER_CLASS = mix.endswith(":per-class")
+                    try:
+                        errs, alphas = _mixing_run(dn, test, "adagrad", hyper, w, P, r, mix.split(":")[0])
+                    finally:
+                        LS.PER_CLASS = False
                     row = {"data": name, "workers": w, "rounds": r, "mix": mix}
                     for p, (e, q) in enumerate(zip(errs, seq), 1):
                         row[f"test err % p{p}"] = f"{e:.2f} ({e - q:+.2f})"

@@ -1304,8 +1304,8 @@ def test_engine_line_search_on_sample_data(parquet_dir, tmp_path, invoke_cli):
 
 
 def test_line_search_usage_errors(parquet_dir, tmp_path, invoke_cli):
-    for algo in (("--oaa", "3"), ("--algo", "mission")):
+    for algo in (("--oaa", "3", "--loss_function", "multiclass_logistic"), ("--algo", "mission")):
         r = invoke_cli("train", parquet_dir, "--engine", "dask", "--worker_threads", *algo, "--mix", "linesearch",
                        "-f", tmp_path / "x.slm")
-        assert r.exit_code == 2 and "--mix linesearch" in r.output and "VW's rule" in r.output
+        assert r.exit_code == 2 and "--mix linesearch" in r.output and "its own rule" in r.output
     assert not (tmp_path / "x.slm").exists()

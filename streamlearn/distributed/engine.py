@@ -548,10 +548,11 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     except MergeError as e:
         raise ConfigError(f"{e}: --engine dask cannot mix it") from None
     from .merge import BMUF_RULES
-    if mix in LINESEARCH_RULES and not (base.algo == "adagrad" and base.meta.get("reduction") is None):
-        raise ConfigError(f"--mix {mix}: only plain adagrad (binary or regression, VW's gd) searches along the merged "
-                          f"move; --algo {base.algo}" + (" --oaa" if base.meta.get("reduction") == "oaa" else
-                          " (softmax)" if base.meta.get("reduction") else "") + " merges by VW's rule (leave --mix out)")
+    from .linesearch import supported as _searched
+    if mix in LINESEARCH_RULES and not _searched(base):
+        raise ConfigError(f"--mix {mix}: only adagrad (VW's gd, plain or --oaa) searches along the merged move; "
+                          f"--algo {base.algo}" + (f" ({base.meta['reduction']})" if base.meta.get("reduction") else "")
+                          + " merges by its own rule (leave --mix out)")
     if mix in BMUF_RULES and not (base.algo == "adagrad" or base.meta.get("reduction") == "softmax"):
         raise ConfigError(f"--mix {mix}: only the adagrad learners (VW's gd, --oaa, softmax) mix by block momentum; "
                           f"--algo {base.algo} merges by its own rule (leave --mix out)")

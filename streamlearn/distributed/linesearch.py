@@ -17,8 +17,9 @@ them as it sums the accumulators, and the choice (:func:`choose_alpha`) is exact
 are VW's merge as they are; only the weights move. alpha = 1 is VW's rule exactly (the merged state itself).
 
 The ``clip`` is the learner's own prediction clip (VW's label range ``scal[2:4]`` of the merged state, unless
-``--no_clip``). Plain adagrad (binary or regression, any VW rule); ``--oaa`` and the softmax learner keep
-VW's rule (alpha = 1): their per-class tables are not searched yet.
+``--no_clip``). Plain adagrad (binary or regression, any VW rule) and ``--oaa`` (each class's table with its
+one-against-all labels; one alpha for all classes, their losses summed, or, :data:`PER_CLASS`, one per class);
+the softmax learner keeps VW's rule (alpha = 1).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ import numpy as np
 from .merge import State
 
 __all__ = ["ALPHA_STEP", "alpha_grid", "sample_rows", "move_margins", "alpha_loss_sums", "choose_alpha",
-           "apply_alpha", "supported", "split_batch", "sampled", "search", "SAMPLE_EVERY", "SAMPLE_CAP"]
+           "apply_alpha", "supported", "unit_loss_sums", "PER_CLASS", "split_batch", "sampled", "search", "SAMPLE_EVERY", "SAMPLE_CAP"]
 
 #: the grid's spacing (alpha in 1, 1.25, 1.5, ..., alpha_max)
 ALPHA_STEP = 0.25
@@ -57,12 +58,18 @@ def sample_rows(start: int, n: int, every: int = SAMPLE_EVERY, cap: int = SAMPLE
 
 
 def supported(state: State) -> bool:
-    """Whether the line search applies to ``state``'s learner: plain adagrad (binary or regression); the other
-    learners, and ``--oaa`` / softmax, keep their merge (alpha = 1)."""
-    return state.algo == "adagrad" and state.meta.get("reduction") is None
+    """Whether the line search applies to ``state``'s learner: adagrad, plain (binary or regression) or
+    ``--oaa``; the other learners, and softmax, keep their merge (alpha = 1)."""
+    return state.algo == "adagrad" and state.meta.get("reduction") in (None, "oaa")
+
+
+#: ``--oaa``: one alpha per class (each class's summed loss), or one for all (the classes' losses summed)
+PER_CLASS = False
 
 
 def _weight_keys(state: State):
+    if state.meta.get("reduction") == "oaa":
+        return [f"class{c + 1}.w" for c in range(len(state.meta["classes"]))]
     return ["w"]
 
 
@@ -76,7 +83,7 @@ def _margins(w, batch, mask):
 
 
 def move_margins(base: State, merged: State, batch) -> list:
-    """Per weight table: ``(m_0, m_d)``, the margins of ``batch``'s rows
+    """Per weight table (one, or one per class for ``--oaa``): ``(m_0, m_d)``, the margins of ``batch``'s rows
     under the pass's start ``base`` and under the move ``merged - base``."""
     out = []
     for k in _weight_keys(base):
@@ -88,27 +95,36 @@ def move_margins(base: State, merged: State, batch) -> list:
 
 
 def _targets(state: State, labels) -> list:
-    """Per weight table, the labels its loss sees."""
-    return [np.asarray(labels, np.float64)]
+    """Per weight table, the labels its loss sees (``--oaa``: +1 for the class, -1 for the others)."""
+    labels = np.asarray(labels, np.float64)
+    if state.meta.get("reduction") == "oaa":
+        return [np.where(labels == c + 1, 1.0, -1.0) for c in range(len(state.meta["classes"]))]
+    return [labels]
 
 
 def alpha_loss_sums(base: State, merged: State, batch, grid) -> np.ndarray:
-    """``[sum_i h_i loss(y_i, clip(m_0 + alpha m_d))]`` for each alpha of ``grid`` over ``batch``'s labelled rows:
-    what one task returns; sums of disjoint batches add."""
+    """:func:`unit_loss_sums` summed over the weight tables (``--oaa``: the classes)."""
+    return unit_loss_sums(base, merged, batch, grid).sum(axis=0)
+
+
+def unit_loss_sums(base: State, merged: State, batch, grid) -> np.ndarray:
+    """``[sum_i h_i loss(y_i, clip(m_0 + alpha m_d))]`` for each alpha of ``grid`` over ``batch``'s labelled rows, one
+    row per weight table (``--oaa``: per class): what one task returns; sums of disjoint batches add."""
     grid = np.asarray(grid, np.float64)
-    out = np.zeros(len(grid))
+    keys = _weight_keys(base)
+    out = np.zeros((len(keys), len(grid)))
     if batch.n == 0:
         return out
     loss, no_clip = _loss_of(merged)
     lab = np.asarray(batch.labels, np.float64)
     ok = ~np.isnan(lab)
     h = np.asarray(batch.weights, np.float64)[ok]
-    for (m0, md), y, (lo, hi) in zip(move_margins(base, merged, batch), _targets(merged, lab),
-                                     _clip_ranges(merged)):
+    for u, ((m0, md), y, (lo, hi)) in enumerate(zip(move_margins(base, merged, batch), _targets(merged, lab),
+                                                    _clip_ranges(merged))):
         p = m0[ok][None, :] + grid[:, None] * md[ok][None, :]
         if not no_clip:
             p = np.clip(p, lo, hi)
-        out += (loss.value(p, np.broadcast_to(y[ok], p.shape)) * h[None, :]).sum(axis=1)
+        out[u] = (loss.value(p, np.broadcast_to(y[ok], p.shape)) * h[None, :]).sum(axis=1)
     return out
 
 
@@ -122,6 +138,9 @@ def _loss_of(state: State):
 
 
 def _clip_ranges(state: State) -> list:
+    if state.meta.get("reduction") == "oaa":
+        return [tuple(np.asarray(state.arrays[f"class{c + 1}.scal"], np.float64)[2:4])
+                for c in range(len(state.meta["classes"]))]
     return [tuple(np.asarray(state.arrays["scal"], np.float64)[2:4])]
 
 
@@ -133,14 +152,19 @@ def choose_alpha(sums, grid) -> float:
     return float(np.asarray(grid, np.float64)[int(np.argmin(sums))])
 
 
-def apply_alpha(base: State, merged: State, alpha: float) -> State:
-    """``merged`` with its weights moved to ``w_0 + alpha (w_avg - w_0)`` (alpha = 1: ``merged`` itself)."""
-    if alpha == 1.0:
+def apply_alpha(base: State, merged: State, alpha) -> State:
+    """``merged`` with its weights moved to ``w_0 + alpha (w_avg - w_0)`` (alpha = 1: ``merged`` itself; a list:
+    one alpha per weight table, ``--oaa``'s classes)."""
+    keys = _weight_keys(base)
+    alphas = [float(a) for a in alpha] if np.ndim(alpha) else [float(alpha)] * len(keys)
+    if all(a == 1.0 for a in alphas):
         return merged
     arrays = dict(merged.arrays)
-    for k in _weight_keys(base):
+    for k, a in zip(keys, alphas):
+        if a == 1.0:
+            continue
         w0 = np.asarray(base.arrays[k], np.float64)
-        w = w0 + float(alpha) * (np.asarray(merged.arrays[k], np.float64) - w0)
+        w = w0 + a * (np.asarray(merged.arrays[k], np.float64) - w0)
         arrays[k] = w.astype(merged.arrays[k].dtype)
     return State(merged.algo, merged.meta, arrays, merged.reader, dict(merged.mixing))
 
@@ -179,6 +203,9 @@ def search(base: State, merged: State, samples, nodes: int, cap: float | None = 
     grid = alpha_grid(nodes, cap)
     if len(grid) == 1:
         return merged, 1.0
-    sums = sum(alpha_loss_sums(base, merged, b, grid) for b in samples)
-    alpha = choose_alpha(sums, grid)
+    sums = sum(unit_loss_sums(base, merged, b, grid) for b in samples)
+    if PER_CLASS and len(sums) > 1:
+        alphas = [choose_alpha(u, grid) for u in sums]
+        return apply_alpha(base, merged, alphas), float(np.mean(alphas))
+    alpha = choose_alpha(sums.sum(axis=0), grid)
     return apply_alpha(base, merged, alpha), alpha
