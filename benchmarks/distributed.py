@@ -35,7 +35,15 @@ another; no Dask): adagrad on ``--chain-sets`` as 16 partitions, ``--mix-workers
 ``--mix-rounds`` segments with a merge after each (1: the engine's pass; more: mixing more often), by each of
 ``--mix-rules`` (``merge.MIX_RULES``, BMUF's included); test error after each pass against the CLI's. The BMUF
 table of the issue-19 notes: ``--section mixing --chain-sets news20_binary a9a ijcnn1 --mix-workers 2 4 8
---mix-rounds 1 --mix-rules vw bmuf bmuf-nesterov`` (about 2 minutes).
+--mix-rounds 1 --mix-rules vw bmuf bmuf-nesterov`` (about 2 minutes). The line search's table (``linesearch``,
+``linesearch-learned``: the links sample their rows, ``finish_pass`` searches, as in the engine; column alphas:
+each pass's multiplier): ``--section mixing --chain-sets news20_binary a9a ijcnn1 covtype --mix-workers 2 4 8
+--mix-rounds 1 --mix-rules vw bmuf-nesterov linesearch linesearch-learned`` (under a minute); ``news20`` (20
+classes, ``--oaa 20``) and ``RULE:per-class`` (one alpha per class) for the one-against-all question.
+
+Line search variants (``--section linesearch``, ``--ls-variants``): the prototype the rule was chosen with,
+in one process on batches read once: the sample learned or held out, alpha capped, alpha = 1 on pass 1, a
+leave-one-chain-out margin (``sample=loo``), the smallest alpha within ``tol`` of the least loss, a fixed alpha.
 
 Diagnosis (``--section diagnose``): why adagrad loses accuracy under mixing: the engine's arithmetic in one
 process on ``--chain-sets`` (16 partitions, ``--diag-workers`` chains) with the merge cut in two, the weights

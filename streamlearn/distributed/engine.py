@@ -12,7 +12,9 @@ model per partition, thousands at scale, loses the most on sparse data: ``benchm
 The chains' accumulators (:func:`~streamlearn.distributed.merge.lift`) are summed by a tree of
 tasks, ``split_every`` = 8 at a time, into the next merged state, which is broadcast to the next
 pass (``mix``: how adagrad's chains mix, VW's rule or block-wise model-update filtering, Chen & Huo
-2016, whose block momentum travels with the merged state: :data:`~streamlearn.distributed.merge.MIX_RULES`). The progressive loss each pass reports is *per-pass progressive loss under mixing*: every
+2016, whose block momentum travels with the merged state, or a line search along the merged move, whose
+sample of rows every link keeps, ``stats["ls_sample"]``, and :func:`finish_pass` searches:
+:mod:`~streamlearn.distributed.linesearch`; :data:`~streamlearn.distributed.merge.MIX_RULES`). The progressive loss each pass reports is *per-pass progressive loss under mixing*: every
 example is predicted by its worker's model, which has learned from the merged state plus the part
 of its own chain read so far, not from the whole stream before it.
 
