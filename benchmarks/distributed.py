@@ -358,7 +358,8 @@ def _mixing_run(data_dir, test, algo, hyper, workers, passes, rounds, mix):
                     accs.append(lift(st, base, mix))
             if accs:  # (a round can be empty for every chain: more rounds than a chain has partitions)
                 base, stats = finish_pass((combine(accs), {"ls_sample": samples}), base, mix)
-                alphas.append(stats.get("ls_alpha", 1.0))
+                a, b = stats.get("ls_alpha", 1.0), stats.get("ls_beta", 0.0)
+                alphas.append(f"{a:g}" + (f"+{b:g}" if b else ""))
         _write_model(str(model), base)
         out.append(100 * test_error(model, test))
     return out, alphas
@@ -407,7 +408,7 @@ def _loo_sums(base, merged, own, batch, grid, K):
 
 
 def _linesearch_run(data_dir, test, hyper, workers, passes, sample="learned", cap=None, first=True, every=10,
-                    sample_cap=4096, fixed=None, tol=None):
+                    sample_cap=4096, fixed=None, tol=None, mom=None):
     """``--mix linesearch`` as the engine runs it, in this process: each pass, the chains learn their partitions
     from the merged state (sample ``holdout``: without the sampled rows), VW's merge gives ``w_avg``, the sampled
     rows of every partition give the summed loss of ``w_0 + alpha (w_avg - w_0)`` on the grid, and the next
@@ -456,8 +457,35 @@ def _linesearch_run(data_dir, test, hyper, workers, passes, sample="learned", ca
             alpha = choose_alpha(sums, grid)
             if tol is not None:  # the smallest alpha within tol (relative) of the least loss
                 alpha = float(grid[int(np.flatnonzero(sums <= sums.min() * (1 + tol))[0])])
-        base = apply_alpha(base, merged, alpha)
-        alphas.append(alpha)
+        if mom is not None and p > 0 and fixed is None:  # 2-D: w_0 + alpha d + beta d_prev, beta on a grid
+            from streamlearn.distributed.linesearch import _clip_ranges, _loss_of, move_margins
+            from streamlearn.distributed.merge import State as _S
+            prev_state = _S(base.algo, base.meta, dict(base.arrays, w=(base.arrays["w"] + d_prev).astype(np.float32)),
+                            base.reader)
+            betas = np.linspace(0, float(mom), 5)
+            loss, _ = _loss_of(merged)
+            lo, hi = _clip_ranges(merged)[0]
+            tot = np.zeros((len(betas), len(grid)))
+            for parts in split:
+                for _, s in parts:
+                    if not s.n:
+                        continue
+                    (m0, md), = move_margins(base, merged, s)
+                    (_, mp), = move_margins(base, prev_state, s)
+                    for j, b in enumerate(betas):
+                        pr = np.clip(m0[None, :] + grid[:, None] * md[None, :] + b * mp[None, :], lo, hi)
+                        tot[j] += (loss.value(pr, np.broadcast_to(s.labels, pr.shape)) * s.weights[None, :]).sum(axis=1)
+            j, i = np.unravel_index(int(np.argmin(tot)), tot.shape)
+            alpha, beta = float(grid[i]), float(betas[j])
+        else:
+            beta = 0.0
+        w0 = base.arrays["w"].astype(np.float64)
+        nxt = apply_alpha(base, merged, alpha)
+        if beta:
+            nxt.arrays["w"] = (nxt.arrays["w"].astype(np.float64) + beta * d_prev).astype(np.float32)
+        d_prev = nxt.arrays["w"].astype(np.float64) - w0
+        base = nxt
+        alphas.append(alpha if not beta else f"{alpha:g}+{beta:g}")
         _write_model(str(model), base)
         out.append(100 * test_error(model, test))
     return out, alphas
@@ -479,14 +507,14 @@ def linesearch(args):
         for w in args.mix_workers:
             for v in args.ls_variants:
                 kw = dict(x.split("=") for x in v.split(",")) if v != "vw" else {"fixed": "1"}
-                kw = {k: (None if val == "none" else float(val) if k in ("cap", "fixed", "tol") else int(val)
+                kw = {k: (None if val == "none" else float(val) if k in ("cap", "fixed", "tol", "mom") else int(val)
                           if k in ("every", "sample_cap") else val == "1" if k == "first" else val)
                       for k, val in kw.items()}
                 errs, alphas = _linesearch_run(dn, test, hyper, w, P, **kw)
                 row = {"data": name, "workers": w, "variant": v}
                 for p, (e, q) in enumerate(zip(errs, seq), 1):
                     row[f"test err % p{p}"] = f"{e:.2f} ({e - q:+.2f})"
-                row["alphas"] = " ".join(f"{a:g}" for a in alphas)
+                row["alphas"] = " ".join(a if isinstance(a, str) else f"{a:g}" for a in alphas)
                 rows.append(row)
                 if args.verbose:
                     print(table(rows[-1:], list(rows[-1])), flush=True)
@@ -524,15 +552,15 @@ def mixing(args):
                     row = {"data": name, "workers": w, "rounds": r, "mix": mix}
                     for p, (e, q) in enumerate(zip(errs, seq), 1):
                         row[f"test err % p{p}"] = f"{e:.2f} ({e - q:+.2f})"
-                    row["alphas"] = " ".join(f"{a:g}" for a in alphas)
+                    row["alphas"] = " ".join(alphas)
                     rows.append(row)
                     if args.verbose:
                         print(table(rows[-1:], list(rows[-1])), flush=True)
     print(f"\nMixing rules and rounds per pass (the engine's arithmetic in one process): adagrad, logistic loss, "
           f"{args.chain_parts} Parquet partitions of consecutive rows in one chain per worker, each chain cut into "
           "`rounds` segments with a merge after each; test error % after each pass (in brackets: minus the CLI's "
-          "after as many passes, points); alphas: the merged move's multiplier of each merge (linesearch's "
-          f"choice; 1: the rule's own merge); load average {os.getloadavg()[0]:.1f}")
+          "after as many passes, points); alphas: the merged move's multiplier of each merge, +beta: the previous "
+          f"pass's move's (linesearch's choice; 1: the rule's own merge); load average {os.getloadavg()[0]:.1f}")
     print(table(rows, list(dict.fromkeys(k for r in rows for k in r))))
 
 

@@ -1179,15 +1179,34 @@ def test_line_search_alpha_is_the_brute_force_grid_minimum(loss):
     # the sums of two halves add up to the whole's (what the engine's chains and tree add)
     halves = LS.alpha_loss_sums(base, merged, batch.slice(0, 17), grid) + LS.alpha_loss_sums(base, merged, batch.slice(17, 40), grid)
     np.testing.assert_allclose(halves, got, rtol=1e-12)
-    state, alpha = LS.search(base, merged, [batch.slice(0, 17), batch.slice(17, 40)], nodes=4)
-    assert alpha == grid[int(np.argmin(want))]
+    state, alpha, beta = LS.search(base, merged, [batch.slice(0, 17), batch.slice(17, 40)], nodes=4)
+    assert alpha == grid[int(np.argmin(want))] and beta == 0.0  # no previous move: alpha alone
     w0 = base.arrays["w"].astype(np.float64)
-    np.testing.assert_array_equal(state.arrays["w"],
-                                  (w0 + alpha * (merged.arrays["w"].astype(np.float64) - w0)).astype(np.float32))
+    w = (w0 + alpha * (merged.arrays["w"].astype(np.float64) - w0)).astype(np.float32)
+    np.testing.assert_array_equal(state.arrays["w"], w)
+    np.testing.assert_array_equal(state.mixing["w"], (w.astype(np.float64) - w0).astype(np.float32))
     for k in ("G", "N", "scal"):  # only the weights move
         np.testing.assert_array_equal(state.arrays[k], merged.arrays[k])
     # the same inputs, the same alpha
-    assert LS.search(base, merged, [batch], nodes=4)[1] == alpha
+    assert LS.search(base, merged, [batch], nodes=4)[1:] == (alpha, 0.0)
+    # with the previous pass's move in the base: (alpha, beta) minimise the brute-force loss of
+    # w_0 + alpha d + beta d_prev, written out as a base whose weights are w_0 + beta d_prev
+    rng = np.random.default_rng(11)
+    d_prev = rng.normal(0, 0.3, 64).astype(np.float32)
+    base2 = M.State(base.algo, base.meta, base.arrays, base.reader, {"w": d_prev})
+    table = []
+    for b in LS.BETAS:
+        shifted = M.State(base.algo, base.meta, dict(base.arrays, w=w0 + b * d_prev.astype(np.float64)), base.reader)
+        moved = M.State(base.algo, base.meta, dict(merged.arrays, w=merged.arrays["w"].astype(np.float64)
+                                                   + b * d_prev.astype(np.float64)), base.reader)
+        table.append(_brute_force_losses(shifted, moved, batch, grid, lo, hi, loss))
+    table = np.array(table)
+    np.testing.assert_allclose(LS.loss_table(base2, merged, batch, grid, LS.BETAS)[0], table, rtol=1e-10)
+    j, i = np.unravel_index(int(np.argmin(table)), table.shape)
+    state2, a2, b2 = LS.search(base2, merged, [batch], nodes=4)
+    assert (a2, b2) == (grid[i], LS.BETAS[j])
+    np.testing.assert_allclose(state2.arrays["w"], w0 + a2 * (merged.arrays["w"].astype(np.float64) - w0)
+                               + b2 * d_prev.astype(np.float64), rtol=1e-6)
 
 
 @pytest.mark.parametrize("loss", ["logistic", "squared"])
@@ -1217,10 +1236,12 @@ def test_alpha_one_is_vw_rule_bit_for_bit(halves):
         ls = M.merge_states(states, base=base, mix=rule)
         for k in vw.arrays:
             np.testing.assert_array_equal(ls.arrays[k], vw.arrays[k])
-    assert LS.apply_alpha(base, vw, 1.0) is vw
     _, _, batch = _tiny_line_search_problem()
-    assert LS.search(base, vw, [batch], nodes=1) == (vw, 1.0)
-    assert LS.search(base, vw, [], nodes=4) == (vw, 1.0)
+    for got, alpha, beta in ((LS.apply_alpha(base, vw, 1.0), 1.0, 0.0), LS.search(base, vw, [batch], nodes=1),
+                             LS.search(base, vw, [], nodes=4)):
+        assert (alpha, beta) == (1.0, 0.0) and got.arrays.keys() == vw.arrays.keys()
+        for k in vw.arrays:
+            assert got.arrays[k] is vw.arrays[k]
 
 
 def test_sampled_rows_do_not_depend_on_the_batches():

@@ -442,8 +442,9 @@ def finish_pass(result, base: State, mix: str = "vw"):
         from .linesearch import search
 
         t1 = time.perf_counter()
-        out, alpha = search(base, out, samples or [], int(acc["nodes"][0]))
-        stats.update(ls_alpha=alpha, ls_rows=sum(b.n for b in samples or []), ls_seconds=time.perf_counter() - t1)
+        out, alpha, beta = search(base, out, samples or [], int(acc["nodes"][0]))
+        stats.update(ls_alpha=alpha, ls_beta=beta, ls_rows=sum(b.n for b in samples or []),
+                     ls_seconds=time.perf_counter() - t1)
     return out, stats
 
 
@@ -678,7 +679,8 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
                              "state_seconds": stats.get("state_seconds", 0.0),
                              "merge_seconds": stats.get("merge_seconds", 0.0),
                              # --mix linesearch: the multiplier chosen, over how many sampled rows, in seconds
-                             "alpha": stats.get("ls_alpha"), "alpha_rows": stats.get("ls_rows"),
+                             "alpha": stats.get("ls_alpha"), "beta": stats.get("ls_beta"),
+                             "alpha_rows": stats.get("ls_rows"),
                              "alpha_seconds": stats.get("ls_seconds"),
                              "task_page_faults": stats.get("page_faults", 0),
                              # a task's CPU is its process's (the reader's threads included): with
@@ -689,8 +691,9 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
             if not cfg.quiet:
                 log(f"pass {p + 1}: per-pass progressive loss under mixing {avg:.6f} over {ev['examples']} examples, "
                     f"{len(parts)} partitions, {secs:.2f} s"
-                    + (f"; merged move times {stats['ls_alpha']:g} (line search over {stats['ls_rows']} sampled rows, "
-                       f"{stats['ls_seconds']:.3f} s)" if "ls_alpha" in stats else ""))
+                    + (f"; merged move times {stats['ls_alpha']:g} plus {stats['ls_beta']:g} times the previous pass's "
+                       f"(line search over {stats['ls_rows']} sampled rows, {stats['ls_seconds']:.3f} s)"
+                       if "ls_alpha" in stats else ""))
             if on_pass is not None:
                 on_pass(p + 1, base)
             if save_every_pass and cfg.final_model and p + 1 < cfg.passes:

@@ -5,16 +5,20 @@ chains' moves, where one sequential pass makes all of them one after another; on
 short (a fixed multiplier of 2 on the move closes news20's gap at 4 workers), on dense data it is about right
 (the same multiplier costs a9a 2 points). So the multiplier is chosen every pass, from data: with ``w_0`` the
 state the pass started from and ``w_avg`` its merge by VW's rule (:mod:`~streamlearn.distributed.merge`), the
-move is ``d = w_avg - w_0`` and the next pass starts from ``w_0 + alpha d`` with
+move is ``d = w_avg - w_0`` and the next pass starts from ``w_0 + alpha d + beta d_prev`` (``d_prev``: the move
+the previous pass made, carried in ``State.mixing``; beta = 0 on the first pass) with
 
-    alpha = argmin over a grid in [1, alpha_max] of  sum_i h_i loss(y_i, clip(x_i . w_0 + alpha x_i . d))
+    (alpha, beta) = argmin over alpha in {1, 1.25, ..., alpha_max}, beta in {0, 0.25, ..., 1} of
+                    sum_i h_i loss(y_i, clip(x_i . w_0 + alpha x_i . d + beta x_i . d_prev))
 
 over a fixed, deterministic sample of the pass's examples (:func:`sample_rows`), ``alpha_max`` = K (the
-chains merged) unless capped. A linear model's margin is linear in alpha, so each sampled example costs two
-dot products (``m_0 = x.w_0``, ``m_d = x.d``) and the loss at every alpha of the grid is a function of the
-cached pair: the per-alpha sums of disjoint samples add (:func:`alpha_loss_sums`), so a tree of tasks sums
-them as it sums the accumulators, and the choice (:func:`choose_alpha`) is exact on the grid. ``G`` and ``N``
-are VW's merge as they are; only the weights move. alpha = 1 is VW's rule exactly (the merged state itself).
+chains merged) unless capped: a line search along the merged move plus a momentum term whose weight is chosen
+by the same data (a fixed block momentum, BMUF, helps sparse data and costs dense data, as a fixed alpha does).
+A linear model's margin is linear in alpha and beta, so each sampled example costs three dot products
+(``m_0 = x.w_0``, ``m_d = x.d``, ``m_p = x.d_prev``) and the loss at every point of the grid is a function of
+the cached margins: the sums of disjoint samples add (:func:`loss_table`), and the choice is exact on the grid.
+``G`` and ``N`` are VW's merge as they are; only the weights move. alpha = 1, beta = 0 is VW's rule exactly
+(the merged weights themselves); one chain (K = 1) is not searched.
 
 The ``clip`` is the learner's own prediction clip (VW's label range ``scal[2:4]`` of the merged state, unless
 ``--no_clip``). Plain adagrad (binary or regression, any VW rule) and ``--oaa`` (each class's table with its
@@ -28,7 +32,7 @@ import numpy as np
 from .merge import State
 
 __all__ = ["ALPHA_STEP", "alpha_grid", "sample_rows", "move_margins", "alpha_loss_sums", "choose_alpha",
-           "apply_alpha", "supported", "unit_loss_sums", "PER_CLASS", "split_batch", "sampled", "search", "SAMPLE_EVERY", "SAMPLE_CAP"]
+           "apply_alpha", "supported", "unit_loss_sums", "PER_CLASS", "BETAS", "loss_table", "split_batch", "sampled", "search", "SAMPLE_EVERY", "SAMPLE_CAP"]
 
 #: the grid's spacing (alpha in 1, 1.25, 1.5, ..., alpha_max)
 ALPHA_STEP = 0.25
@@ -152,21 +156,24 @@ def choose_alpha(sums, grid) -> float:
     return float(np.asarray(grid, np.float64)[int(np.argmin(sums))])
 
 
-def apply_alpha(base: State, merged: State, alpha) -> State:
-    """``merged`` with its weights moved to ``w_0 + alpha (w_avg - w_0)`` (alpha = 1: ``merged`` itself; a list:
-    one alpha per weight table, ``--oaa``'s classes)."""
+def apply_alpha(base: State, merged: State, alpha, beta=0.0) -> State:
+    """``merged`` with its weights moved to ``w_0 + alpha (w_avg - w_0) + beta d_prev`` (``d_prev``: the move the
+    previous pass made, ``base.mixing``; alpha = 1, beta = 0: ``merged``'s weights themselves). A list: one value per
+    weight table (``--oaa``'s classes). The result carries the move it made in ``mixing`` (the next pass's
+    ``d_prev``)."""
     keys = _weight_keys(base)
     alphas = [float(a) for a in alpha] if np.ndim(alpha) else [float(alpha)] * len(keys)
-    if all(a == 1.0 for a in alphas):
-        return merged
-    arrays = dict(merged.arrays)
-    for k, a in zip(keys, alphas):
-        if a == 1.0:
-            continue
+    betas = [float(b) for b in beta] if np.ndim(beta) else [float(beta)] * len(keys)
+    arrays, mixing = dict(merged.arrays), dict(merged.mixing)
+    for k, a, b in zip(keys, alphas, betas):
         w0 = np.asarray(base.arrays[k], np.float64)
-        w = w0 + a * (np.asarray(merged.arrays[k], np.float64) - w0)
-        arrays[k] = w.astype(merged.arrays[k].dtype)
-    return State(merged.algo, merged.meta, arrays, merged.reader, dict(merged.mixing))
+        if a != 1.0 or b != 0.0:
+            w = w0 + a * (np.asarray(merged.arrays[k], np.float64) - w0)
+            if b != 0.0:
+                w = w + b * np.asarray(base.mixing[k], np.float64)
+            arrays[k] = w.astype(merged.arrays[k].dtype)
+        mixing[k] = (np.asarray(arrays[k], np.float64) - w0).astype(np.float32)
+    return State(merged.algo, merged.meta, arrays, merged.reader, mixing)
 
 
 def split_batch(batch, start: int, holdout: bool, every: int = SAMPLE_EVERY, cap: int = SAMPLE_CAP):
@@ -194,18 +201,58 @@ def sampled(batches, holdout: bool, out: list, every: int = SAMPLE_EVERY, cap: i
             yield learn
 
 
+#: the multipliers of the previous pass's move tried beside each alpha (from the second pass on)
+BETAS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def loss_table(base: State, merged: State, batch, grid, betas) -> np.ndarray:
+    """``[unit, beta, alpha]``: the summed loss of ``w_0 + alpha d + beta d_prev`` over ``batch`` (``d_prev``:
+    ``base.mixing``, the previous pass's move; three margins a row); sums of disjoint batches add."""
+    grid, betas = np.asarray(grid, np.float64), np.asarray(betas, np.float64)
+    keys = _weight_keys(base)
+    out = np.zeros((len(keys), len(betas), len(grid)))
+    if batch.n == 0:
+        return out
+    loss, no_clip = _loss_of(merged)
+    lab = np.asarray(batch.labels, np.float64)
+    ok = ~np.isnan(lab)
+    h = np.asarray(batch.weights, np.float64)[ok]
+    targets, ranges = _targets(merged, lab), _clip_ranges(merged)
+    for u, (k, (m0, md)) in enumerate(zip(keys, move_margins(base, merged, batch))):
+        mp = _margins(base.mixing[k], batch, len(base.arrays[k]) - 1) if np.any(betas) else np.zeros(batch.n)
+        y = targets[u][ok]
+        for j, b in enumerate(betas):
+            p = (m0[ok] + b * mp[ok])[None, :] + grid[:, None] * md[ok][None, :]
+            if not no_clip:
+                p = np.clip(p, *ranges[u])
+            out[u, j] = (loss.value(p, np.broadcast_to(y, p.shape)) * h[None, :]).sum(axis=1)
+    return out
+
+
 def search(base: State, merged: State, samples, nodes: int, cap: float | None = None):
-    """``(next state, alpha)``: ``merged`` (VW's merge of ``nodes`` chains that started from ``base``) moved
-    along ``merged - base`` by the alpha of :func:`alpha_grid` with the least summed loss over ``samples``
-    (batches); alpha = 1 without samples or for a learner the search does not apply to (:func:`supported`)."""
-    if not supported(base) or not samples:
-        return merged, 1.0
+    """``(next state, alpha, beta)``: ``merged`` (VW's merge of ``nodes`` chains that started from ``base``) moved to
+    ``w_0 + alpha (w_avg - w_0) + beta d_prev`` by the pair of :func:`alpha_grid` x :data:`BETAS` (beta = 0 on
+    the first pass: no previous move) with the least summed loss over ``samples`` (batches; ties: the smallest
+    beta, then alpha); alpha = 1, beta = 0 without samples. The learners the search does not apply to
+    (:func:`supported`): ``merged`` as it is. ``--oaa``: one pair for all classes (:data:`PER_CLASS`: one per
+    class; alpha, beta then their means)."""
+    if not supported(base):
+        return merged, 1.0, 0.0
+    keys = _weight_keys(base)
     grid = alpha_grid(nodes, cap)
-    if len(grid) == 1:
-        return merged, 1.0
-    sums = sum(unit_loss_sums(base, merged, b, grid) for b in samples)
-    if PER_CLASS and len(sums) > 1:
-        alphas = [choose_alpha(u, grid) for u in sums]
-        return apply_alpha(base, merged, alphas), float(np.mean(alphas))
-    alpha = choose_alpha(sums.sum(axis=0), grid)
-    return apply_alpha(base, merged, alpha), alpha
+    betas = np.asarray(BETAS if all(k in base.mixing for k in keys) else (0.0,))
+    if not samples or int(nodes) <= 1:  # one chain: its state is a sequential pass's, nothing to search
+        return apply_alpha(base, merged, 1.0), 1.0, 0.0
+    sums = sum(loss_table(base, merged, b, grid, betas) for b in samples)
+    if not np.all(np.isfinite(sums)):
+        return apply_alpha(base, merged, 1.0), 1.0, 0.0
+
+    def best(t):
+        j, i = np.unravel_index(int(np.argmin(t)), t.shape)
+        return float(grid[i]), float(betas[j])
+    if PER_CLASS and len(keys) > 1:
+        pairs = [best(t) for t in sums]
+        a, b = [p[0] for p in pairs], [p[1] for p in pairs]
+        return apply_alpha(base, merged, a, b), float(np.mean(a)), float(np.mean(b))
+    a, b = best(sums.sum(axis=0))
+    return apply_alpha(base, merged, a, b), a, b
