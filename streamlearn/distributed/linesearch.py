@@ -77,24 +77,30 @@ def _weight_keys(state: State):
     return ["w"]
 
 
-def _margins(w, batch, mask):
-    """``x . w`` of every row of ``batch`` (float64)."""
-    w = np.asarray(w)
-    idx = np.asarray(batch.indices, np.int64) & int(mask)
-    contrib = w[idx].astype(np.float64) * np.asarray(batch.values, np.float64)
+def _row_sums(batch, contrib):
+    """Per row of ``batch``, the sum of its entries' ``contrib`` (float64)."""
     rows = np.repeat(np.arange(batch.n), np.diff(np.asarray(batch.offsets, np.int64)))
     return np.bincount(rows, weights=contrib, minlength=batch.n)
 
 
+def _margins(w, batch, mask):
+    """``x . w`` of every row of ``batch`` (float64; only the entries the rows touch are read)."""
+    idx = np.asarray(batch.indices, np.int64) & int(mask)
+    return _row_sums(batch, np.asarray(w)[idx].astype(np.float64) * np.asarray(batch.values, np.float64))
+
+
 def move_margins(base: State, merged: State, batch) -> list:
     """Per weight table (one, or one per class for ``--oaa``): ``(m_0, m_d)``, the margins of ``batch``'s rows
-    under the pass's start ``base`` and under the move ``merged - base``."""
+    under the pass's start ``base`` and under the move ``merged - base`` (the move taken entry by entry, in
+    float64, at the entries the rows touch)."""
     out = []
+    v = np.asarray(batch.values, np.float64)
     for k in _weight_keys(base):
-        w0 = np.asarray(base.arrays[k], np.float64)
-        d = np.asarray(merged.arrays[k], np.float64) - w0
-        mask = len(w0) - 1
-        out.append((_margins(w0, batch, mask), _margins(d, batch, mask)))
+        w0 = base.arrays[k]
+        idx = np.asarray(batch.indices, np.int64) & (len(w0) - 1)
+        g0 = np.asarray(w0)[idx].astype(np.float64)
+        gd = np.asarray(merged.arrays[k])[idx].astype(np.float64) - g0
+        out.append((_row_sums(batch, g0 * v), _row_sums(batch, gd * v)))
     return out
 
 
@@ -243,7 +249,9 @@ def search(base: State, merged: State, samples, nodes: int, cap: float | None = 
     betas = np.asarray(BETAS if all(k in base.mixing for k in keys) else (0.0,))
     if not samples or int(nodes) <= 1:  # one chain: its state is a sequential pass's, nothing to search
         return apply_alpha(base, merged, 1.0), 1.0, 0.0
-    sums = sum(loss_table(base, merged, b, grid, betas) for b in samples)
+    from ..batch import concat_batches
+
+    sums = loss_table(base, merged, concat_batches(list(samples)), grid, betas)  # (the sums of the batches')
     if not np.all(np.isfinite(sums)):
         return apply_alpha(base, merged, 1.0), 1.0, 0.0
 
