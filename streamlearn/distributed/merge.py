@@ -978,8 +978,9 @@ def _rule(state: State):
 #:   softmax); the other learners keep their one rule.
 #:
 #: * ``"linesearch"``, ``"linesearch-learned"``: VW's merge ``w_avg``, then the weights moved to
-#:   ``w_0 + alpha (w_avg - w_0)`` with alpha in [1, k] chosen every pass by the least summed loss over a sample
-#:   of the pass's examples (every 10th row of each partition, held out of learning, or learned too:
+#:   ``w_0 + alpha (w_avg - w_0) + beta d_prev`` (``d_prev``: the previous pass's move, in ``State.mixing``) with
+#:   alpha in [1, k], beta in [0, 1] chosen every pass by the least summed loss over a sample of the pass's
+#:   examples (every 10th row of each partition, held out of learning, or learned too:
 #:   :mod:`~streamlearn.distributed.linesearch`). The search needs data, so it runs in the engine
 #:   (``finish_pass``); here (``streamlearn merge``, and :func:`lift` / :func:`finish`) it is VW's rule.
 #:
