@@ -1304,6 +1304,7 @@ def test_engine_line_search_on_sample_data(parquet_dir, tmp_path, invoke_cli):
         e = s["engine"]
         assert e["mix"] == rule and [p["alpha_rows"] for p in e["passes"]] == [300, 300]
         assert all(p["alpha"] in grid for p in e["passes"]) and "merged move times" in "\n".join(said)
+        assert e["passes"][0]["beta"] == 0.0 and e["passes"][1]["beta"] in (0, 0.25, 0.5, 0.75, 1)
         assert s["examples"] == (6000 if rule == "linesearch-learned" else 5400)
         w = got[-1].arrays["w"]
         assert np.all(np.isfinite(w)) and np.any(w != 0)
@@ -1325,8 +1326,9 @@ def test_engine_line_search_on_sample_data(parquet_dir, tmp_path, invoke_cli):
 
 
 def test_line_search_usage_errors(parquet_dir, tmp_path, invoke_cli):
-    for algo in (("--oaa", "3", "--loss_function", "multiclass_logistic"), ("--algo", "mission")):
+    for algo, why in ((("--oaa", "3", "--loss_function", "multiclass_logistic"), "its own rule"),
+                      (("--algo", "mission"), "its own rule"), (("--oaa", "3"), "not with --oaa")):
         r = invoke_cli("train", parquet_dir, "--engine", "dask", "--worker_threads", *algo, "--mix", "linesearch",
                        "-f", tmp_path / "x.slm")
-        assert r.exit_code == 2 and "--mix linesearch" in r.output and "its own rule" in r.output
+        assert r.exit_code == 2 and "--mix linesearch" in r.output and why in r.output, r.output
     assert not (tmp_path / "x.slm").exists()

@@ -68,7 +68,7 @@ from .options import (FEATURES, LEARNER, NAMESPACE_FIELDS, OUTPUT, VWCommand, al
               default=None,
               help="--engine dask, adagrad learners: how each pass's chains mix. vw (default): VW's AllReduce "
                    "average; bmuf / bmuf-nesterov: that average's update filtered by block momentum 1 - 1/chains "
-                   "(BMUF, Chen & Huo 2016; classical or Nesterov); linesearch (adagrad, plain or --oaa): the average's move "
+                   "(BMUF, Chen & Huo 2016; classical or Nesterov); linesearch (plain adagrad, not --oaa): the average's move "
                    "from the pass's start times alpha in [1, chains], plus the previous pass's move times beta in "
                    "[0, 1], the pair with the least loss on every 10th row of each partition, held out of learning "
                    "(linesearch-learned: those rows learned too).")

@@ -22,8 +22,12 @@ the cached margins: the sums of disjoint samples add (:func:`loss_table`), and t
 
 The ``clip`` is the learner's own prediction clip (VW's label range ``scal[2:4]`` of the merged state, unless
 ``--no_clip``). Plain adagrad (binary or regression, any VW rule) and ``--oaa`` (each class's table with its
-one-against-all labels; one alpha for all classes, their losses summed, or, :data:`PER_CLASS`, one per class);
+one-against-all labels; one alpha for all classes, their losses summed, or, :data:`PER_CLASS`, one per class:
+the benchmark measures it, but the engine does not offer it, as it made multiclass news20 worse than VW's rule);
 the softmax learner keeps VW's rule (alpha = 1).
+
+``benchmarks/distributed.py --section mixing --mix-rules vw linesearch linesearch-learned`` measures it (the
+engine's task functions in one process).
 """
 from __future__ import annotations
 
