@@ -534,7 +534,7 @@ def mixing(args):
     P = args.chain_passes
     rows = []
     for name in args.chain_sets:
-        hyper = {"loss_function": "logistic", **SET_HYPER.get(name, {})}
+        hyper = {"loss_function": args.mix_loss, **SET_HYPER.get(name, {})}
         d1, test = prepare(name, 1)
         dn, _ = prepare(name, args.chain_parts)
         seq = _sequential_errors(d1, test, hyper, P)
@@ -556,7 +556,7 @@ def mixing(args):
                     rows.append(row)
                     if args.verbose:
                         print(table(rows[-1:], list(rows[-1])), flush=True)
-    print(f"\nMixing rules and rounds per pass (the engine's arithmetic in one process): adagrad, logistic loss, "
+    print(f"\nMixing rules and rounds per pass (the engine's arithmetic in one process): adagrad, {args.mix_loss} loss, "
           f"{args.chain_parts} Parquet partitions of consecutive rows in one chain per worker, each chain cut into "
           "`rounds` segments with a merge after each; test error % after each pass (in brackets: minus the CLI's "
           "after as many passes, points); alphas: the merged move's multiplier of each merge, +beta: the previous "
@@ -886,6 +886,8 @@ def main():
     ap.add_argument("--chain-modes", nargs="+", default=["chained", "unchained"], choices=("chained", "unchained"))
     ap.add_argument("--mix-workers", nargs="+", type=int, default=[2, 4])
     ap.add_argument("--mix-rounds", nargs="+", type=int, default=[1, 2, 4])
+    ap.add_argument("--mix-loss", default="logistic", choices=("logistic", "squared", "hinge"),
+                    help="mixing: the loss (squared: the CLI's default)")
     ap.add_argument("--mix-rules", nargs="+", default=["vw", "delta", "examples", "sqrtk", "bmuf", "bmuf-nesterov"])
     ap.add_argument("--ls-variants", nargs="+", default=["vw", "sample=learned", "sample=holdout"],
                     help="linesearch: variants, comma-separated key=value (sample=learned|holdout, cap=N|none, "
