@@ -62,10 +62,12 @@ tree, interleaved with this one's (before / after on one table). A per-phase tim
 from __future__ import annotations
 
 import argparse
+import atexit
 import gzip
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -77,6 +79,12 @@ _HERE = str(Path(__file__).resolve().parent)
 if sys.path and os.path.abspath(sys.path[0]) == _HERE:  # this file is named like the dask.distributed package:
     sys.path.append(sys.path.pop(0))                      # look here last
 from _common import CACHE, DATASETS, ROOT, gen_sparse, need_shared, table  # noqa: E402
+
+#: the models this run writes: one directory per process, so that two runs at once (the Parquet partitions
+#: and data sets under CACHE / "distributed" are shared) do not overwrite each other's models
+MODELS = CACHE / "distributed" / f"models-{os.getpid()}"
+MODELS.mkdir(parents=True, exist_ok=True)
+atexit.register(shutil.rmtree, MODELS, True)  # (ignore_errors)
 
 sys.path.insert(0, str(ROOT))
 
@@ -140,7 +148,7 @@ def accuracy(args):
 
     rows = []
     seq_runs = {}
-    work = CACHE / "distributed" / "models"
+    work = MODELS
     work.mkdir(parents=True, exist_ok=True)
     for nw in args.acc_workers:
       with LocalCluster(n_workers=nw, threads_per_worker=1, processes=True, dashboard_address=":0",
@@ -207,7 +215,7 @@ def chaining(args):
     from streamlearn.api import RunConfig, train
     from streamlearn.distributed.engine import _write_model, train_dask
 
-    work = CACHE / "distributed" / "models"
+    work = MODELS
     work.mkdir(parents=True, exist_ok=True)
     hyper = {"loss_function": "logistic"}
     P = args.chain_passes
@@ -263,7 +271,7 @@ def merge_cost(args):
     from streamlearn.distributed.engine import _write_model
     from streamlearn.distributed.merge import merge_states, state_of
 
-    work = CACHE / "distributed" / "models"
+    work = MODELS
     work.mkdir(parents=True, exist_ok=True)
     hyper = {"loss_function": "logistic"}
     rows = []
@@ -304,7 +312,7 @@ def _sequential_errors(data, test, hyper, passes):
     from streamlearn.api import RunConfig, train
 
     out = []
-    m = CACHE / "distributed" / "models" / "seq.slm"
+    m = MODELS / "seq.slm"
     for p in range(1, passes + 1):
         train(RunConfig(data=[str(data)], hyper=dict(hyper), passes=p, quiet=True, final_model=str(m)))
         out.append(100 * test_error(m, test))
@@ -348,7 +356,7 @@ def _mixing_run(data_dir, test, algo, hyper, workers, passes, rounds, mix):
 
     base, segs, learn = _in_process_chains(data_dir, algo, hyper, workers, rounds, "strided")
     out, alphas = [], []
-    model = CACHE / "distributed" / "models" / "mix.slm"
+    model = MODELS / "mix.slm"
     for _ in range(passes):
         for r in range(rounds):
             accs, samples = [], []
@@ -423,7 +431,7 @@ def _linesearch_run(data_dir, test, hyper, workers, passes, sample="learned", ca
     split = [_split_sample(bs, every, sample_cap) for bs in batches]
     grid = alpha_grid(len(chains), cap)
     out, alphas = [], []
-    model = CACHE / "distributed" / "models" / "ls.slm"
+    model = MODELS / "ls.slm"
     for p in range(passes):
         accs, finals = [], []
         for chain in chains:
@@ -494,7 +502,7 @@ def _linesearch_run(data_dir, test, hyper, workers, passes, sample="learned", ca
 def linesearch(args):
     """``--mix linesearch``'s variants against VW's rule (``--section linesearch``): sample learned or held out,
     alpha capped, alpha = 1 on pass 1 or not; test error % after each pass, minus the CLI's; the alphas chosen."""
-    (CACHE / "distributed" / "models").mkdir(parents=True, exist_ok=True)
+    (MODELS).mkdir(parents=True, exist_ok=True)
     hyper = {"loss_function": "logistic"}
     P = args.chain_passes
     rows = []
@@ -528,7 +536,7 @@ def mixing(args):
     """Mixing rules (merge.MIX_RULES) and mixing more often than once a pass (rounds), adagrad, logistic
     loss, ``args.chain_parts`` partitions, test error % after each pass against the CLI's after as many."""
 
-    (CACHE / "distributed" / "models").mkdir(parents=True, exist_ok=True)
+    (MODELS).mkdir(parents=True, exist_ok=True)
     from streamlearn.distributed import linesearch as LS
 
     P = args.chain_passes
@@ -604,7 +612,7 @@ def _diag_run(data_dir, test, hyper, workers, passes, variant, rounds=1, strided
     base, segs, learn = _in_process_chains(data_dir, None, hyper, workers, rounds,
                                            "strided" if strided else "consecutive")
     out, single = [], None
-    model = CACHE / "distributed" / "models" / "diag.slm"
+    model = MODELS / "diag.slm"
     for p in range(passes):
         for r in range(rounds):
             states = [learn(base, chain[r]) for chain in segs]
@@ -651,7 +659,7 @@ def diagnose(args):
     a variant (:func:`_diag_merge`); the data in file order and shuffled; 1 worker (one chain: exactly the
     CLI's order) as the check that the arithmetic is the CLI's."""
 
-    (CACHE / "distributed" / "models").mkdir(parents=True, exist_ok=True)
+    (MODELS).mkdir(parents=True, exist_ok=True)
     hyper = {"loss_function": "logistic"}
     P = args.chain_passes
     rows = []
