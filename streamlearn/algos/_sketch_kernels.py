@@ -719,7 +719,7 @@ def _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, beta, keep, slot
         for c in range(K):
             for a in range(nA):
                 beta[c, a] = V[a, c] if keep[c, a] else 0.0
-    nev = 0
+    nev = np.int64(0)  # not the literal 0: that would compile a second _offer_class
     text = spans.text
     name_start = spans.name_start
     name_end = spans.name_end
