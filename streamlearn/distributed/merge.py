@@ -496,7 +496,7 @@ def _sketch_finish(acc, base_meta, base_arrays):
     for c in range(kc):
         keys, names, lens = acc["cand"][c]
         w = sketch_query(sk[c], seeds, keys)
-        keep = w != 0.0  # the heap never holds a zero weight (_heap_offer)
+        keep = w != 0.0  # the heap never holds a zero weight (_offer_class)
         keys, w, names, lens = keys[keep], w[keep], names[keep], lens[keep]
         if len(keys) > k:
             top = np.lexsort((keys, -np.abs(w)))[:k]
