@@ -35,7 +35,15 @@ another; no Dask): adagrad on ``--chain-sets`` as 16 partitions, ``--mix-workers
 ``--mix-rounds`` segments with a merge after each (1: the engine's pass; more: mixing more often), by each of
 ``--mix-rules`` (``merge.MIX_RULES``, BMUF's included); test error after each pass against the CLI's. The BMUF
 table of the issue-19 notes: ``--section mixing --chain-sets news20_binary a9a ijcnn1 --mix-workers 2 4 8
---mix-rounds 1 --mix-rules vw bmuf bmuf-nesterov`` (about 2 minutes).
+--mix-rounds 1 --mix-rules vw bmuf bmuf-nesterov`` (about 2 minutes). The line search's table (``linesearch``,
+``linesearch-learned``: the links sample their rows, ``finish_pass`` searches, as in the engine; column alphas:
+each pass's multiplier): ``--section mixing --chain-sets news20_binary a9a ijcnn1 covtype --mix-workers 2 4 8
+--mix-rounds 1 --mix-rules vw bmuf-nesterov linesearch linesearch-learned`` (under a minute); ``news20`` (20
+classes, ``--oaa 20``) and ``RULE:per-class`` (one alpha per class) for the one-against-all question.
+
+Line search variants (``--section linesearch``, ``--ls-variants``): the prototype the rule was chosen with,
+in one process on batches read once: the sample learned or held out, alpha capped, alpha = 1 on pass 1, a
+leave-one-chain-out margin (``sample=loo``), the smallest alpha within ``tol`` of the least loss, a fixed alpha.
 
 Diagnosis (``--section diagnose``): why adagrad loses accuracy under mixing: the engine's arithmetic in one
 process on ``--chain-sets`` (16 partitions, ``--diag-workers`` chains) with the merge cut in two, the weights
@@ -54,10 +62,12 @@ tree, interleaved with this one's (before / after on one table). A per-phase tim
 from __future__ import annotations
 
 import argparse
+import atexit
 import gzip
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -70,6 +80,12 @@ if sys.path and os.path.abspath(sys.path[0]) == _HERE:  # this file is named lik
     sys.path.append(sys.path.pop(0))                      # look here last
 from _common import CACHE, DATASETS, ROOT, gen_sparse, need_shared, table  # noqa: E402
 
+#: the models this run writes: one directory per process, so that two runs at once (the Parquet partitions
+#: and data sets under CACHE / "distributed" are shared) do not overwrite each other's models
+MODELS = CACHE / "distributed" / f"models-{os.getpid()}"
+MODELS.mkdir(parents=True, exist_ok=True)
+atexit.register(shutil.rmtree, MODELS, True)  # (ignore_errors)
+
 sys.path.insert(0, str(ROOT))
 
 SETS = {
@@ -77,7 +93,10 @@ SETS = {
     "ijcnn1": ("ijcnn1/ijcnn1_train.libsvm.gz", "ijcnn1/ijcnn1_test.libsvm.gz"),
     "news20_binary": ("news20/news20_binary_train.vw.gz", "news20/news20_binary_test.vw.gz"),
     "covtype": ("covtype_subset20k/covtype_subset20k.libsvm.gz", None),
+    "news20": ("news20/news20_train.vw.gz", "news20/news20_test.vw.gz"),  # 20 classes: --oaa 20 (SET_HYPER)
 }
+#: hyper-parameters a data set needs beside the logistic loss (mixing: multiclass news20 as --oaa 20)
+SET_HYPER = {"news20": {"oaa": 20}}
 LEARNERS = ("adagrad", "mission", "bear", "oja-son", "fd-son", "rfd-son")
 PARTS = (1, 2, 4, 8)
 
@@ -129,7 +148,7 @@ def accuracy(args):
 
     rows = []
     seq_runs = {}
-    work = CACHE / "distributed" / "models"
+    work = MODELS
     work.mkdir(parents=True, exist_ok=True)
     for nw in args.acc_workers:
       with LocalCluster(n_workers=nw, threads_per_worker=1, processes=True, dashboard_address=":0",
@@ -196,7 +215,7 @@ def chaining(args):
     from streamlearn.api import RunConfig, train
     from streamlearn.distributed.engine import _write_model, train_dask
 
-    work = CACHE / "distributed" / "models"
+    work = MODELS
     work.mkdir(parents=True, exist_ok=True)
     hyper = {"loss_function": "logistic"}
     P = args.chain_passes
@@ -252,7 +271,7 @@ def merge_cost(args):
     from streamlearn.distributed.engine import _write_model
     from streamlearn.distributed.merge import merge_states, state_of
 
-    work = CACHE / "distributed" / "models"
+    work = MODELS
     work.mkdir(parents=True, exist_ok=True)
     hyper = {"loss_function": "logistic"}
     rows = []
@@ -293,7 +312,7 @@ def _sequential_errors(data, test, hyper, passes):
     from streamlearn.api import RunConfig, train
 
     out = []
-    m = CACHE / "distributed" / "models" / "seq.slm"
+    m = MODELS / "seq.slm"
     for p in range(1, passes + 1):
         train(RunConfig(data=[str(data)], hyper=dict(hyper), passes=p, quiet=True, final_model=str(m)))
         out.append(100 * test_error(m, test))
@@ -314,9 +333,11 @@ def _in_process_chains(data_dir, algo, hyper, workers, rounds, order):
     segs = [[c[r * len(c) // rounds:(r + 1) * len(c) // rounds] for r in range(rounds)]
             for c in plan_chains(parts, workers, order)]
 
-    def learn(st, seg):
+    def learn(st, seg, mix="vw", samples=None):
         for i in seg:
-            st, _ = _learn_partition(st, parts[i], cfg, False, False, True)
+            st, stats = _learn_partition(st, parts[i], cfg, False, False, True, mix=mix)
+            if samples is not None:
+                samples.extend(stats.get("ls_sample", []))
         return st
 
     return state_of(*initial_learner(cfg)), segs, learn
@@ -326,36 +347,202 @@ def _mixing_run(data_dir, test, algo, hyper, workers, passes, rounds, mix):
     """The engine's arithmetic in this process (no Dask): the same task functions, one after another. Each
     pass cuts the partitions into ``workers`` chains (as the engine) and each chain into ``rounds`` segments of
     consecutive partitions; after every round the chains' states are merged by ``mix`` and the next round
-    starts from the merged state. rounds = 1 is the engine's pass. Test error % after each pass."""
-    from streamlearn.distributed.engine import _write_model
-    from streamlearn.distributed.merge import combine, finish, lift
+    starts from the merged state. rounds = 1 is the engine's pass. A line search (``linesearch``,
+    ``linesearch-learned``) runs as the engine's tasks do: the links sample their partitions' rows
+    (``_learn_partition``), the pass's finish (``finish_pass``) searches along VW's merged move. Test error %
+    after each pass, and the multiplier each merge chose (1 for the other rules)."""
+    from streamlearn.distributed.engine import _write_model, finish_pass
+    from streamlearn.distributed.merge import combine, lift
 
     base, segs, learn = _in_process_chains(data_dir, algo, hyper, workers, rounds, "strided")
-    out = []
-    model = CACHE / "distributed" / "models" / "mix.slm"
+    out, alphas = [], []
+    model = MODELS / "mix.slm"
     for _ in range(passes):
         for r in range(rounds):
-            accs = []
+            accs, samples = [], []
             for chain in segs:
-                st = learn(base, chain[r])
+                st = learn(base, chain[r], mix, samples)
                 if chain[r]:
                     accs.append(lift(st, base, mix))
             if accs:  # (a round can be empty for every chain: more rounds than a chain has partitions)
-                base = finish(combine(accs), base, mix)
+                base, stats = finish_pass((combine(accs), {"ls_sample": samples}), base, mix)
+                a, b = stats.get("ls_alpha", 1.0), stats.get("ls_beta", 0.0)
+                alphas.append(f"{a:g}" + (f"+{b:g}" if b else ""))
         _write_model(str(model), base)
         out.append(100 * test_error(model, test))
+    return out, alphas
+
+
+def _cached_partitions(data_dir, hyper, workers):
+    """The engine's plan for ``data_dir`` read once into memory: ``(cfg, initial state, chains, batches per
+    partition)`` (the learners learn the same whatever the batches, so learning from these is the engine's
+    arithmetic)."""
+    from streamlearn.api import RunConfig, initial_learner
+    from streamlearn.distributed.engine import _partition_reader
+    from streamlearn.distributed.merge import state_of
+    from streamlearn.distributed.partitions import chains as plan_chains, plan_partitions
+
+    cfg = RunConfig(data=[str(data_dir)], hyper=dict(hyper), quiet=True)
+    parts = plan_partitions(cfg.data, min_parts=workers)
+    base = state_of(*initial_learner(cfg))
+    batches = [list(_partition_reader(p, cfg, base.reader, False)) for p in parts]
+    return cfg, base, plan_chains(parts, workers, "strided"), batches
+
+
+def _split_sample(batches, every, cap):
+    """A partition's batches cut into ``(learned rows, sampled rows)`` batches by :func:`linesearch.sample_rows`."""
+    from streamlearn.distributed.linesearch import sample_rows
+
+    out, start = [], 0
+    for b in batches:
+        s = sample_rows(start, b.n, every, cap)
+        keep = np.ones(b.n, bool)
+        keep[s] = False
+        out.append((b.take(np.flatnonzero(keep)), b.take(s)))
+        start += b.n
     return out
+
+
+def _loo_sums(base, merged, own, batch, grid, K):
+    from streamlearn.distributed.linesearch import _clip_ranges, _loss_of, move_margins
+
+    (m0, md), = move_margins(base, merged, batch)
+    (_, mc), = move_margins(base, own, batch)
+    mloo = (K * md - mc) / max(K - 1, 1)
+    loss, _ = _loss_of(merged)
+    lo, hi = _clip_ranges(merged)[0]
+    p = np.clip(m0[None, :] + np.asarray(grid)[:, None] * mloo[None, :], lo, hi)
+    return (loss.value(p, np.broadcast_to(batch.labels, p.shape)) * batch.weights[None, :]).sum(axis=1)
+
+
+def _linesearch_run(data_dir, test, hyper, workers, passes, sample="learned", cap=None, first=True, every=10,
+                    sample_cap=4096, fixed=None, tol=None, mom=None):
+    """``--mix linesearch`` as the engine runs it, in this process: each pass, the chains learn their partitions
+    from the merged state (sample ``holdout``: without the sampled rows), VW's merge gives ``w_avg``, the sampled
+    rows of every partition give the summed loss of ``w_0 + alpha (w_avg - w_0)`` on the grid, and the next
+    pass starts from the best alpha's state (``first`` False: alpha = 1 on pass 1; ``cap``: alpha at most;
+    ``fixed``: this alpha every pass, no search). Test error % and the chosen alpha after each pass."""
+    from streamlearn.distributed.engine import _write_model
+    from streamlearn.distributed.linesearch import alpha_grid, alpha_loss_sums, apply_alpha, choose_alpha
+    from streamlearn.distributed.merge import combine, finish, learner_of, lift, state_of
+    from streamlearn.evaluate import run_stream
+
+    cfg, base, chains, batches = _cached_partitions(data_dir, hyper, workers)
+    split = [_split_sample(bs, every, sample_cap) for bs in batches]
+    grid = alpha_grid(len(chains), cap)
+    out, alphas = [], []
+    model = MODELS / "ls.slm"
+    for p in range(passes):
+        accs, finals = [], []
+        for chain in chains:
+            st = base
+            for i in chain:
+                learner = learner_of(st)
+                if sample == "holdout":
+                    stream = [a for a, _ in split[i] if a.n]
+                else:
+                    stream = batches[i]
+                run_stream(learner, iter(stream), learn=True)
+                st = state_of(learner, base.reader)
+            accs.append(lift(st, base, "vw"))
+            finals.append(st)
+        merged = finish(combine(accs), base, "vw")
+        if fixed is not None:
+            alpha = float(fixed)
+        elif p == 0 and not first:
+            alpha = 1.0
+        elif sample == "loo":  # leave one chain out: a row's move without its own chain's, (K d - d_c) / (K - 1)
+            sums = 0.0
+            K = len(chains)
+            for c, chain in enumerate(chains):
+                for i in chain:
+                    for _, s in split[i]:
+                        if s.n:
+                            sums = sums + _loo_sums(base, merged, finals[c], s, grid, K)
+            alpha = choose_alpha(sums, grid)
+        else:
+            sums = sum(alpha_loss_sums(base, merged, s, grid) for parts in split for _, s in parts if s.n)
+            alpha = choose_alpha(sums, grid)
+            if tol is not None:  # the smallest alpha within tol (relative) of the least loss
+                alpha = float(grid[int(np.flatnonzero(sums <= sums.min() * (1 + tol))[0])])
+        if mom is not None and p > 0 and fixed is None:  # 2-D: w_0 + alpha d + beta d_prev, beta on a grid
+            from streamlearn.distributed.linesearch import _clip_ranges, _loss_of, move_margins
+            from streamlearn.distributed.merge import State as _S
+            prev_state = _S(base.algo, base.meta, dict(base.arrays, w=(base.arrays["w"] + d_prev).astype(np.float32)),
+                            base.reader)
+            betas = np.linspace(0, float(mom), 5)
+            loss, _ = _loss_of(merged)
+            lo, hi = _clip_ranges(merged)[0]
+            tot = np.zeros((len(betas), len(grid)))
+            for parts in split:
+                for _, s in parts:
+                    if not s.n:
+                        continue
+                    (m0, md), = move_margins(base, merged, s)
+                    (_, mp), = move_margins(base, prev_state, s)
+                    for j, b in enumerate(betas):
+                        pr = np.clip(m0[None, :] + grid[:, None] * md[None, :] + b * mp[None, :], lo, hi)
+                        tot[j] += (loss.value(pr, np.broadcast_to(s.labels, pr.shape)) * s.weights[None, :]).sum(axis=1)
+            j, i = np.unravel_index(int(np.argmin(tot)), tot.shape)
+            alpha, beta = float(grid[i]), float(betas[j])
+        else:
+            beta = 0.0
+        w0 = base.arrays["w"].astype(np.float64)
+        nxt = apply_alpha(base, merged, alpha)
+        if beta:
+            nxt.arrays["w"] = (nxt.arrays["w"].astype(np.float64) + beta * d_prev).astype(np.float32)
+        d_prev = nxt.arrays["w"].astype(np.float64) - w0
+        base = nxt
+        alphas.append(alpha if not beta else f"{alpha:g}+{beta:g}")
+        _write_model(str(model), base)
+        out.append(100 * test_error(model, test))
+    return out, alphas
+
+
+def linesearch(args):
+    """``--mix linesearch``'s variants against VW's rule (``--section linesearch``): sample learned or held out,
+    alpha capped, alpha = 1 on pass 1 or not; test error % after each pass, minus the CLI's; the alphas chosen."""
+    (MODELS).mkdir(parents=True, exist_ok=True)
+    hyper = {"loss_function": "logistic"}
+    P = args.chain_passes
+    rows = []
+    for name in args.chain_sets:
+        d1, test = prepare(name, 1)
+        dn, _ = prepare(name, args.chain_parts)
+        seq = _sequential_errors(d1, test, hyper, P)
+        rows.append({"data": name, "workers": "CLI", "variant": "",
+                     **{f"test err % p{p}": f"{e:.2f}" for p, e in enumerate(seq, 1)}})
+        for w in args.mix_workers:
+            for v in args.ls_variants:
+                kw = dict(x.split("=") for x in v.split(",")) if v != "vw" else {"fixed": "1"}
+                kw = {k: (None if val == "none" else float(val) if k in ("cap", "fixed", "tol", "mom") else int(val)
+                          if k in ("every", "sample_cap") else val == "1" if k == "first" else val)
+                      for k, val in kw.items()}
+                errs, alphas = _linesearch_run(dn, test, hyper, w, P, **kw)
+                row = {"data": name, "workers": w, "variant": v}
+                for p, (e, q) in enumerate(zip(errs, seq), 1):
+                    row[f"test err % p{p}"] = f"{e:.2f} ({e - q:+.2f})"
+                row["alphas"] = " ".join(a if isinstance(a, str) else f"{a:g}" for a in alphas)
+                rows.append(row)
+                if args.verbose:
+                    print(table(rows[-1:], list(rows[-1])), flush=True)
+    print(f"\nLine search along the merged move (in one process): adagrad, logistic loss, {args.chain_parts} "
+          "partitions, strided chains; test error % after each pass (minus the CLI's); alphas: chosen per pass; "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print(table(rows, list(dict.fromkeys(k for r in rows for k in r))))
 
 
 def mixing(args):
     """Mixing rules (merge.MIX_RULES) and mixing more often than once a pass (rounds), adagrad, logistic
     loss, ``args.chain_parts`` partitions, test error % after each pass against the CLI's after as many."""
 
-    (CACHE / "distributed" / "models").mkdir(parents=True, exist_ok=True)
-    hyper = {"loss_function": "logistic"}
+    (MODELS).mkdir(parents=True, exist_ok=True)
+    from streamlearn.distributed import linesearch as LS
+
     P = args.chain_passes
     rows = []
     for name in args.chain_sets:
+        hyper = {"loss_function": args.mix_loss, **SET_HYPER.get(name, {})}
         d1, test = prepare(name, 1)
         dn, _ = prepare(name, args.chain_parts)
         seq = _sequential_errors(d1, test, hyper, P)
@@ -364,18 +551,25 @@ def mixing(args):
         for w in args.mix_workers:
             for r in args.mix_rounds:
                 for mix in args.mix_rules:
-                    errs = _mixing_run(dn, test, "adagrad", hyper, w, P, r, mix)
+                    # "linesearch:per-class": --oaa's classes searched one by one (linesearch.PER_CLASS)
+                    LS.PER_CLASS = mix.endswith(":per-class")
+                    try:
+                        errs, alphas = _mixing_run(dn, test, "adagrad", hyper, w, P, r, mix.split(":")[0])
+                    finally:
+                        LS.PER_CLASS = False
                     row = {"data": name, "workers": w, "rounds": r, "mix": mix}
                     for p, (e, q) in enumerate(zip(errs, seq), 1):
                         row[f"test err % p{p}"] = f"{e:.2f} ({e - q:+.2f})"
+                    row["alphas"] = " ".join(alphas)
                     rows.append(row)
                     if args.verbose:
                         print(table(rows[-1:], list(rows[-1])), flush=True)
-    print(f"\nMixing rules and rounds per pass (the engine's arithmetic in one process): adagrad, logistic loss, "
+    print(f"\nMixing rules and rounds per pass (the engine's arithmetic in one process): adagrad, {args.mix_loss} loss, "
           f"{args.chain_parts} Parquet partitions of consecutive rows in one chain per worker, each chain cut into "
           "`rounds` segments with a merge after each; test error % after each pass (in brackets: minus the CLI's "
-          "after as many passes, points)")
-    print(table(rows, list(rows[0])))
+          "after as many passes, points); alphas: the merged move's multiplier of each merge, +beta: the previous "
+          f"pass's move's (linesearch's choice; 1: the rule's own merge); load average {os.getloadavg()[0]:.1f}")
+    print(table(rows, list(dict.fromkeys(k for r in rows for k in r))))
 
 
 def _diag_merge(states, base, variant):
@@ -418,7 +612,7 @@ def _diag_run(data_dir, test, hyper, workers, passes, variant, rounds=1, strided
     base, segs, learn = _in_process_chains(data_dir, None, hyper, workers, rounds,
                                            "strided" if strided else "consecutive")
     out, single = [], None
-    model = CACHE / "distributed" / "models" / "diag.slm"
+    model = MODELS / "diag.slm"
     for p in range(passes):
         for r in range(rounds):
             states = [learn(base, chain[r]) for chain in segs]
@@ -465,7 +659,7 @@ def diagnose(args):
     a variant (:func:`_diag_merge`); the data in file order and shuffled; 1 worker (one chain: exactly the
     CLI's order) as the check that the arithmetic is the CLI's."""
 
-    (CACHE / "distributed" / "models").mkdir(parents=True, exist_ok=True)
+    (MODELS).mkdir(parents=True, exist_ok=True)
     hyper = {"loss_function": "logistic"}
     P = args.chain_passes
     rows = []
@@ -689,7 +883,8 @@ def main():
                     help="accuracy: how the engine deals the partitions to its chains (train_dask(chain_order=...))")
     ap.add_argument("--acc-mix", default="vw", choices=("vw", "bmuf", "bmuf-nesterov"),
                     help="accuracy: the engine's mixing rule for adagrad (train --mix)")
-    ap.add_argument("--section", nargs="+", choices=("speed", "accuracy", "chaining", "merge_cost", "mixing", "diagnose"),
+    ap.add_argument("--section", nargs="+", choices=("speed", "accuracy", "chaining", "merge_cost", "mixing", "diagnose",
+                                                  "linesearch"),
                     default=["speed", "accuracy"], help="what to run (chaining: --chain-* below)")
     ap.add_argument("--chain-sets", nargs="+", default=["a9a", "news20_binary"], choices=list(SETS))
     ap.add_argument("--chain-parts", type=int, default=16)
@@ -699,7 +894,12 @@ def main():
     ap.add_argument("--chain-modes", nargs="+", default=["chained", "unchained"], choices=("chained", "unchained"))
     ap.add_argument("--mix-workers", nargs="+", type=int, default=[2, 4])
     ap.add_argument("--mix-rounds", nargs="+", type=int, default=[1, 2, 4])
+    ap.add_argument("--mix-loss", default="logistic", choices=("logistic", "squared", "hinge"),
+                    help="mixing: the loss (squared: the CLI's default)")
     ap.add_argument("--mix-rules", nargs="+", default=["vw", "delta", "examples", "sqrtk", "bmuf", "bmuf-nesterov"])
+    ap.add_argument("--ls-variants", nargs="+", default=["vw", "sample=learned", "sample=holdout"],
+                    help="linesearch: variants, comma-separated key=value (sample=learned|holdout, cap=N|none, "
+                         "first=0|1, every=N, sample_cap=N, fixed=ALPHA); vw: alpha = 1 (VW's rule)")
     ap.add_argument("--diag-workers", nargs="+", type=int, default=[1, 4])
     ap.add_argument("--diag-orders", nargs="+", default=["file", "shuffled-1"],
                     help="diagnose: the rows in file order, or shuffled with seed N (shuffled-N)")
@@ -737,6 +937,8 @@ def main():
         mixing(args)
     if "diagnose" in args.section:
         diagnose(args)
+    if "linesearch" in args.section:
+        linesearch(args)
 
 
 if __name__ == "__main__":

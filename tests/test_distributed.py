@@ -1106,3 +1106,311 @@ def test_engine_restarts_a_pass_whose_base_state_was_lost(parquet_dir, tmp_path,
     assert lost and s["examples"] == 6000
     assert any("pass 1" in line and "starts again" in line for line in said), said
     assert (tmp_path / "got.slm").read_bytes() == (tmp_path / "want.slm").read_bytes()
+
+
+class _FakeRoot:
+    """A pass's root future that is never done (pending: a cluster without workers), or done after ``ready`` polls."""
+
+    def __init__(self, ready=None):
+        self.polls, self.ready = 0, ready
+
+    def result(self, timeout=None):
+        self.polls += 1
+        if self.ready is not None and self.polls > self.ready:
+            return "state", {"ev": {}}
+        raise TimeoutError(f"timed out after {timeout} s.")
+
+
+class _FakeClient:
+    def __init__(self, workers_per_poll):
+        self.seq, self.i = list(workers_per_poll), 0
+
+    def scheduler_info(self):
+        n = self.seq[min(self.i, len(self.seq) - 1)]
+        self.i += 1
+        return {"workers": {f"tcp://w{j}": {} for j in range(n)}}
+
+
+def test_await_pass_fails_when_the_cluster_stays_without_workers_and_not_before():
+    from streamlearn.distributed.engine import _await_pass
+    from streamlearn.errors import StreamlearnError
+
+    t = [0.0]
+
+    def clock():
+        t[0] += 10.0  # each poll: 10 s later
+        return t[0]
+
+    # workers present all along: a slow pass is never limited (done at the 30th poll)
+    root = _FakeRoot(ready=30)
+    assert _await_pass(root, _FakeClient([2]), 0, 60.0, 5.0, clock)[0] == "state" and root.polls == 31
+    # no worker from the first poll: fails once 60 s have passed without one, naming the pass
+    root = _FakeRoot()
+    with pytest.raises(StreamlearnError, match=r"pass 3 failed: the cluster has had no worker for 60 s"):
+        _await_pass(root, _FakeClient([0]), 2, 60.0, 5.0, clock)
+    assert root.polls == 7  # the first poll without workers starts the clock; 6 more reach 60 s
+    # workers gone for 50 s, back (a restarted nanny, an autoscaler), then gone again: the clock restarts
+    root = _FakeRoot(ready=14)
+    assert _await_pass(root, _FakeClient([0] * 6 + [1] + [0] * 6 + [1]), 0, 60.0, 5.0, clock)[0] == "state"
+
+
+def test_engine_fails_instead_of_hanging_when_every_worker_is_gone(parquet_dir, tmp_path, monkeypatch):
+    """Dask keeps the tasks of a cluster whose workers all left pending for ever (checked here: the
+    pass does not finish); the engine fails the run after NO_WORKERS_TIMEOUT with a clear message and
+    writes no model."""
+    from distributed import Client, LocalCluster
+
+    from streamlearn.api import RunConfig
+    from streamlearn.distributed import engine
+    from streamlearn.errors import StreamlearnError
+
+    monkeypatch.setattr(engine, "NO_WORKERS_TIMEOUT", 2.0)
+    monkeypatch.setattr(engine, "NO_WORKERS_POLL", 0.5)
+    out = tmp_path / "m.slm"
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
+                      silence_logs=50) as cluster, Client(cluster) as client:
+        done = threading.Event()
+
+        def scale_to_zero_when_busy():
+            while not done.is_set():
+                if any(any("-part" in str(k) for k in keys) for keys in client.processing().values()):
+                    cluster.scale(0)
+                    return
+                time.sleep(0.005)
+
+        th = threading.Thread(target=scale_to_zero_when_busy)
+        th.start()
+        t0 = time.monotonic()
+        try:
+            cfg = RunConfig(data=[str(parquet_dir)], final_model=str(out), quiet=True, passes=2)
+            with pytest.raises(StreamlearnError, match="pass 1 failed: the cluster has had no worker for 2 s"):
+                engine.train_dask(cfg, scheduler=cluster.scheduler_address)
+        finally:
+            done.set()
+            th.join()
+        assert time.monotonic() - t0 < 60
+    assert not out.exists()
+# -- --mix linesearch: a line search along the merged move ----------------------------------------
+
+
+def _tiny_line_search_problem(loss_function="logistic", seed=3):
+    """A base state, a merged state 4 chains reached from it (random weights on a tiny table) and a batch of
+    rows that touch them."""
+    from streamlearn.batch import Batch
+
+    rng = np.random.default_rng(seed)
+    learner = make_learner("adagrad", {"loss_function": loss_function, "bit_precision": 6})
+    base = M.state_of(learner, {})
+    base.arrays["w"] = rng.normal(0, 0.3, 64).astype(np.float32)
+    if loss_function == "squared":
+        base.arrays["scal"][2:4] = (-1.0, 1.0)  # the label range seen: the prediction's clip
+    merged = M.State(base.algo, base.meta, dict(base.arrays, w=(base.arrays["w"] + rng.normal(0, 0.4, 64)).astype(np.float32)),
+                     base.reader)
+    n = 40
+    nnz = rng.integers(1, 6, n)
+    offsets = np.concatenate([[0], np.cumsum(nnz)]).astype(np.int64)
+    indices = rng.integers(0, 2**32, offsets[-1], dtype=np.uint64).astype(np.uint32)
+    values = rng.normal(0, 1, offsets[-1])
+    # labels drawn from the model at alpha = 2.3, so that the loss's minimum is inside [1, 4]
+    wstar = base.arrays["w"] + 2.3 * (merged.arrays["w"].astype(np.float64) - base.arrays["w"])
+    m = np.array([np.dot(wstar[indices[a:b] & 63], values[a:b]) for a, b in zip(offsets[:-1], offsets[1:])])
+    if loss_function == "squared":
+        labels = np.clip(m, -1, 1) + rng.normal(0, 0.3, n)
+    else:
+        labels = np.where(rng.random(n) < 1 / (1 + np.exp(-m)), 1.0, -1.0)
+    weights = rng.choice([0.5, 1.0, 2.0], n)
+    return base, merged, Batch(offsets, indices, values, labels, weights)
+
+
+def _brute_force_losses(base, merged, batch, grid, lo, hi, loss):
+    """Per alpha: the weights w_0 + alpha (w_avg - w_0) written out, every row's margin summed feature by
+    feature, clipped to [lo, hi], its loss times its importance weight, summed."""
+    w0 = base.arrays["w"].astype(np.float64)
+    d = merged.arrays["w"].astype(np.float64) - w0
+    out = []
+    for a in grid:
+        w = w0 + a * d
+        total = 0.0
+        for i in range(batch.n):
+            m = 0.0
+            for k in range(batch.offsets[i], batch.offsets[i + 1]):
+                m += w[int(batch.indices[k]) & 63] * batch.values[k]
+            m = min(max(m, lo), hi)
+            y = batch.labels[i]
+            if loss == "logistic":
+                l = np.log1p(np.exp(-y * m))
+            else:
+                l = (m - y) ** 2
+            total += batch.weights[i] * l
+        out.append(total)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+def test_line_search_alpha_is_the_brute_force_grid_minimum(loss):
+    from streamlearn.distributed import linesearch as LS
+
+    base, merged, batch = _tiny_line_search_problem(loss)
+    grid = LS.alpha_grid(4)
+    np.testing.assert_allclose(grid, [1, 1.25, 1.5, 1.75, 2, 2.25, 2.5, 2.75, 3, 3.25, 3.5, 3.75, 4])
+    assert list(LS.alpha_grid(8, cap=2)) == [1, 1.25, 1.5, 1.75, 2] and list(LS.alpha_grid(1)) == [1]
+    lo, hi = (-50.0, 50.0) if loss == "logistic" else (-1.0, 1.0)
+    want = _brute_force_losses(base, merged, batch, grid, lo, hi, loss)
+    got = LS.alpha_loss_sums(base, merged, batch, grid)
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+    # the sums of two halves add up to the whole's (what the engine's chains and tree add)
+    halves = LS.alpha_loss_sums(base, merged, batch.slice(0, 17), grid) + LS.alpha_loss_sums(base, merged, batch.slice(17, 40), grid)
+    np.testing.assert_allclose(halves, got, rtol=1e-12)
+    state, alpha, beta = LS.search(base, merged, [batch.slice(0, 17), batch.slice(17, 40)], nodes=4)
+    assert alpha == grid[int(np.argmin(want))] and beta == 0.0  # no previous move: alpha alone
+    w0 = base.arrays["w"].astype(np.float64)
+    w = (w0 + alpha * (merged.arrays["w"].astype(np.float64) - w0)).astype(np.float32)
+    np.testing.assert_array_equal(state.arrays["w"], w)
+    np.testing.assert_array_equal(state.mixing["w"], (w.astype(np.float64) - w0).astype(np.float32))
+    for k in ("G", "N", "scal"):  # only the weights move
+        np.testing.assert_array_equal(state.arrays[k], merged.arrays[k])
+    # the same inputs, the same alpha
+    assert LS.search(base, merged, [batch], nodes=4)[1:] == (alpha, 0.0)
+    # with the previous pass's move in the base: (alpha, beta) minimise the brute-force loss of
+    # w_0 + alpha d + beta d_prev, written out as a base whose weights are w_0 + beta d_prev
+    rng = np.random.default_rng(11)
+    d_prev = rng.normal(0, 0.3, 64).astype(np.float32)
+    base2 = M.State(base.algo, base.meta, base.arrays, base.reader, {"w": d_prev})
+    table = []
+    for b in LS.BETAS:
+        shifted = M.State(base.algo, base.meta, dict(base.arrays, w=w0 + b * d_prev.astype(np.float64)), base.reader)
+        moved = M.State(base.algo, base.meta, dict(merged.arrays, w=merged.arrays["w"].astype(np.float64)
+                                                   + b * d_prev.astype(np.float64)), base.reader)
+        table.append(_brute_force_losses(shifted, moved, batch, grid, lo, hi, loss))
+    table = np.array(table)
+    np.testing.assert_allclose(LS.loss_table(base2, merged, batch, grid, LS.BETAS)[0], table, rtol=1e-10)
+    j, i = np.unravel_index(int(np.argmin(table)), table.shape)
+    state2, a2, b2 = LS.search(base2, merged, [batch], nodes=4)
+    assert (a2, b2) == (grid[i], LS.BETAS[j])
+    np.testing.assert_allclose(state2.arrays["w"], w0 + a2 * (merged.arrays["w"].astype(np.float64) - w0)
+                               + b2 * d_prev.astype(np.float64), rtol=1e-6)
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+def test_line_search_problem_is_not_trivial(loss):
+    """The tiny problem's minimum is inside the grid, neither end (else the test above could not fail)."""
+    from streamlearn.distributed import linesearch as LS
+
+    base, merged, batch = _tiny_line_search_problem(loss)
+    sums = LS.alpha_loss_sums(base, merged, batch, LS.alpha_grid(4))
+    assert 0 < int(np.argmin(sums)) < len(sums) - 1
+
+
+def test_alpha_one_is_vw_rule_bit_for_bit(halves):
+    """alpha = 1 is VW's merge exactly; a line search with one chain, or without sampled rows, is alpha = 1; and
+    outside the engine (``merge_states``, ``lift`` / ``finish``) the rule is VW's."""
+    from streamlearn.api import RunConfig, load_model, train
+    from streamlearn.distributed import linesearch as LS
+
+    states = []
+    for i, h in enumerate(halves):
+        m = str(h) + ".slm"
+        train(RunConfig(data=[str(h)], hyper={"loss_function": "logistic"}, quiet=True, final_model=m))
+        states.append(M.state_of(*load_model(m)[:2]))
+    base = M.fresh_state(states[0])
+    vw = M.merge_states(states, base=base)
+    for rule in M.LINESEARCH_RULES:
+        ls = M.merge_states(states, base=base, mix=rule)
+        for k in vw.arrays:
+            np.testing.assert_array_equal(ls.arrays[k], vw.arrays[k])
+    _, _, batch = _tiny_line_search_problem()
+    for got, alpha, beta in ((LS.apply_alpha(base, vw, 1.0), 1.0, 0.0), LS.search(base, vw, [batch], nodes=1),
+                             LS.search(base, vw, [], nodes=4)):
+        assert (alpha, beta) == (1.0, 0.0) and got.arrays.keys() == vw.arrays.keys()
+        for k in vw.arrays:
+            assert got.arrays[k] is vw.arrays[k]
+
+
+def test_sampled_rows_do_not_depend_on_the_batches():
+    """The sample is every 10th row of a partition (rows 9, 19, ...), at most the cap, however the partition is
+    cut into batches; held out, the other rows are learned in order."""
+    from streamlearn.distributed import linesearch as LS
+
+    _, _, batch = _tiny_line_search_problem(seed=5)
+    want = np.arange(9, 40, 10)
+    for sizes in ((40,), (3, 7, 1, 29), (10, 10, 10, 10), (9, 1, 30)):
+        parts, a = [], 0
+        for s in sizes:
+            parts.append(batch.slice(a, a + s))
+            a += s
+        for holdout in (True, False):
+            out = []
+            learned = list(LS.sampled(iter(parts), holdout, out))
+            sample = np.concatenate([b.labels for b in out])
+            np.testing.assert_array_equal(sample, batch.labels[want])
+            rest = np.concatenate([b.labels for b in learned])
+            np.testing.assert_array_equal(rest, np.delete(batch.labels, want) if holdout else batch.labels)
+        out = []
+        list(LS.sampled(iter(parts), True, out, every=10, cap=2))
+        np.testing.assert_array_equal(np.concatenate([b.labels for b in out]), batch.labels[want[:2]])
+
+
+def test_engine_line_search_on_sample_data(parquet_dir, tmp_path, invoke_cli):
+    """2 worker threads, 4 partitions of 750 rows, consecutive chains: with ``linesearch-learned`` pass 1's
+    model is the merge of the 2 models trained by hand, times the alpha of 1, 1.25, ..., 2 whose logistic loss
+    over rows 9, 19, ... of every partition is least (the base is 0: the margins are alpha times the merged
+    model's raw predictions); ``linesearch`` holds those rows out (300 fewer learned); both runs are
+    deterministic and give valid models."""
+    from streamlearn.api import RunConfig, load_model
+    from streamlearn.distributed.engine import train_dask
+
+    files = sorted(parquet_dir.iterdir())
+    hand = []
+    for run in ((0, 1), (2, 3)):
+        m = tmp_path / f"h{run[0]}.slm"
+        assert invoke_cli("train", *[files[i] for i in run], "--loss_function", "logistic", "-f", m,
+                          "--quiet").exit_code == 0
+        hand.append(M.state_of(*load_model(str(m))[:2]))
+    merged = M.merge_states(hand)
+    lines = gzip.open(A9A, "rt").read().splitlines(True)
+    (tmp_path / "sample.svm").write_text("".join(lines[750 * i + r] for i in range(4) for r in range(9, 750, 10)))
+    from streamlearn.distributed.engine import _write_model
+    _write_model(str(tmp_path / "merged.slm"), merged)
+    assert invoke_cli("predict", "-i", tmp_path / "merged.slm", tmp_path / "sample.svm", "-r", tmp_path / "raw.txt",
+                      "--quiet").exit_code == 0
+    raw = np.array([float(s.split()[0]) for s in (tmp_path / "raw.txt").read_text().splitlines()])
+    y = np.array([1.0 if float(s.split()[0]) > 0 else -1.0 for s in (tmp_path / "sample.svm").read_text().splitlines()])
+    grid = np.arange(1.0, 2.01, 0.25)
+    alpha = grid[int(np.argmin([np.logaddexp(0, -y * np.clip(a * raw, -50, 50)).sum() for a in grid]))]
+    runs = {}
+    for rule in ("linesearch-learned", "linesearch", "linesearch"):
+        got, said = [], []
+        s = train_dask(RunConfig(data=[str(parquet_dir)], hyper={"loss_function": "logistic"}, passes=2,
+                                 final_model=str(tmp_path / f"{rule}.slm")), workers=2, worker_threads=True,
+                       chain_order="consecutive", mix=rule, on_pass=lambda p, st: got.append(st), log=said.append)
+        e = s["engine"]
+        assert e["mix"] == rule and [p["alpha_rows"] for p in e["passes"]] == [300, 300]
+        assert all(p["alpha"] in grid for p in e["passes"]) and "merged move times" in "\n".join(said)
+        assert e["passes"][0]["beta"] == 0.0 and e["passes"][1]["beta"] in (0, 0.25, 0.5, 0.75, 1)
+        assert s["examples"] == (6000 if rule == "linesearch-learned" else 5400)
+        w = got[-1].arrays["w"]
+        assert np.all(np.isfinite(w)) and np.any(w != 0)
+        if rule == "linesearch-learned":
+            assert e["passes"][0]["alpha"] == alpha
+            np.testing.assert_allclose(got[0].arrays["w"], (alpha * merged.arrays["w"].astype(np.float64)),
+                                       rtol=1e-6, atol=0)
+            np.testing.assert_array_equal(got[0].arrays["G"], merged.arrays["G"])
+        elif rule in runs:  # the same inputs, the same alphas and bytes
+            assert [p["alpha"] for p in e["passes"]] == runs[rule]
+            assert (tmp_path / f"{rule}.slm").read_bytes() == first_bytes
+        else:
+            first_bytes = (tmp_path / f"{rule}.slm").read_bytes()
+        runs[rule] = [p["alpha"] for p in e["passes"]]
+        r = invoke_cli("predict", "-i", tmp_path / f"{rule}.slm", A9A, "--quiet", "--metrics", tmp_path / "pm.json")
+        assert r.exit_code == 0
+        import json
+        assert json.loads((tmp_path / "pm.json").read_text())["error_rate"] < 0.25
+
+
+def test_line_search_usage_errors(parquet_dir, tmp_path, invoke_cli):
+    for algo, why in ((("--oaa", "3", "--loss_function", "multiclass_logistic"), "its own rule"),
+                      (("--algo", "mission"), "its own rule"), (("--oaa", "3"), "not with --oaa")):
+        r = invoke_cli("train", parquet_dir, "--engine", "dask", "--worker_threads", *algo, "--mix", "linesearch",
+                       "-f", tmp_path / "x.slm")
+        assert r.exit_code == 2 and "--mix linesearch" in r.output and why in r.output, r.output
+    assert not (tmp_path / "x.slm").exists()

@@ -329,11 +329,10 @@ def test_model_arrays_bytes_is_the_saved_arrays_size(algo, kw):
 
 @pytest.mark.parametrize("algo", ["mission", "bear"])
 def test_run_path_heaps_keep_order_position_map_and_names(algo, tmp_path, invoke_cli):
-    """The run kernels write the heap's entry, eviction, re-sift and name copy out inline
-    (_sketch_kernels._offer_active_map, for speed; heap_offer / copy_name are the tested reference
-    forms): after a stream with many entries and evictions, every class's heap is a min-heap on |w|,
-    full, its position map finds each member (checked by the loader) and each member's stored name
-    hashes to its key."""
+    """The run kernels' heap code (_sketch_kernels._offer_class, which the heap unit tests of
+    test_sketch.py call one key at a time) in a whole run: after a stream with many entries and
+    evictions, every class's heap is a min-heap on |w|, full, its position map finds each member
+    (checked by the loader) and each member's stored name hashes to its key."""
     from streamlearn.api import load_model
     from streamlearn.io.hashing import feature_hash
     rng = np.random.default_rng(3)

@@ -140,10 +140,17 @@ class Heap:
         self.name = np.arange(k, dtype=np.int32)
         self.tbl = np.full(T, -1, np.int32)
         self.size = np.zeros(1, np.int64)
+        self.names = np.zeros((k, sk.NAME_BYTES), np.uint8)
+        self.name_len = np.zeros(k, np.int32)
 
-    def offer(self, key, val):
-        return sk.heap_offer(self.keys, self.w, self.tpos, self.name, self.tbl, self.size,
-                             np.uint32(key), float(val))
+    def offer(self, key, val, spans=None, entry=0):
+        """The run kernels' offer code (``_offer_class``) on this heap; ``spans``: the entering key's name
+        is entry ``entry`` of them (None: no names)."""
+        if spans is None:
+            e = np.empty(0, np.int64)
+            spans = sk.Spans(np.empty(0, np.uint8), e, e, e, e)
+        return sk.heap_offer(self.keys, self.w, self.tpos, self.name, self.tbl, self.size, self.names,
+                             self.name_len, np.uint32(key), float(val), spans, entry)
 
     def members(self):
         n = int(self.size[0])
@@ -203,14 +210,21 @@ def test_heap_zero_values_and_name_ids():
     h.check()
 
 
-def test_copy_name_and_truncation():
+def test_entering_name_copy_and_truncation():
+    """An entering key's ``namespace^name`` (or ``name``) is copied to its name id, at most NAME_BYTES
+    bytes with the full length kept; no name known: length 0; an update copies nothing."""
     text = np.frombuffer(b"ns feat" + b"x" * 100, np.uint8)
-    names = np.zeros((2, sk.NAME_BYTES), np.uint8)
-    nl = np.zeros(2, np.int32)
-    sk.copy_name(names, nl, 0, 0, text, np.array([3]), np.array([7]), np.array([0]), np.array([2]))
-    assert bytes(names[0, :nl[0]]) == b"ns^feat"
-    sk.copy_name(names, nl, 1, 0, text, np.array([7]), np.array([107]), np.array([-1]), np.array([-1]))
-    assert nl[1] == 100 and bytes(names[1]) == b"x" * sk.NAME_BYTES
+    h = Heap(2)
+    a = np.array
+    spans = sk.Spans(text, a([3, 7, -1]), a([7, 107, -1]), a([0, -1, -1]), a([2, -1, -1]))
+    n0 = h.offer(11, 1.0, spans, 0)
+    assert bytes(h.names[n0, :h.name_len[n0]]) == b"ns^feat"
+    n1 = h.offer(12, 2.0, spans, 1)
+    assert h.name_len[n1] == 100 and bytes(h.names[n1]) == b"x" * sk.NAME_BYTES
+    assert h.offer(12, 3.0, spans, 0) == -1 and h.name_len[n1] == 100  # an update: the name stays
+    n2 = h.offer(13, 5.0, spans, 2)  # evicts key 11 (|1.0|) and takes its name id; no name known
+    assert n2 == n0 and h.name_len[n2] == 0
+    h.check()
 
 
 def test_hyperloglog_estimate():

@@ -41,7 +41,7 @@ __all__ = [
     "NAME_BYTES", "HLL_BITS", "SOFTMAX", "murmur3_u32_array",
     "sketch_positions", "sketch_query", "sketch_query_keys", "sketch_query_class", "sketch_add_keys",
     "tbl_find", "heap_offer", "heap_lookup", "hll_add", "build_active", "const_index", "eff_weights",
-    "mb_predict", "mb_gradient", "copy_name",
+    "mb_predict", "mb_gradient",
     "SketchState", "Spans", "minibatch_update", "implements_update", "minibatch_run", "DRIVER_HYPER",
 ]
 
@@ -409,97 +409,107 @@ def _sift_down(hkeys, hw, htpos, hname, tbl, i, n):
     _heap_put(hkeys, hw, htpos, hname, tbl, i, key, w, tp, nm)
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _resift(hkeys, hw, htpos, hname, tbl, i, n, v):
-    """Set member ``i``'s weight to ``v`` and restore the heap order (``n`` entries): the same moves as
-    sifting always, but a sift is entered only when the entry must move (its parent now heavier, or a
-    child lighter), since most re-sifts of a member move nothing and a call passes five arrays.
-    Inlined into its callers."""
-    old = abs(hw[i])
-    hw[i] = v
-    av = abs(v)
-    if av < old:
-        if i > 0 and av < abs(hw[(i - 1) >> 1]):
-            _sift_up(hkeys, hw, htpos, hname, tbl, i)
-    elif av > old:
-        l = 2 * i + 1
-        if l < n and (abs(hw[l]) < av or (l + 1 < n and abs(hw[l + 1]) < av)):
-            _sift_down(hkeys, hw, htpos, hname, tbl, i, n)
+#: how many active features ahead :func:`_offer_class` prefetches a member's heap lines
+_HEAP_AHEAD = 6
 
 
 @njit(**INNER)
-def _heap_offer(hkeys, hw, htpos, hname, tbl, size, key, val):
-    """Offer ``(key, val)`` to the heap (BEAR Alg. 2 line 10).
+def _offer_class(c, hkeys, hw, htpos, hname, tbl, size, names, name_len, akeys, aocc, V, keep, slot, aconst,
+                 text, name_start, name_end, ns_start, ns_end, ev, nev):
+    """Offer the active features ``akeys`` with weights ``V[:, c]`` to class ``c``'s heap (BEAR Alg. 2 line
+    10): the heap's one offer code, which the run kernels (:func:`_offer_active_map`, once per class and
+    minibatch) and the tests (:func:`heap_offer`, one key) call.
 
-    A member gets its weight replaced (and is re-sifted); a non-member enters if the heap is
-    not full (and ``val != 0``) or if ``|val|`` beats the smallest member, which is evicted.
-    Returns the new member's name id (the caller copies its name there), or -1 if ``key`` did
-    not newly enter.
-    """
+    The heap is one class's arrays (1-D views; ``names`` ``(k, NAME_BYTES)``, ``size[0]`` its size). A member
+    gets its weight replaced and is re-sifted; ``keep[c, a]`` says ``a`` was a member when its slot
+    ``slot[c, a]`` was found (used while that slot still holds it, else looked up again); the others are
+    offered without a look-up. A non-member enters if the heap is not full (and its weight is not 0) or if
+    its ``|weight|`` beats the smallest member's, which is evicted and whose name id it takes; the entering
+    feature's ``namespace^name`` (its first occurrence ``aocc[a]`` in the spans ``text``, ``name_start``,
+    ...; empty spans: no name, length 0) is copied to that name id: at most ``NAME_BYTES`` bytes, the full
+    length in ``name_len`` (so a reader can tell a truncated name). The constant feature (``aconst``, -1:
+    none) is not offered. Each change of membership is appended to ``ev`` from ``nev`` on (``c << 33 |
+    1 << 32 | hash``: entered; without the ``1 << 32``: evicted); returns the new ``nev``.
+
+    Written out in one function, no helper taking the heap's arrays per member but the sifts and the
+    position map's insert and delete (rare): each call passes its arrays by value, an atomic reference
+    count increment and decrement each, which numba does not prune in functions with several ways out or
+    calls (per-member calls were a quarter of MISSION's run kernel samples on 20 Newsgroups ``--oaa 20``)."""
+    nA = akeys.shape[0]
     k = hkeys.shape[0]
-    n = size[0]
-    s = _tbl_find(tbl, hkeys, key)
-    if s >= 0:
-        _resift(hkeys, hw, htpos, hname, tbl, s, n, val)
-        return -1
-    return _heap_enter(hkeys, hw, htpos, hname, tbl, size, key, val)
-
-
-@njit(**INNER)
-def _heap_enter(hkeys, hw, htpos, hname, tbl, size, key, val):
-    """The part of :func:`_heap_offer` for a ``key`` known not to be a member (no look-up):
-    enters if the heap is not full (and ``val != 0``) or if ``|val|`` beats the smallest member.
-    Returns the new member's name id or -1. :func:`_offer_active_map` writes this, :func:`_resift` and
-    :func:`_copy_name` out inline (numba's reference counting): a change here must be made there too."""
-    k = hkeys.shape[0]
-    n = size[0]
-    if val == 0.0 or k == 0:
-        return -1
-    if n < k:
-        hkeys[n] = key
-        hw[n] = val
-        _tbl_insert(tbl, hkeys, htpos, n)
-        size[0] = n + 1
-        nid = hname[n]  # slots >= size hold the free name ids; the id moves with the element
-        _sift_up(hkeys, hw, htpos, hname, tbl, n)
-        return nid
-    if abs(val) <= abs(hw[0]):
-        return -1
-    _tbl_delete(tbl, hkeys, htpos, htpos[0])
-    hkeys[0] = key
-    hw[0] = val
-    root = np.int64(0)  # not the literal 0: that would compile another _tbl_insert and _sift_down
-    _tbl_insert(tbl, hkeys, htpos, root)
-    nid = hname[0]
-    _sift_down(hkeys, hw, htpos, hname, tbl, root, n)
-    return nid
-
-
-@njit(**INNER)
-def _copy_name(names, name_len, nid, k, text, name_start, name_end, ns_start, ns_end):
-    """Copy feature entry ``k``'s ``namespace^name`` (or ``name``) into name slot ``nid``.
-
-    At most ``NAME_BYTES`` bytes are stored; ``name_len[nid]`` is the full length (so a
-    reader can tell a truncated name). No name known: length 0.
-    """
-    name_len[nid] = 0
-    if name_start.shape[0] == 0 or name_start[k] < 0:
-        return
-    pos = 0
     L = names.shape[1]
-    if ns_start.shape[0] > 0 and ns_start[k] >= 0:
-        for t in range(ns_start[k], ns_end[k]):
-            if pos < L:
-                names[nid, pos] = text[t]
-            pos += 1
-        if pos < L:
-            names[nid, pos] = 94  # '^'
-        pos += 1
-    for t in range(name_start[k], name_end[k]):
-        if pos < L:
-            names[nid, pos] = text[t]
-        pos += 1
-    name_len[nid] = pos
+    for a in range(nA):
+        if a + _HEAP_AHEAD < nA and keep[c, a + _HEAP_AHEAD]:
+            # the heap lines a member's update will read (its slot, parent, children): a member's
+            # update is a chain of dependent reads in heaps larger than the core's caches
+            s2 = slot[c, a + _HEAP_AHEAD]
+            if s2 >= 0:
+                _prefetch(hw, s2)
+                _prefetch(hkeys, s2)
+                _prefetch(hw, (s2 - 1) >> 1)
+                _prefetch(hw, min(2 * s2 + 1, k - 1))
+        if a == aconst:
+            continue
+        v = V[a, c]
+        if keep[c, a]:  # a member when its slot was found: updated, if it still is one
+            s = slot[c, a]
+            if hkeys[s] != akeys[a]:  # moved by a sift or evicted since
+                s = _tbl_find(tbl, hkeys, akeys[a])
+            if s >= 0:
+                # its weight replaced, the heap order restored: a sift is entered only when the entry must
+                # move (its parent now heavier, or a child lighter), as most re-sifts of a member move nothing
+                n = size[0]
+                old = abs(hw[s])
+                hw[s] = v
+                av = abs(v)
+                if av < old:
+                    if s > 0 and av < abs(hw[(s - 1) >> 1]):
+                        _sift_up(hkeys, hw, htpos, hname, tbl, s)
+                elif av > old:
+                    l = 2 * s + 1
+                    if l < n and (abs(hw[l]) < av or (l + 1 < n and abs(hw[l + 1]) < av)):
+                        _sift_down(hkeys, hw, htpos, hname, tbl, s, n)
+                continue
+        if v == 0.0 or k == 0 or (size[0] >= k and abs(v) <= abs(hw[0])):
+            continue  # zeros take no slot; a full heap keeps its members against a weight no heavier
+        n = size[0]
+        key = akeys[a]
+        if n < k:
+            hkeys[n] = key
+            hw[n] = v
+            _tbl_insert(tbl, hkeys, htpos, n)
+            size[0] = n + 1
+            nid = hname[n]  # slots >= size hold the free name ids; the id moves with the element
+            _sift_up(hkeys, hw, htpos, hname, tbl, n)
+        else:
+            ev[nev] = (np.int64(c) << 33) | np.int64(hkeys[0])  # the member a full heap evicts
+            nev += 1
+            _tbl_delete(tbl, hkeys, htpos, htpos[0])
+            hkeys[0] = key
+            hw[0] = v
+            root = np.int64(0)  # not the literal 0: that would compile another _tbl_insert and _sift_down
+            _tbl_insert(tbl, hkeys, htpos, root)
+            nid = hname[0]
+            _sift_down(hkeys, hw, htpos, hname, tbl, root, n)
+        ev[nev] = (np.int64(c) << 33) | (np.int64(1) << 32) | np.int64(key)
+        nev += 1
+        e = aocc[a]  # the name: entry e's namespace^name
+        pos = 0
+        if name_start.shape[0] > 0 and name_start[e] >= 0:
+            if ns_start.shape[0] > 0 and ns_start[e] >= 0:
+                for t in range(ns_start[e], ns_end[e]):
+                    if pos < L:
+                        names[nid, pos] = text[t]
+                    pos += 1
+                if pos < L:
+                    names[nid, pos] = 94  # '^'
+                pos += 1
+            for t in range(name_start[e], name_end[e]):
+                if pos < L:
+                    names[nid, pos] = text[t]
+                pos += 1
+        name_len[nid] = pos
+    return nev
 
 
 # ------------------------------------------------------------------------------------------
@@ -626,8 +636,6 @@ def _query_all(sketch, abk, asg, a, tmp, out, row):
             out[row, c] = _query_ca(sketch, c, abk, asg, a, tmp)
 
 
-#: how many active features ahead :func:`_offer_active_map` prefetches a member's heap lines
-_HEAP_AHEAD = 6
 #: how many active features ahead :func:`_eff_weights_map` prefetches the sketch cells and position-map entries
 _EFF_AHEAD = 3
 
@@ -688,8 +696,8 @@ def _eff_weights_map(sketch, htbl, hkeys, akeys, abk, asg, amask, beta, inheap, 
 def _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, beta, keep, slot, aconst, ev):
     """BEAR Alg. 2 lines 7 and 10 (MISSION's offers too): re-QUERY every class's weights of the active set
     A_t (``akeys``, first occurrences ``aocc``, buckets ``abk`` and signs ``asg``; a feature's classes at
-    once, :func:`_query_all`) and offer them to each class's heap (a feature entering the heap takes its
-    name from ``spans``). ``keep[c, a]``: ``a`` was a member of class ``c``'s heap when the minibatch's
+    once, :func:`_query_all`) and offer them to each class's heap (:func:`_offer_class`, one call a class; a
+    feature entering the heap takes its name from ``spans``). ``keep[c, a]``: ``a`` was a member of class ``c``'s heap when the minibatch's
     weights were QUERYed (:func:`_eff_weights_map`; the others are offered without a look-up), its heap
     slot then in ``slot[c, a]``, used while it still holds the member (an offer before may have moved or
     evicted it: then looked up again). With ``beta`` non-empty, ``beta[c, a]`` receives the new weight
@@ -711,102 +719,16 @@ def _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, beta, keep, slot
         for c in range(K):
             for a in range(nA):
                 beta[c, a] = V[a, c] if keep[c, a] else 0.0
-    nev = 0
-    # the spans' arrays as locals: an attribute of the tuple read at each entering feature's call was an
-    # atomic reference count increment and decrement of each of its five arrays per call
+    nev = np.int64(0)  # not the literal 0: that would compile a second _offer_class
     text = spans.text
     name_start = spans.name_start
     name_end = spans.name_end
     ns_start = spans.ns_start
     ns_end = spans.ns_end
     for c in range(K):
-        hkeys = state.hkeys[c]
-        hw = state.hw[c]
-        htpos = state.htpos[c]
-        hname = state.hname[c]
-        htbl = state.htbl[c]
-        size = state.hsize[c:c + 1]
-        names = state.names[c]
-        name_len = state.name_len[c]
-        k = hkeys.shape[0]
-        L = names.shape[1]
-        for a in range(nA):
-            if a + _HEAP_AHEAD < nA and keep[c, a + _HEAP_AHEAD]:
-                # the heap lines a member's update will read (its slot, parent, children): a member's
-                # update is a chain of dependent reads in heaps larger than the core's caches
-                s2 = slot[c, a + _HEAP_AHEAD]
-                if s2 >= 0:
-                    _prefetch(hw, s2)
-                    _prefetch(hkeys, s2)
-                    _prefetch(hw, (s2 - 1) >> 1)
-                    _prefetch(hw, min(2 * s2 + 1, k - 1))
-            if a == aconst:
-                continue
-            v = V[a, c]
-            if keep[c, a]:  # a member when the weights were QUERYed (_heap_offer's update, if it still is)
-                s = slot[c, a]
-                if hkeys[s] != akeys[a]:  # moved by a sift or evicted since
-                    s = _tbl_find(htbl, hkeys, akeys[a])
-                if s >= 0:
-                    # _resift written out: inlined, its five array arguments were copied to its own
-                    # variables, an atomic reference count increment and decrement each per member
-                    n = size[0]
-                    old = abs(hw[s])
-                    hw[s] = v
-                    av = abs(v)
-                    if av < old:
-                        if s > 0 and av < abs(hw[(s - 1) >> 1]):
-                            _sift_up(hkeys, hw, htpos, hname, htbl, s)
-                    elif av > old:
-                        l = 2 * s + 1
-                        if l < n and (abs(hw[l]) < av or (l + 1 < n and abs(hw[l + 1]) < av)):
-                            _sift_down(hkeys, hw, htpos, hname, htbl, s, n)
-                    continue
-            if v == 0.0 or k == 0 or (size[0] >= k and abs(v) <= abs(hw[0])):
-                continue  # _heap_enter's refusals
-            # _heap_enter and _copy_name written out (keep in step with them: their unit tests check those
-            # forms, test_run_path_heaps_keep_order_position_map_and_names this one): a call passes them
-            # thirteen arrays, and numba's reference counts of a function's array arguments (an
-            # atomic increment and decrement each) are not pruned in functions with several ways out
-            # or calls: a quarter of the run kernel's samples on news20 --oaa 20
-            n = size[0]
-            key = akeys[a]
-            if n < k:
-                hkeys[n] = key
-                hw[n] = v
-                _tbl_insert(htbl, hkeys, htpos, n)
-                size[0] = n + 1
-                nid = hname[n]  # slots >= size hold the free name ids; the id moves with the element
-                _sift_up(hkeys, hw, htpos, hname, htbl, n)
-            else:
-                ev[nev] = (np.int64(c) << 33) | np.int64(hkeys[0])  # the member a full heap evicts
-                nev += 1
-                _tbl_delete(htbl, hkeys, htpos, htpos[0])
-                hkeys[0] = key
-                hw[0] = v
-                root = np.int64(0)  # not the literal 0: that would compile another _tbl_insert and _sift_down
-                _tbl_insert(htbl, hkeys, htpos, root)
-                nid = hname[0]
-                _sift_down(hkeys, hw, htpos, hname, htbl, root, n)
-            ev[nev] = (np.int64(c) << 33) | (np.int64(1) << 32) | np.int64(key)
-            nev += 1
-            # the name (as _copy_name): entry aocc[a]'s namespace^name, at most NAME_BYTES bytes, full length
-            e = aocc[a]
-            pos = 0
-            if name_start.shape[0] > 0 and name_start[e] >= 0:
-                if ns_start.shape[0] > 0 and ns_start[e] >= 0:
-                    for t in range(ns_start[e], ns_end[e]):
-                        if pos < L:
-                            names[nid, pos] = text[t]
-                        pos += 1
-                    if pos < L:
-                        names[nid, pos] = 94  # '^'
-                    pos += 1
-                for t in range(name_start[e], name_end[e]):
-                    if pos < L:
-                        names[nid, pos] = text[t]
-                    pos += 1
-            name_len[nid] = pos
+        nev = _offer_class(c, state.hkeys[c], state.hw[c], state.htpos[c], state.hname[c], state.htbl[c],
+                           state.hsize[c:c + 1], state.names[c], state.name_len[c], akeys, aocc, V, keep, slot, aconst,
+                           text, name_start, name_end, ns_start, ns_end, ev, nev)
     return nev
 
 
@@ -1075,15 +997,29 @@ def tbl_find(tbl, hkeys, key):
 
 
 @njit(**KERNEL)
-def heap_offer(hkeys, hw, htpos, hname, tbl, size, key, val):
-    """:func:`_heap_offer` callable from Python (tests, benchmarks)."""
-    return _heap_offer(hkeys, hw, htpos, hname, tbl, size, key, val)
-
-
-@njit(**KERNEL)
-def copy_name(names, name_len, nid, k, text, name_start, name_end, ns_start, ns_end):
-    """:func:`_copy_name` callable from Python (tests, benchmarks)."""
-    return _copy_name(names, name_len, nid, k, text, name_start, name_end, ns_start, ns_end)
+def heap_offer(hkeys, hw, htpos, hname, tbl, size, names, name_len, key, val, spans, entry):
+    """Offer ``(key, val)`` to one heap through :func:`_offer_class`, the run kernels' offer code (tests,
+    benchmarks): its slot, if a member, from :func:`_tbl_find`; an entering key's name from entry ``entry``
+    of ``spans`` (empty spans: none). Returns the new member's name id, or -1 if ``key`` did not newly enter
+    (an update, or refused)."""
+    akeys = np.empty(1, np.uint32)
+    akeys[0] = key
+    aocc = np.empty(1, np.int64)
+    aocc[0] = entry
+    V = np.empty((1, 1), np.float64)
+    V[0, 0] = val
+    s = _tbl_find(tbl, hkeys, akeys[0])
+    keep = np.empty((1, 1), np.bool_)
+    keep[0, 0] = s >= 0
+    slot = np.empty((1, 1), np.int64)
+    slot[0, 0] = s
+    ev = np.empty(2, np.int64)
+    nev = _offer_class(np.int64(0), hkeys, hw, htpos, hname, tbl, size, names, name_len, akeys, aocc, V, keep, slot,
+                       np.int64(-1), spans.text, spans.name_start, spans.name_end, spans.ns_start, spans.ns_end, ev,
+                       np.int64(0))
+    if nev > 0 and (ev[nev - 1] >> 32) & 1:
+        return np.int64(hname[_tbl_find(tbl, hkeys, akeys[0])])
+    return np.int64(-1)
 
 
 @njit(**KERNEL)

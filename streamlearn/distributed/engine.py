@@ -12,7 +12,9 @@ model per partition, thousands at scale, loses the most on sparse data: ``benchm
 The chains' accumulators (:func:`~streamlearn.distributed.merge.lift`) are summed by a tree of
 tasks, ``split_every`` = 8 at a time, into the next merged state, which is broadcast to the next
 pass (``mix``: how adagrad's chains mix, VW's rule or block-wise model-update filtering, Chen & Huo
-2016, whose block momentum travels with the merged state: :data:`~streamlearn.distributed.merge.MIX_RULES`). The progressive loss each pass reports is *per-pass progressive loss under mixing*: every
+2016, whose block momentum travels with the merged state, or a line search along the merged move, whose
+sample of rows every link keeps, ``stats["ls_sample"]``, and :func:`finish_pass` searches:
+:mod:`~streamlearn.distributed.linesearch`; :data:`~streamlearn.distributed.merge.MIX_RULES`). The progressive loss each pass reports is *per-pass progressive loss under mixing*: every
 example is predicted by its worker's model, which has learned from the merged state plus the part
 of its own chain read so far, not from the whole stream before it.
 
@@ -46,13 +48,17 @@ from dataclasses import dataclass, fields
 
 
 from ..errors import ConfigError, InputError, StreamlearnError
-from .merge import MergeError, State, _rule, combine, finish, learner_of, lift, state_nbytes, state_of
+from .merge import LINESEARCH_RULES, MergeError, State, _rule, combine, finish, learner_of, lift, state_nbytes, state_of
 from .partitions import chains as plan_chains, plan_partitions
 
 __all__ = ["train_dask", "train_partition", "SPLIT_EVERY", "EMBEDDED_CONFIG", "INSTALL_HINT", "require_dask"]
 
 SPLIT_EVERY = 8
 PASS_RESTARTS = 3  # a pass whose tasks are cancelled (its base state lost with a worker) runs again
+#: seconds a pass waits while the cluster has no worker at all before it fails (dask keeps the tasks of
+#: a cluster whose workers all died pending for ever; a cron job would hang)
+NO_WORKERS_TIMEOUT = 120.0
+NO_WORKERS_POLL = 5.0  # how often a waiting pass looks at the cluster's workers (seconds)
 
 #: dask.distributed settings of the embedded LocalCluster (not of an existing cluster given by --scheduler):
 #: its periodic callbacks run on the event loop, which in ``worker_threads`` mode is the client's own process.
@@ -170,7 +176,7 @@ def train_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, us
     choice (``STREAMLEARN_NO_C``), which the worker's kernel seam follows; ``mix``: the mixing
     rule (:data:`~streamlearn.distributed.merge.MIX_RULES`); ``batch_rows``: rows per Parquet batch (None: the
     reader's default; the learners learn the same whatever the batches, :func:`batch_rows_for`)."""
-    state, stats = _learn_partition(base, part, cfg, keep_names, skip_bad, use_c, batch_rows=batch_rows)
+    state, stats = _learn_partition(base, part, cfg, keep_names, skip_bad, use_c, batch_rows=batch_rows, mix=mix)
     return _close_chain((state, stats), base, mix)
 
 
@@ -183,7 +189,7 @@ def train_link(base: State, prev, part, cfg, keep_names: bool, skip_bad: bool, u
     partition's reading may have been started ahead of the task, and the chain's partitions after it
     (a :class:`ReadAhead`; None: none); ``batch_rows``: as :func:`train_partition`'s."""
     start, stats0 = (base, None) if prev is None else prev
-    state, stats = _learn_partition(start, part, cfg, keep_names, skip_bad, use_c, ahead, batch_rows)
+    state, stats = _learn_partition(start, part, cfg, keep_names, skip_bad, use_c, ahead, batch_rows, mix)
     if stats0 is not None:
         stats = _add_stats(stats0, stats)
     if state is None:  # skipped: the chain goes on from where it was
@@ -307,10 +313,13 @@ def _read_ahead(ahead, cfg, base_reader: dict, keep_names: bool) -> None:
 
 
 def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, use_c: bool, ahead=None,
-                     batch_rows=None):
+                     batch_rows=None, mix: str = "vw"):
     """The learner ``base`` after one pass over ``part``: ``(state, stats)`` (state None: skipped).
     ``ahead``: a :class:`ReadAhead` (its reader taken over if one was started; else the task reads
-    the partition itself, and starts the chain's next when through) or None."""
+    the partition itself, and starts the chain's next when through) or None. ``mix`` a line search
+    (:data:`~streamlearn.distributed.merge.LINESEARCH_RULES`): the partition's sampled rows
+    (:func:`~streamlearn.distributed.linesearch.sampled`; ``linesearch``: held out of learning) are in
+    ``stats["ls_sample"]``, a list of batches, which :func:`_add_stats` concatenates along the chain and the tree."""
     import resource
 
     from .. import kernels
@@ -337,6 +346,11 @@ def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, u
         from ..batch import unit_norm_rows
         stream = map(unit_norm_rows, stream)
     stats = {"partitions": 1, "skipped": [], "warnings": []}
+    if mix in LINESEARCH_RULES:
+        from .linesearch import sampled
+
+        stats["ls_sample"] = []
+        stream = sampled(stream, mix == "linesearch", stats["ls_sample"])
     errors = []
     try:
         ev = run_stream(learner, stream, learn=True, strict=cfg.strict, binary=bool(base.reader.get("binary")),
@@ -346,6 +360,7 @@ def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, u
         if not skip_bad:
             raise InputError(msg) from None
         stats["skipped"] = [msg]
+        stats.pop("ls_sample", None)
         return None, stats
     t1 = time.perf_counter()
     state = state_of(learner, base.reader)
@@ -418,11 +433,22 @@ def combine_results(*results):
 
 
 def finish_pass(result, base: State, mix: str = "vw"):
-    """The merged state of a pass (``base`` if every partition was skipped) and its stats."""
+    """The merged state of a pass (``base`` if every partition was skipped) and its stats. A line search
+    (:data:`~streamlearn.distributed.merge.LINESEARCH_RULES`): VW's merge moved along its move from ``base`` by the
+    alpha with the least loss over the pass's sampled rows (:func:`~streamlearn.distributed.linesearch.search`;
+    ``stats``: ``ls_alpha``, ``ls_rows``, ``ls_seconds``; the rows themselves are not returned)."""
     t0 = time.perf_counter()
     acc, stats = result[0], dict(result[1])
+    samples = stats.pop("ls_sample", None)
     out = base if acc is None else finish(acc, base, mix)
     stats["merge_seconds"] = stats.get("merge_seconds", 0.0) + time.perf_counter() - t0
+    if mix in LINESEARCH_RULES and acc is not None:
+        from .linesearch import search
+
+        t1 = time.perf_counter()
+        out, alpha, beta = search(base, out, samples or [], int(acc["nodes"][0]))
+        stats.update(ls_alpha=alpha, ls_beta=beta, ls_rows=sum(b.n for b in samples or []),
+                     ls_seconds=time.perf_counter() - t1)
     return out, stats
 
 
@@ -529,6 +555,16 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     except MergeError as e:
         raise ConfigError(f"{e}: --engine dask cannot mix it") from None
     from .merge import BMUF_RULES
+    if mix in LINESEARCH_RULES and base.meta.get("reduction") == "oaa":
+        # the search runs on --oaa's classes (linesearch.supported; benchmarks/distributed.py measures it) but it
+        # made news20's 20 classes worse than VW's rule at 2, 4 and 8 workers: not offered
+        raise ConfigError(f"--mix {mix}: not with --oaa (the search over the classes' summed losses made multiclass "
+                          "news20 1-2.6 points worse than VW's rule); leave --mix out")
+    from .linesearch import supported as _searched
+    if mix in LINESEARCH_RULES and not _searched(base):
+        raise ConfigError(f"--mix {mix}: only plain adagrad (VW's gd) searches along the merged move; "
+                          f"--algo {base.algo}" + (f" ({base.meta['reduction']})" if base.meta.get("reduction") else "")
+                          + " merges by its own rule (leave --mix out)")
     if mix in BMUF_RULES and not (base.algo == "adagrad" or base.meta.get("reduction") == "softmax"):
         raise ConfigError(f"--mix {mix}: only the adagrad learners (VW's gd, --oaa, softmax) mix by block momentum; "
                           f"--algo {base.algo} merges by its own rule (leave --mix out)")
@@ -615,7 +651,7 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
                 else:
                     def task(key, fn, *args):
                         return client.submit(fn, *args, key=key, pure=False)
-                    bf = client.scatter(base, broadcast=True, hash=False)
+                    bf = _scatter_base(client, base, p, NO_WORKERS_TIMEOUT)
                 root = _pass_graph(task, p, run, bf, parts, chains if chain else None, cfg, keep_names,
                                    skip_bad_partitions, use_c, mix, ahead, batch_rows)
                 try:
@@ -623,7 +659,7 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
                         from dask.threaded import get as threaded_get
                         base, stats = threaded_get(graph, root, num_workers=n_workers)
                     else:
-                        base, stats = root.result()
+                        base, stats = _await_pass(root, client, p, NO_WORKERS_TIMEOUT, NO_WORKERS_POLL)
                     break
                 except StreamlearnError:
                     raise
@@ -651,6 +687,10 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
                              "seconds": secs, "task_seconds": stats.get("seconds", 0.0),
                              "state_seconds": stats.get("state_seconds", 0.0),
                              "merge_seconds": stats.get("merge_seconds", 0.0),
+                             # --mix linesearch: the multiplier chosen, over how many sampled rows, in seconds
+                             "alpha": stats.get("ls_alpha"), "beta": stats.get("ls_beta"),
+                             "alpha_rows": stats.get("ls_rows"),
+                             "alpha_seconds": stats.get("ls_seconds"),
                              "task_page_faults": stats.get("page_faults", 0),
                              # a task's CPU is its process's (the reader's threads included): with
                              # worker_threads every worker shares one process, so it is not a task's own
@@ -659,7 +699,10 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
                              "peak_worker_rss": stats.get("rss", 0), "skipped_partitions": len(stats.get("skipped", []))})
             if not cfg.quiet:
                 log(f"pass {p + 1}: per-pass progressive loss under mixing {avg:.6f} over {ev['examples']} examples, "
-                    f"{len(parts)} partitions, {secs:.2f} s")
+                    f"{len(parts)} partitions, {secs:.2f} s"
+                    + (f"; merged move times {stats['ls_alpha']:g} plus {stats['ls_beta']:g} times the previous pass's "
+                       f"(line search over {stats['ls_rows']} sampled rows, {stats['ls_seconds']:.3f} s)"
+                       if "ls_alpha" in stats else ""))
             if on_pass is not None:
                 on_pass(p + 1, base)
             if save_every_pass and cfg.final_model and p + 1 < cfg.passes:
@@ -703,6 +746,42 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
         log("(average loss: the progressive loss of all passes, each under mixing: every example predicted by "
             "its worker's model, not by one model that saw every example before it)")
     return summary
+
+
+def _scatter_base(client, base: State, p: int, no_workers_timeout: float):
+    """``base`` scattered to every worker for pass ``p``; a cluster without a worker is waited for up to
+    ``no_workers_timeout`` seconds, then the pass fails with a clear error (dask's own is a bare
+    ``TimeoutError: No valid workers found``)."""
+    try:
+        if not client.scheduler_info().get("workers"):
+            client.wait_for_workers(1, timeout=no_workers_timeout)
+        return client.scatter(base, broadcast=True, hash=False)
+    except TimeoutError:
+        raise StreamlearnError(f"--engine dask: pass {p + 1} failed: the cluster has had no worker for "
+                               f"{no_workers_timeout:.0f} s (every worker left or died)") from None
+
+
+def _await_pass(root, client, p: int, no_workers_timeout: float, poll: float, clock=time.monotonic):
+    """The result of pass ``p``'s root future (``root.result()``), failing the pass with a clear error
+    once the cluster has had no worker for ``no_workers_timeout`` seconds: dask keeps the tasks of a
+    cluster whose workers all left pending, waiting for one to join, so without this a run against a
+    remote scheduler whose workers died would wait for ever. Workers that come back in time (a
+    restarted nanny, an autoscaler) let the pass go on; a pass that is merely slow is not limited."""
+    alone_since = None
+    while True:
+        try:
+            return root.result(timeout=poll)
+        except TimeoutError:
+            pass
+        if client.scheduler_info().get("workers"):
+            alone_since = None
+            continue
+        now = clock()
+        if alone_since is None:
+            alone_since = now
+        elif now - alone_since >= no_workers_timeout:
+            raise StreamlearnError(f"--engine dask: pass {p + 1} failed: the cluster has had no worker for "
+                                   f"{now - alone_since:.0f} s (every worker left or died)")
 
 
 def _prepare_worker() -> None:

@@ -61,7 +61,7 @@ import numpy as np
 
 __all__ = ["State", "MergeError", "MIX_RULES", "state_of", "learner_of", "fresh_state", "check_compatible", "lift",
            "combine", "finish", "merge_states", "BMUF_RULES", "fd_merge", "compact_rows",
-           "sketch_query", "state_nbytes"]
+           "sketch_query", "state_nbytes", "LINESEARCH_RULES"]
 
 
 class MergeError(ValueError):
@@ -496,7 +496,7 @@ def _sketch_finish(acc, base_meta, base_arrays):
     for c in range(kc):
         keys, names, lens = acc["cand"][c]
         w = sketch_query(sk[c], seeds, keys)
-        keep = w != 0.0  # the heap never holds a zero weight (_heap_offer)
+        keep = w != 0.0  # the heap never holds a zero weight (_offer_class)
         keys, w, names, lens = keys[keep], w[keep], names[keep], lens[keep]
         if len(keys) > k:
             top = np.lexsort((keys, -np.abs(w)))[:k]
@@ -977,10 +977,18 @@ def _rule(state: State):
 #:   ``G`` and ``N`` are merged by VW's rule. Weights of the adagrad family only (plain, ``--oaa``,
 #:   softmax); the other learners keep their one rule.
 #:
+#: * ``"linesearch"``, ``"linesearch-learned"``: VW's merge ``w_avg``, then the weights moved to
+#:   ``w_0 + alpha (w_avg - w_0) + beta d_prev`` (``d_prev``: the previous pass's move, in ``State.mixing``) with
+#:   alpha in [1, k], beta in [0, 1] chosen every pass by the least summed loss over a sample of the pass's
+#:   examples (every 10th row of each partition, held out of learning, or learned too:
+#:   :mod:`~streamlearn.distributed.linesearch`). The search needs data, so it runs in the engine
+#:   (``finish_pass``); here (``streamlearn merge``, and :func:`lift` / :func:`finish`) it is VW's rule.
+#:
 #: ``N`` (``--normalized``) is the dG-weighted mean of the nodes' in ``"delta"``, ``"examples"`` and ``"sqrtk"``.
 #: ``benchmarks/distributed.py --section mixing`` measures them.
-MIX_RULES = ("vw", "delta", "examples", "sqrtk", "bmuf", "bmuf-nesterov")
+MIX_RULES = ("vw", "delta", "examples", "sqrtk", "bmuf", "bmuf-nesterov", "linesearch", "linesearch-learned")
 BMUF_RULES = ("bmuf", "bmuf-nesterov")
+LINESEARCH_RULES = ("linesearch", "linesearch-learned")
 
 
 def lift(state: State, base: State, mix: str = "vw", compact: bool = False) -> dict:
@@ -990,8 +998,8 @@ def lift(state: State, base: State, mix: str = "vw", compact: bool = False) -> d
     if mix not in MIX_RULES:
         raise MergeError(f"unknown mixing rule {mix!r} (known: {', '.join(MIX_RULES)})")
     lift_fn, _ = _rule(state)
-    if mix in BMUF_RULES or (mix != "vw" and lift_fn is not _adagrad_lift):
-        mix = "vw"  # BMUF filters VW's merge (finish); the only rule of the other learners
+    if mix in BMUF_RULES + LINESEARCH_RULES or (mix != "vw" and lift_fn is not _adagrad_lift):
+        mix = "vw"  # BMUF filters VW's merge (finish), the line search moves it (engine); the other learners' one rule
     _, units = _unit(state)
     _, bunits = _unit(base)
     lam = float(max(state.examples - base.examples, 0))

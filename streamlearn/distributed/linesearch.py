@@ -1,0 +1,270 @@
+"""A line search along each pass's merged move (``--mix linesearch``): the multiplier of the move chosen from data.
+
+Iterative parameter mixing (McDonald, Hall & Mann 2010) moves the model, every pass, by the *mean* of the K
+chains' moves, where one sequential pass makes all of them one after another; on sparse text the mean is too
+short (a fixed multiplier of 2 on the move closes news20's gap at 4 workers), on dense data it is about right
+(the same multiplier costs a9a 2 points). So the multiplier is chosen every pass, from data: with ``w_0`` the
+state the pass started from and ``w_avg`` its merge by VW's rule (:mod:`~streamlearn.distributed.merge`), the
+move is ``d = w_avg - w_0`` and the next pass starts from ``w_0 + alpha d + beta d_prev`` (``d_prev``: the move
+the previous pass made, carried in ``State.mixing``; beta = 0 on the first pass) with
+
+    (alpha, beta) = argmin over alpha in {1, 1.25, ..., alpha_max}, beta in {0, 0.25, ..., 1} of
+                    sum_i h_i loss(y_i, clip(x_i . w_0 + alpha x_i . d + beta x_i . d_prev))
+
+over a fixed, deterministic sample of the pass's examples (:func:`sample_rows`), ``alpha_max`` = K (the
+chains merged) unless capped: a line search along the merged move plus a momentum term whose weight is chosen
+by the same data (a fixed block momentum, BMUF, helps sparse data and costs dense data, as a fixed alpha does).
+A linear model's margin is linear in alpha and beta, so each sampled example costs three dot products
+(``m_0 = x.w_0``, ``m_d = x.d``, ``m_p = x.d_prev``) and the loss at every point of the grid is a function of
+the cached margins: the sums of disjoint samples add (:func:`loss_table`), and the choice is exact on the grid.
+``G`` and ``N`` are VW's merge as they are; only the weights move. alpha = 1, beta = 0 is VW's rule exactly
+(the merged weights themselves); one chain (K = 1) is not searched.
+
+The ``clip`` is the learner's own prediction clip (VW's label range ``scal[2:4]`` of the merged state, unless
+``--no_clip``). Plain adagrad (binary or regression, any VW rule) and ``--oaa`` (each class's table with its
+one-against-all labels; one alpha for all classes, their losses summed, or, :data:`PER_CLASS`, one per class:
+the benchmark measures it, but the engine does not offer it, as it made multiclass news20 worse than VW's rule);
+the softmax learner keeps VW's rule (alpha = 1).
+
+``benchmarks/distributed.py --section mixing --mix-rules vw linesearch linesearch-learned`` measures it (the
+engine's task functions in one process).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .merge import State
+
+__all__ = ["ALPHA_STEP", "alpha_grid", "sample_rows", "move_margins", "alpha_loss_sums", "choose_alpha",
+           "apply_alpha", "supported", "unit_loss_sums", "PER_CLASS", "BETAS", "loss_table", "split_batch", "sampled", "search", "SAMPLE_EVERY", "SAMPLE_CAP"]
+
+#: the grid's spacing (alpha in 1, 1.25, 1.5, ..., alpha_max)
+ALPHA_STEP = 0.25
+#: the sample: every SAMPLE_EVERY-th example of a partition (its rows 9, 19, 29, ... counted from 0, as VW's
+#: multi-pass holdout takes every 10th), at most SAMPLE_CAP of them per partition
+SAMPLE_EVERY = 10
+SAMPLE_CAP = 4096
+
+
+def alpha_grid(nodes: int, cap: float | None = None) -> np.ndarray:
+    """The multipliers tried: 1, 1 + ALPHA_STEP, ..., up to ``nodes`` (the chains merged; ``cap``: at most)."""
+    hi = float(max(int(nodes), 1))
+    if cap is not None:
+        hi = max(1.0, min(hi, float(cap)))
+    n = int(np.floor((hi - 1.0) / ALPHA_STEP + 1e-9)) + 1
+    return 1.0 + ALPHA_STEP * np.arange(n)
+
+
+def sample_rows(start: int, n: int, every: int = SAMPLE_EVERY, cap: int = SAMPLE_CAP) -> np.ndarray:
+    """Which of a batch's ``n`` rows, the partition's rows ``start`` to ``start + n - 1``, are in the sample
+    (indices into the batch): those whose row number ``r`` has ``r % every == every - 1``, the first ``cap``
+    of the partition."""
+    first = (every - 1 - start) % every
+    r = np.arange(first, n, every, dtype=np.int64)
+    taken = start // every  # sampled rows before this batch
+    return r[:max(0, cap - taken)]
+
+
+def supported(state: State) -> bool:
+    """Whether the line search applies to ``state``'s learner: adagrad, plain (binary or regression) or
+    ``--oaa``; the other learners, and softmax, keep their merge (alpha = 1)."""
+    return state.algo == "adagrad" and state.meta.get("reduction") in (None, "oaa")
+
+
+#: ``--oaa``: one alpha per class (each class's summed loss), or one for all (the classes' losses summed)
+PER_CLASS = False
+
+
+def _weight_keys(state: State):
+    if state.meta.get("reduction") == "oaa":
+        return [f"class{c + 1}.w" for c in range(len(state.meta["classes"]))]
+    return ["w"]
+
+
+def _row_sums(batch, contrib):
+    """Per row of ``batch``, the sum of its entries' ``contrib`` (float64)."""
+    rows = np.repeat(np.arange(batch.n), np.diff(np.asarray(batch.offsets, np.int64)))
+    return np.bincount(rows, weights=contrib, minlength=batch.n)
+
+
+def _margins(w, batch, mask):
+    """``x . w`` of every row of ``batch`` (float64; only the entries the rows touch are read)."""
+    idx = np.asarray(batch.indices, np.int64) & int(mask)
+    return _row_sums(batch, np.asarray(w)[idx].astype(np.float64) * np.asarray(batch.values, np.float64))
+
+
+def move_margins(base: State, merged: State, batch) -> list:
+    """Per weight table (one, or one per class for ``--oaa``): ``(m_0, m_d)``, the margins of ``batch``'s rows
+    under the pass's start ``base`` and under the move ``merged - base`` (the move taken entry by entry, in
+    float64, at the entries the rows touch)."""
+    out = []
+    v = np.asarray(batch.values, np.float64)
+    for k in _weight_keys(base):
+        w0 = base.arrays[k]
+        idx = np.asarray(batch.indices, np.int64) & (len(w0) - 1)
+        g0 = np.asarray(w0)[idx].astype(np.float64)
+        gd = np.asarray(merged.arrays[k])[idx].astype(np.float64) - g0
+        out.append((_row_sums(batch, g0 * v), _row_sums(batch, gd * v)))
+    return out
+
+
+def _targets(state: State, labels) -> list:
+    """Per weight table, the labels its loss sees (``--oaa``: +1 for the class, -1 for the others)."""
+    labels = np.asarray(labels, np.float64)
+    if state.meta.get("reduction") == "oaa":
+        return [np.where(labels == c + 1, 1.0, -1.0) for c in range(len(state.meta["classes"]))]
+    return [labels]
+
+
+def alpha_loss_sums(base: State, merged: State, batch, grid) -> np.ndarray:
+    """:func:`unit_loss_sums` summed over the weight tables (``--oaa``: the classes)."""
+    return unit_loss_sums(base, merged, batch, grid).sum(axis=0)
+
+
+def unit_loss_sums(base: State, merged: State, batch, grid) -> np.ndarray:
+    """``[sum_i h_i loss(y_i, clip(m_0 + alpha m_d))]`` for each alpha of ``grid`` over ``batch``'s labelled rows, one
+    row per weight table (``--oaa``: per class): what one task returns; sums of disjoint batches add."""
+    grid = np.asarray(grid, np.float64)
+    keys = _weight_keys(base)
+    out = np.zeros((len(keys), len(grid)))
+    if batch.n == 0:
+        return out
+    loss, no_clip = _loss_of(merged)
+    lab = np.asarray(batch.labels, np.float64)
+    ok = ~np.isnan(lab)
+    h = np.asarray(batch.weights, np.float64)[ok]
+    for u, ((m0, md), y, (lo, hi)) in enumerate(zip(move_margins(base, merged, batch), _targets(merged, lab),
+                                                    _clip_ranges(merged))):
+        p = m0[ok][None, :] + grid[:, None] * md[ok][None, :]
+        if not no_clip:
+            p = np.clip(p, lo, hi)
+        out[u] = (loss.value(p, np.broadcast_to(y[ok], p.shape)) * h[None, :]).sum(axis=1)
+    return out
+
+
+def _loss_of(state: State):
+    """``(loss, no_clip)`` of the learner whose state is ``state`` (its hyper-parameters)."""
+    from ..algos.losses import get_loss
+
+    h = state.meta.get("hyper", {})
+    tau = h.get("quantile_tau")
+    return get_loss(h.get("loss_function") or "squared", 0.5 if tau is None else float(tau)), bool(h.get("no_clip"))
+
+
+def _clip_ranges(state: State) -> list:
+    if state.meta.get("reduction") == "oaa":
+        return [tuple(np.asarray(state.arrays[f"class{c + 1}.scal"], np.float64)[2:4])
+                for c in range(len(state.meta["classes"]))]
+    return [tuple(np.asarray(state.arrays["scal"], np.float64)[2:4])]
+
+
+def choose_alpha(sums, grid) -> float:
+    """The alpha of ``grid`` with the least summed loss (ties: the smallest, so that no data means alpha = 1)."""
+    sums = np.asarray(sums, np.float64)
+    if not len(sums) or not np.all(np.isfinite(sums)):
+        return 1.0
+    return float(np.asarray(grid, np.float64)[int(np.argmin(sums))])
+
+
+def apply_alpha(base: State, merged: State, alpha, beta=0.0) -> State:
+    """``merged`` with its weights moved to ``w_0 + alpha (w_avg - w_0) + beta d_prev`` (``d_prev``: the move the
+    previous pass made, ``base.mixing``; alpha = 1, beta = 0: ``merged``'s weights themselves). A list: one value per
+    weight table (``--oaa``'s classes). The result carries the move it made in ``mixing`` (the next pass's
+    ``d_prev``)."""
+    keys = _weight_keys(base)
+    alphas = [float(a) for a in alpha] if np.ndim(alpha) else [float(alpha)] * len(keys)
+    betas = [float(b) for b in beta] if np.ndim(beta) else [float(beta)] * len(keys)
+    arrays, mixing = dict(merged.arrays), dict(merged.mixing)
+    for k, a, b in zip(keys, alphas, betas):
+        w0 = np.asarray(base.arrays[k], np.float64)
+        if a != 1.0 or b != 0.0:
+            w = w0 + a * (np.asarray(merged.arrays[k], np.float64) - w0)
+            if b != 0.0:
+                w = w + b * np.asarray(base.mixing[k], np.float64)
+            arrays[k] = w.astype(merged.arrays[k].dtype)
+        mixing[k] = (np.asarray(arrays[k], np.float64) - w0).astype(np.float32)
+    return State(merged.algo, merged.meta, arrays, merged.reader, mixing)
+
+
+def split_batch(batch, start: int, holdout: bool, every: int = SAMPLE_EVERY, cap: int = SAMPLE_CAP):
+    """``(rows to learn, sampled rows)`` of ``batch``, the partition's rows from ``start`` on
+    (:func:`sample_rows`; ``holdout``: the sampled rows are not learned, else the batch is learned whole)."""
+    s = sample_rows(start, batch.n, every, cap)
+    sample = batch.take(s) if len(s) else None
+    if not holdout or not len(s):
+        return batch, sample
+    keep = np.ones(batch.n, bool)
+    keep[s] = False
+    return batch.take(np.flatnonzero(keep)), sample
+
+
+def sampled(batches, holdout: bool, out: list, every: int = SAMPLE_EVERY, cap: int = SAMPLE_CAP):
+    """The batches to learn of a partition's ``batches`` (:func:`split_batch`); the sampled rows are appended to
+    ``out`` as batches."""
+    start = 0
+    for b in batches:
+        learn, s = split_batch(b, start, holdout, every, cap)
+        start += b.n
+        if s is not None:
+            out.append(s)
+        if learn.n:
+            yield learn
+
+
+#: the multipliers of the previous pass's move tried beside each alpha (from the second pass on)
+BETAS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def loss_table(base: State, merged: State, batch, grid, betas) -> np.ndarray:
+    """``[unit, beta, alpha]``: the summed loss of ``w_0 + alpha d + beta d_prev`` over ``batch`` (``d_prev``:
+    ``base.mixing``, the previous pass's move; three margins a row); sums of disjoint batches add."""
+    grid, betas = np.asarray(grid, np.float64), np.asarray(betas, np.float64)
+    keys = _weight_keys(base)
+    out = np.zeros((len(keys), len(betas), len(grid)))
+    if batch.n == 0:
+        return out
+    loss, no_clip = _loss_of(merged)
+    lab = np.asarray(batch.labels, np.float64)
+    ok = ~np.isnan(lab)
+    h = np.asarray(batch.weights, np.float64)[ok]
+    targets, ranges = _targets(merged, lab), _clip_ranges(merged)
+    for u, (k, (m0, md)) in enumerate(zip(keys, move_margins(base, merged, batch))):
+        mp = _margins(base.mixing[k], batch, len(base.arrays[k]) - 1) if np.any(betas) else np.zeros(batch.n)
+        y = targets[u][ok]
+        for j, b in enumerate(betas):
+            p = (m0[ok] + b * mp[ok])[None, :] + grid[:, None] * md[ok][None, :]
+            if not no_clip:
+                p = np.clip(p, *ranges[u])
+            out[u, j] = (loss.value(p, np.broadcast_to(y, p.shape)) * h[None, :]).sum(axis=1)
+    return out
+
+
+def search(base: State, merged: State, samples, nodes: int, cap: float | None = None):
+    """``(next state, alpha, beta)``: ``merged`` (VW's merge of ``nodes`` chains that started from ``base``) moved to
+    ``w_0 + alpha (w_avg - w_0) + beta d_prev`` by the pair of :func:`alpha_grid` x :data:`BETAS` (beta = 0 on
+    the first pass: no previous move) with the least summed loss over ``samples`` (batches; ties: the smallest
+    beta, then alpha); alpha = 1, beta = 0 without samples. The learners the search does not apply to
+    (:func:`supported`): ``merged`` as it is. ``--oaa``: one pair for all classes (:data:`PER_CLASS`: one per
+    class; alpha, beta then their means)."""
+    if not supported(base):
+        return merged, 1.0, 0.0
+    keys = _weight_keys(base)
+    grid = alpha_grid(nodes, cap)
+    betas = np.asarray(BETAS if all(k in base.mixing for k in keys) else (0.0,))
+    if not samples or int(nodes) <= 1:  # one chain: its state is a sequential pass's, nothing to search
+        return apply_alpha(base, merged, 1.0), 1.0, 0.0
+    from ..batch import concat_batches
+
+    sums = loss_table(base, merged, concat_batches(list(samples)), grid, betas)  # (the sums of the batches')
+    if not np.all(np.isfinite(sums)):
+        return apply_alpha(base, merged, 1.0), 1.0, 0.0
+
+    def best(t):
+        j, i = np.unravel_index(int(np.argmin(t)), t.shape)
+        return float(grid[i]), float(betas[j])
+    if PER_CLASS and len(keys) > 1:
+        pairs = [best(t) for t in sums]
+        a, b = [p[0] for p in pairs], [p[1] for p in pairs]
+        return apply_alpha(base, merged, a, b), float(np.mean(a)), float(np.mean(b))
+    a, b = best(sums.sum(axis=0))
+    return apply_alpha(base, merged, a, b), a, b
