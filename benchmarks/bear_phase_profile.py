@@ -56,7 +56,7 @@ NESTED = [
     ]),
     ("_offer_active_map", "aconst, ev)", [
         ("  offers: query all", "V = np.empty((nA, K), np.float64)"),
-        ("  offers: heaps", "nev = 0"),
+        ("  offers: heaps", "nev = "),  # (nev = np.int64(0) since heap10; its first assignment)
     ]),
 ]
 
