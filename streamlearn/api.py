@@ -116,7 +116,7 @@ def _encoded_model(path: str, learner, reader: dict, estimator: dict | None = No
     from .errors import NumericError
     from .io.model_file import all_finite, encode_model
 
-    meta, arrays = learner.state_dict()
+    meta, arrays = learner.file_state()
     bad = [k for k, a in arrays.items() if np.dtype(a.dtype).kind == "f" and not all_finite(a)]
     if bad:
         raise NumericError(f"{path}: not written: the {learner.name} model's {', '.join(bad)} hold NaN or inf "

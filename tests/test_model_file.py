@@ -64,3 +64,38 @@ def test_damaged_files_give_one_clear_error(tmp_path, damage, msg):
 def test_missing_file(tmp_path):
     with pytest.raises(ModelFileError, match="cannot read"):
         read_model(str(tmp_path / "nope.slm"))
+
+
+@pytest.mark.parametrize("fill", ["dense", "sparse", "small"])
+def test_moved_axis_is_written_as_its_copy_block_by_block(tmp_path, fill):
+    """A MovedAxis (the --oaa sketch kept (R, W, K), saved (K, R, W)) gives the file the moved copy gives,
+    whether raw (written class by class) or sparse-encoded; -0.0 counts as a non-zero as in any array;
+    all_finite sees a NaN in it."""
+    from streamlearn.io.model_file import all_finite, encode_model
+    from streamlearn.memory import MovedAxis
+
+    rng = np.random.default_rng(3)
+    base = np.zeros((3, 700, 5) if fill != "small" else (2, 3, 4))
+    if fill == "sparse":
+        base.reshape(-1)[rng.choice(base.size, 20, replace=False)] = rng.normal(size=20)
+    else:
+        base[...] = rng.normal(size=base.shape)
+    base[1, 2, 3] = -0.0
+    lazy = MovedAxis(base, 2)
+    copy = np.ascontiguousarray(np.moveaxis(base, 2, 0))
+    assert lazy.shape == copy.shape and np.array_equal(np.asarray(lazy), copy)
+    assert [b.copy() for b in lazy.blocks()][-1].tolist() == copy[-1].tolist()
+    files = []
+    for arr in (lazy, copy):
+        path = tmp_path / f"m{len(files)}.slm"
+        with open(path, "wb") as f:
+            encode_model("toy", {"x": 1}, {"sketch": arr, "other": np.arange(3)}, {}).write_to(f)
+        files.append(path.read_bytes())
+    assert files[0] == files[1]
+    header, arrays = read_model(str(tmp_path / "m0.slm"))
+    assert np.array_equal(arrays["sketch"], copy, equal_nan=True)
+    assert [e["encoding"] for e in header["arrays"] if e["name"] == "sketch"] == [
+        "sparse" if fill == "sparse" else "raw"]
+    assert all_finite(lazy)
+    base[0, 1, 1] = np.nan
+    assert not all_finite(lazy)

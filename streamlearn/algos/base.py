@@ -466,6 +466,11 @@ class Learner:
         meta.update(self._extra_meta())
         return meta, self._arrays()
 
+    def file_state(self):
+        """:meth:`state_dict` as a model file is written from (the same bytes): a learner may give arrays
+        that the writer reads without building them (:class:`~streamlearn.memory.MovedAxis`)."""
+        return self.state_dict()
+
     def _extra_meta(self) -> dict:
         return {}
 

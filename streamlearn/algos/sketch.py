@@ -43,7 +43,7 @@ import numpy as np
 
 from ..batch import CONSTANT_HASH, Batch, concat_batches, empty_batch, unit_norm_rows
 from ..kernels import kernel_array, kernel_batch, lazy
-from ..memory import physical_memory
+from ..memory import MovedAxis, physical_memory
 from .base import COMMON_PARAMS, Learner, Param, adopt, lazy_zeros, require
 
 __all__ = ["SketchLearner", "SKETCH_PARAMS", "MINIBATCH_PARAM", "NAME_BYTES", "HLL_BITS", "hll_estimate"]
@@ -582,7 +582,8 @@ class SketchLearner(Learner):
 
     def _sq_sums_arrays(self, a: dict) -> None:
         """``acc`` (saved ``(K, R, W)``, as the weight sketch) and ``iacc`` into the arrays ``a``."""
-        a["acc"] = self.acc if self._sizes_only else np.ascontiguousarray(np.moveaxis(self.acc, 2, 0))
+        a["acc"] = (self.acc if self._sizes_only else MovedAxis(self.acc, 2) if self._lazy_save
+                    else np.ascontiguousarray(np.moveaxis(self.acc, 2, 0)))
         a["iacc"] = self.iacc
 
     def _load_sq_sums(self, arrays, on: bool, option: str) -> None:
@@ -608,11 +609,25 @@ class SketchLearner(Learner):
             return sk.reshape(1, self.R, self.W)
         if self._sizes_only:  # model_arrays_bytes: the kept layout, of the same size
             return sk
+        if self._lazy_save:  # file_state: written class by class, no transposed copy
+            return MovedAxis(sk, 2)
         return np.ascontiguousarray(np.moveaxis(sk, 2, 0))
 
     #: set while :attr:`model_arrays_bytes` sizes the saved arrays: the ``--oaa K`` sketch and count-min
     #: sums are then given in their kept layout ``(R, W, K)``, not copied into the saved ``(K, R, W)``
     _sizes_only = False
+    #: set while :meth:`file_state` gives the arrays to a model file: the ``--oaa K`` sketch and count-min sums
+    #: are then :class:`~streamlearn.memory.MovedAxis` views, written class by class without a transposed copy
+    _lazy_save = False
+
+    def file_state(self):
+        """:meth:`state_dict` for a model file (the same bytes), the ``--oaa K`` sketch and count-min sums as
+        :class:`~streamlearn.memory.MovedAxis` (no transposed copies in fresh pages at the end of a run)."""
+        self._lazy_save = True
+        try:
+            return self.state_dict()
+        finally:
+            self._lazy_save = False
 
     @property
     def model_arrays_bytes(self) -> int:

@@ -47,7 +47,7 @@ def merge_models(paths, out: str, log=None) -> dict:
             raise ConfigError(str(e)) from None
         except ValueError as e:  # the merged state does not load: a bug, said plainly
             raise ModelFileError(f"{out}: the merged state is not a valid {merged.algo} model ({e})") from None
-        meta, arrays = learner.state_dict()
+        meta, arrays = learner.file_state()
         model = encode_model(learner.name, meta, arrays, merged.reader)
         plan.stage("-f", model.write_to)
         plan.commit()

@@ -729,7 +729,7 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
                            "loss_note": "per-pass progressive loss under mixing"})
     try:
         if cfg.final_model:
-            meta, arrays = learner.state_dict()
+            meta, arrays = learner.file_state()
             model = encode_model(learner.name, meta, arrays, base.reader)
             summary["model_bytes"] = model.size
             plan.stage("-f", model.write_to)
@@ -795,5 +795,5 @@ def _write_model(path: str, state: State) -> None:
     from ..io.model_file import encode_model, write_encoded
 
     learner = learner_of(state)
-    meta, arrays = learner.state_dict()
+    meta, arrays = learner.file_state()
     write_encoded(path, encode_model(learner.name, meta, arrays, state.reader))

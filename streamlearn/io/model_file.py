@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import ModelFileError
-from ..memory import SparseTable
+from ..memory import MovedAxis, SparseTable
 from .writing import AtomicFile, atomic_writer, resolve_output  # noqa: F401 - the writing side's names here too
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "write_model", "encode_model", "read_model", "atomic_writer", "AtomicFile",
@@ -61,6 +61,15 @@ def _encode(a):
             return "sparse", [memoryview(idx).cast("B"), memoryview(np.ascontiguousarray(a.vals)).cast("B")], \
                 {"nnz": int(idx.size), "index_dtype": str(idx.dtype)}
         a = a.dense()
+    if isinstance(a, MovedAxis):  # the same bytes as the moved copy, written block by block when raw
+        base = a.base
+        if a.nbytes >= 1024 * base.dtype.itemsize and base.dtype.itemsize in (4, 8) and base.flags.c_contiguous:
+            bits = base.reshape(-1).view(np.uint32 if base.dtype.itemsize == 4 else np.uint64)
+            step = 1 << 22
+            nnz = sum(int(np.count_nonzero(bits[i:i + step])) for i in range(0, bits.size, step))
+            if not _sparse_pays(nnz, base):
+                return "raw", [_Blocks(a)], {}
+        a = np.asarray(a)
     a = np.ascontiguousarray(a)
     flat = a.reshape(-1)
     if flat.size >= 1024 and a.dtype.itemsize in (4, 8):
@@ -77,6 +86,20 @@ def _encode(a):
     return "raw", [memoryview(flat).cast("B") if flat.size else b""], {}
 
 
+class _Blocks:
+    """A raw array's bytes given block by block (:meth:`MovedAxis.blocks`): ``len`` is their count."""
+
+    def __init__(self, a: MovedAxis):
+        self.a = a
+
+    def __len__(self) -> int:
+        return self.a.nbytes
+
+    def chunks(self):
+        for b in self.a.blocks():
+            yield memoryview(b).cast("B")
+
+
 class EncodedModel:
     """A model file's bytes as buffers (no copy of the arrays): :attr:`size` is known before
     anything is written, :meth:`write_to` writes the file (and its SHA-256) to a binary file."""
@@ -88,8 +111,9 @@ class EncodedModel:
     def write_to(self, f) -> int:
         h = hashlib.sha256()
         for part in self.parts:
-            f.write(part)
-            h.update(part)
+            for chunk in (part.chunks() if isinstance(part, _Blocks) else (part,)):
+                f.write(chunk)
+                h.update(chunk)
         f.write(h.digest())
         return self.size
 
@@ -100,7 +124,7 @@ def encode_model(algo: str, meta: dict, arrays: dict, reader: dict, estimator: d
     :mod:`streamlearn.estimator`), stored under the header's ``estimator`` key."""
     entries, chunks, off = [], [], 0
     for name, a in arrays.items():
-        if not isinstance(a, SparseTable):
+        if not isinstance(a, (SparseTable, MovedAxis)):
             a = np.asarray(a)
         if str(a.dtype) not in _ALLOWED_DTYPES:
             raise TypeError(f"array {name!r} has unsupported dtype {a.dtype}")
@@ -159,6 +183,8 @@ def all_finite(a) -> bool:
     a :class:`~streamlearn.memory.SparseTable` by its stored values)."""
     if isinstance(a, SparseTable):
         return bool(np.isfinite(a.vals).all())
+    if isinstance(a, MovedAxis):  # the same entries in another order
+        a = a.base
     flat = np.ascontiguousarray(a).reshape(-1)
     step = 1 << 22  # in blocks: no full-size temporary for a 2^28 table
     for i in range(0, flat.size, step):
