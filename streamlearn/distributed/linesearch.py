@@ -124,22 +124,7 @@ def alpha_loss_sums(base: State, merged: State, batch, grid) -> np.ndarray:
 def unit_loss_sums(base: State, merged: State, batch, grid) -> np.ndarray:
     """``[sum_i h_i loss(y_i, clip(m_0 + alpha m_d))]`` for each alpha of ``grid`` over ``batch``'s labelled rows, one
     row per weight table (``--oaa``: per class): what one task returns; sums of disjoint batches add."""
-    grid = np.asarray(grid, np.float64)
-    keys = _weight_keys(base)
-    out = np.zeros((len(keys), len(grid)))
-    if batch.n == 0:
-        return out
-    loss, no_clip = _loss_of(merged)
-    lab = np.asarray(batch.labels, np.float64)
-    ok = ~np.isnan(lab)
-    h = np.asarray(batch.weights, np.float64)[ok]
-    for u, ((m0, md), y, (lo, hi)) in enumerate(zip(move_margins(base, merged, batch), _targets(merged, lab),
-                                                    _clip_ranges(merged))):
-        p = m0[ok][None, :] + grid[:, None] * md[ok][None, :]
-        if not no_clip:
-            p = np.clip(p, lo, hi)
-        out[u] = (loss.value(p, np.broadcast_to(y[ok], p.shape)) * h[None, :]).sum(axis=1)
-    return out
+    return loss_table(base, merged, batch, grid, (0.0,))[:, 0, :]
 
 
 def _loss_of(state: State):
