@@ -390,15 +390,14 @@ def _cached_partitions(data_dir, hyper, workers):
 
 
 def _split_sample(batches, every, cap):
-    """A partition's batches cut into ``(learned rows, sampled rows)`` batches by :func:`linesearch.sample_rows`."""
-    from streamlearn.distributed.linesearch import sample_rows
+    """A partition's batches cut into ``(learned rows, sampled rows)`` batches (:func:`linesearch.split_batch`,
+    the sampled rows held out)."""
+    from streamlearn.distributed.linesearch import split_batch
 
     out, start = [], 0
     for b in batches:
-        s = sample_rows(start, b.n, every, cap)
-        keep = np.ones(b.n, bool)
-        keep[s] = False
-        out.append((b.take(np.flatnonzero(keep)), b.take(s)))
+        learn, sample = split_batch(b, start, True, every, cap)
+        out.append((learn, sample if sample is not None else b.take(np.zeros(0, np.int64))))
         start += b.n
     return out
 
@@ -423,7 +422,7 @@ def _linesearch_run(data_dir, test, hyper, workers, passes, sample="learned", ca
     pass starts from the best alpha's state (``first`` False: alpha = 1 on pass 1; ``cap``: alpha at most;
     ``fixed``: this alpha every pass, no search). Test error % and the chosen alpha after each pass."""
     from streamlearn.distributed.engine import _write_model
-    from streamlearn.distributed.linesearch import alpha_grid, alpha_loss_sums, apply_alpha, choose_alpha
+    from streamlearn.distributed.linesearch import alpha_grid, apply_alpha, loss_table
     from streamlearn.distributed.merge import combine, finish, learner_of, lift, state_of
     from streamlearn.evaluate import run_stream
 
@@ -459,40 +458,19 @@ def _linesearch_run(data_dir, test, hyper, workers, passes, sample="learned", ca
                     for _, s in split[i]:
                         if s.n:
                             sums = sums + _loo_sums(base, merged, finals[c], s, grid, K)
-            alpha = choose_alpha(sums, grid)
+            alpha = float(grid[int(np.argmin(sums))])
         else:
-            sums = sum(alpha_loss_sums(base, merged, s, grid) for parts in split for _, s in parts if s.n)
-            alpha = choose_alpha(sums, grid)
+            sums = sum(loss_table(base, merged, s, grid, (0.0,))[0, 0] for parts in split for _, s in parts if s.n)
+            alpha = float(grid[int(np.argmin(sums))])
             if tol is not None:  # the smallest alpha within tol (relative) of the least loss
                 alpha = float(grid[int(np.flatnonzero(sums <= sums.min() * (1 + tol))[0])])
+        beta = 0.0
         if mom is not None and p > 0 and fixed is None:  # 2-D: w_0 + alpha d + beta d_prev, beta on a grid
-            from streamlearn.distributed.linesearch import _clip_ranges, _loss_of, move_margins
-            from streamlearn.distributed.merge import State as _S
-            prev_state = _S(base.algo, base.meta, dict(base.arrays, w=(base.arrays["w"] + d_prev).astype(np.float32)),
-                            base.reader)
-            betas = np.linspace(0, float(mom), 5)
-            loss, _ = _loss_of(merged)
-            lo, hi = _clip_ranges(merged)[0]
-            tot = np.zeros((len(betas), len(grid)))
-            for parts in split:
-                for _, s in parts:
-                    if not s.n:
-                        continue
-                    (m0, md), = move_margins(base, merged, s)
-                    (_, mp), = move_margins(base, prev_state, s)
-                    for j, b in enumerate(betas):
-                        pr = np.clip(m0[None, :] + grid[:, None] * md[None, :] + b * mp[None, :], lo, hi)
-                        tot[j] += (loss.value(pr, np.broadcast_to(s.labels, pr.shape)) * s.weights[None, :]).sum(axis=1)
+            betas = np.linspace(0, float(mom), 5)  # (d_prev: base.mixing, the move apply_alpha made last pass)
+            tot = sum(loss_table(base, merged, s, grid, betas)[0] for parts in split for _, s in parts if s.n)
             j, i = np.unravel_index(int(np.argmin(tot)), tot.shape)
             alpha, beta = float(grid[i]), float(betas[j])
-        else:
-            beta = 0.0
-        w0 = base.arrays["w"].astype(np.float64)
-        nxt = apply_alpha(base, merged, alpha)
-        if beta:
-            nxt.arrays["w"] = (nxt.arrays["w"].astype(np.float64) + beta * d_prev).astype(np.float32)
-        d_prev = nxt.arrays["w"].astype(np.float64) - w0
-        base = nxt
+        base = apply_alpha(base, merged, alpha, beta)
         alphas.append(alpha if not beta else f"{alpha:g}+{beta:g}")
         _write_model(str(model), base)
         out.append(100 * test_error(model, test))

@@ -1246,6 +1246,11 @@ def _brute_force_losses(base, merged, batch, grid, lo, hi, loss):
     return np.array(out)
 
 
+def _alpha_sums(LS, base, merged, batch, grid):
+    """The summed loss of ``w_0 + alpha d`` for each alpha of ``grid`` (the search's table at beta = 0)."""
+    return LS.loss_table(base, merged, batch, grid, (0.0,))[:, 0].sum(axis=0)
+
+
 @pytest.mark.parametrize("loss", ["logistic", "squared"])
 def test_line_search_alpha_is_the_brute_force_grid_minimum(loss):
     from streamlearn.distributed import linesearch as LS
@@ -1256,10 +1261,10 @@ def test_line_search_alpha_is_the_brute_force_grid_minimum(loss):
     assert list(LS.alpha_grid(8, cap=2)) == [1, 1.25, 1.5, 1.75, 2] and list(LS.alpha_grid(1)) == [1]
     lo, hi = (-50.0, 50.0) if loss == "logistic" else (-1.0, 1.0)
     want = _brute_force_losses(base, merged, batch, grid, lo, hi, loss)
-    got = LS.alpha_loss_sums(base, merged, batch, grid)
+    got = _alpha_sums(LS, base, merged, batch, grid)
     np.testing.assert_allclose(got, want, rtol=1e-10)
     # the sums of two halves add up to the whole's (what the engine's chains and tree add)
-    halves = LS.alpha_loss_sums(base, merged, batch.slice(0, 17), grid) + LS.alpha_loss_sums(base, merged, batch.slice(17, 40), grid)
+    halves = _alpha_sums(LS, base, merged, batch.slice(0, 17), grid) + _alpha_sums(LS, base, merged, batch.slice(17, 40), grid)
     np.testing.assert_allclose(halves, got, rtol=1e-12)
     state, alpha, beta = LS.search(base, merged, [batch.slice(0, 17), batch.slice(17, 40)], nodes=4)
     assert alpha == grid[int(np.argmin(want))] and beta == 0.0  # no previous move: alpha alone
@@ -1297,7 +1302,7 @@ def test_line_search_problem_is_not_trivial(loss):
     from streamlearn.distributed import linesearch as LS
 
     base, merged, batch = _tiny_line_search_problem(loss)
-    sums = LS.alpha_loss_sums(base, merged, batch, LS.alpha_grid(4))
+    sums = _alpha_sums(LS, base, merged, batch, LS.alpha_grid(4))
     assert 0 < int(np.argmin(sums)) < len(sums) - 1
 
 

@@ -165,8 +165,11 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
     # scratch sized by the pairs' own lengths (offsets per pair), not the ring's capacity: that grows
     # to the largest pair ever stored (news20 --oaa 20: 214,000), and a large allocation per call
     # costs a mapping and page faults
+    # per pair j (newest first): its features' offset in fmap, and its s entries' offset in sq
     fofs = np.empty(count + 1, np.int64)
     fofs[0] = 0
+    sofs = np.empty(count + 1, np.int64)
+    sofs[0] = 0
     for j in range(count):
         slot = head - 1 - j
         if slot < 0:
@@ -174,6 +177,7 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
         if pnf[slot] < 0:
             _pair_index(slot, rs_keys, rs_len, rr_keys, rr_len, rs_code, rr_code, pfeat, pnf)
         fofs[j + 1] = fofs[j] + pnf[slot]
+        sofs[j + 1] = sofs[j] + rs_len[slot]
     tot = nA + fofs[count]
     tbl = _index_table(tot)
     ukeys = np.empty(tot, np.int64)
@@ -204,13 +208,6 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
     lo = np.int64(0xFFFFFFFF)
     uS = np.uint64(S)
     # each s entry's index in q (c |U| + u), found in the first loop, used again in the second
-    sofs = np.empty(count + 1, np.int64)
-    sofs[0] = 0
-    for j in range(count):
-        slot = head - 1 - j
-        if slot < 0:
-            slot += tau
-        sofs[j + 1] = sofs[j] + rs_len[slot]
     sq = np.empty(sofs[count], np.uint64)
     # first loop: newest (j = 0) to oldest
     for j in range(count):

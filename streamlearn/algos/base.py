@@ -540,4 +540,6 @@ class Learner:
 
     @property
     def model_arrays_bytes(self) -> int:
-        return int(sum(a.nbytes for a in self._arrays().values()))
+        """Bytes of the arrays a model file holds, sized from :meth:`file_state`'s (arrays a learner gives
+        without building them, e.g. the ``--oaa`` sketches' transposed form, are not built to be sized)."""
+        return int(sum(a.nbytes for a in self.file_state()[1].values()))

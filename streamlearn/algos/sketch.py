@@ -582,8 +582,7 @@ class SketchLearner(Learner):
 
     def _sq_sums_arrays(self, a: dict) -> None:
         """``acc`` (saved ``(K, R, W)``, as the weight sketch) and ``iacc`` into the arrays ``a``."""
-        a["acc"] = (self.acc if self._sizes_only else MovedAxis(self.acc, 2) if self._lazy_save
-                    else np.ascontiguousarray(np.moveaxis(self.acc, 2, 0)))
+        a["acc"] = MovedAxis(self.acc, 2) if self._lazy_save else np.ascontiguousarray(np.moveaxis(self.acc, 2, 0))
         a["iacc"] = self.iacc
 
     def _load_sq_sums(self, arrays, on: bool, option: str) -> None:
@@ -607,15 +606,10 @@ class SketchLearner(Learner):
         sk = self.sketch
         if self.kc == 1:
             return sk.reshape(1, self.R, self.W)
-        if self._sizes_only:  # model_arrays_bytes: the kept layout, of the same size
-            return sk
         if self._lazy_save:  # file_state: written class by class, no transposed copy
             return MovedAxis(sk, 2)
         return np.ascontiguousarray(np.moveaxis(sk, 2, 0))
 
-    #: set while :attr:`model_arrays_bytes` sizes the saved arrays: the ``--oaa K`` sketch and count-min
-    #: sums are then given in their kept layout ``(R, W, K)``, not copied into the saved ``(K, R, W)``
-    _sizes_only = False
     #: set while :meth:`file_state` gives the arrays to a model file: the ``--oaa K`` sketch and count-min sums
     #: are then :class:`~streamlearn.memory.MovedAxis` views, written class by class without a transposed copy
     _lazy_save = False
@@ -628,16 +622,6 @@ class SketchLearner(Learner):
             return self.state_dict()
         finally:
             self._lazy_save = False
-
-    @property
-    def model_arrays_bytes(self) -> int:
-        """Bytes of the saved arrays (:meth:`_arrays`) without their transposed copies (each a tenth of a
-        second on 20 Newsgroups ``--oaa 20``, at the end of every run)."""
-        self._sizes_only = True
-        try:
-            return int(sum(a.nbytes for a in self._arrays().values()))
-        finally:
-            self._sizes_only = False
 
     # the state's fields in the order of SketchState (kept here: no numba import to load a model)
     _STATE_FIELDS = ("sketch", "seeds", "hkeys", "hw", "htpos", "hname", "htbl", "hsize", "names", "name_len",

@@ -757,8 +757,12 @@ def _scatter_base(client, base: State, p: int, no_workers_timeout: float):
             client.wait_for_workers(1, timeout=no_workers_timeout)
         return client.scatter(base, broadcast=True, hash=False)
     except TimeoutError:
-        raise StreamlearnError(f"--engine dask: pass {p + 1} failed: the cluster has had no worker for "
-                               f"{no_workers_timeout:.0f} s (every worker left or died)") from None
+        raise _no_workers(p, no_workers_timeout) from None
+
+
+def _no_workers(p: int, seconds: float) -> StreamlearnError:
+    return StreamlearnError(f"--engine dask: pass {p + 1} failed: the cluster has had no worker for {seconds:.0f} s "
+                            "(every worker left or died)")
 
 
 def _await_pass(root, client, p: int, no_workers_timeout: float, poll: float, clock=time.monotonic):
@@ -780,8 +784,7 @@ def _await_pass(root, client, p: int, no_workers_timeout: float, poll: float, cl
         if alone_since is None:
             alone_since = now
         elif now - alone_since >= no_workers_timeout:
-            raise StreamlearnError(f"--engine dask: pass {p + 1} failed: the cluster has had no worker for "
-                                   f"{now - alone_since:.0f} s (every worker left or died)")
+            raise _no_workers(p, now - alone_since)
 
 
 def _prepare_worker() -> None:

@@ -35,8 +35,8 @@ import numpy as np
 
 from .merge import State
 
-__all__ = ["ALPHA_STEP", "alpha_grid", "sample_rows", "move_margins", "alpha_loss_sums", "choose_alpha",
-           "apply_alpha", "supported", "unit_loss_sums", "PER_CLASS", "BETAS", "loss_table", "split_batch", "sampled", "search", "SAMPLE_EVERY", "SAMPLE_CAP"]
+__all__ = ["ALPHA_STEP", "alpha_grid", "sample_rows", "move_margins",
+           "apply_alpha", "supported", "PER_CLASS", "BETAS", "loss_table", "split_batch", "sampled", "search", "SAMPLE_EVERY", "SAMPLE_CAP"]
 
 #: the grid's spacing (alpha in 1, 1.25, 1.5, ..., alpha_max)
 ALPHA_STEP = 0.25
@@ -87,10 +87,10 @@ def _row_sums(batch, contrib):
     return np.bincount(rows, weights=contrib, minlength=batch.n)
 
 
-def _margins(w, batch, mask):
-    """``x . w`` of every row of ``batch`` (float64; only the entries the rows touch are read)."""
-    idx = np.asarray(batch.indices, np.int64) & int(mask)
-    return _row_sums(batch, np.asarray(w)[idx].astype(np.float64) * np.asarray(batch.values, np.float64))
+def _touched(w, batch) -> np.ndarray:
+    """``w``'s entries at ``batch``'s indices (masked to ``w``'s size, a power of 2), in float64."""
+    idx = np.asarray(batch.indices, np.int64) & (len(w) - 1)
+    return np.asarray(w)[idx].astype(np.float64)
 
 
 def move_margins(base: State, merged: State, batch) -> list:
@@ -100,10 +100,8 @@ def move_margins(base: State, merged: State, batch) -> list:
     out = []
     v = np.asarray(batch.values, np.float64)
     for k in _weight_keys(base):
-        w0 = base.arrays[k]
-        idx = np.asarray(batch.indices, np.int64) & (len(w0) - 1)
-        g0 = np.asarray(w0)[idx].astype(np.float64)
-        gd = np.asarray(merged.arrays[k])[idx].astype(np.float64) - g0
+        g0 = _touched(base.arrays[k], batch)
+        gd = _touched(merged.arrays[k], batch) - g0
         out.append((_row_sums(batch, g0 * v), _row_sums(batch, gd * v)))
     return out
 
@@ -114,17 +112,6 @@ def _targets(state: State, labels) -> list:
     if state.meta.get("reduction") == "oaa":
         return [np.where(labels == c + 1, 1.0, -1.0) for c in range(len(state.meta["classes"]))]
     return [labels]
-
-
-def alpha_loss_sums(base: State, merged: State, batch, grid) -> np.ndarray:
-    """:func:`unit_loss_sums` summed over the weight tables (``--oaa``: the classes)."""
-    return unit_loss_sums(base, merged, batch, grid).sum(axis=0)
-
-
-def unit_loss_sums(base: State, merged: State, batch, grid) -> np.ndarray:
-    """``[sum_i h_i loss(y_i, clip(m_0 + alpha m_d))]`` for each alpha of ``grid`` over ``batch``'s labelled rows, one
-    row per weight table (``--oaa``: per class): what one task returns; sums of disjoint batches add."""
-    return loss_table(base, merged, batch, grid, (0.0,))[:, 0, :]
 
 
 def _loss_of(state: State):
@@ -141,14 +128,6 @@ def _clip_ranges(state: State) -> list:
         return [tuple(np.asarray(state.arrays[f"class{c + 1}.scal"], np.float64)[2:4])
                 for c in range(len(state.meta["classes"]))]
     return [tuple(np.asarray(state.arrays["scal"], np.float64)[2:4])]
-
-
-def choose_alpha(sums, grid) -> float:
-    """The alpha of ``grid`` with the least summed loss (ties: the smallest, so that no data means alpha = 1)."""
-    sums = np.asarray(sums, np.float64)
-    if not len(sums) or not np.all(np.isfinite(sums)):
-        return 1.0
-    return float(np.asarray(grid, np.float64)[int(np.argmin(sums))])
 
 
 def apply_alpha(base: State, merged: State, alpha, beta=0.0) -> State:
@@ -214,7 +193,8 @@ def loss_table(base: State, merged: State, batch, grid, betas) -> np.ndarray:
     h = np.asarray(batch.weights, np.float64)[ok]
     targets, ranges = _targets(merged, lab), _clip_ranges(merged)
     for u, (k, (m0, md)) in enumerate(zip(keys, move_margins(base, merged, batch))):
-        mp = _margins(base.mixing[k], batch, len(base.arrays[k]) - 1) if np.any(betas) else np.zeros(batch.n)
+        mp = (_row_sums(batch, _touched(base.mixing[k], batch) * np.asarray(batch.values, np.float64))
+              if np.any(betas) else np.zeros(batch.n))
         y = targets[u][ok]
         for j, b in enumerate(betas):
             p = (m0[ok] + b * mp[ok])[None, :] + grid[:, None] * md[ok][None, :]

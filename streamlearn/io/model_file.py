@@ -50,6 +50,14 @@ def _sparse_pays(nnz: int, a) -> bool:
     return nnz * (a.dtype.itemsize + 8) < a.nbytes // 2
 
 
+def _nonzero_bits(flat) -> int:
+    """The entries of the 1-D array ``flat`` (4- or 8-byte items) whose bits are not all zero (-0.0 counts), in blocks of
+    2^22 (no full-size temporary)."""
+    bits = flat.view(np.uint32 if flat.dtype.itemsize == 4 else np.uint64)
+    step = 1 << 22
+    return sum(int(np.count_nonzero(bits[i:i + step])) for i in range(0, bits.size, step))
+
+
 def _encode(a):
     """Return ``(encoding, parts, extra)``; parts are buffers (no copy of a dense array).
 
@@ -63,12 +71,9 @@ def _encode(a):
         a = a.dense()
     if isinstance(a, MovedAxis):  # the same bytes as the moved copy, written block by block when raw
         base = a.base
-        if a.nbytes >= 1024 * base.dtype.itemsize and base.dtype.itemsize in (4, 8) and base.flags.c_contiguous:
-            bits = base.reshape(-1).view(np.uint32 if base.dtype.itemsize == 4 else np.uint64)
-            step = 1 << 22
-            nnz = sum(int(np.count_nonzero(bits[i:i + step])) for i in range(0, bits.size, step))
-            if not _sparse_pays(nnz, base):
-                return "raw", [_Blocks(a)], {}
+        if base.size >= 1024 and base.dtype.itemsize in (4, 8) and base.flags.c_contiguous \
+                and not _sparse_pays(_nonzero_bits(base.reshape(-1)), base):
+            return "raw", [_Blocks(a)], {}
         a = np.asarray(a)
     a = np.ascontiguousarray(a)
     flat = a.reshape(-1)
@@ -77,8 +82,7 @@ def _encode(a):
         step = 1 << 22  # in blocks: no 2^28-byte temporary for a -b 28 table
         # counted first: a dense array's indices are never built (they were three temporaries of 8 bytes an
         # entry, in fresh pages: a tenth of a second per --oaa 20 sketch at the end of every run)
-        nnz = sum(int(np.count_nonzero(bits[i:i + step])) for i in range(0, flat.size, step))
-        if _sparse_pays(nnz, a):
+        if _sparse_pays(_nonzero_bits(flat), a):
             nz = np.concatenate([np.flatnonzero(bits[i:i + step]) + i for i in range(0, flat.size, step)])
             idx = nz.astype(np.uint32 if flat.size < 2**32 else np.uint64)
             return "sparse", [memoryview(idx).cast("B"), memoryview(flat[nz]).cast("B")], \
