@@ -255,15 +255,30 @@ def _check_passes(cfg: RunConfig) -> None:
                               "- -o data.parquet', which is also faster to read) and train on that")
 
 
-def _check_inputs(paths):
+#: how many of a directory's files that are not read a warning names
+SKIPPED_NAMED = 3
+
+
+def _check_inputs(paths, log=None):
+    """Every input exists and can be read; a directory holds ``.parquet`` files. ``log`` is told
+    of a directory's other files, which are not read (a text shard dropped among Parquet files
+    would otherwise be left out of training without a word)."""
     for p in paths:
         if p == "-":
             continue
         if not os.path.exists(p):
             raise InputError(f"{p}: no such file")
         if os.path.isdir(p):
-            if not any(f.endswith(".parquet") for _, _, fs in os.walk(p) for f in fs):
+            from .io.parquet import directory_files
+            parquet, others = directory_files(p)
+            if not parquet:
                 raise InputError(f"{p}: is a directory (with no .parquet files)")
+            if others and log is not None:
+                named = ", ".join(os.path.relpath(f, p) for f in others[:SKIPPED_NAMED])
+                more = f" and {len(others) - SKIPPED_NAMED} more" if len(others) > SKIPPED_NAMED else ""
+                log(f"warning: {p}: {len(others)} file{'s' if len(others) > 1 else ''} not ending in .parquet "
+                    f"{'are' if len(others) > 1 else 'is'} not read ({named}{more}); a directory gives its .parquet "
+                    "files only: name text files on the command line, or 'streamlearn convert' them")
             continue
         if not os.access(p, os.R_OK):
             raise InputError(f"{p}: permission denied")
@@ -366,7 +381,7 @@ def initial_learner(cfg: RunConfig):
 def _run(cfg: RunConfig, learn: bool, log=None, monitor=None):
     log = log or (lambda line: None)
     _check_passes(cfg)
-    _check_inputs(cfg.data)
+    _check_inputs(cfg.data, None if cfg.quiet else log)
     plan = _output_plan(cfg, learn)
 
     learner, reader = initial_learner(cfg)

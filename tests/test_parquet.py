@@ -103,6 +103,39 @@ def test_directory_of_files_in_order(tmp_path):
     assert parts["average_loss"] == whole["average_loss"]
 
 
+def test_a_directorys_files_that_are_not_parquet_are_named_in_one_warning_and_not_read(tmp_path):
+    """A text shard dropped among Parquet files is not read (a directory gives its .parquet files):
+    the run says so once, naming the files (hidden and _-prefixed ones are not data and not named),
+    learns exactly what the Parquet files alone give, and is silent under --quiet."""
+    src = pq.read_table(DATA / "pq_sparse.parquet")
+    d = tmp_path / "ds"
+    (d / "sub").mkdir(parents=True)
+    (d / ".hidden").mkdir()
+    pq.write_table(src, d / "a.parquet")
+    (d / "shard.vw").write_text("1 | a b\n")
+    (d / "sub" / "more.libsvm").write_text("1 1:1\n")
+    (d / "_SUCCESS").write_text("")
+    (d / ".crc").write_text("")
+    (d / ".hidden" / "x.vw").write_text("1 | a\n")
+    hyper = {"loss_function": "logistic"}
+    lines = []
+    got = train(RunConfig(data=[str(d)], hyper=hyper, table=False), log=lines.append)
+    warned = [ln for ln in lines if ln.startswith("warning:")]
+    assert warned == [f"warning: {d}: 2 files not ending in .parquet are not read (shard.vw, sub/more.libsvm); a "
+                      "directory gives its .parquet files only: name text files on the command line, or "
+                      "'streamlearn convert' them"]
+    alone = train(RunConfig(data=[str(d / "a.parquet")], quiet=True, hyper=hyper))
+    assert got["examples"] == alone["examples"] == 4 and got["average_loss"] == alone["average_loss"]
+    quiet = []
+    train(RunConfig(data=[str(d)], hyper=hyper, quiet=True), log=quiet.append)
+    assert quiet == []
+    for f in ("shard.vw", "sub/more.libsvm"):
+        (d / f).unlink()
+    lines.clear()
+    train(RunConfig(data=[str(d)], hyper=hyper, table=False), log=lines.append)
+    assert not [ln for ln in lines if ln.startswith("warning:")]
+
+
 def test_empty_directory_is_an_input_error(tmp_path):
     (tmp_path / "e").mkdir()
     with pytest.raises(InputError, match="no .parquet files"):

@@ -546,7 +546,7 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
         ProgressSchedule(cfg.progress)
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    _check_inputs(cfg.data)
+    _check_inputs(cfg.data, None if cfg.quiet else log)
     plan = _output_plan(cfg, True)
     learner, reader = initial_learner(cfg)
     base = state_of(learner, reader)

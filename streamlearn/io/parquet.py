@@ -54,7 +54,7 @@ from .. import kernels
 from ..batch import Batch
 from ..errors import InputError
 
-__all__ = ["PARQUET_MAGIC", "DEFAULT_BATCH_ROWS", "is_parquet_path", "expand_paths",
+__all__ = ["PARQUET_MAGIC", "DEFAULT_BATCH_ROWS", "is_parquet_path", "expand_paths", "directory_files",
            "read_parquet", "read_parquet_file", "parquet_reader", "register"]
 
 PARQUET_MAGIC = b"PAR1"
@@ -77,18 +77,24 @@ def is_parquet_path(path: str) -> bool:
         return False
 
 
-def expand_paths(path: str) -> list:
-    """A file -> ``[file]``; a directory -> its ``*.parquet`` files (recursively, sorted,
-    skipping names starting with ``_`` or ``.`` such as ``_SUCCESS``)."""
-    if not os.path.isdir(path):
-        return [path]
-    out = []
+def directory_files(path: str):
+    """``(parquet, others)``: the files below directory ``path`` (recursively, each list sorted),
+    ``*.parquet`` or not, skipping names starting with ``_`` or ``.`` (``_SUCCESS``, ``.crc``, hidden
+    directories), as Spark and pyarrow datasets do."""
+    parquet, others = [], []
     for root, dirs, files in os.walk(path):
         dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
         for f in sorted(files):
-            if f.endswith(".parquet") and not f.startswith((".", "_")):
-                out.append(os.path.join(root, f))
-    out.sort()
+            if not f.startswith((".", "_")):
+                (parquet if f.endswith(".parquet") else others).append(os.path.join(root, f))
+    return sorted(parquet), sorted(others)
+
+
+def expand_paths(path: str) -> list:
+    """A file -> ``[file]``; a directory -> its ``*.parquet`` files (:func:`directory_files`)."""
+    if not os.path.isdir(path):
+        return [path]
+    out = directory_files(path)[0]
     if not out:
         raise InputError(f"{path}: directory holds no .parquet files")
     return out
