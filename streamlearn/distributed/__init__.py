@@ -54,5 +54,6 @@ def merge_models(paths, out: str, log=None) -> dict:
     finally:
         plan.discard()
     if log:
-        log(f"merged {len(paths)} models ({merged.examples} examples learned) into {out} ({model.size} bytes)")
+        log(f"merged {len(paths)} model{'' if len(paths) == 1 else 's'} ({merged.examples} examples learned) into {out} "
+            f"({model.size} bytes)")
     return {"models": len(paths), "examples": merged.examples, "model_bytes": model.size}
