@@ -64,7 +64,7 @@ from .options import (FEATURES, LEARNER, NAMESPACE_FIELDS, OUTPUT, VWCommand, al
               help="--engine dask, embedded cluster: run the --workers as threads of this process on dask's "
                    "threaded scheduler (no worker processes to start, no dask.distributed import, no states serialised; the kernels and the Parquet reader release the GIL), "
                    "without per-worker memory limits or crash isolation.")
-@click.option("--mix", type=click.Choice(["vw", "bmuf", "bmuf-nesterov", "linesearch", "linesearch-learned"]),
+@click.option("--mix", type=click.Choice(["vw", "bmuf", "bmuf-nesterov", "linesearch", "linesearch-learned", "linesearch-rotate"]),
               default=None,
               help="--engine dask, adagrad learners: how each pass's chains mix. vw (default): VW's AllReduce "
                    "average; bmuf / bmuf-nesterov: that average's update filtered by block momentum 1 - 1/chains "

@@ -36,7 +36,8 @@ import numpy as np
 from .merge import State
 
 __all__ = ["ALPHA_STEP", "alpha_grid", "sample_rows", "move_margins",
-           "apply_alpha", "supported", "PER_CLASS", "BETAS", "loss_table", "split_batch", "sampled", "search", "SAMPLE_EVERY", "SAMPLE_CAP"]
+           "apply_alpha", "supported", "PER_CLASS", "BETAS", "loss_table", "split_batch", "sampled", "search", "SAMPLE_EVERY", "SAMPLE_CAP",
+           "ROTATE", "rotate_phase", "sample_plan", "ONE_PASS"]
 
 #: the grid's spacing (alpha in 1, 1.25, 1.5, ..., alpha_max)
 ALPHA_STEP = 0.25
@@ -55,14 +56,49 @@ def alpha_grid(nodes: int, cap: float | None = None) -> np.ndarray:
     return 1.0 + ALPHA_STEP * np.arange(n)
 
 
-def sample_rows(start: int, n: int, every: int = SAMPLE_EVERY, cap: int = SAMPLE_CAP) -> np.ndarray:
+def sample_rows(start: int, n: int, every: int = SAMPLE_EVERY, cap: int = SAMPLE_CAP, phase: int | None = None) -> np.ndarray:
     """Which of a batch's ``n`` rows, the partition's rows ``start`` to ``start + n - 1``, are in the sample
-    (indices into the batch): those whose row number ``r`` has ``r % every == every - 1``, the first ``cap``
-    of the partition."""
-    first = (every - 1 - start) % every
+    (indices into the batch): those whose row number ``r`` has ``r % every == phase`` (None: ``every - 1``),
+    the first ``cap`` of the partition."""
+    phase = every - 1 if phase is None else int(phase) % every
+    first = (phase - start) % every
     r = np.arange(first, n, every, dtype=np.int64)
-    taken = start // every  # sampled rows before this batch
+    taken = (start + every - 1 - phase) // every  # sampled rows before this batch (r < start, r % every == phase)
     return r[:max(0, cap - taken)]
+
+
+#: the rules that search along the merged move and how each pass samples (:func:`sample_plan`)
+ROTATE = "linesearch-rotate"
+
+
+def rotate_phase(p: int, every: int = SAMPLE_EVERY) -> int:
+    """``--mix linesearch-rotate``: the row numbers ``r`` held out in pass ``p`` (0-based) have
+    ``r % every == rotate_phase(p)``, ``(every - 1 - p) % every``: another tenth each pass (pass 0: those of
+    ``--mix linesearch``), so over ``passes`` >= 2 passes every row is learned in at least ``passes - 1`` of them
+    (for ``passes`` <= ``every``)."""
+    return (every - 1 - int(p)) % every
+
+
+#: ``--mix linesearch-rotate`` with one pass (nothing would learn the held-out tenth): ``"vw"``, VW's rule (no
+#: sample, no search), or ``"learned"``, the search on rows the pass also learned (``linesearch-learned``)
+ONE_PASS = "vw"
+
+
+def sample_plan(mix: str, p: int, passes: int):
+    """How pass ``p`` (0-based) of ``passes`` samples under the line-search rule ``mix``: ``(holdout, phase)``
+    for :func:`sampled` (``holdout``: the sampled rows are not learned; ``phase``: :func:`sample_rows`'s), or
+    None: no sample (the merge is VW's, nothing searched). ``linesearch``: every pass holds out the rows
+    ``r % 10 == 9``; ``linesearch-learned``: those rows learned too; ``linesearch-rotate``: pass ``p`` holds out
+    the rows ``r % 10 == rotate_phase(p)`` (one pass: :data:`ONE_PASS`)."""
+    if mix == "linesearch":
+        return True, SAMPLE_EVERY - 1
+    if mix == "linesearch-learned":
+        return False, SAMPLE_EVERY - 1
+    if mix == ROTATE:
+        if int(passes) <= 1:
+            return None if ONE_PASS == "vw" else (False, SAMPLE_EVERY - 1)
+        return True, rotate_phase(p)
+    return None
 
 
 def supported(state: State) -> bool:
@@ -150,10 +186,12 @@ def apply_alpha(base: State, merged: State, alpha, beta=0.0) -> State:
     return State(merged.algo, merged.meta, arrays, merged.reader, mixing)
 
 
-def split_batch(batch, start: int, holdout: bool, every: int = SAMPLE_EVERY, cap: int = SAMPLE_CAP):
+def split_batch(batch, start: int, holdout: bool, every: int = SAMPLE_EVERY, cap: int = SAMPLE_CAP,
+                phase: int | None = None):
     """``(rows to learn, sampled rows)`` of ``batch``, the partition's rows from ``start`` on
-    (:func:`sample_rows`; ``holdout``: the sampled rows are not learned, else the batch is learned whole)."""
-    s = sample_rows(start, batch.n, every, cap)
+    (:func:`sample_rows` with ``phase``; ``holdout``: the sampled rows are not learned, else the batch is learned
+    whole)."""
+    s = sample_rows(start, batch.n, every, cap, phase)
     sample = batch.take(s) if len(s) else None
     if not holdout or not len(s):
         return batch, sample
@@ -162,12 +200,13 @@ def split_batch(batch, start: int, holdout: bool, every: int = SAMPLE_EVERY, cap
     return batch.take(np.flatnonzero(keep)), sample
 
 
-def sampled(batches, holdout: bool, out: list, every: int = SAMPLE_EVERY, cap: int = SAMPLE_CAP):
-    """The batches to learn of a partition's ``batches`` (:func:`split_batch`); the sampled rows are appended to
-    ``out`` as batches."""
+def sampled(batches, holdout: bool, out: list, every: int = SAMPLE_EVERY, cap: int = SAMPLE_CAP,
+            phase: int | None = None):
+    """The batches to learn of a partition's ``batches`` (:func:`split_batch`, ``phase``); the sampled rows are
+    appended to ``out`` as batches."""
     start = 0
     for b in batches:
-        learn, s = split_batch(b, start, holdout, every, cap)
+        learn, s = split_batch(b, start, holdout, every, cap, phase)
         start += b.n
         if s is not None:
             out.append(s)
