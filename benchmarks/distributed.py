@@ -354,7 +354,8 @@ def _mixing_run(data_dir, test, algo, hyper, workers, passes, rounds, mix):
     (``_learn_partition``), the pass's finish (``finish_pass``) searches along VW's merged move. Test error %
     after each pass, and the multiplier each merge chose (1 for the other rules)."""
     from streamlearn.distributed.engine import _write_model, finish_pass
-    from streamlearn.distributed.linesearch import sample_plan
+    from streamlearn.batch import concat_batches
+    from streamlearn.distributed.linesearch import own_values, sample_plan
     from streamlearn.distributed.merge import combine, lift
 
     base, segs, learn = _in_process_chains(data_dir, algo, hyper, workers, rounds, "strided")
@@ -363,13 +364,19 @@ def _mixing_run(data_dir, test, algo, hyper, workers, passes, rounds, mix):
     for p in range(passes):
         plan = sample_plan(mix, p, passes)
         for r in range(rounds):
-            accs, samples = [], []
+            accs, samples, owns = [], [], []
             for chain in segs:
-                st = learn(base, chain[r], mix, samples, plan)
+                mine = []
+                st = learn(base, chain[r], mix, mine, plan)
                 if chain[r]:
                     accs.append(lift(st, base, mix))
+                    if plan is not None and len(plan) > 2 and plan[2] and mine:  # (as the engine's _close_chain)
+                        mine = [concat_batches(mine)]
+                        owns.append(own_values(st, mine[0]))
+                samples.extend(mine)
             if accs:  # (a round can be empty for every chain: more rounds than a chain has partitions)
-                base, stats = finish_pass((combine(accs), {} if plan is None else {"ls_sample": samples}), base, mix)
+                extra = {} if plan is None else {"ls_sample": samples, **({"ls_own": owns} if owns else {})}
+                base, stats = finish_pass((combine(accs), extra), base, mix)
                 a, b = stats.get("ls_alpha", 1.0), stats.get("ls_beta", 0.0)
                 alphas.append(f"{a:g}" + (f"+{b:g}" if b else ""))
         _write_model(str(model), base)

@@ -181,7 +181,7 @@ def train_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, us
     pass's line-search sample (:func:`_learn_partition`)."""
     state, stats = _learn_partition(base, part, cfg, keep_names, skip_bad, use_c, batch_rows=batch_rows, mix=mix,
                                     sample=sample)
-    return _close_chain((state, stats), base, mix)
+    return _close_chain((state, stats), base, mix, sample)
 
 
 def train_link(base: State, prev, part, cfg, keep_names: bool, skip_bad: bool, use_c: bool = True, last=False,
@@ -198,15 +198,20 @@ def train_link(base: State, prev, part, cfg, keep_names: bool, skip_bad: bool, u
         stats = _add_stats(stats0, stats)
     if state is None:  # skipped: the chain goes on from where it was
         state = start
-    return _close_chain((state, stats), base, mix) if last else (state, stats)
+    return _close_chain((state, stats), base, mix, sample) if last else (state, stats)
 
 
-def _close_chain(result, base: State, mix: str = "vw"):
+def _close_chain(result, base: State, mix: str = "vw", sample=None):
     """``(state, stats)`` -> ``(accumulator against base, stats)`` (None: nothing was learned)."""
     state, stats = result[0], dict(result[1])
     if state is None or "ev" not in stats:  # every partition skipped
         return None, stats
     t0 = time.perf_counter()
+    if sample is not None and len(sample) > 2 and sample[2] and stats.get("ls_sample"):  # the chain's own weights at the rows it sampled
+        from ..batch import concat_batches
+        from .linesearch import own_values
+        sample = concat_batches(list(stats["ls_sample"]))
+        stats["ls_sample"], stats["ls_own"] = [sample], [own_values(state, sample)]
     acc = lift(state, base, mix, compact=True)
     stats.update(acc_bytes=state_nbytes(acc), max_acc_bytes=state_nbytes(acc),
                  merge_seconds=stats.get("merge_seconds", 0.0) + time.perf_counter() - t0)
@@ -354,7 +359,7 @@ def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, u
     if sample is not None:
         from .linesearch import sampled
 
-        holdout, phase = sample
+        holdout, phase = sample[:2]
         stats["ls_sample"] = []
         stream = sampled(stream, bool(holdout), stats["ls_sample"], phase=phase)
     errors = []
@@ -446,13 +451,19 @@ def finish_pass(result, base: State, mix: str = "vw"):
     t0 = time.perf_counter()
     acc, stats = result[0], dict(result[1])
     samples = stats.pop("ls_sample", None)
+    own = stats.pop("ls_own", None)
     out = base if acc is None else finish(acc, base, mix)
     stats["merge_seconds"] = stats.get("merge_seconds", 0.0) + time.perf_counter() - t0
     if mix in LINESEARCH_RULES and acc is not None and samples is not None:  # (None: the pass sampled nothing)
         from .linesearch import search
 
         t1 = time.perf_counter()
-        out, alpha, beta = search(base, out, samples or [], int(acc["nodes"][0]))
+        md = None
+        if own is not None and samples:
+            from .linesearch import cross_margins
+            import numpy as np
+            md = np.concatenate([cross_margins(base, acc, b, o) for b, o in zip(samples, own)])
+        out, alpha, beta = search(base, out, samples or [], int(acc["nodes"][0]), md=md)
         stats.update(ls_alpha=alpha, ls_beta=beta, ls_rows=sum(b.n for b in samples or []),
                      ls_seconds=time.perf_counter() - t1)
     return out, stats

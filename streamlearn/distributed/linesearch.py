@@ -69,6 +69,11 @@ def sample_rows(start: int, n: int, every: int = SAMPLE_EVERY, cap: int = SAMPLE
 
 #: the rules that search along the merged move and how each pass samples (:func:`sample_plan`)
 ROTATE = "linesearch-rotate"
+#: every row learned; a sampled row judged by the merge of the *other* chains' states (leave its chain out)
+CROSS = "linesearch-cross"
+#: ``linesearch`` (the tenth held out, searched on) until the last pass, which learns every row and judges the
+#: tenth, learned by its own chain only, by the other chains' merge (:data:`CROSS`)
+LAST = "linesearch-last"
 
 
 def rotate_phase(p: int, every: int = SAMPLE_EVERY) -> int:
@@ -94,6 +99,10 @@ def sample_plan(mix: str, p: int, passes: int):
         return True, SAMPLE_EVERY - 1
     if mix == "linesearch-learned":
         return False, SAMPLE_EVERY - 1
+    if mix == CROSS:
+        return False, SAMPLE_EVERY - 1, True
+    if mix == LAST:
+        return (False, SAMPLE_EVERY - 1, True) if int(p) >= int(passes) - 1 else (True, SAMPLE_EVERY - 1)
     if mix == ROTATE:
         if int(passes) <= 1:
             return None if ONE_PASS == "vw" else (False, SAMPLE_EVERY - 1)
@@ -214,16 +223,53 @@ def sampled(batches, holdout: bool, out: list, every: int = SAMPLE_EVERY, cap: i
             yield learn
 
 
+#: experiment (benchmarks only; 0: off): the pair chosen is the shortest step (alpha - 1 + beta) whose summed loss
+#: is within SE_Z standard errors (of the per-row difference) of the least
+SE_Z = 0.0
+
 #: the multipliers of the previous pass's move tried beside each alpha (from the second pass on)
 BETAS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
-def loss_table(base: State, merged: State, batch, grid, betas) -> np.ndarray:
+def own_values(state: State, batch):
+    """``linesearch-cross``: a chain's final ``state``'s ``(w, G)`` at ``batch``'s entries (float64), what its
+    own share of VW's merge is at the rows it sampled."""
+    idx = np.asarray(batch.indices, np.int64) & (len(state.arrays["w"]) - 1)
+    return (np.asarray(state.arrays["w"])[idx].astype(np.float64), np.asarray(state.arrays["G"])[idx].astype(np.float64))
+
+
+def cross_margins(base: State, acc: dict, batch, own) -> np.ndarray:
+    """``linesearch-cross``: per row of ``batch`` (sampled by one chain, whose ``own_values`` are ``own``), the
+    margin of the move of VW's merge without that chain, ``x . (w_-c - w_0)`` with, per coordinate,
+    ``w_-c = (sum_i G_i w_i - G_c w_c) / (sum_i G_i - G_c)`` (0 where the others have no squared gradient, as
+    VW's merge), from the pass's summed accumulator ``acc``."""
+    sp = acc["units"][0]["sp"]
+    n = len(base.arrays["w"])
+    idx = np.asarray(batch.indices, np.int64) & (n - 1)
+    pos = np.searchsorted(sp["idx"], idx)
+    pos_c = np.minimum(pos, max(len(sp["idx"]) - 1, 0))
+    hit = (pos < len(sp["idx"])) & (np.asarray(sp["idx"])[pos_c] == idx) if len(sp["idx"]) else np.zeros(len(idx), bool)
+    SG = np.where(hit, np.asarray(sp["G"], np.float64)[pos_c] if len(sp["idx"]) else 0.0, 0.0)
+    SwG = np.where(hit, np.asarray(sp["wG"], np.float64)[pos_c] if len(sp["idx"]) else 0.0, 0.0)
+    wc, Gc = own
+    den = SG - Gc
+    ok = den > 1e-12 * np.maximum(SG, 1e-300)
+    w_loo = np.where(ok, (SwG - wc * Gc) / np.where(ok, den, 1.0), 0.0)
+    w0 = _touched(base.arrays["w"], batch)
+    return _row_sums(batch, (w_loo - w0) * np.asarray(batch.values, np.float64))
+
+
+def loss_table(base: State, merged: State, batch, grid, betas, per_row: bool = False, md=None) -> np.ndarray:
     """``[unit, beta, alpha]``: the summed loss of ``w_0 + alpha d + beta d_prev`` over ``batch`` (``d_prev``:
-    ``base.mixing``, the previous pass's move; three margins a row); sums of disjoint batches add."""
+    ``base.mixing``, the previous pass's move; three margins a row); sums of disjoint batches add. ``per_row``:
+    ``[unit, beta, alpha, row]``, each labelled row's weighted loss."""
     grid, betas = np.asarray(grid, np.float64), np.asarray(betas, np.float64)
     keys = _weight_keys(base)
-    out = np.zeros((len(keys), len(betas), len(grid)))
+    if per_row:
+        nl = int((~np.isnan(np.asarray(batch.labels, np.float64))).sum()) if batch.n else 0
+        out = np.zeros((len(keys), len(betas), len(grid), nl))
+    else:
+        out = np.zeros((len(keys), len(betas), len(grid)))
     if batch.n == 0:
         return out
     loss, no_clip = _loss_of(merged)
@@ -231,7 +277,10 @@ def loss_table(base: State, merged: State, batch, grid, betas) -> np.ndarray:
     ok = ~np.isnan(lab)
     h = np.asarray(batch.weights, np.float64)[ok]
     targets, ranges = _targets(merged, lab), _clip_ranges(merged)
-    for u, (k, (m0, md)) in enumerate(zip(keys, move_margins(base, merged, batch))):
+    margins = move_margins(base, merged, batch)
+    if md is not None:  # (linesearch-cross: the move's margins given, one table)
+        margins = [(margins[0][0], np.asarray(md, np.float64))]
+    for u, (k, (m0, md)) in enumerate(zip(keys, margins)):
         mp = (_row_sums(batch, _touched(base.mixing[k], batch) * np.asarray(batch.values, np.float64))
               if np.any(betas) else np.zeros(batch.n))
         y = targets[u][ok]
@@ -239,11 +288,12 @@ def loss_table(base: State, merged: State, batch, grid, betas) -> np.ndarray:
             p = (m0[ok] + b * mp[ok])[None, :] + grid[:, None] * md[ok][None, :]
             if not no_clip:
                 p = np.clip(p, *ranges[u])
-            out[u, j] = (loss.value(p, np.broadcast_to(y, p.shape)) * h[None, :]).sum(axis=1)
+            r = loss.value(p, np.broadcast_to(y, p.shape)) * h[None, :]
+            out[u, j] = r if per_row else r.sum(axis=1)
     return out
 
 
-def search(base: State, merged: State, samples, nodes: int, cap: float | None = None):
+def search(base: State, merged: State, samples, nodes: int, cap: float | None = None, md=None):
     """``(next state, alpha, beta)``: ``merged`` (VW's merge of ``nodes`` chains that started from ``base``) moved to
     ``w_0 + alpha (w_avg - w_0) + beta d_prev`` by the pair of :func:`alpha_grid` x :data:`BETAS` (beta = 0 on
     the first pass: no previous move) with the least summed loss over ``samples`` (batches; ties: the smallest
@@ -259,9 +309,22 @@ def search(base: State, merged: State, samples, nodes: int, cap: float | None = 
         return apply_alpha(base, merged, 1.0), 1.0, 0.0
     from ..batch import concat_batches
 
-    sums = loss_table(base, merged, concat_batches(list(samples)), grid, betas)  # (the sums of the batches')
+    sums = loss_table(base, merged, concat_batches(list(samples)), grid, betas, md=md)  # (the sums of the batches')
     if not np.all(np.isfinite(sums)):
         return apply_alpha(base, merged, 1.0), 1.0, 0.0
+
+    if SE_Z > 0 and not (PER_CLASS and len(keys) > 1):
+        rows = loss_table(base, merged, concat_batches(list(samples)), grid, betas, per_row=True).sum(axis=0)
+        n = rows.shape[-1]
+        j0, i0 = np.unravel_index(int(np.argmin(sums.sum(axis=0))), sums.shape[1:])
+        diff = rows - rows[j0, i0][None, None, :]          # each candidate's loss minus the best's, per row
+        se = diff.std(axis=-1) * np.sqrt(n)                # the standard error of the summed difference
+        ok = diff.sum(axis=-1) <= SE_Z * se
+        a_, b_ = np.meshgrid(grid, betas)                  # [beta, alpha]
+        cost = np.where(ok, (a_ - 1.0) + b_, np.inf)       # the shortest step among those not worse than the best
+        j, i = np.unravel_index(int(np.argmin(cost)), cost.shape)
+        a, b = float(grid[i]), float(betas[j])
+        return apply_alpha(base, merged, a, b), a, b
 
     def best(t):
         j, i = np.unravel_index(int(np.argmin(t)), t.shape)

@@ -987,9 +987,9 @@ def _rule(state: State):
 #: ``N`` (``--normalized``) is the dG-weighted mean of the nodes' in ``"delta"``, ``"examples"`` and ``"sqrtk"``.
 #: ``benchmarks/distributed.py --section mixing`` measures them.
 MIX_RULES = ("vw", "delta", "examples", "sqrtk", "bmuf", "bmuf-nesterov", "linesearch", "linesearch-learned",
-             "linesearch-rotate")
+             "linesearch-rotate", "linesearch-cross", "linesearch-last")
 BMUF_RULES = ("bmuf", "bmuf-nesterov")
-LINESEARCH_RULES = ("linesearch", "linesearch-learned", "linesearch-rotate")
+LINESEARCH_RULES = ("linesearch", "linesearch-learned", "linesearch-rotate", "linesearch-cross", "linesearch-last")
 
 
 def lift(state: State, base: State, mix: str = "vw", compact: bool = False) -> dict:
