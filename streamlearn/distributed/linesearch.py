@@ -314,7 +314,7 @@ def search(base: State, merged: State, samples, nodes: int, cap: float | None = 
         return apply_alpha(base, merged, 1.0), 1.0, 0.0
 
     if SE_Z > 0 and not (PER_CLASS and len(keys) > 1):
-        rows = loss_table(base, merged, concat_batches(list(samples)), grid, betas, per_row=True).sum(axis=0)
+        rows = loss_table(base, merged, concat_batches(list(samples)), grid, betas, per_row=True, md=md).sum(axis=0)
         n = rows.shape[-1]
         j0, i0 = np.unravel_index(int(np.argmin(sums.sum(axis=0))), sums.shape[1:])
         diff = rows - rows[j0, i0][None, None, :]          # each candidate's loss minus the best's, per row
