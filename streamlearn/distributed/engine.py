@@ -582,6 +582,9 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
         raise ConfigError(f"--mix {mix}: only plain adagrad (VW's gd) searches along the merged move; "
                           f"--algo {base.algo}" + (f" ({base.meta['reduction']})" if base.meta.get("reduction") else "")
                           + " merges by its own rule (leave --mix out)")
+    if mix in ("linesearch-cross", "linesearch-last") and base.arrays["G"].shape != base.arrays["w"].shape:
+        raise ConfigError(f"--mix {mix}: the leave-one-chain-out margins need adagrad's per-coordinate squared "
+                          "gradients (VW's adaptive merge), not --sgd; use --mix linesearch")
     if mix in BMUF_RULES and not (base.algo == "adagrad" or base.meta.get("reduction") == "softmax"):
         raise ConfigError(f"--mix {mix}: only the adagrad learners (VW's gd, --oaa, softmax) mix by block momentum; "
                           f"--algo {base.algo} merges by its own rule (leave --mix out)")

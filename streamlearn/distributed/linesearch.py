@@ -223,10 +223,6 @@ def sampled(batches, holdout: bool, out: list, every: int = SAMPLE_EVERY, cap: i
             yield learn
 
 
-#: experiment (benchmarks only; 0: off): the pair chosen is the shortest step (alpha - 1 + beta) whose summed loss
-#: is within SE_Z standard errors (of the per-row difference) of the least
-SE_Z = 0.0
-
 #: the multipliers of the previous pass's move tried beside each alpha (from the second pass on)
 BETAS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
@@ -259,17 +255,13 @@ def cross_margins(base: State, acc: dict, batch, own) -> np.ndarray:
     return _row_sums(batch, (w_loo - w0) * np.asarray(batch.values, np.float64))
 
 
-def loss_table(base: State, merged: State, batch, grid, betas, per_row: bool = False, md=None) -> np.ndarray:
+def loss_table(base: State, merged: State, batch, grid, betas, md=None) -> np.ndarray:
     """``[unit, beta, alpha]``: the summed loss of ``w_0 + alpha d + beta d_prev`` over ``batch`` (``d_prev``:
-    ``base.mixing``, the previous pass's move; three margins a row); sums of disjoint batches add. ``per_row``:
-    ``[unit, beta, alpha, row]``, each labelled row's weighted loss."""
+    ``base.mixing``, the previous pass's move; three margins a row); sums of disjoint batches add. ``md``: the
+    rows' margins of the move ``d`` given (one weight table: :func:`cross_margins`), not ``merged``'s."""
     grid, betas = np.asarray(grid, np.float64), np.asarray(betas, np.float64)
     keys = _weight_keys(base)
-    if per_row:
-        nl = int((~np.isnan(np.asarray(batch.labels, np.float64))).sum()) if batch.n else 0
-        out = np.zeros((len(keys), len(betas), len(grid), nl))
-    else:
-        out = np.zeros((len(keys), len(betas), len(grid)))
+    out = np.zeros((len(keys), len(betas), len(grid)))
     if batch.n == 0:
         return out
     loss, no_clip = _loss_of(merged)
@@ -288,8 +280,7 @@ def loss_table(base: State, merged: State, batch, grid, betas, per_row: bool = F
             p = (m0[ok] + b * mp[ok])[None, :] + grid[:, None] * md[ok][None, :]
             if not no_clip:
                 p = np.clip(p, *ranges[u])
-            r = loss.value(p, np.broadcast_to(y, p.shape)) * h[None, :]
-            out[u, j] = r if per_row else r.sum(axis=1)
+            out[u, j] = (loss.value(p, np.broadcast_to(y, p.shape)) * h[None, :]).sum(axis=1)
     return out
 
 
@@ -312,19 +303,6 @@ def search(base: State, merged: State, samples, nodes: int, cap: float | None = 
     sums = loss_table(base, merged, concat_batches(list(samples)), grid, betas, md=md)  # (the sums of the batches')
     if not np.all(np.isfinite(sums)):
         return apply_alpha(base, merged, 1.0), 1.0, 0.0
-
-    if SE_Z > 0 and not (PER_CLASS and len(keys) > 1):
-        rows = loss_table(base, merged, concat_batches(list(samples)), grid, betas, per_row=True, md=md).sum(axis=0)
-        n = rows.shape[-1]
-        j0, i0 = np.unravel_index(int(np.argmin(sums.sum(axis=0))), sums.shape[1:])
-        diff = rows - rows[j0, i0][None, None, :]          # each candidate's loss minus the best's, per row
-        se = diff.std(axis=-1) * np.sqrt(n)                # the standard error of the summed difference
-        ok = diff.sum(axis=-1) <= SE_Z * se
-        a_, b_ = np.meshgrid(grid, betas)                  # [beta, alpha]
-        cost = np.where(ok, (a_ - 1.0) + b_, np.inf)       # the shortest step among those not worse than the best
-        j, i = np.unravel_index(int(np.argmin(cost)), cost.shape)
-        a, b = float(grid[i]), float(betas[j])
-        return apply_alpha(base, merged, a, b), a, b
 
     def best(t):
         j, i = np.unravel_index(int(np.argmin(t)), t.shape)
