@@ -41,7 +41,11 @@ each pass's multiplier): ``--section mixing --chain-sets news20_binary a9a ijcnn
 --mix-rounds 1 --mix-rules vw bmuf-nesterov linesearch linesearch-learned`` (under a minute); ``news20`` (20
 classes, ``--oaa 20``) and ``RULE:per-class`` (one alpha per class) for the one-against-all question.
 ``linesearch-rotate`` (each pass holds out another tenth): the same command with it in ``--mix-rules``;
-``linesearch-rotate:vw`` / ``:learned`` with ``--chain-passes 1``: what it does with one pass (``ONE_PASS``).
+``linesearch-rotate:vw`` / ``:learned`` with ``--chain-passes 1``: what it does with one pass (``ONE_PASS``);
+``RULE:phase=N``: the sample shifted to the rows ``r % 10 == N`` (where the rule takes 9; how much the choice of
+rows matters). ``linesearch-cross`` (every row learned, judged by the other chains' merge) and
+``linesearch-last`` (the tenth held out until the last pass, judged there by the other chains' merge): the
+same command.
 
 Line search variants (``--section linesearch``, ``--ls-variants``): the prototype the rule was chosen with,
 in one process on batches read once: the sample learned or held out, alpha capped, alpha = 1 on pass 1, a
@@ -543,14 +547,18 @@ def mixing(args):
                     # "linesearch:per-class": --oaa's classes searched one by one (linesearch.PER_CLASS)
                     LS.PER_CLASS = mix.endswith(":per-class")
                     # "linesearch-rotate:vw" / ":learned": what the rule does with --passes 1 (linesearch.ONE_PASS)
-                    one_pass = LS.ONE_PASS
+                    one_pass, plan = LS.ONE_PASS, LS.sample_plan
                     if mix.split(":")[-1] in ("vw", "learned"):
                         LS.ONE_PASS = mix.split(":")[-1]
+                    if ":phase=" in mix:  # the sample shifted: rows r % 10 == N where the rule takes 9
+                        shift = int(mix.split(":phase=")[1].split(":")[0]) - (LS.SAMPLE_EVERY - 1)
+                        LS.sample_plan = lambda *a, _p=plan, _s=shift: (
+                            None if _p(*a) is None else (_p(*a)[0], (_p(*a)[1] + _s) % LS.SAMPLE_EVERY, *_p(*a)[2:]))
                     try:
                         errs, alphas = _mixing_run(dn, test, "adagrad", hyper, w, P, r, mix.split(":")[0])
                     finally:
                         LS.PER_CLASS = False
-                        LS.ONE_PASS = one_pass
+                        LS.ONE_PASS, LS.sample_plan = one_pass, plan
                     row = {"data": name, "workers": w, "rounds": r, "mix": mix}
                     for p, (e, q) in enumerate(zip(errs, seq), 1):
                         row[f"test err % p{p}"] = f"{e:.2f} ({e - q:+.2f})"
