@@ -1418,6 +1418,9 @@ def test_line_search_usage_errors(parquet_dir, tmp_path, invoke_cli):
         r = invoke_cli("train", parquet_dir, "--engine", "dask", "--worker_threads", *algo, "--mix", "linesearch",
                        "-f", tmp_path / "x.slm")
         assert r.exit_code == 2 and "--mix linesearch" in r.output and why in r.output, r.output
+    r = invoke_cli("train", parquet_dir, "--engine", "dask", "--worker_threads", "--sgd", "--mix", "linesearch-last",
+                   "-f", tmp_path / "x.slm")
+    assert r.exit_code == 2 and "--mix linesearch-last" in r.output and "not --sgd" in r.output, r.output
     assert not (tmp_path / "x.slm").exists()
 
 

@@ -26,8 +26,18 @@ one-against-all labels; one alpha for all classes, their losses summed, or, :dat
 the benchmark measures it, but the engine does not offer it, as it made multiclass news20 worse than VW's rule);
 the softmax learner keeps VW's rule (alpha = 1).
 
-``benchmarks/distributed.py --section mixing --mix-rules vw linesearch linesearch-learned`` measures it (the
-engine's task functions in one process).
+Which rows are sampled, and whether they are learned, is the rule's :func:`sample_plan`, pass by pass:
+``linesearch`` holds rows 9, 19, ... of every partition out of every pass; ``linesearch-learned`` learns them
+(the search then favours long steps: the move was fitted to them); ``linesearch-last`` holds them out until the
+last pass, which learns every row and judges each sampled row of chain c by the margin of VW's merge of the
+other chains, ``w_-c = (sum_i G_i w_i - G_c w_c) / (sum_i G_i - G_c)`` per coordinate (:func:`cross_margins`:
+the sums are the pass's accumulators, ``G_c, w_c`` chain c's final state at the row's entries,
+:func:`own_values`), so that every row is learned and no move is judged on rows it, or its starting model,
+learned; ``linesearch-cross`` does that every pass, ``linesearch-rotate`` holds out another tenth each pass
+(measured, not offered on the command line).
+
+``benchmarks/distributed.py --section mixing --mix-rules vw linesearch linesearch-learned linesearch-last``
+measures them (the engine's task functions in one process).
 """
 from __future__ import annotations
 
@@ -37,7 +47,7 @@ from .merge import State
 
 __all__ = ["ALPHA_STEP", "alpha_grid", "sample_rows", "move_margins",
            "apply_alpha", "supported", "PER_CLASS", "BETAS", "loss_table", "split_batch", "sampled", "search", "SAMPLE_EVERY", "SAMPLE_CAP",
-           "ROTATE", "rotate_phase", "sample_plan", "ONE_PASS"]
+           "ROTATE", "CROSS", "LAST", "rotate_phase", "sample_plan", "ONE_PASS", "own_values", "cross_margins"]
 
 #: the grid's spacing (alpha in 1, 1.25, 1.5, ..., alpha_max)
 ALPHA_STEP = 0.25
@@ -91,10 +101,13 @@ ONE_PASS = "vw"
 
 def sample_plan(mix: str, p: int, passes: int):
     """How pass ``p`` (0-based) of ``passes`` samples under the line-search rule ``mix``: ``(holdout, phase)``
-    for :func:`sampled` (``holdout``: the sampled rows are not learned; ``phase``: :func:`sample_rows`'s), or
-    None: no sample (the merge is VW's, nothing searched). ``linesearch``: every pass holds out the rows
-    ``r % 10 == 9``; ``linesearch-learned``: those rows learned too; ``linesearch-rotate``: pass ``p`` holds out
-    the rows ``r % 10 == rotate_phase(p)`` (one pass: :data:`ONE_PASS`)."""
+    for :func:`sampled` (``holdout``: the sampled rows are not learned; ``phase``: :func:`sample_rows`'s), plus
+    ``True`` when the sampled rows are judged by the other chains' merge (:func:`cross_margins`), or None: no
+    sample (the merge is VW's, nothing searched). ``linesearch``: every pass holds out the rows
+    ``r % 10 == 9``; ``linesearch-learned``: those rows learned too; ``linesearch-cross``: learned, judged by the
+    other chains; ``linesearch-last``: held out until the last pass, which learns them and judges them by the
+    other chains; ``linesearch-rotate``: pass ``p`` holds out the rows ``r % 10 == rotate_phase(p)`` (one pass:
+    :data:`ONE_PASS`)."""
     if mix == "linesearch":
         return True, SAMPLE_EVERY - 1
     if mix == "linesearch-learned":
