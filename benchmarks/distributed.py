@@ -40,6 +40,12 @@ table of the issue-19 notes: ``--section mixing --chain-sets news20_binary a9a i
 each pass's multiplier): ``--section mixing --chain-sets news20_binary a9a ijcnn1 covtype --mix-workers 2 4 8
 --mix-rounds 1 --mix-rules vw bmuf-nesterov linesearch linesearch-learned`` (under a minute); ``news20`` (20
 classes, ``--oaa 20``) and ``RULE:per-class`` (one alpha per class) for the one-against-all question.
+``linesearch-rotate`` (each pass holds out another tenth): the same command with it in ``--mix-rules``;
+``linesearch-rotate:vw`` / ``:learned`` with ``--chain-passes 1``: what it does with one pass (``ONE_PASS``);
+``RULE:phase=N``: the sample shifted to the rows ``r % 10 == N`` (where the rule takes 9; how much the choice of
+rows matters). ``linesearch-cross`` (every row learned, judged by the other chains' merge) and
+``linesearch-last`` (the tenth held out until the last pass, judged there by the other chains' merge): the
+same command.
 
 Line search variants (``--section linesearch``, ``--ls-variants``): the prototype the rule was chosen with,
 in one process on batches read once: the sample learned or held out, alpha capped, alpha = 1 on pass 1, a
@@ -333,9 +339,9 @@ def _in_process_chains(data_dir, algo, hyper, workers, rounds, order):
     segs = [[c[r * len(c) // rounds:(r + 1) * len(c) // rounds] for r in range(rounds)]
             for c in plan_chains(parts, workers, order)]
 
-    def learn(st, seg, mix="vw", samples=None):
+    def learn(st, seg, mix="vw", samples=None, sample=None):
         for i in seg:
-            st, stats = _learn_partition(st, parts[i], cfg, False, False, True, mix=mix)
+            st, stats = _learn_partition(st, parts[i], cfg, False, False, True, mix=mix, sample=sample)
             if samples is not None:
                 samples.extend(stats.get("ls_sample", []))
         return st
@@ -352,20 +358,29 @@ def _mixing_run(data_dir, test, algo, hyper, workers, passes, rounds, mix):
     (``_learn_partition``), the pass's finish (``finish_pass``) searches along VW's merged move. Test error %
     after each pass, and the multiplier each merge chose (1 for the other rules)."""
     from streamlearn.distributed.engine import _write_model, finish_pass
+    from streamlearn.batch import concat_batches
+    from streamlearn.distributed.linesearch import own_values, sample_plan
     from streamlearn.distributed.merge import combine, lift
 
     base, segs, learn = _in_process_chains(data_dir, algo, hyper, workers, rounds, "strided")
     out, alphas = [], []
     model = MODELS / "mix.slm"
-    for _ in range(passes):
+    for p in range(passes):
+        plan = sample_plan(mix, p, passes)
         for r in range(rounds):
-            accs, samples = [], []
+            accs, samples, owns = [], [], []
             for chain in segs:
-                st = learn(base, chain[r], mix, samples)
+                mine = []
+                st = learn(base, chain[r], mix, mine, plan)
                 if chain[r]:
                     accs.append(lift(st, base, mix))
+                    if plan is not None and len(plan) > 2 and plan[2] and mine:  # (as the engine's _close_chain)
+                        mine = [concat_batches(mine)]
+                        owns.append(own_values(st, mine[0]))
+                samples.extend(mine)
             if accs:  # (a round can be empty for every chain: more rounds than a chain has partitions)
-                base, stats = finish_pass((combine(accs), {"ls_sample": samples}), base, mix)
+                extra = {} if plan is None else {"ls_sample": samples, **({"ls_own": owns} if owns else {})}
+                base, stats = finish_pass((combine(accs), extra), base, mix)
                 a, b = stats.get("ls_alpha", 1.0), stats.get("ls_beta", 0.0)
                 alphas.append(f"{a:g}" + (f"+{b:g}" if b else ""))
         _write_model(str(model), base)
@@ -531,10 +546,19 @@ def mixing(args):
                 for mix in args.mix_rules:
                     # "linesearch:per-class": --oaa's classes searched one by one (linesearch.PER_CLASS)
                     LS.PER_CLASS = mix.endswith(":per-class")
+                    # "linesearch-rotate:vw" / ":learned": what the rule does with --passes 1 (linesearch.ONE_PASS)
+                    one_pass, plan = LS.ONE_PASS, LS.sample_plan
+                    if mix.split(":")[-1] in ("vw", "learned"):
+                        LS.ONE_PASS = mix.split(":")[-1]
+                    if ":phase=" in mix:  # the sample shifted: rows r % 10 == N where the rule takes 9
+                        shift = int(mix.split(":phase=")[1].split(":")[0]) - (LS.SAMPLE_EVERY - 1)
+                        LS.sample_plan = lambda *a, _p=plan, _s=shift: (
+                            None if _p(*a) is None else (_p(*a)[0], (_p(*a)[1] + _s) % LS.SAMPLE_EVERY, *_p(*a)[2:]))
                     try:
                         errs, alphas = _mixing_run(dn, test, "adagrad", hyper, w, P, r, mix.split(":")[0])
                     finally:
                         LS.PER_CLASS = False
+                        LS.ONE_PASS, LS.sample_plan = one_pass, plan
                     row = {"data": name, "workers": w, "rounds": r, "mix": mix}
                     for p, (e, q) in enumerate(zip(errs, seq), 1):
                         row[f"test err % p{p}"] = f"{e:.2f} ({e - q:+.2f})"

@@ -1418,4 +1418,115 @@ def test_line_search_usage_errors(parquet_dir, tmp_path, invoke_cli):
         r = invoke_cli("train", parquet_dir, "--engine", "dask", "--worker_threads", *algo, "--mix", "linesearch",
                        "-f", tmp_path / "x.slm")
         assert r.exit_code == 2 and "--mix linesearch" in r.output and why in r.output, r.output
+    r = invoke_cli("train", parquet_dir, "--engine", "dask", "--worker_threads", "--sgd", "--mix", "linesearch-last",
+                   "-f", tmp_path / "x.slm")
+    assert r.exit_code == 2 and "--mix linesearch-last" in r.output and "not --sgd" in r.output, r.output
     assert not (tmp_path / "x.slm").exists()
+
+
+def test_rotating_and_last_pass_samples():
+    """``linesearch-rotate``: pass p holds out the rows r % 10 == (9 - p) % 10 (another tenth each pass), so over
+    3 passes every row is learned in at least 2 (a rule that ignored the phase would hold out rows 9, 19, ...
+    every pass and never learn them); one pass: VW's rule (no sample). ``linesearch-last``: rows 9, 19, ...
+    held out until the last pass, which learns every row and marks its sample for the leave-one-chain-out
+    margins; one pass is the last."""
+    from streamlearn.distributed import linesearch as LS
+
+    _, _, batch = _tiny_line_search_problem(seed=7)
+    parts, a = [], 0
+    for s in (3, 14, 1, 22):  # cut into batches: the sample follows the partition's row numbers
+        parts.append(batch.slice(a, a + s))
+        a += s
+    rows = np.arange(batch.n, dtype=float)
+
+    def run(plan):
+        holdout, phase = plan[:2]
+        tagged = [b.__class__(b.offsets, b.indices, b.values, rows[o:o + b.n], b.weights)
+                  for b, o in zip(parts, np.cumsum([0] + [b.n for b in parts[:-1]]))]
+        out = []
+        learned = np.concatenate([b.labels for b in LS.sampled(iter(tagged), holdout, out, phase=phase)])
+        return learned.astype(int), np.concatenate([b.labels for b in out]).astype(int)
+
+    times = np.zeros(batch.n, int)
+    for p in range(3):
+        plan = LS.sample_plan("linesearch-rotate", p, 3)
+        assert plan == (True, 9 - p)
+        learned, sample = run(plan)
+        np.testing.assert_array_equal(sample, np.arange(9 - p, batch.n, 10))
+        np.testing.assert_array_equal(learned, np.setdiff1d(np.arange(batch.n), sample))
+        times[learned] += 1
+    assert times.min() == 2 and times.max() == 3 and set(np.flatnonzero(times == 2) % 10) == {7, 8, 9}
+    assert LS.sample_plan("linesearch-rotate", 0, 1) is None
+    assert [LS.sample_plan("linesearch-last", p, 3) for p in range(3)] == [(True, 9), (True, 9), (False, 9, True)]
+    assert LS.sample_plan("linesearch-last", 0, 1) == (False, 9, True)
+    learned, sample = run(LS.sample_plan("linesearch-last", 2, 3))
+    np.testing.assert_array_equal(learned, np.arange(batch.n))
+    np.testing.assert_array_equal(sample, np.arange(9, batch.n, 10))
+    for start in range(0, 25):  # the phase and the cap against the definition, wherever a batch starts
+        for phase in range(10):
+            for cap in (0, 1, 3, 100):
+                want = [r - start for r in [r for r in range(60) if r % 10 == phase][:cap] if start <= r < start + 17]
+                assert list(LS.sample_rows(start, 17, 10, cap, phase)) == want
+
+
+def test_cross_margins_are_the_merge_of_the_other_chains(halves):
+    """``linesearch-cross`` / ``-last``: a sampled row of chain c is judged by the margin of VW's merge of the
+    other chains' states (from the pass's summed accumulator and chain c's own weights), the same as merging
+    the others by hand."""
+    from streamlearn.distributed import linesearch as LS
+
+    base, _, batch = _tiny_line_search_problem(seed=11)
+    rng = np.random.default_rng(2)
+    assert base.arrays["G"].shape == base.arrays["w"].shape
+    base.arrays["G"] = np.where(rng.random(64) < 0.5, rng.uniform(0.1, 2, 64), 0).astype(np.float32)
+    chains = []
+    for c in range(3):
+        moved = rng.random(64) < 0.6
+        w = np.where(moved, base.arrays["w"] + rng.normal(0, 0.5, 64), base.arrays["w"]).astype(np.float32)
+        G = np.where(moved, base.arrays["G"] + rng.uniform(0.1, 3, 64), base.arrays["G"]).astype(np.float32)
+        chains.append(M.State(base.algo, dict(base.meta, examples_learned=10 * (c + 1)),
+                              dict(base.arrays, w=w, G=G), base.reader))
+    acc = M.combine([M.lift(s, base) for s in chains])
+    w0 = base.arrays["w"].astype(np.float64)
+    idx = batch.indices.astype(np.int64) & 63
+    for c in range(3):
+        got = LS.cross_margins(base, acc, batch, LS.own_values(chains[c], batch))
+        others = M.finish(M.combine([M.lift(s, base) for i, s in enumerate(chains) if i != c]), base)
+        d = others.arrays["w"].astype(np.float64) - w0
+        want = [np.dot(d[idx[a:b]], batch.values[a:b]) for a, b in zip(batch.offsets[:-1], batch.offsets[1:])]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        mine = [np.dot(chains[c].arrays["w"].astype(np.float64)[idx[a:b]] - w0[idx[a:b]], batch.values[a:b])
+                for a, b in zip(batch.offsets[:-1], batch.offsets[1:])]
+        assert not np.allclose(got, mine)  # (not the chain's own move)
+
+
+def test_engine_rotate_and_last_on_sample_data(parquet_dir, tmp_path):
+    """2 worker threads, 4 partitions of 750 rows. ``linesearch-last``, 2 passes: pass 1 is ``linesearch``'s
+    (rows 9, 19, ... held out), pass 2 learns every row (2,700 + 3,000) and searches on the same 300 rows;
+    one pass learns all 3,000. ``linesearch-rotate``: 2,700 rows a pass, pass 1 ``linesearch``'s, pass 2 not;
+    with one pass the model is VW's rule's, byte for byte."""
+    from streamlearn.api import RunConfig
+    from streamlearn.distributed.engine import train_dask
+
+    def run(rule, passes):
+        got = []
+        m = tmp_path / f"{rule}{passes}.slm"
+        s = train_dask(RunConfig(data=[str(parquet_dir)], hyper={"loss_function": "logistic"}, passes=passes,
+                                 final_model=str(m)), workers=2, worker_threads=True, chain_order="consecutive",
+                       mix=rule, on_pass=lambda p, st: got.append(st))
+        return s, got, m.read_bytes()
+
+    ls, ls_states, _ = run("linesearch", 2)
+    last, last_states, _ = run("linesearch-last", 2)
+    assert last["examples"] == 5700 and [p["alpha_rows"] for p in last["engine"]["passes"]] == [300, 300]
+    np.testing.assert_array_equal(last_states[0].arrays["w"], ls_states[0].arrays["w"])
+    assert not np.array_equal(last_states[1].arrays["w"], ls_states[1].arrays["w"])
+    one, _, _ = run("linesearch-last", 1)
+    assert one["examples"] == 3000 and one["engine"]["passes"][0]["alpha_rows"] == 300
+    rot, rot_states, _ = run("linesearch-rotate", 2)
+    assert rot["examples"] == 5400
+    np.testing.assert_array_equal(rot_states[0].arrays["w"], ls_states[0].arrays["w"])
+    assert not np.array_equal(rot_states[1].arrays["w"], ls_states[1].arrays["w"])
+    rot1, _, rot1_bytes = run("linesearch-rotate", 1)
+    vw1, _, vw1_bytes = run("vw", 1)
+    assert rot1["examples"] == 3000 and rot1["engine"]["passes"][0]["alpha"] is None and rot1_bytes == vw1_bytes

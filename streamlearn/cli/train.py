@@ -64,14 +64,16 @@ from .options import (FEATURES, LEARNER, NAMESPACE_FIELDS, OUTPUT, VWCommand, al
               help="--engine dask, embedded cluster: run the --workers as threads of this process on dask's "
                    "threaded scheduler (no worker processes to start, no dask.distributed import, no states serialised; the kernels and the Parquet reader release the GIL), "
                    "without per-worker memory limits or crash isolation.")
-@click.option("--mix", type=click.Choice(["vw", "bmuf", "bmuf-nesterov", "linesearch", "linesearch-learned"]),
+@click.option("--mix", type=click.Choice(["vw", "bmuf", "bmuf-nesterov", "linesearch", "linesearch-learned",
+                                        "linesearch-last"]),
               default=None,
               help="--engine dask, adagrad learners: how each pass's chains mix. vw (default): VW's AllReduce "
                    "average; bmuf / bmuf-nesterov: that average's update filtered by block momentum 1 - 1/chains "
                    "(BMUF, Chen & Huo 2016; classical or Nesterov); linesearch (plain adagrad, not --oaa): the average's move "
                    "from the pass's start times alpha in [1, chains], plus the previous pass's move times beta in "
                    "[0, 1], the pair with the least loss on every 10th row of each partition, held out of learning "
-                   "(linesearch-learned: those rows learned too).")
+                   "(linesearch-learned: those rows learned too; linesearch-last, not --sgd: held out until the last "
+                   "pass, which learns them and judges each by the merge of the other chains).")
 def train(files, data, algo, quadratic, noconstant, unit_norm, binary, **kw):
     """Train on FILES (VW text, LIBSVM or Parquet; gzip ok; '-' or none = stdin).
 

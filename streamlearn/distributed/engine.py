@@ -130,7 +130,7 @@ def batch_rows_for(concurrent: int):
 
 
 def _pass_graph(task, p: int, run: str, bf, parts, chains, cfg, keep_names, skip_bad, use_c, mix, ahead=None,
-                batch_rows=None):
+                batch_rows=None, sample=None):
     """The task graph of pass ``p`` (0-based): one chain of :func:`train_link` tasks per entry of
     ``chains`` (None: one :func:`train_partition` leaf per partition), a tree of
     :func:`combine_results`, ``SPLIT_EVERY`` at a time, and :func:`finish_pass`; returns the root.
@@ -139,7 +139,9 @@ def _pass_graph(task, p: int, run: str, bf, parts, chains, cfg, keep_names, skip
     state as such a reference. ``ahead``: the run's read-ahead token (:func:`_start_reads`; threads of
     this process only: a link's reader, once through its partition, starts its successor's reading),
     or None. ``batch_rows``: rows per Parquet batch of every task (:func:`batch_rows_for`; None: the
-    reader's default). The same graph on either scheduler computes the same states."""
+    reader's default). ``sample``: how the pass's tasks sample rows for a line search
+    (:func:`~streamlearn.distributed.linesearch.sample_plan`; None: none). The same graph on either scheduler
+    computes the same states."""
     if chains is not None:
         level = []
         for c, run_parts in enumerate(chains):
@@ -149,11 +151,11 @@ def _pass_graph(task, p: int, run: str, bf, parts, chains, cfg, keep_names, skip
                                                          tuple((_ahead_key(p, k), parts[k]) for k in run_parts[j + 1:]),
                                                          batch_rows)
                 prev = task(f"streamlearn-pass{p}-chain{c}-part{i}-{run}", train_link, bf, prev, parts[i], cfg,
-                            keep_names, skip_bad, use_c, j == len(run_parts) - 1, mix, ra, batch_rows)
+                            keep_names, skip_bad, use_c, j == len(run_parts) - 1, mix, ra, batch_rows, sample)
             level.append(prev)
     else:
         level = [task(f"streamlearn-pass{p}-part{i}-{run}", train_partition, bf, part, cfg, keep_names, skip_bad,
-                      use_c, mix, batch_rows) for i, part in enumerate(parts)]
+                      use_c, mix, batch_rows, sample) for i, part in enumerate(parts)]
     depth = 0
     while len(level) > 1:
         depth += 1
@@ -170,39 +172,46 @@ def _evaluation_fields(ev) -> dict:
 
 
 def train_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, use_c: bool = True, mix: str = "vw",
-                    batch_rows=None):
+                    batch_rows=None, sample=None):
     """One pass of the learner ``base`` over partition ``part``: ``(accumulator, stats)``
     (``accumulator`` None for a skipped partition). ``use_c``: the client's kernel backend
     choice (``STREAMLEARN_NO_C``), which the worker's kernel seam follows; ``mix``: the mixing
     rule (:data:`~streamlearn.distributed.merge.MIX_RULES`); ``batch_rows``: rows per Parquet batch (None: the
-    reader's default; the learners learn the same whatever the batches, :func:`batch_rows_for`)."""
-    state, stats = _learn_partition(base, part, cfg, keep_names, skip_bad, use_c, batch_rows=batch_rows, mix=mix)
-    return _close_chain((state, stats), base, mix)
+    reader's default; the learners learn the same whatever the batches, :func:`batch_rows_for`); ``sample``: the
+    pass's line-search sample (:func:`_learn_partition`)."""
+    state, stats = _learn_partition(base, part, cfg, keep_names, skip_bad, use_c, batch_rows=batch_rows, mix=mix,
+                                    sample=sample)
+    return _close_chain((state, stats), base, mix, sample)
 
 
 def train_link(base: State, prev, part, cfg, keep_names: bool, skip_bad: bool, use_c: bool = True, last=False,
-               mix: str = "vw", ahead=None, batch_rows=None):
+               mix: str = "vw", ahead=None, batch_rows=None, sample=None):
     """One link of a chain: partition ``part`` learned from ``prev`` (the previous link's
     ``(state, stats)``; None: the chain's first link, which starts from ``base``, the pass's
     merged state). Returns ``(state, stats)`` with the stats of the chain so far, or, for the
     ``last`` link, the chain's ``(accumulator, stats)`` against ``base``. ``ahead``: where this
     partition's reading may have been started ahead of the task, and the chain's partitions after it
-    (a :class:`ReadAhead`; None: none); ``batch_rows``: as :func:`train_partition`'s."""
+    (a :class:`ReadAhead`; None: none); ``batch_rows``, ``sample``: as :func:`train_partition`'s."""
     start, stats0 = (base, None) if prev is None else prev
-    state, stats = _learn_partition(start, part, cfg, keep_names, skip_bad, use_c, ahead, batch_rows, mix)
+    state, stats = _learn_partition(start, part, cfg, keep_names, skip_bad, use_c, ahead, batch_rows, mix, sample)
     if stats0 is not None:
         stats = _add_stats(stats0, stats)
     if state is None:  # skipped: the chain goes on from where it was
         state = start
-    return _close_chain((state, stats), base, mix) if last else (state, stats)
+    return _close_chain((state, stats), base, mix, sample) if last else (state, stats)
 
 
-def _close_chain(result, base: State, mix: str = "vw"):
+def _close_chain(result, base: State, mix: str = "vw", sample=None):
     """``(state, stats)`` -> ``(accumulator against base, stats)`` (None: nothing was learned)."""
     state, stats = result[0], dict(result[1])
     if state is None or "ev" not in stats:  # every partition skipped
         return None, stats
     t0 = time.perf_counter()
+    if sample is not None and len(sample) > 2 and sample[2] and stats.get("ls_sample"):  # the chain's own weights at the rows it sampled
+        from ..batch import concat_batches
+        from .linesearch import own_values
+        sample = concat_batches(list(stats["ls_sample"]))
+        stats["ls_sample"], stats["ls_own"] = [sample], [own_values(state, sample)]
     acc = lift(state, base, mix, compact=True)
     stats.update(acc_bytes=state_nbytes(acc), max_acc_bytes=state_nbytes(acc),
                  merge_seconds=stats.get("merge_seconds", 0.0) + time.perf_counter() - t0)
@@ -313,12 +322,13 @@ def _read_ahead(ahead, cfg, base_reader: dict, keep_names: bool) -> None:
 
 
 def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, use_c: bool, ahead=None,
-                     batch_rows=None, mix: str = "vw"):
+                     batch_rows=None, mix: str = "vw", sample=None):
     """The learner ``base`` after one pass over ``part``: ``(state, stats)`` (state None: skipped).
     ``ahead``: a :class:`ReadAhead` (its reader taken over if one was started; else the task reads
-    the partition itself, and starts the chain's next when through) or None. ``mix`` a line search
-    (:data:`~streamlearn.distributed.merge.LINESEARCH_RULES`): the partition's sampled rows
-    (:func:`~streamlearn.distributed.linesearch.sampled`; ``linesearch``: held out of learning) are in
+    the partition itself, and starts the chain's next when through) or None. ``sample``: the pass's plan for a
+    line search (``(holdout, phase)`` of :func:`~streamlearn.distributed.linesearch.sample_plan` for the rule
+    ``mix`` and the pass; None: no sample): the partition's sampled rows
+    (:func:`~streamlearn.distributed.linesearch.sampled`; ``holdout``: held out of learning) are in
     ``stats["ls_sample"]``, a list of batches, which :func:`_add_stats` concatenates along the chain and the tree."""
     import resource
 
@@ -346,11 +356,12 @@ def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, u
         from ..batch import unit_norm_rows
         stream = map(unit_norm_rows, stream)
     stats = {"partitions": 1, "skipped": [], "warnings": []}
-    if mix in LINESEARCH_RULES:
+    if sample is not None:
         from .linesearch import sampled
 
+        holdout, phase = sample[:2]
         stats["ls_sample"] = []
-        stream = sampled(stream, mix == "linesearch", stats["ls_sample"])
+        stream = sampled(stream, bool(holdout), stats["ls_sample"], phase=phase)
     errors = []
     try:
         ev = run_stream(learner, stream, learn=True, strict=cfg.strict, binary=bool(base.reader.get("binary")),
@@ -440,13 +451,19 @@ def finish_pass(result, base: State, mix: str = "vw"):
     t0 = time.perf_counter()
     acc, stats = result[0], dict(result[1])
     samples = stats.pop("ls_sample", None)
+    own = stats.pop("ls_own", None)
     out = base if acc is None else finish(acc, base, mix)
     stats["merge_seconds"] = stats.get("merge_seconds", 0.0) + time.perf_counter() - t0
-    if mix in LINESEARCH_RULES and acc is not None:
+    if mix in LINESEARCH_RULES and acc is not None and samples is not None:  # (None: the pass sampled nothing)
         from .linesearch import search
 
         t1 = time.perf_counter()
-        out, alpha, beta = search(base, out, samples or [], int(acc["nodes"][0]))
+        md = None
+        if own is not None and samples:
+            from .linesearch import cross_margins
+            import numpy as np
+            md = np.concatenate([cross_margins(base, acc, b, o) for b, o in zip(samples, own)])
+        out, alpha, beta = search(base, out, samples or [], int(acc["nodes"][0]), md=md)
         stats.update(ls_alpha=alpha, ls_beta=beta, ls_rows=sum(b.n for b in samples or []),
                      ls_seconds=time.perf_counter() - t1)
     return out, stats
@@ -560,11 +577,14 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
         # made news20's 20 classes worse than VW's rule at 2, 4 and 8 workers: not offered
         raise ConfigError(f"--mix {mix}: not with --oaa (the search over the classes' summed losses made multiclass "
                           "news20 1-2.6 points worse than VW's rule); leave --mix out")
-    from .linesearch import supported as _searched
+    from .linesearch import sample_plan, supported as _searched
     if mix in LINESEARCH_RULES and not _searched(base):
         raise ConfigError(f"--mix {mix}: only plain adagrad (VW's gd) searches along the merged move; "
                           f"--algo {base.algo}" + (f" ({base.meta['reduction']})" if base.meta.get("reduction") else "")
                           + " merges by its own rule (leave --mix out)")
+    if mix in ("linesearch-cross", "linesearch-last") and base.arrays["G"].shape != base.arrays["w"].shape:
+        raise ConfigError(f"--mix {mix}: the leave-one-chain-out margins need adagrad's per-coordinate squared "
+                          "gradients (VW's adaptive merge), not --sgd; use --mix linesearch")
     if mix in BMUF_RULES and not (base.algo == "adagrad" or base.meta.get("reduction") == "softmax"):
         raise ConfigError(f"--mix {mix}: only the adagrad learners (VW's gd, --oaa, softmax) mix by block momentum; "
                           f"--algo {base.algo} merges by its own rule (leave --mix out)")
@@ -653,7 +673,7 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
                         return client.submit(fn, *args, key=key, pure=False)
                     bf = _scatter_base(client, base, p, NO_WORKERS_TIMEOUT)
                 root = _pass_graph(task, p, run, bf, parts, chains if chain else None, cfg, keep_names,
-                                   skip_bad_partitions, use_c, mix, ahead, batch_rows)
+                                   skip_bad_partitions, use_c, mix, ahead, batch_rows, sample_plan(mix, p, cfg.passes))
                 try:
                     if client is None:
                         from dask.threaded import get as threaded_get

@@ -26,8 +26,18 @@ one-against-all labels; one alpha for all classes, their losses summed, or, :dat
 the benchmark measures it, but the engine does not offer it, as it made multiclass news20 worse than VW's rule);
 the softmax learner keeps VW's rule (alpha = 1).
 
-``benchmarks/distributed.py --section mixing --mix-rules vw linesearch linesearch-learned`` measures it (the
-engine's task functions in one process).
+Which rows are sampled, and whether they are learned, is the rule's :func:`sample_plan`, pass by pass:
+``linesearch`` holds rows 9, 19, ... of every partition out of every pass; ``linesearch-learned`` learns them
+(the search then favours long steps: the move was fitted to them); ``linesearch-last`` holds them out until the
+last pass, which learns every row and judges each sampled row of chain c by the margin of VW's merge of the
+other chains, ``w_-c = (sum_i G_i w_i - G_c w_c) / (sum_i G_i - G_c)`` per coordinate (:func:`cross_margins`:
+the sums are the pass's accumulators, ``G_c, w_c`` chain c's final state at the row's entries,
+:func:`own_values`), so that every row is learned and no move is judged on rows it, or its starting model,
+learned; ``linesearch-cross`` does that every pass, ``linesearch-rotate`` holds out another tenth each pass
+(measured, not offered on the command line).
+
+``benchmarks/distributed.py --section mixing --mix-rules vw linesearch linesearch-learned linesearch-last``
+measures them (the engine's task functions in one process).
 """
 from __future__ import annotations
 
@@ -36,7 +46,8 @@ import numpy as np
 from .merge import State
 
 __all__ = ["ALPHA_STEP", "alpha_grid", "sample_rows", "move_margins",
-           "apply_alpha", "supported", "PER_CLASS", "BETAS", "loss_table", "split_batch", "sampled", "search", "SAMPLE_EVERY", "SAMPLE_CAP"]
+           "apply_alpha", "supported", "PER_CLASS", "BETAS", "loss_table", "split_batch", "sampled", "search", "SAMPLE_EVERY", "SAMPLE_CAP",
+           "ROTATE", "CROSS", "LAST", "rotate_phase", "sample_plan", "ONE_PASS", "own_values", "cross_margins"]
 
 #: the grid's spacing (alpha in 1, 1.25, 1.5, ..., alpha_max)
 ALPHA_STEP = 0.25
@@ -55,14 +66,61 @@ def alpha_grid(nodes: int, cap: float | None = None) -> np.ndarray:
     return 1.0 + ALPHA_STEP * np.arange(n)
 
 
-def sample_rows(start: int, n: int, every: int = SAMPLE_EVERY, cap: int = SAMPLE_CAP) -> np.ndarray:
+def sample_rows(start: int, n: int, every: int = SAMPLE_EVERY, cap: int = SAMPLE_CAP, phase: int | None = None) -> np.ndarray:
     """Which of a batch's ``n`` rows, the partition's rows ``start`` to ``start + n - 1``, are in the sample
-    (indices into the batch): those whose row number ``r`` has ``r % every == every - 1``, the first ``cap``
-    of the partition."""
-    first = (every - 1 - start) % every
+    (indices into the batch): those whose row number ``r`` has ``r % every == phase`` (None: ``every - 1``),
+    the first ``cap`` of the partition."""
+    phase = every - 1 if phase is None else int(phase) % every
+    first = (phase - start) % every
     r = np.arange(first, n, every, dtype=np.int64)
-    taken = start // every  # sampled rows before this batch
+    taken = (start + every - 1 - phase) // every  # sampled rows before this batch (r < start, r % every == phase)
     return r[:max(0, cap - taken)]
+
+
+#: the rules that search along the merged move and how each pass samples (:func:`sample_plan`)
+ROTATE = "linesearch-rotate"
+#: every row learned; a sampled row judged by the merge of the *other* chains' states (leave its chain out)
+CROSS = "linesearch-cross"
+#: ``linesearch`` (the tenth held out, searched on) until the last pass, which learns every row and judges the
+#: tenth, learned by its own chain only, by the other chains' merge (:data:`CROSS`)
+LAST = "linesearch-last"
+
+
+def rotate_phase(p: int, every: int = SAMPLE_EVERY) -> int:
+    """``--mix linesearch-rotate``: the row numbers ``r`` held out in pass ``p`` (0-based) have
+    ``r % every == rotate_phase(p)``, ``(every - 1 - p) % every``: another tenth each pass (pass 0: those of
+    ``--mix linesearch``), so over ``passes`` >= 2 passes every row is learned in at least ``passes - 1`` of them
+    (for ``passes`` <= ``every``)."""
+    return (every - 1 - int(p)) % every
+
+
+#: ``--mix linesearch-rotate`` with one pass (nothing would learn the held-out tenth): ``"vw"``, VW's rule (no
+#: sample, no search), or ``"learned"``, the search on rows the pass also learned (``linesearch-learned``)
+ONE_PASS = "vw"
+
+
+def sample_plan(mix: str, p: int, passes: int):
+    """How pass ``p`` (0-based) of ``passes`` samples under the line-search rule ``mix``: ``(holdout, phase)``
+    for :func:`sampled` (``holdout``: the sampled rows are not learned; ``phase``: :func:`sample_rows`'s), plus
+    ``True`` when the sampled rows are judged by the other chains' merge (:func:`cross_margins`), or None: no
+    sample (the merge is VW's, nothing searched). ``linesearch``: every pass holds out the rows
+    ``r % 10 == 9``; ``linesearch-learned``: those rows learned too; ``linesearch-cross``: learned, judged by the
+    other chains; ``linesearch-last``: held out until the last pass, which learns them and judges them by the
+    other chains; ``linesearch-rotate``: pass ``p`` holds out the rows ``r % 10 == rotate_phase(p)`` (one pass:
+    :data:`ONE_PASS`)."""
+    if mix == "linesearch":
+        return True, SAMPLE_EVERY - 1
+    if mix == "linesearch-learned":
+        return False, SAMPLE_EVERY - 1
+    if mix == CROSS:
+        return False, SAMPLE_EVERY - 1, True
+    if mix == LAST:
+        return (False, SAMPLE_EVERY - 1, True) if int(p) >= int(passes) - 1 else (True, SAMPLE_EVERY - 1)
+    if mix == ROTATE:
+        if int(passes) <= 1:
+            return None if ONE_PASS == "vw" else (False, SAMPLE_EVERY - 1)
+        return True, rotate_phase(p)
+    return None
 
 
 def supported(state: State) -> bool:
@@ -150,10 +208,12 @@ def apply_alpha(base: State, merged: State, alpha, beta=0.0) -> State:
     return State(merged.algo, merged.meta, arrays, merged.reader, mixing)
 
 
-def split_batch(batch, start: int, holdout: bool, every: int = SAMPLE_EVERY, cap: int = SAMPLE_CAP):
+def split_batch(batch, start: int, holdout: bool, every: int = SAMPLE_EVERY, cap: int = SAMPLE_CAP,
+                phase: int | None = None):
     """``(rows to learn, sampled rows)`` of ``batch``, the partition's rows from ``start`` on
-    (:func:`sample_rows`; ``holdout``: the sampled rows are not learned, else the batch is learned whole)."""
-    s = sample_rows(start, batch.n, every, cap)
+    (:func:`sample_rows` with ``phase``; ``holdout``: the sampled rows are not learned, else the batch is learned
+    whole)."""
+    s = sample_rows(start, batch.n, every, cap, phase)
     sample = batch.take(s) if len(s) else None
     if not holdout or not len(s):
         return batch, sample
@@ -162,12 +222,13 @@ def split_batch(batch, start: int, holdout: bool, every: int = SAMPLE_EVERY, cap
     return batch.take(np.flatnonzero(keep)), sample
 
 
-def sampled(batches, holdout: bool, out: list, every: int = SAMPLE_EVERY, cap: int = SAMPLE_CAP):
-    """The batches to learn of a partition's ``batches`` (:func:`split_batch`); the sampled rows are appended to
-    ``out`` as batches."""
+def sampled(batches, holdout: bool, out: list, every: int = SAMPLE_EVERY, cap: int = SAMPLE_CAP,
+            phase: int | None = None):
+    """The batches to learn of a partition's ``batches`` (:func:`split_batch`, ``phase``); the sampled rows are
+    appended to ``out`` as batches."""
     start = 0
     for b in batches:
-        learn, s = split_batch(b, start, holdout, every, cap)
+        learn, s = split_batch(b, start, holdout, every, cap, phase)
         start += b.n
         if s is not None:
             out.append(s)
@@ -179,9 +240,38 @@ def sampled(batches, holdout: bool, out: list, every: int = SAMPLE_EVERY, cap: i
 BETAS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
-def loss_table(base: State, merged: State, batch, grid, betas) -> np.ndarray:
+def own_values(state: State, batch):
+    """``linesearch-cross``: a chain's final ``state``'s ``(w, G)`` at ``batch``'s entries (float64), what its
+    own share of VW's merge is at the rows it sampled."""
+    idx = np.asarray(batch.indices, np.int64) & (len(state.arrays["w"]) - 1)
+    return (np.asarray(state.arrays["w"])[idx].astype(np.float64), np.asarray(state.arrays["G"])[idx].astype(np.float64))
+
+
+def cross_margins(base: State, acc: dict, batch, own) -> np.ndarray:
+    """``linesearch-cross``: per row of ``batch`` (sampled by one chain, whose ``own_values`` are ``own``), the
+    margin of the move of VW's merge without that chain, ``x . (w_-c - w_0)`` with, per coordinate,
+    ``w_-c = (sum_i G_i w_i - G_c w_c) / (sum_i G_i - G_c)`` (0 where the others have no squared gradient, as
+    VW's merge), from the pass's summed accumulator ``acc``."""
+    sp = acc["units"][0]["sp"]
+    n = len(base.arrays["w"])
+    idx = np.asarray(batch.indices, np.int64) & (n - 1)
+    pos = np.searchsorted(sp["idx"], idx)
+    pos_c = np.minimum(pos, max(len(sp["idx"]) - 1, 0))
+    hit = (pos < len(sp["idx"])) & (np.asarray(sp["idx"])[pos_c] == idx) if len(sp["idx"]) else np.zeros(len(idx), bool)
+    SG = np.where(hit, np.asarray(sp["G"], np.float64)[pos_c] if len(sp["idx"]) else 0.0, 0.0)
+    SwG = np.where(hit, np.asarray(sp["wG"], np.float64)[pos_c] if len(sp["idx"]) else 0.0, 0.0)
+    wc, Gc = own
+    den = SG - Gc
+    ok = den > 1e-12 * np.maximum(SG, 1e-300)
+    w_loo = np.where(ok, (SwG - wc * Gc) / np.where(ok, den, 1.0), 0.0)
+    w0 = _touched(base.arrays["w"], batch)
+    return _row_sums(batch, (w_loo - w0) * np.asarray(batch.values, np.float64))
+
+
+def loss_table(base: State, merged: State, batch, grid, betas, md=None) -> np.ndarray:
     """``[unit, beta, alpha]``: the summed loss of ``w_0 + alpha d + beta d_prev`` over ``batch`` (``d_prev``:
-    ``base.mixing``, the previous pass's move; three margins a row); sums of disjoint batches add."""
+    ``base.mixing``, the previous pass's move; three margins a row); sums of disjoint batches add. ``md``: the
+    rows' margins of the move ``d`` given (one weight table: :func:`cross_margins`), not ``merged``'s."""
     grid, betas = np.asarray(grid, np.float64), np.asarray(betas, np.float64)
     keys = _weight_keys(base)
     out = np.zeros((len(keys), len(betas), len(grid)))
@@ -192,7 +282,10 @@ def loss_table(base: State, merged: State, batch, grid, betas) -> np.ndarray:
     ok = ~np.isnan(lab)
     h = np.asarray(batch.weights, np.float64)[ok]
     targets, ranges = _targets(merged, lab), _clip_ranges(merged)
-    for u, (k, (m0, md)) in enumerate(zip(keys, move_margins(base, merged, batch))):
+    margins = move_margins(base, merged, batch)
+    if md is not None:  # (linesearch-cross: the move's margins given, one table)
+        margins = [(margins[0][0], np.asarray(md, np.float64))]
+    for u, (k, (m0, md)) in enumerate(zip(keys, margins)):
         mp = (_row_sums(batch, _touched(base.mixing[k], batch) * np.asarray(batch.values, np.float64))
               if np.any(betas) else np.zeros(batch.n))
         y = targets[u][ok]
@@ -204,7 +297,7 @@ def loss_table(base: State, merged: State, batch, grid, betas) -> np.ndarray:
     return out
 
 
-def search(base: State, merged: State, samples, nodes: int, cap: float | None = None):
+def search(base: State, merged: State, samples, nodes: int, cap: float | None = None, md=None):
     """``(next state, alpha, beta)``: ``merged`` (VW's merge of ``nodes`` chains that started from ``base``) moved to
     ``w_0 + alpha (w_avg - w_0) + beta d_prev`` by the pair of :func:`alpha_grid` x :data:`BETAS` (beta = 0 on
     the first pass: no previous move) with the least summed loss over ``samples`` (batches; ties: the smallest
@@ -220,7 +313,7 @@ def search(base: State, merged: State, samples, nodes: int, cap: float | None = 
         return apply_alpha(base, merged, 1.0), 1.0, 0.0
     from ..batch import concat_batches
 
-    sums = loss_table(base, merged, concat_batches(list(samples)), grid, betas)  # (the sums of the batches')
+    sums = loss_table(base, merged, concat_batches(list(samples)), grid, betas, md=md)  # (the sums of the batches')
     if not np.all(np.isfinite(sums)):
         return apply_alpha(base, merged, 1.0), 1.0, 0.0
 

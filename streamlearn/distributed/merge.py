@@ -977,18 +977,20 @@ def _rule(state: State):
 #:   ``G`` and ``N`` are merged by VW's rule. Weights of the adagrad family only (plain, ``--oaa``,
 #:   softmax); the other learners keep their one rule.
 #:
-#: * ``"linesearch"``, ``"linesearch-learned"``: VW's merge ``w_avg``, then the weights moved to
-#:   ``w_0 + alpha (w_avg - w_0) + beta d_prev`` (``d_prev``: the previous pass's move, in ``State.mixing``) with
-#:   alpha in [1, k], beta in [0, 1] chosen every pass by the least summed loss over a sample of the pass's
-#:   examples (every 10th row of each partition, held out of learning, or learned too:
-#:   :mod:`~streamlearn.distributed.linesearch`). The search needs data, so it runs in the engine
+#: * ``"linesearch"``, ``"linesearch-learned"``, ``"linesearch-last"`` (and, measured only, ``"linesearch-rotate"``,
+#:   ``"linesearch-cross"``): VW's merge ``w_avg``, then the weights
+#:   moved to ``w_0 + alpha (w_avg - w_0) + beta d_prev`` (``d_prev``: the previous pass's move, in ``State.mixing``)
+#:   with alpha in [1, k], beta in [0, 1] chosen every pass by the least summed loss over a sample of the pass's
+#:   examples (every 10th row of each partition, held out of learning, or learned too, or held out until the last
+#:   pass and judged there by the other chains' merge: :mod:`~streamlearn.distributed.linesearch`, ``sample_plan``). The search needs data, so it runs in the engine
 #:   (``finish_pass``); here (``streamlearn merge``, and :func:`lift` / :func:`finish`) it is VW's rule.
 #:
 #: ``N`` (``--normalized``) is the dG-weighted mean of the nodes' in ``"delta"``, ``"examples"`` and ``"sqrtk"``.
 #: ``benchmarks/distributed.py --section mixing`` measures them.
-MIX_RULES = ("vw", "delta", "examples", "sqrtk", "bmuf", "bmuf-nesterov", "linesearch", "linesearch-learned")
+MIX_RULES = ("vw", "delta", "examples", "sqrtk", "bmuf", "bmuf-nesterov", "linesearch", "linesearch-learned",
+             "linesearch-rotate", "linesearch-cross", "linesearch-last")
 BMUF_RULES = ("bmuf", "bmuf-nesterov")
-LINESEARCH_RULES = ("linesearch", "linesearch-learned")
+LINESEARCH_RULES = ("linesearch", "linesearch-learned", "linesearch-rotate", "linesearch-cross", "linesearch-last")
 
 
 def lift(state: State, base: State, mix: str = "vw", compact: bool = False) -> dict:
