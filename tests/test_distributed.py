@@ -1063,7 +1063,7 @@ def test_engine_survives_a_worker_killed_mid_pass(parquet_dir, tmp_path, cluster
         try:
             summary = train_dask(RunConfig(data=[str(parquet_dir)], final_model=str(out), quiet=True,
                                            hyper={"loss_function": "logistic"}, passes=2),
-                                 scheduler=cluster.scheduler_address)
+                                 scheduler=cluster.scheduler_address, mix="vw")  # (every row learned every pass)
         finally:
             done.set()
             t.join()
@@ -1097,13 +1097,18 @@ def test_engine_restarts_a_pass_whose_base_state_was_lost(parquet_dir, tmp_path,
             self.cancel(fut)  # finish_pass(level, base): the pass's root
         return fut
 
+    # both runs on the cluster's 2 workers (a test before this one kills a worker, which its nanny restarts): the
+    # chains, and the default mixing rule with them, follow the workers present
+    with distributed.Client(cluster) as c:
+        c.wait_for_workers(2, timeout=120)
     cfg = dict(data=[str(parquet_dir)], quiet=True, hyper={"loss_function": "logistic"}, passes=2)
-    train_dask(RunConfig(final_model=str(tmp_path / "want.slm"), **cfg), scheduler=cluster.scheduler_address)
+    want = train_dask(RunConfig(final_model=str(tmp_path / "want.slm"), **cfg), scheduler=cluster.scheduler_address)
     monkeypatch.setattr(distributed.Client, "submit", submit)
     said = []
     s = train_dask(RunConfig(final_model=str(tmp_path / "got.slm"), **cfg), scheduler=cluster.scheduler_address,
                    log=said.append)
-    assert lost and s["examples"] == 6000
+    # (the default mixing here is linesearch-last: pass 1 holds a tenth of the rows out)
+    assert lost and s["examples"] == want["examples"] == 5700
     assert any("pass 1" in line and "starts again" in line for line in said), said
     assert (tmp_path / "got.slm").read_bytes() == (tmp_path / "want.slm").read_bytes()
 
@@ -1420,7 +1425,7 @@ def test_line_search_usage_errors(parquet_dir, tmp_path, invoke_cli):
         assert r.exit_code == 2 and "--mix linesearch" in r.output and why in r.output, r.output
     r = invoke_cli("train", parquet_dir, "--engine", "dask", "--worker_threads", "--sgd", "--mix", "linesearch-last",
                    "-f", tmp_path / "x.slm")
-    assert r.exit_code == 2 and "--mix linesearch-last" in r.output and "not --sgd" in r.output, r.output
+    assert r.exit_code == 2 and "--mix linesearch-last" in r.output and "which --sgd" in r.output, r.output
     assert not (tmp_path / "x.slm").exists()
 
 
@@ -1530,3 +1535,42 @@ def test_engine_rotate_and_last_on_sample_data(parquet_dir, tmp_path):
     rot1, _, rot1_bytes = run("linesearch-rotate", 1)
     vw1, _, vw1_bytes = run("vw", 1)
     assert rot1["examples"] == 3000 and rot1["engine"]["passes"][0]["alpha"] is None and rot1_bytes == vw1_bytes
+
+
+def test_default_mixing_is_linesearch_last_only_where_it_was_measured_to_help():
+    """``--mix auto`` (the default): linesearch-last for plain adagrad (binary or regression, VW's adaptive merge)
+    over 2 or more passes and chains; VW's rule for one pass (the search would only rescale the move), one chain
+    (the engine is then one sequential run), ``--oaa``, softmax, updates without per-coordinate squared gradients
+    (``--sgd``, ``--normalized`` or ``--invariant`` alone) and the learners with their own merges."""
+    from streamlearn.distributed.linesearch import LAST, auto_rule
+
+    def base(algo="adagrad", **hy):
+        return M.state_of(make_learner(algo, {"bit_precision": 8, **hy}), {"quadratic": []})
+
+    plain = base(loss_function="logistic")
+    assert auto_rule(plain, 2, 2) == auto_rule(plain, 3, 8) == auto_rule(base(), 2, 4) == LAST
+    assert auto_rule(plain, 1, 4) == auto_rule(plain, 3, 1) == "vw"
+    assert auto_rule(base(adaptive=True, loss_function="logistic"), 2, 2) == LAST
+    for other in (base(oaa=3), base(loss_function="multiclass_logistic", oaa=3), base(sgd=True),
+                  base(normalized=True), base(invariant=True), base("bear"), base("oja-son")):
+        assert auto_rule(other, 3, 4) == "vw", other.algo
+
+
+def test_engine_default_mixing_resolves_and_says_so(parquet_dir, tmp_path):
+    """The engine's default: 2 worker threads, 2 passes of plain adagrad take linesearch-last (pass 1 holds out
+    a tenth of the rows, pass 2 learns all: 2,700 + 3,000 examples) and print it; with one pass it is VW's rule."""
+    from streamlearn.api import RunConfig
+    from streamlearn.distributed.engine import train_dask
+
+    said = []
+    two = train_dask(RunConfig(data=[str(parquet_dir)], final_model=str(tmp_path / "a.slm"), table=False,
+                               hyper={"loss_function": "logistic"}, passes=2),
+                     workers=2, worker_threads=True, log=said.append)
+    assert two["examples"] == 5700 and two["engine"]["mix"] == "linesearch-last"
+    assert any(line.startswith("mixing rule linesearch-last (the default") for line in said), said
+    said.clear()
+    one = train_dask(RunConfig(data=[str(parquet_dir)], final_model=str(tmp_path / "b.slm"), table=False,
+                               hyper={"loss_function": "logistic"}, passes=1),
+                     workers=2, worker_threads=True, log=said.append)
+    assert one["examples"] == 3000 and one["engine"]["mix"] == "vw"
+    assert not any(line.startswith("mixing rule") for line in said)

@@ -64,10 +64,12 @@ from .options import (FEATURES, LEARNER, NAMESPACE_FIELDS, OUTPUT, VWCommand, al
               help="--engine dask, embedded cluster: run the --workers as threads of this process on dask's "
                    "threaded scheduler (no worker processes to start, no dask.distributed import, no states serialised; the kernels and the Parquet reader release the GIL), "
                    "without per-worker memory limits or crash isolation.")
-@click.option("--mix", type=click.Choice(["vw", "bmuf", "bmuf-nesterov", "linesearch", "linesearch-learned",
+@click.option("--mix", type=click.Choice(["auto", "vw", "bmuf", "bmuf-nesterov", "linesearch", "linesearch-learned",
                                         "linesearch-last"]),
               default=None,
-              help="--engine dask, adagrad learners: how each pass's chains mix. vw (default): VW's AllReduce "
+              help="--engine dask, adagrad learners: how each pass's chains mix. auto (default): linesearch-last "
+                   "for plain adagrad (binary or regression, not --oaa or --sgd) with 2 or more passes and chains, "
+                   "else vw. vw: VW's AllReduce "
                    "average; bmuf / bmuf-nesterov: that average's update filtered by block momentum 1 - 1/chains "
                    "(BMUF, Chen & Huo 2016; classical or Nesterov); linesearch (plain adagrad, not --oaa): the average's move "
                    "from the pass's start times alpha in [1, chains], plus the previous pass's move times beta in "
@@ -104,7 +106,7 @@ def train(files, data, algo, quadratic, noconstant, unit_norm, binary, **kw):
     engine = {k: kw.pop(k) for k in ("engine", "scheduler", "workers", "skip_bad_partitions", "save_every_pass",
                                      "worker_threads", "mix")}
     if engine.pop("engine") == "dask":
-        engine["mix"] = engine["mix"] or "vw"
+        engine["mix"] = engine["mix"] or "auto"
         from ..distributed.engine import train_dask
 
         run_api(lambda c, log: train_dask(c, log=log, **engine), cfg)

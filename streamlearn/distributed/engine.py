@@ -509,7 +509,7 @@ def _start_cluster(scheduler, workers, log, processes=True):
 
 
 def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, save_every_pass=False, log=None,
-               on_pass=None, chain=True, n_chains=None, worker_threads=False, mix="vw", chain_order="strided",
+               on_pass=None, chain=True, n_chains=None, worker_threads=False, mix="auto", chain_order="strided",
                threads_on="dask", read_ahead=True):
     """``train`` over ``cfg`` (:class:`streamlearn.api.RunConfig`) with iterative parameter
     mixing on Dask (module docstring); returns the run summary (``summary['engine']``: per-pass
@@ -523,8 +523,9 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     ``threads_on="distributed"``: the same threads as a ``LocalCluster(processes=False)`` of
     ``dask.distributed`` instead (what ``worker_threads`` was before; ``benchmarks/distributed.py``
     compares the two).
-    ``mix``: how adaptive adagrad states mix (:data:`~streamlearn.distributed.merge.MIX_RULES`; VW's
-    rule by default). ``chain_order``: :data:`~streamlearn.distributed.partitions.CHAIN_ORDERS` (``strided``,
+    ``mix``: how adaptive adagrad states mix (:data:`~streamlearn.distributed.merge.MIX_RULES`, or ``"auto"``,
+    the default: :func:`~streamlearn.distributed.linesearch.auto_rule`, ``linesearch-last`` for plain adagrad over
+    two or more passes and chains, else VW's rule). ``chain_order``: :data:`~streamlearn.distributed.partitions.CHAIN_ORDERS` (``strided``,
     the default: the partitions dealt out to the chains in turn; ``consecutive``: runs of consecutive
     partitions; :func:`~streamlearn.distributed.partitions.chains`). ``read_ahead`` (``worker_threads``,
     chained): each partition's reading starts before its task does, the chains' first while dask is
@@ -554,8 +555,10 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     if cfg.passes < 1:
         raise ConfigError("--passes must be >= 1")
     from .merge import MIX_RULES
-    if mix not in MIX_RULES:
-        raise ConfigError(f"unknown mixing rule {mix!r} (known: {', '.join(MIX_RULES)})")
+    if mix not in MIX_RULES and mix != "auto":
+        raise ConfigError(f"unknown mixing rule {mix!r} (known: auto, {', '.join(MIX_RULES)})")
+    auto = mix == "auto"
+    mix = "vw" if auto else mix  # (auto: resolved once the chains are known, below)
     from .partitions import CHAIN_ORDERS
     if chain_order not in CHAIN_ORDERS:
         raise ConfigError(f"unknown chain order {chain_order!r} (known: {', '.join(CHAIN_ORDERS)})")
@@ -584,7 +587,8 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
                           + " merges by its own rule (leave --mix out)")
     if mix in ("linesearch-cross", "linesearch-last") and base.arrays["G"].shape != base.arrays["w"].shape:
         raise ConfigError(f"--mix {mix}: the leave-one-chain-out margins need adagrad's per-coordinate squared "
-                          "gradients (VW's adaptive merge), not --sgd; use --mix linesearch")
+                          "gradients (VW's adaptive merge: --adaptive, on by default), which --sgd, or --normalized / "
+                          "--invariant without --adaptive, do not keep; use --mix linesearch")
     if mix in BMUF_RULES and not (base.algo == "adagrad" or base.meta.get("reduction") == "softmax"):
         raise ConfigError(f"--mix {mix}: only the adagrad learners (VW's gd, --oaa, softmax) mix by block momentum; "
                           f"--algo {base.algo} merges by its own rule (leave --mix out)")
@@ -654,6 +658,12 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
                    else "independent partitions") + f" per pass on {n_workers} workers")
         from concurrent.futures import CancelledError
 
+        if auto:
+            from .linesearch import auto_rule
+            mix = auto_rule(base, cfg.passes, len(chains) if chain else len(parts))
+            if not cfg.quiet and mix != "vw":
+                log(f"mixing rule {mix} (the default for plain adagrad over 2 or more passes and chains; --mix vw: "
+                    "VW's average)")
         for p in range(cfg.passes):
             t0 = time.perf_counter()
             for attempt in range(1 + PASS_RESTARTS):

@@ -47,7 +47,7 @@ from .merge import State
 
 __all__ = ["ALPHA_STEP", "alpha_grid", "sample_rows", "move_margins",
            "apply_alpha", "supported", "PER_CLASS", "BETAS", "loss_table", "split_batch", "sampled", "search", "SAMPLE_EVERY", "SAMPLE_CAP",
-           "ROTATE", "CROSS", "LAST", "rotate_phase", "sample_plan", "ONE_PASS", "own_values", "cross_margins"]
+           "ROTATE", "CROSS", "LAST", "rotate_phase", "sample_plan", "auto_rule", "ONE_PASS", "own_values", "cross_margins"]
 
 #: the grid's spacing (alpha in 1, 1.25, 1.5, ..., alpha_max)
 ALPHA_STEP = 0.25
@@ -121,6 +121,19 @@ def sample_plan(mix: str, p: int, passes: int):
             return None if ONE_PASS == "vw" else (False, SAMPLE_EVERY - 1)
         return True, rotate_phase(p)
     return None
+
+
+def auto_rule(base: State, passes: int, chains: int) -> str:
+    """``--mix``'s default for a run of ``passes`` passes over ``chains`` chains (or independent partitions) from
+    ``base``: :data:`LAST` for plain adagrad with VW's adaptive merge (binary or regression, not ``--oaa``, softmax
+    or an update without ``--adaptive``'s squared gradients: ``--sgd``, ``--normalized`` alone, ...) when ``passes`` >= 2 and ``chains`` >= 2, else ``"vw"``, VW's rule. One pass: ``LAST`` would
+    only rescale the merged move (the same errors as VW's rule, measured); one chain: there is nothing to average,
+    and the engine equals one sequential run (``benchmarks/distributed.py --section mixing`` has the table)."""
+    if passes < 2 or chains < 2 or not supported(base) or base.meta.get("reduction"):
+        return "vw"
+    if base.arrays["G"].shape != base.arrays["w"].shape:  # no per-coordinate squared gradients (not adaptive)
+        return "vw"
+    return LAST
 
 
 def supported(state: State) -> bool:
