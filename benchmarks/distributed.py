@@ -183,13 +183,13 @@ def accuracy(args):
                     s = train_dask(RunConfig(data=[str(d)], algo=algo, hyper=hyper, passes=3, quiet=True,
                                              final_model=str(m3)), scheduler=cluster.scheduler_address,
                                    on_pass=keep, chain_order=args.acc_chain_order,
-                                   mix=args.acc_mix if algo == "adagrad" else "vw")
+                                   mix=args.acc_mix if (algo == "adagrad" or args.acc_mix == "auto") else "vw")
                     wall = time.perf_counter() - t0
                     e = s["engine"]["passes"]
                     t1, t3 = test_error(m1, test), test_error(m3, test)
                     rows.append({
                         "data": name, "algo": algo, "workers": nw, "parts": parts, "chains": args.acc_chain_order,
-                        "mix": args.acc_mix if algo == "adagrad" else "vw",
+                        "mix": s["engine"]["mix"],
                         "prog1 seq": f"{seq[1][0]:.4f}", "prog1 eng": f"{e[0]['progressive_error']:.4f}",
                         "prog3 eng": f"{e[2]['progressive_error']:.4f}",
                         "test1 seq": f"{seq[1][1]:.4f}", "test1 eng": f"{t1:.4f}",
@@ -883,8 +883,9 @@ def main():
     ap.add_argument("--acc-workers", nargs="+", type=int, default=[2, 4], help="accuracy: worker processes")
     ap.add_argument("--acc-chain-order", default="strided", choices=("strided", "consecutive"),
                     help="accuracy: how the engine deals the partitions to its chains (train_dask(chain_order=...))")
-    ap.add_argument("--acc-mix", default="vw", choices=("vw", "bmuf", "bmuf-nesterov"),
-                    help="accuracy: the engine's mixing rule for adagrad (train --mix)")
+    ap.add_argument("--acc-mix", default="auto", choices=("auto", "vw", "bmuf", "bmuf-nesterov", "linesearch",
+                                                          "linesearch-last"),
+                    help="accuracy: the engine's mixing rule for adagrad (train --mix; auto: the engine's default)")
     ap.add_argument("--section", nargs="+", choices=("speed", "accuracy", "chaining", "merge_cost", "mixing", "diagnose",
                                                   "linesearch"),
                     default=["speed", "accuracy"], help="what to run (chaining: --chain-* below)")
