@@ -49,7 +49,9 @@ than the heap has members from CF ~120 on (news20).
 Steps: BEAR (step x ``--curvature_damping``) and MISSION (step) are tuned on the **training**
 progressive loss of the last pass with sketch seed 0, per (k, CF); the other seeds reuse the
 chosen step. For ``news20`` (--oaa 20, ~20 s per run) the steps are tuned once at the first CF
-and k, and reused.
+and k, and reused; each grid holds the learner's own ``--oaa`` defaults (BEAR: AdaGrad's initial
+scaling with damping 1; MISSION: AdaGrad steps, -l 0.6), which the earlier grids (damping 0.01;
+MISSION steps 3-30, sgd-sized) missed once those defaults changed.
 
 Targets checked per row (means over the seeds): BEAR >= MISSION; at CF <= 10 BEAR within 2
 points of the oracle; BEAR well above random, taken as BEAR - random >= half of oracle - random.
@@ -357,7 +359,7 @@ def text_dataset(name, a, out):
     grid_b = [(lr, {"curvature_damping": dm}) for lr in a.bear_steps for dm in a.dampings]
     grid_m = [(lr, {}) for lr in a.mission_steps]
     if d.K:
-        grid_b = [(lr, {"curvature_damping": 0.01}) for lr in a.mc_bear_steps]
+        grid_b = [(lr, {"curvature_damping": dm}) for lr in a.mc_bear_steps for dm in a.mc_dampings]
         grid_m = [(lr, {}) for lr in a.mc_mission_steps]
     chosen = {}
     for k in a.ks:
@@ -654,7 +656,10 @@ def main():
     ap.add_argument("--dampings", default="0.01,0.1")
     ap.add_argument("--mission_steps", default="1,3,10,30,100")
     ap.add_argument("--mc_bear_steps", default="0.3,1,3")
-    ap.add_argument("--mc_mission_steps", default="3,10,30")
+    ap.add_argument("--mc_mission_steps", default="0.2,0.6,2,6",
+                    help="--oaa: MISSION's steps tried (its --oaa default: AdaGrad steps, -l 0.6)")
+    ap.add_argument("--mc_dampings", default="0.01,1", help="--oaa: BEAR's curvature dampings tried (its --oaa "
+                    "default: 1, with AdaGrad's initial scaling)")
     ap.add_argument("--quick", action="store_true",
                     help="rcv1 and synthetic only, k = 100, CF 1,10,100, 2 seeds, 3 synthetic "
                          "trials, smaller step grids (a few minutes)")
@@ -671,11 +676,12 @@ def main():
         a.ks, a.cfs, a.news20_cfs, a.synthetic_cfs = "100", "1,10,100", "10", "1,10,100"
         a.seeds, a.synthetic_trials = 2, 3
         a.bear_steps, a.dampings, a.mission_steps = "0.3,1,3", "0.01", "3,10,30"
-        a.mc_bear_steps, a.mc_mission_steps = "1", "10"
+        a.mc_bear_steps, a.mc_mission_steps, a.mc_dampings = "1", "0.6", "1"
     a.ks = [int(x) for x in a.ks.split(",")]
     a.bear_steps, a.dampings = floats(a.bear_steps), floats(a.dampings)
     a.mission_steps = floats(a.mission_steps)
     a.mc_bear_steps, a.mc_mission_steps = floats(a.mc_bear_steps), floats(a.mc_mission_steps)
+    a.mc_dampings = floats(a.mc_dampings)
     a.synthetic_cfs = floats(a.synthetic_cfs)
     a.sketch_passes = {kv.split("=")[0]: int(kv.split("=")[1]) for kv in a.passes.split(",")}
     out = {"args": {k: v for k, v in vars(a).items()}}
