@@ -579,3 +579,41 @@ def test_ring_rejects_a_coordinate_of_a_class_the_model_lacks():
     arrays["rr_keys"][slot, 0] = (3 << 32) | 5
     with pytest.raises(ValueError, match="array rr_keys: a coordinate whose class is outside 0..2"):
         Bear.from_state(meta, arrays)
+
+
+def test_saved_ring_holds_only_the_stored_pairs_and_continues_exactly(same_state):
+    """Long pairs that the ring has since dropped (3 examples of 300 features, then 40 of 5) leave the
+    in-memory ring 300 wide; the saved state cuts it to the longest pair still stored and zeroes what lies past
+    each pair's length, and the learner loaded from it continues exactly as the one in memory."""
+    rng = np.random.default_rng(3)
+    big = Batch.from_dense(rng.standard_normal((3, 300)), np.ones(3),
+                           hashes=rng.integers(1, 2**32, 300, dtype=np.uint64).astype(np.uint32))
+    keys = rng.integers(1, 2**32, 40, dtype=np.uint64).astype(np.uint32)
+
+    def small(n, seed):
+        r = np.random.default_rng(seed)
+        return Batch.from_dense(r.standard_normal((n, 5)), np.sign(r.standard_normal(n)), hashes=keys[r.integers(0, 40, 5)])
+
+    A = Bear(history=3, minibatch=1, sketch_rows=3, sketch_width=64, top_k=50, loss_function="logistic")
+    A.learn_batch(big)
+    for i in range(8):
+        A.learn_batch(small(5, i))
+    A.finish()
+    cap = A.rs_vals.shape[1]
+    meta, arrays = A.state_dict()
+    used = max(int(arrays["rs_len"].max()), int(arrays["rr_len"].max()))
+    assert used < 300 <= cap  # the big pair was dropped; memory still holds its width
+    for f, n in (("rs_keys", "rs_len"), ("rs_vals", "rs_len"), ("rr_keys", "rr_len"), ("rr_vals", "rr_len")):
+        assert arrays[f].shape == (3, used), f
+        past = np.arange(used)[None, :] >= arrays[n][:, None]
+        assert (arrays[f][past] == 0).all() and (arrays[f][~past] == getattr(A, f)[:, :used][~past]).all(), f
+    B = Bear.from_state(meta, {k: np.array(v) for k, v in arrays.items()})
+    same_state(A, B)
+    for i in range(8, 14):
+        b = small(5, i) if i != 10 else big
+        pa, _ = A.learn_batch(b)
+        pb, _ = B.learn_batch(b)
+        np.testing.assert_array_equal(pa, pb)
+    A.finish()
+    B.finish()
+    same_state(A, B)
