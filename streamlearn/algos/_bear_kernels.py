@@ -18,11 +18,10 @@ import numpy as np
 from numba import njit
 
 from ..kernels._jit import INNER, KERNEL
-from ..kernels._intrinsics import _prefetch
-from ._mission_kernels import _map_changes, _mask_find, _mask_rebuild, _mhome
+from ._mission_kernels import _map_changes, _map_masks, _mask_rebuild
 from ._sketch_kernels import (DRIVER_HYPER, _build_active, _const_index, _eff_weights_map, _hll_add, _mb_gradient,
-                              _mb_predict, _offer_active_map, _prefetch_active, _prefetch_cells, _query_ca,
-                              _tbl_find_c, implements_update, minibatch_run)
+                              _mb_predict, _offer_active_map, _prefetch_active, _prefetch_cells, implements_update,
+                              minibatch_run)
 
 __all__ = ["Ring", "BearHyper", "two_loop", "bear_update", "bear_run", "ring_push"]
 
@@ -52,9 +51,6 @@ class Ring(NamedTuple):
     mkeys: np.ndarray  # uint32 (T,): features held by some class's heap
     mmask: np.ndarray  # uint64 (T,): their class masks (0: empty entry)
     mcount: np.ndarray  # int64 (1,): entries in use; -1: stale (rebuilt before the next minibatch)
-    # slot hints: mhint[e, c] = the heap slot where class c's heap held map entry e's feature when last
-    # looked up (checked before use: a stale hint costs the position map's look-up), (0, K): none yet
-    mhint: np.ndarray  # int32 (T, K)
 
 
 #: BEAR's hyper-parameters as its kernels take them: the driver's (``DRIVER_HYPER``), then ``eps``
@@ -492,83 +488,6 @@ def _cm_add_dvec(acc, iacc, abk, g, K, aconst, dvec):
         dvec[d] = iv if v > 0.0 else 0.0
 
 
-#: how many active features ahead :func:`_eff_weights_hint` prefetches the sketch cells and slot hints, and
-#: then (once the hints are in) the members' heap keys
-_HINT_AHEAD = 4
-_HKEY_AHEAD = 2
-
-
-@njit(**INNER)
-def _map_rows(mkeys, mmask, akeys, amask, arow):
-    """``amask[a]``: the class mask of active feature ``a`` in the class membership map (0: in no heap), as
-    :func:`~._mission_kernels._map_masks`, and ``arow[a]`` its map entry (-1: none)."""
-    nA = akeys.shape[0]
-    T = mkeys.shape[0]
-    for a in range(nA):
-        if a + 4 < nA:  # a later feature's home entry (the map is larger than the core's caches)
-            h = _mhome(akeys[a + 4], T)
-            _prefetch(mkeys, h)
-            _prefetch(mmask, h)
-        e = _mask_find(mkeys, mmask, akeys[a])
-        amask[a] = mmask[e] if e >= 0 else np.uint64(0)
-        arow[a] = e
-
-
-@njit(**INNER)
-def _eff_weights_hint(sketch, htbl, hkeys, hsize, akeys, abk, asg, amask, arow, mhint, beta, inheap, slot, tmp,
-                      intercept, aconst):
-    """:func:`~._sketch_kernels._eff_weights_map` with the class membership map (``amask``, ``arow``: each
-    active feature's map entry) and its slot hints ``mhint``: a member's heap slot is first taken from
-    its hint, which holds if the slot is in use and holds the feature's key; else (the member moved by a
-    sift, or entered since) it is looked up in the class's position map and the hint rewritten. Same
-    ``beta``, ``inheap`` and ``slot`` (a member's slot is unique); one dependent load less per member whose
-    hint holds (the position map's entry)."""
-    K = sketch.shape[2]
-    nA = akeys.shape[0]
-    k = hkeys.shape[1]
-    for a in range(nA):
-        if a + _HINT_AHEAD < nA:  # a later feature's sketch cells and hints
-            a2 = a + _HINT_AHEAD
-            _prefetch_cells(sketch, abk, a2)
-            e2 = arow[a2]
-            if e2 >= 0:
-                _prefetch(mhint, e2 * K)  # (flat index: C-contiguous)
-                _prefetch(mhint, e2 * K + K - 1)
-        a1 = a + _HKEY_AHEAD
-        if a1 < nA and a1 != aconst:  # then its members' heap keys, at their hinted slots
-            e1 = arow[a1]
-            m1 = amask[a1]
-            if e1 >= 0 and m1 != np.uint64(0):
-                for c in range(K):
-                    if (m1 >> np.uint64(c)) & np.uint64(1):
-                        s1 = np.int64(mhint[e1, c])
-                        if s1 >= 0:
-                            _prefetch(hkeys, c * k + s1)
-        if a == aconst:
-            for c in range(K):
-                inheap[c, a] = True
-                beta[c, a] = intercept[c]
-                slot[c, a] = -1  # not a heap member
-            continue
-        m = amask[a]
-        e = arow[a]
-        key = akeys[a]
-        for c in range(K):
-            s = np.int64(-1)
-            if (m >> np.uint64(c)) & np.uint64(1):
-                s = np.int64(mhint[e, c])
-                if not (s >= 0 and s < hsize[c] and hkeys[c, s] == key):
-                    s = np.int64(_tbl_find_c(htbl, hkeys, c, key))
-                    mhint[e, c] = s
-            slot[c, a] = s
-            if s >= 0:
-                inheap[c, a] = True
-                beta[c, a] = _query_ca(sketch, c, abk, asg, a, tmp)
-            else:
-                inheap[c, a] = False
-                beta[c, a] = 0.0
-
-
 @implements_update(BearHyper)
 @njit(cache=True, nogil=True)
 def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state, extra, hyper, eta, P0):
@@ -606,28 +525,16 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     aconst = _const_index(akeys, hyper.const_key)
     # line 3 with the class membership map (--oaa K <= 64): one look-up per feature gives the classes
     # whose heaps hold it (only theirs are looked up); no map: every class's heap is
-    # (each feature's map entry, arow, gives its slot hints: _eff_weights_hint)
     mkeys, mmask, mcount = extra.mkeys, extra.mmask, extra.mcount
-    mhint = extra.mhint
     use_map = mkeys.shape[0] > 0
     amask = np.empty(nA if use_map else 0, np.uint64)
-    arow = np.empty(nA if use_map else 0, np.int64)
     if use_map:
         if mcount[0] < 0 or 2 * (mcount[0] + nA) > mkeys.shape[0]:
             mkeys, mmask = _mask_rebuild(state.hkeys, state.hsize, mcount, nA)
-        if mhint.shape[0] != mkeys.shape[0]:  # (a rebuilt map of the same size keeps its stale hints: checked)
-            mhint = np.empty((mkeys.shape[0], K), np.int32)
-            for e in range(mkeys.shape[0]):
-                for c in range(K):
-                    mhint[e, c] = -1
-        _map_rows(mkeys, mmask, akeys, amask, arow)
+        _map_masks(mkeys, mmask, akeys, amask)
     slot = np.empty((K, nA), np.int64)  # members' heap slots
-    if use_map:
-        _eff_weights_hint(sketch, state.htbl, state.hkeys, state.hsize, akeys, abk, asg, amask, arow, mhint, beta0,
-                          inheap, slot, tmp, state.intercept, aconst)
-    else:
-        _eff_weights_map(sketch, state.htbl, state.hkeys, akeys, abk, asg, amask, beta0, inheap, slot, tmp,
-                         state.intercept, aconst)
+    _eff_weights_map(sketch, state.htbl, state.hkeys, akeys, abk, asg, amask, beta0, inheap, slot, tmp,
+                     state.intercept, aconst)
     _mb_predict(offsets, values, mb, nmb, loc, beta0, P0)  # the scores before the step (reported)
     G0 = np.empty((K, nA), np.float64)
     bound = _mb_gradient(code, offsets, values, labels, weights, mb, nmb, loc, P0, G0, state.lrange, hyper.clip)
@@ -725,7 +632,7 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
         extra.rs_code, extra.rr_code, extra.pfeat, extra.pnf, extra.ring_sr, extra.ring_rr, state.counters,
         hyper.eps, dvec, extra.ring_rdr)
     return Ring(rs_keys, rs_vals, extra.rs_len, rr_keys, rr_vals, extra.rr_len, extra.ring_sr, extra.ring_rr,
-                extra.ring_rdr, extra.acc, extra.iacc, rs_code, rr_code, pfeat, extra.pnf, mkeys, mmask, mcount, mhint)
+                extra.ring_rdr, extra.acc, extra.iacc, rs_code, rr_code, pfeat, extra.pnf, mkeys, mmask, mcount)
 
 
 @njit(**KERNEL)

@@ -125,12 +125,6 @@ class Bear(SketchLearner):
         self.pfeat = np.zeros((tau, 2 * cap), np.int64)
         self.pnf = np.full(tau, -1, np.int64)
 
-    def _stale_membership(self) -> None:
-        """The class membership map marked stale (:meth:`SketchLearner._stale_membership`), without slot hints
-        (:func:`~._bear_kernels._eff_weights_hint`; derived, never saved)."""
-        super()._stale_membership()
-        self.mhint = np.full((0, self.kc), -1, np.int32)
-
     def _apply_hyper(self):
         super()._apply_hyper()  # self.unit, the step and minibatch defaults
         # --oaa K on unit-norm rows under the step defaults of version 2 (a loaded model: its own version)
