@@ -39,7 +39,7 @@ from ..kernels._intrinsics import _prefetch
 #: a helper with one call site, inlined into it by numba (not compiled, optimised and linked as a library of
 #: its own, then again inside each caller's)
 INLINE = dict(INNER, inline="always")
-from ._feature_table_kernels import EMPTY, HASH_MULT, _find
+from ._feature_table_kernels import EMPTY, _find
 from ._loss_kernels import SQUARED, invariant_step, loss_deriv, loss_value, target
 from ._oja_son_kernels import _proj_excess, _pscale, _sq
 
@@ -236,17 +236,6 @@ def rebuild_levels(hP, hc, R):
         _complete(hP, hc, k, hcap)
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _next_block(st, R, hcap):
-    """The catch-up's next block from stamp ``st`` (< R): ``(its index in hP / hc, the stamp after it)``."""
-    if (st & (SUF - 1)) == 0:  # the suffix from st to R: the last block
-        return 2 * hcap + (st >> SUF_L), R
-    l = 0
-    while (st & ((2 << l) - 1)) == 0 and st + (2 << l) <= R:
-        l += 1
-    return _blk(l, st >> l, hcap), st + (np.int64(1) << l)
-
-
 @njit(**INNER)
 def _catch_up(tab, sl, hP, hc, R, wz):
     """``wz[0] = w_bar``, ``wz[1:m+1] = Z column`` of slot ``sl`` after the recorded re-bases from its
@@ -258,7 +247,15 @@ def _catch_up(tab, sl, hP, hc, R, wz):
     for r in range(m):
         wz[1 + r] = tab[sl, C_Z + r]
     while st < R:
-        j, st = _next_block(st, R, hcap)
+        l = 0
+        if (st & (SUF - 1)) == 0:  # the suffix from st to R: the last block
+            j = 2 * hcap + (st >> SUF_L)
+            st = R
+        else:
+            while (st & ((2 << l) - 1)) == 0 and st + (2 << l) <= R:
+                l += 1
+            j = _blk(l, st >> l, hcap)
+            st += np.int64(1) << l
         acc = 0.0
         for r in range(m):
             acc += hc[j, r] * wz[1 + r]
@@ -266,44 +263,6 @@ def _catch_up(tab, sl, hP, hc, R, wz):
         _mv(hP[j], wz[1:], wz[1 + m:], m)
         for r in range(m):
             wz[1 + r] = wz[1 + m + r]
-
-
-@njit(**INLINE)  # (one call site)
-def _find_ahead(keys, tab, hP, hc, indices, a, s, mask, shift, R, slot_buf):
-    """The example's slots into ``slot_buf`` (``_find``'s result: ``< 0`` for a key not stored), with the
-    memory they lead to asked for ahead (:func:`_prefetch`): the keys' home slots, then the rows of the
-    stored features, then the history blocks a stale feature's catch-up will read. The table (40 MB at
-    ``-b 18``) and the history are mostly not in cache, and a feature's misses depend on each other
-    (slot, row, stamp, blocks): one feature at a time, they are paid one after another; three passes
-    over the example overlap them across its features. Nothing is changed (the catch-up follows)."""
-    capmask = keys.shape[0] - 1
-    ncol = tab.shape[1]
-    m = hP.shape[1]
-    mm = m * m
-    for k in range(s):
-        key = np.int64(indices[a + k]) & mask
-        _prefetch(keys, np.int64((np.uint64(key) * HASH_MULT) >> np.uint64(shift)))
-    for k in range(s):
-        r = _find(keys, np.int64(indices[a + k]) & mask, shift, capmask)
-        slot_buf[k] = r
-        if r >= 0:
-            _prefetch(tab, r * ncol)
-            _prefetch(tab, r * ncol + ncol - 1)
-    if R == 0:
-        return
-    hcap = _hist_cap(hP)
-    for k in range(s):
-        r = slot_buf[k]
-        if r < 0:
-            continue
-        st = np.int64(tab[r, C_T])
-        while st < R:
-            j, st = _next_block(st, R, hcap)
-            for t in range(0, mm, 8):
-                _prefetch(hP, j * mm + t)
-            _prefetch(hP, j * mm + mm - 1)
-            _prefetch(hc, j * m)
-            _prefetch(hc, j * m + m - 1)
 
 
 @njit(**INLINE)  # (one call site)
@@ -1540,13 +1499,10 @@ def fd_run(offsets, indices, values, labels, weights, start, resume, learn, stat
         else:
             outcome = -1
             R = ints[I_HIST]
-            _find_ahead(keys, tab, hP, hc, indices, a, s, mask, shift, R, slot_buf)
             for k in range(s):
-                r = slot_buf[k]
-                stale[k] = False
                 key = np.int64(indices[a + k]) & mask
-                if r < 0:  # (again: an earlier feature of this example may have been inserted there)
-                    r = _find(keys, key, shift, capmask)
+                r = _find(keys, key, shift, capmask)
+                stale[k] = False
                 if r < 0:
                     if do_learn:
                         r = -1 - r
