@@ -256,6 +256,7 @@ def _prefetch_row(tab, sl):
     """Ask for the cache lines of table row ``sl`` (:func:`_prefetch`; a hint, nothing is read)."""
     ncol = tab.shape[1]
     _prefetch(tab, sl * ncol)
+    _prefetch(tab, sl * ncol + 8)  # (a row of 19 columns can span three lines)
     _prefetch(tab, sl * ncol + ncol - 1)
 
 
@@ -317,11 +318,39 @@ def _catch_up_inplace(tab, sl, hP, hc, R, wz):
 def _rebase_all(keys, tab, ints, hP, hc, N, u):
     """Every stored feature through the whole history, then ``w_bar += u . z``, ``z <- N z`` (N = I,
     u = 0: a plain compaction); the history is then empty (stamps 0). The level-0 records are first
-    composed into one transform per stamp, ``T_st = N P_(R-1) ... P_st`` and its fold ``u_st = c_st +
-    P_st^T u_(st+1)`` (``u_R = u``), O(R m^3), so each feature costs O(m^2) whatever its stamp."""
+    composed into one transform per stamp (:func:`_compose_history`), so each feature costs O(m^2)
+    whatever its stamp."""
     m = hP.shape[1]
-    R = ints[I_HIST]
-    hcap = _hist_cap(hP)
+    T, uu = _compose_history(hP, hc, ints[I_HIST], N, u)
+    zt = np.empty(m)
+    for s in range(keys.shape[0]):
+        if keys[s] == EMPTY:
+            continue
+        _rebase_one(tab, s, T, uu, zt)
+    ints[I_HIST] = 0
+    ints[I_COMPACT] += 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _rebase_one(tab, s, T, uu, zt):
+    """Slot ``s`` through the composed history (:func:`_compose_history`): ``w_bar += u_st . z``, ``z <- T_st z``,
+    stamp 0."""
+    m = zt.shape[0]
+    st = np.int64(tab[s, C_T])
+    acc = 0.0
+    for q in range(m):
+        zt[q] = tab[s, C_Z + q]
+        acc += uu[st, q] * zt[q]
+    tab[s, C_U] += acc
+    _mv(T[st], zt, tab[s, C_Z:], m)
+    tab[s, C_T] = 0.0
+
+
+@njit(**INNER)
+def _compose_history(hP, hc, R, N, u):
+    """The R level-0 records composed into one transform per stamp, ``T_st = N P_(R-1) ... P_st`` and its fold
+    ``u_st = c_st + P_st^T u_(st+1)`` (``u_R = u``), O(R m^3)."""
+    m = hP.shape[1]
     T = np.empty((R + 1, m, m))
     uu = np.empty((R + 1, m))
     for r in range(m):
@@ -341,20 +370,7 @@ def _rebase_all(keys, tab, ints, hP, hc, N, u):
             for t in range(m):
                 acc += hP[j, t, q] * uu[st + 1, t]
             uu[st, q] = acc
-    zt = np.empty(m)
-    for s in range(keys.shape[0]):
-        if keys[s] == EMPTY:
-            continue
-        st = np.int64(tab[s, C_T])
-        acc = 0.0
-        for q in range(m):
-            zt[q] = tab[s, C_Z + q]
-            acc += uu[st, q] * zt[q]
-        tab[s, C_U] += acc
-        _mv(T[st], zt, tab[s, C_Z:], m)
-        tab[s, C_T] = 0.0
-    ints[I_HIST] = 0
-    ints[I_COMPACT] += 1
+    return T, uu
 
 
 @njit(**KERNEL)
@@ -981,20 +997,25 @@ def _key_order(keys):
 
 
 @njit(**INLINE)  # (one call site)
-def _recompute_k(keys, tab, K, m):
-    """``K = Z Z^T`` exactly from the table, summed in the order of the features (not of the slots:
-    a restored model's table is laid out differently, and its K must be the same to the bit)."""
+def _rebase_recompute_k(keys, tab, K, T, uu, zt):
+    """``K = Z Z^T`` exactly from the table, summed in the order of the features (not of the slots: a restored
+    model's table is laid out differently, and its K must be the same to the bit), each feature not yet re-based
+    (stamp >= 0) re-based first (:func:`_rebase_one`), the others' stamps (-1) reset to 0: one pass over the
+    table instead of two (the re-base in slot order, then K in key order), with the same arithmetic."""
+    m = K.shape[0]
     for i in range(m):
         for j in range(m):
             K[i, j] = 0.0
     order = _key_order(keys)
     n = order.shape[0]
-    ncol = tab.shape[1]
     for o in range(n):
         s = order[o]
         if o + 8 < n:  # (the rows are read in key order: scattered over the table; fetch ahead)
-            _prefetch(tab, order[o + 8] * ncol + C_Z)
-            _prefetch(tab, order[o + 8] * ncol + C_Z + m - 1)
+            _prefetch_row(tab, order[o + 8])
+        if tab[s, C_T] >= 0.0:
+            _rebase_one(tab, s, T, uu, zt)
+        else:
+            tab[s, C_T] = 0.0
         for i in range(m):
             zi = tab[s, C_Z + i]
             if zi != 0.0:
@@ -1401,7 +1422,18 @@ def full_rebase(keys, tab, ints, F, K, b, c, flt, boff, bslot, bval, hP, hc, ws)
     N1 = ws[0]
     N2 = ws[1]
     tau = ints[I_TAU]
-    _rebase_all(keys, tab, ints, hP, hc, N1, b)
+    # the history and the re-base composed (as _rebase_all); the buffer's features re-based first (the buffer's
+    # terms below are added to the re-based rows) and marked (stamp -1), the others in the pass that sums K
+    T, uu = _compose_history(hP, hc, ints[I_HIST], N1, b)
+    zt = np.empty(m)
+    for q in range(tau):
+        for e in range(boff[q], boff[q + 1]):
+            sl = bslot[e]
+            if tab[sl, C_T] >= 0.0:
+                _rebase_one(tab, sl, T, uu, zt)
+                tab[sl, C_T] = -1.0
+    ints[I_HIST] = 0
+    ints[I_COMPACT] += 1
     flt[2] = ints[I_T]
     for r in range(m):
         b[r] = 0.0
@@ -1414,7 +1446,7 @@ def full_rebase(keys, tab, ints, F, K, b, c, flt, boff, bslot, bval, hP, hc, ws)
             v = bval[e]
             for t in range(m):
                 tab[sl, C_Z + t] += N2[t, q] * v
-    _recompute_k(keys, tab, K, m)
+    _rebase_recompute_k(keys, tab, K, T, uu, zt)
     for i in range(m):
         for j in range(m):
             F[i, j] = 1.0 if i == j else 0.0
