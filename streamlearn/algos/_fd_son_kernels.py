@@ -711,10 +711,10 @@ def _vm(x, A, out, n):
 
 
 @njit(**INNER)
-def _sherman_morrison(H, q, e_idx, hq, eh):
+def _sherman_morrison(H, q, e_idx, hq, eh, n):
     """Alg. 6 lines 2-3: ``H <- (H^-1 + q e^T + e q^T)^-1`` by two rank-one steps, ``e`` the unit
-    vector ``e_idx`` (q = S g^ - (g^T g^ / 2) e, S after inserting g^: NOTES_FD item 1)."""
-    n = H.shape[0]
+    vector ``e_idx`` (q = S g^ - (g^T g^ / 2) e, S after inserting g^: NOTES_FD item 1), on H's first n rows
+    and columns (n = m + buffer rows: see :func:`_quad`)."""
     # H - (H q)(e^T H) / (1 + e^T H q)
     _mv(H, q, hq, n)
     for j in range(n):
@@ -767,10 +767,14 @@ def _ainv_tail(h, m, coef, F, D, b, c, tmp):
 
 
 @njit(**INNER)
-def _quad(H, sx, h):
-    """``Sx^T H Sx``, leaving ``h = H Sx``."""
-    n = sx.shape[0]
+def _quad(H, sx, h, n):
+    """``Sx^T H Sx``, leaving ``h = H Sx``, from H's first n rows and columns and ``Sx[:n]``. ``n = m +`` the
+    buffer rows: the rows and columns of the empty buffer rows are ``1/alpha`` on the diagonal and exact zeros
+    elsewhere (the eigen step's H is diagonal, and a Sherman-Morrison step with ``q`` and ``e`` zero there adds
+    exact zeros), and ``Sx`` is 0 there, so every term left out is an exact zero: the same sums, bit for bit."""
     _mv(H, sx, h, n)
+    for r in range(n, h.shape[0]):
+        h[r] = 0.0
     sh = 0.0
     for r in range(n):
         sh += sx[r] * h[r]
@@ -1690,7 +1694,7 @@ def fd_run(offsets, indices, values, labels, weights, start, resume, learn, stat
                     return i, learned, ST_PINV_PROJECT
             elif ptau != 0.0:
                 _sx(F, D, z, gx, tau, m, sx)
-                qn = (xx - _quad(H, sx, h)) / alpha
+                qn = (xx - _quad(H, sx, h, 2 * m)) / alpha
                 if qn > 0.0:
                     gam = ptau / qn / alpha
                     for k in range(s):
@@ -1792,15 +1796,18 @@ def fd_run(offsets, indices, values, labels, weights, start, resume, learn, stat
             for r in range(m):
                 gx[r] = 0.0
             _sx(F, D, z, gx, np.int64(0), m, sx)
+            nact = m  # H's rows in use (_quad): the buffer is empty
         elif alpha > 0.0:
             # Alg. 6 lines 2-3 with q = S g^ - (g^T g^ / 2) e_(m + tau)
             _sx(F, D, z, gx, tau + 1, m, sx)
+            nact = m + tau + 1
             for r in range(2 * m):
                 qv[r] = gs * sx[r]
             qv[m + tau] -= 0.5 * gs * gs * xx
-            _sherman_morrison(H, qv, m + tau, hq, eh)
+            _sherman_morrison(H, qv, m + tau, hq, eh, nact)
         else:
             _sx(F, D, z, gx, tau + 1, m, sx)
+            nact = 2 * m
         alpha = flt[0]
         if alpha == 0.0:
             # RFD with alpha = 0 (NOTES_FD item 7): u = w - A^+ g, A = S^T S, A^+ = S^T (S S^T)^+2 S (pinv_apply)
@@ -1809,9 +1816,9 @@ def fd_run(offsets, indices, values, labels, weights, start, resume, learn, stat
                 return i, learned, ST_PINV_STEP
             continue
         if invariant and gl != 0.0:  # q = x^T A^-1 x = (||x||^2 - Sx^T H Sx) / alpha, new sketch (h = H Sx)
-            gl = _invariant_coef(loss_code, p, y, heta, (xx - _quad(H, sx, h)) / alpha, gl)
+            gl = _invariant_coef(loss_code, p, y, heta, (xx - _quad(H, sx, h, nact)) / alpha, gl)
         elif gl != 0.0:
-            _mv(H, sx, h, 2 * m)
+            _quad(H, sx, h, nact)
         # Alg. 1 line 8: u = w - A^-1 g, A^-1 g = (g - S^T H S g) / alpha
         coef = gl / alpha
         if coef != 0.0:
