@@ -260,7 +260,7 @@ def _prefetch_row(tab, sl):
     _prefetch(tab, sl * ncol + ncol - 1)
 
 
-@njit(**INLINE)  # (one call site)
+@njit(**INNER)  # (not inlined: fd_run compiles faster)
 def _find_slots(keys, tab, indices, a, s, mask, shift, slot_buf):
     """The example's slots into ``slot_buf`` (:func:`_find`'s result, < 0 for a key not stored), the keys' home
     slots asked for first (one pass), then the rows of the first AHEAD stored features (the look-up loop asks
@@ -331,7 +331,7 @@ def _rebase_all(keys, tab, ints, hP, hc, N, u):
     ints[I_COMPACT] += 1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(**INNER)  # (three call sites: compiled once)
 def _rebase_one(tab, s, T, uu, zt):
     """Slot ``s`` through the composed history (:func:`_compose_history`): ``w_bar += u_st . z``, ``z <- T_st z``,
     stamp 0."""
