@@ -15,7 +15,9 @@ its row groups the partitions), one pass of adagrad: the single-process CLI, and
 ``--engine dask --workers 1`` and ``2`` (embedded cluster, started and stopped by the run; worker
 processes, then ``--worker_threads``, on Dask's threaded scheduler, and two "(before)" variants of it: every task
 reading its partition when it starts (``train_dask(read_ahead=False)``), and the same threads on a dask.distributed
-``LocalCluster(processes=False)``; ``--speed-runs "workers 2 --worker_threads"`` for just these three):
+``LocalCluster(processes=False)``; ``--speed-runs "workers 2 --worker_threads"`` for just these three); with any
+2-worker run, also two CLI processes at once, each on half of the file's row groups (no engine, nothing merged or
+shared: the most two workers could do on this machine):
 wall seconds, examples/s, CPU-seconds per example (the command's own CPU and its children's,
 workers included), cores busy (CPU / wall: the CLI's Parquet reader decodes on pyarrow's threads while
 the kernel learns, so one process keeps more than one core busy) and the ratios to the CLI; the engine's fixed overhead per pass is the pass
@@ -715,6 +717,34 @@ def _run_timed(cmd, root=ROOT):
     return wall, cpu, r.stderr
 
 
+def _run_timed_pair(cmds, root=ROOT):
+    """Two commands at once (each its own process), as :func:`_run_timed`: (wall until both end, CPU of both)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              env=dict(os.environ, PYTHONPATH=str(root)), cwd=str(CACHE)) for c in cmds]
+    errs = [pr.communicate()[1] for pr in procs]
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    for c, pr, e in zip(cmds, procs, errs):
+        if pr.returncode:
+            sys.exit(f"failed: {' '.join(map(str, c))}\n{e[-3000:]}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def _halves(pq: Path):
+    """The Parquet file ``pq`` as two files of its first and last row groups (half of them each), cached beside it."""
+    import pyarrow.parquet as pqm
+    out = [pq.with_name(pq.stem + f".half{i}.parquet") for i in (1, 2)]
+    if not all(o.exists() for o in out):
+        f = pqm.ParquetFile(pq)
+        n = f.num_row_groups
+        for o, groups in zip(out, (range(n // 2), range(n // 2, n))):
+            pqm.write_table(f.read_row_groups(list(groups)), o, row_group_size=f.metadata.row_group(0).num_rows,
+                            compression="lz4")
+    return out
+
+
 def _uncompiled(tree) -> list:
     """The modules of ``tree``/streamlearn whose byte code is missing or older than the source: with
     PYTHONDONTWRITEBYTECODE=1 (as in a fresh worktree), every run compiles them again (``import
@@ -784,11 +814,16 @@ def speed(args):
             ("--engine dask --workers 2 --worker_threads, on dask.distributed (before)", threads2,
              "threads_on='distributed'"))
     runs = [r for r in runs if r[0] == runs[0][0] or any(k in r[0] for k in args.speed_runs)]
+    # the bound on 2 cores: two CLI processes at once, each on half of the file's row groups (no engine, no merge,
+    # nothing shared): what any two workers could do at best here
+    pair = "two CLI processes at once, one on each half of the file (no engine: the bound for 2 workers)"
     # (label, options, keyword arguments, tree): --against TREE adds every engine run of that tree, interleaved
     runs = [(label, extra, kw, ROOT) for label, extra, kw in runs]
     if args.against:
         runs = runs[:1] + [r for label, extra, kw, root in runs[1:]
                            for r in ((label, extra, kw, root), (f"{label} [{args.against}]", extra, kw, args.against))]
+    if "workers 2" in " ".join(args.speed_runs) and args.input_copies == 1:
+        runs.insert(1, (pair, [], None, ROOT))
 
     def shim(kw):
         return [sys.executable, "-c", "import functools, streamlearn.distributed.engine as e; "
@@ -799,6 +834,16 @@ def speed(args):
     got = {label: [] for label, _, _, _ in runs}
     for _ in range(args.repeat):
         for label, extra, kw, root in runs:
+            if label == pair:
+                halves = _halves(pq)
+                ms = [metrics.with_name(f"half{i}.json") for i in (1, 2)]
+                wall, cpu = _run_timed_pair([cli + [str(h), "-f", str(out.with_name(f"half{i}.slm")), "--metrics",
+                                                    str(m)] for i, (h, m) in enumerate(zip(halves, ms), 1)], root)
+                hm = [json.loads(m.read_text()) for m in ms]
+                ex = sum(m["examples"] for m in hm)
+                loss = sum(m["average_loss"] * m["examples"] for m in hm) / ex
+                got[label].append((wall, cpu, {"examples": ex, "average_loss": loss}))
+                continue
             wall, cpu, err = _run_timed((shim(kw) if kw else cli) + [str(pq)] * args.input_copies
                                         + ["-f", str(out), "--metrics", str(metrics)] + extra, root)
             got[label].append((wall, cpu, json.loads(metrics.read_text())))
