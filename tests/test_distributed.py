@@ -1574,3 +1574,17 @@ def test_engine_default_mixing_resolves_and_says_so(parquet_dir, tmp_path):
                      workers=2, worker_threads=True, log=said.append)
     assert one["examples"] == 3000 and one["engine"]["mix"] == "vw"
     assert not any(line.startswith("mixing rule") for line in said)
+
+
+def test_an_explicit_line_search_over_one_chain_is_warned_about(parquet_dir, tmp_path):
+    """``--mix linesearch`` with one worker (one chain): nothing to average, rows held out for nothing: a warning
+    (the default, ``auto``, takes VW's rule there and says nothing)."""
+    from streamlearn.api import RunConfig
+    from streamlearn.distributed.engine import train_dask
+
+    for mix, warned in (("linesearch", True), ("auto", False)):
+        said = []
+        train_dask(RunConfig(data=[str(parquet_dir)], final_model=str(tmp_path / "m.slm"), table=False,
+                             hyper={"loss_function": "logistic"}, passes=2),
+                   workers=1, worker_threads=True, mix=mix, log=said.append)
+        assert any("with one chain" in line for line in said) == warned, (mix, said)

@@ -664,6 +664,10 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
             if not cfg.quiet and mix != "vw":
                 log(f"mixing rule {mix} (the default for plain adagrad over 2 or more passes and chains; --mix vw: "
                     "VW's average)")
+        elif mix in LINESEARCH_RULES and (len(chains) if chain else len(parts)) < 2 and not cfg.quiet:
+            log(f"warning: --mix {mix} with one chain: there is nothing to average, so the search can only weigh "
+                "the previous pass's move, and the sampled rows it holds out are not learned (leave --mix out: "
+                "one chain is one sequential run)")
         for p in range(cfg.passes):
             t0 = time.perf_counter()
             for attempt in range(1 + PASS_RESTARTS):
