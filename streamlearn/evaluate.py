@@ -506,8 +506,10 @@ def binary_outputs(batch, pred, loss):
 
 def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on_predictions=None,
                on_errors=None, evaluation=None, guard=None, strict=False, binary=False, on_raw=None,
-               log_loss=None, on_batch=None, on_exploded=None):
-    """Run the learner over ``batches``; returns the :class:`Evaluation`.
+               log_loss=None, on_batch=None, on_exploded=None, finish=True):
+    """Run the learner over ``batches``; returns the :class:`Evaluation`. Learning, the stream's end learns the
+    learner's buffered partial minibatch (``finish()``) unless ``finish`` is false (a stream that another one
+    continues: the engine's chain of partitions).
 
     ``on_predictions(batch, pred)`` receives every batch's recorded predictions (for ``-p``; with
     ``binary``, VW's -1/+1 and 0/1 loss: :func:`binary_outputs`), ``on_raw(batch, raw)`` the
@@ -595,7 +597,7 @@ def run_stream(learner, batches, *, learn=True, schedule=None, emit_row=None, on
         guard.check()
     if head.count and (ev.labeled if learn else ev.examples) == 0:
         raise head.error(learner, whole=True, total=ev.skipped_lines, labeled=learn)
-    if learn:
+    if learn and finish:
         guard.busy = True
         learner.finish()
         guard.check()

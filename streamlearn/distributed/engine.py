@@ -193,7 +193,11 @@ def train_link(base: State, prev, part, cfg, keep_names: bool, skip_bad: bool, u
     partition's reading may have been started ahead of the task, and the chain's partitions after it
     (a :class:`ReadAhead`; None: none); ``batch_rows``, ``sample``: as :func:`train_partition`'s."""
     start, stats0 = (base, None) if prev is None else prev
-    state, stats = _learn_partition(start, part, cfg, keep_names, skip_bad, use_c, ahead, batch_rows, mix, sample)
+    # (a link before the chain's last hands a partial minibatch on to the next, as one stream over its partitions
+    # would: finished at every partition's end, BEAR's and MISSION's minibatches of a few rows made other curvature
+    # pairs and steps than one sequential pass, and on news20_binary in 8 partitions BEAR diverged under mixing)
+    state, stats = _learn_partition(start, part, cfg, keep_names, skip_bad, use_c, ahead, batch_rows, mix, sample,
+                                    finish=last)
     if stats0 is not None:
         stats = _add_stats(stats0, stats)
     if state is None:  # skipped: the chain goes on from where it was
@@ -322,14 +326,16 @@ def _read_ahead(ahead, cfg, base_reader: dict, keep_names: bool) -> None:
 
 
 def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, use_c: bool, ahead=None,
-                     batch_rows=None, mix: str = "vw", sample=None):
+                     batch_rows=None, mix: str = "vw", sample=None, finish: bool = True):
     """The learner ``base`` after one pass over ``part``: ``(state, stats)`` (state None: skipped).
     ``ahead``: a :class:`ReadAhead` (its reader taken over if one was started; else the task reads
     the partition itself, and starts the chain's next when through) or None. ``sample``: the pass's plan for a
     line search (``(holdout, phase)`` of :func:`~streamlearn.distributed.linesearch.sample_plan` for the rule
     ``mix`` and the pass; None: no sample): the partition's sampled rows
     (:func:`~streamlearn.distributed.linesearch.sampled`; ``holdout``: held out of learning) are in
-    ``stats["ls_sample"]``, a list of batches, which :func:`_add_stats` concatenates along the chain and the tree."""
+    ``stats["ls_sample"]``, a list of batches, which :func:`_add_stats` concatenates along the chain and the tree.
+    ``finish``: the learner's partial minibatch is learned before its state is taken (else it stays buffered in
+    the state, for the chain's next partition)."""
     import resource
 
     from .. import kernels
@@ -365,7 +371,7 @@ def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, u
     errors = []
     try:
         ev = run_stream(learner, stream, learn=True, strict=cfg.strict, binary=bool(base.reader.get("binary")),
-                        on_errors=lambda errs: errors.extend(errs[:10 - len(errors)]))
+                        on_errors=lambda errs: errors.extend(errs[:10 - len(errors)]), finish=finish)
     except StreamlearnError as e:
         msg = str(e) if part.path in str(e) else f"{part}: {e}"
         if not skip_bad:
@@ -374,7 +380,7 @@ def _learn_partition(base: State, part, cfg, keep_names: bool, skip_bad: bool, u
         stats.pop("ls_sample", None)
         return None, stats
     t1 = time.perf_counter()
-    state = state_of(learner, base.reader)
+    state = state_of(learner, base.reader, finish=finish)
     t_state += time.perf_counter() - t1
     stats.update(ev=_evaluation_fields(ev), warnings=[f"{s}:{ln}: {r}" for s, ln, r in errors],
                  seconds=time.perf_counter() - t0, cpu=time.process_time() - cpu0, state_seconds=t_state,

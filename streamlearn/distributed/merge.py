@@ -108,9 +108,12 @@ def _dense(a):
     return np.array(a, copy=True)
 
 
-def state_of(learner, reader: dict) -> State:
-    """The :class:`State` of ``learner`` (buffered updates learned first: ``finish()``)."""
-    learner.finish()
+def state_of(learner, reader: dict, finish: bool = True) -> State:
+    """The :class:`State` of ``learner`` (``finish``: buffered updates learned first, ``finish()``; else a
+    partial minibatch stays buffered in the state, as a model file holds it, for a learner that goes on with the
+    same stream: a chain's next partition)."""
+    if finish:
+        learner.finish()
     meta, arrays = learner.state_dict()
     import json
 
