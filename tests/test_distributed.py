@@ -1576,18 +1576,20 @@ def test_engine_default_mixing_resolves_and_says_so(parquet_dir, tmp_path):
     assert not any(line.startswith("mixing rule") for line in said)
 
 
-def test_an_explicit_line_search_over_one_chain_is_warned_about(parquet_dir, tmp_path):
-    """``--mix linesearch`` with one worker (one chain): nothing to average, rows held out for nothing: a warning
-    (the default, ``auto``, takes VW's rule there and says nothing)."""
+def test_a_line_search_over_one_chain_holds_no_row_out(parquet_dir, tmp_path):
+    """``--mix linesearch`` with one worker (one chain): one state a pass is one sequential run, nothing to search,
+    so no row is sampled or held out: every row is learned in every pass and the model is VW's rule's."""
     from streamlearn.api import RunConfig
     from streamlearn.distributed.engine import train_dask
 
-    for mix, warned in (("linesearch", True), ("auto", False)):
-        said = []
-        train_dask(RunConfig(data=[str(parquet_dir)], final_model=str(tmp_path / "m.slm"), table=False,
-                             hyper={"loss_function": "logistic"}, passes=2),
-                   workers=1, worker_threads=True, mix=mix, log=said.append)
-        assert any("with one chain" in line for line in said) == warned, (mix, said)
+    got = {}
+    for mix in ("linesearch", "vw"):
+        s = train_dask(RunConfig(data=[str(parquet_dir)], final_model=str(tmp_path / f"{mix}.slm"), quiet=True,
+                                 hyper={"loss_function": "logistic"}, passes=2),
+                       workers=1, worker_threads=True, mix=mix)
+        got[mix] = s["examples"]
+    assert got == {"linesearch": 6000, "vw": 6000}
+    assert (tmp_path / "linesearch.slm").read_bytes() == (tmp_path / "vw.slm").read_bytes()
 
 
 @pytest.mark.parametrize("algo", ["mission", "bear"])

@@ -664,16 +664,13 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
                    else "independent partitions") + f" per pass on {n_workers} workers")
         from concurrent.futures import CancelledError
 
+        units = len(chains) if chain else len(parts)  # the states each pass merges
         if auto:
             from .linesearch import auto_rule
-            mix = auto_rule(base, cfg.passes, len(chains) if chain else len(parts))
+            mix = auto_rule(base, cfg.passes, units)
             if not cfg.quiet and mix != "vw":
                 log(f"mixing rule {mix} (the default for plain adagrad over 2 or more passes and chains; --mix vw: "
                     "VW's average)")
-        elif mix in LINESEARCH_RULES and (len(chains) if chain else len(parts)) < 2 and not cfg.quiet:
-            log(f"warning: --mix {mix} with one chain: there is nothing to average, so the search can only weigh "
-                "the previous pass's move, and the sampled rows it holds out are not learned (leave --mix out: "
-                "one chain is one sequential run)")
         for p in range(cfg.passes):
             t0 = time.perf_counter()
             for attempt in range(1 + PASS_RESTARTS):
@@ -693,7 +690,10 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
                         return client.submit(fn, *args, key=key, pure=False)
                     bf = _scatter_base(client, base, p, NO_WORKERS_TIMEOUT)
                 root = _pass_graph(task, p, run, bf, parts, chains if chain else None, cfg, keep_names,
-                                   skip_bad_partitions, use_c, mix, ahead, batch_rows, sample_plan(mix, p, cfg.passes))
+                                   skip_bad_partitions, use_c, mix, ahead, batch_rows,
+                                   # one state a pass (one chain) is one sequential run: nothing to search, so no
+                                   # row is sampled, or held out of learning
+                                   sample_plan(mix, p, cfg.passes) if units > 1 else None)
                 try:
                     if client is None:
                         from dask.threaded import get as threaded_get
