@@ -704,32 +704,26 @@ def diagnose(args):
     print(table(rows, cols))
 
 
-def _run_timed(cmd, root=ROOT):
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(root)),
-                       cwd=str(CACHE))  # not here: python -m puts the cwd first, and this file is named distributed.py
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if r.returncode:
-        sys.exit(f"failed: {' '.join(map(str, cmd))}\n{r.stderr[-3000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, r.stderr
-
-
-def _run_timed_pair(cmds, root=ROOT):
-    """Two commands at once (each its own process), as :func:`_run_timed`: (wall until both end, CPU of both)."""
+def _run_timed_all(cmds, root=ROOT):
+    """Commands run at once, each its own process (PYTHONPATH ``root``): (wall until the last ends, the CPU of all,
+    their stderr texts); a failed one ends the benchmark with its stderr."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     procs = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                              env=dict(os.environ, PYTHONPATH=str(root)), cwd=str(CACHE)) for c in cmds]
+                              env=dict(os.environ, PYTHONPATH=str(root)),
+                              cwd=str(CACHE)) for c in cmds]  # (not here: python -m puts the cwd first, and this file is named distributed.py)
     errs = [pr.communicate()[1] for pr in procs]
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     for c, pr, e in zip(cmds, procs, errs):
         if pr.returncode:
             sys.exit(f"failed: {' '.join(map(str, c))}\n{e[-3000:]}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), errs
+
+
+def _run_timed(cmd, root=ROOT):
+    wall, cpu, errs = _run_timed_all([cmd], root)
+    return wall, cpu, errs[0]
 
 
 def _halves(pq: Path):
@@ -837,8 +831,8 @@ def speed(args):
             if label == pair:
                 halves = _halves(pq)
                 ms = [metrics.with_name(f"half{i}.json") for i in (1, 2)]
-                wall, cpu = _run_timed_pair([cli + [str(h), "-f", str(out.with_name(f"half{i}.slm")), "--metrics",
-                                                    str(m)] for i, (h, m) in enumerate(zip(halves, ms), 1)], root)
+                wall, cpu, _ = _run_timed_all([cli + [str(h), "-f", str(out.with_name(f"half{i}.slm")), "--metrics",
+                                                      str(m)] for i, (h, m) in enumerate(zip(halves, ms), 1)], root)
                 hm = [json.loads(m.read_text()) for m in ms]
                 ex = sum(m["examples"] for m in hm)
                 loss = sum(m["average_loss"] * m["examples"] for m in hm) / ex
