@@ -26,6 +26,13 @@ one-against-all labels; one alpha for all classes, their losses summed, or, :dat
 the benchmark measures it, but the engine does not offer it, as it made multiclass news20 worse than VW's rule);
 the softmax learner keeps VW's rule (alpha = 1).
 
+Oja-SON, FD-SON and RFD-SON (binary or regression, :func:`by_prediction`): their merge (a table of the features
+seen, re-based: each feature's weight columns hold its weight) is moved feature by feature to
+``w_0 + alpha (w_avg - w_0)`` (:func:`table_moved`; beta = 0, no previous move kept), and each alpha of the grid is
+scored by the learner's own predictions of the sample (:func:`predicted_losses`: its pre-scaling and clip apply),
+one prediction pass per alpha. The leave-one-chain-out rules are adagrad's only. BEAR and MISSION keep their merge:
+the same search measured no gain for BEAR and a mixed result for MISSION (README, "More than one machine").
+
 Which rows are sampled, and whether they are learned, is the rule's :func:`sample_plan`, pass by pass:
 ``linesearch`` holds rows 9, 19, ... of every partition out of every pass; ``linesearch-learned`` learns them
 (the search then favours long steps: the move was fitted to them); ``linesearch-last`` holds them out until the
