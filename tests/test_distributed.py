@@ -1419,7 +1419,7 @@ def test_engine_line_search_on_sample_data(parquet_dir, tmp_path, invoke_cli):
 
 def test_line_search_usage_errors(parquet_dir, tmp_path, invoke_cli):
     for algo, why in ((("--oaa", "3", "--loss_function", "multiclass_logistic"), "its own rule"),
-                      (("--algo", "mission"), "its own rule"), (("--oaa", "3"), "not with --oaa")):
+                      (("--algo", "mission", "--oaa", "3"), "its own rule"), (("--oaa", "3"), "not with --oaa")):
         r = invoke_cli("train", parquet_dir, "--engine", "dask", "--worker_threads", *algo, "--mix", "linesearch",
                        "-f", tmp_path / "x.slm")
         assert r.exit_code == 2 and "--mix linesearch" in r.output and why in r.output, r.output
@@ -1552,10 +1552,11 @@ def test_default_mixing_is_linesearch_last_only_where_it_was_measured_to_help():
     assert auto_rule(plain, 1, 4) == auto_rule(plain, 3, 1) == "vw"
     assert auto_rule(base(adaptive=True, loss_function="logistic"), 2, 2) == LAST
     for other in (base(oaa=3), base(loss_function="multiclass_logistic", oaa=3), base(sgd=True),
-                  base(normalized=True), base(invariant=True), base("bear"), base("mission"), base("oja-son", oaa=3)):
+                  base(normalized=True), base(invariant=True), base("bear", oaa=3), base("mission", oaa=3),
+                  base("oja-son", oaa=3)):
         assert auto_rule(other, 3, 4) == "vw", other.algo
-    # the sketched second-order learners: the held-out tenth's line search, scored by their own predictions
-    for algo in SON:
+    # the SON and Count Sketch learners: the held-out tenth's line search, scored by their own predictions
+    for algo in SON + ("bear", "mission"):
         assert auto_rule(base(algo), 3, 4) == auto_rule(base(algo), 2, 2) == "linesearch", algo
         assert auto_rule(base(algo), 1, 4) == auto_rule(base(algo), 3, 1) == "vw", algo
 
@@ -1578,7 +1579,7 @@ def test_son_line_search_moves_every_weight_column(algo, son_lines):
     pred = lambda st: np.asarray(M.learner_of(st).predict_batch(rows)[0], np.float64)  # noqa: E731
     p0, p1 = pred(base), pred(merged)
     assert np.abs(p1 - p0).max() > 1e-3  # the pass moved the predictions
-    assert table_moved(base, merged, 1.0) is merged
+    np.testing.assert_array_equal(table_moved(base, merged, 1.0).arrays["rows"], merged.arrays["rows"])
     np.testing.assert_allclose(pred(table_moved(base, merged, 0.0)), p0, rtol=1e-9, atol=1e-12)
     for a in (2.5, 4.0):
         np.testing.assert_allclose(pred(table_moved(base, merged, a)), p0 + a * (p1 - p0), rtol=1e-9, atol=1e-9)
@@ -1595,6 +1596,78 @@ def test_son_line_search_moves_every_weight_column(algo, son_lines):
     for k in merged.arrays:
         if k != "rows":
             np.testing.assert_array_equal(moved.arrays[k], merged.arrays[k], err_msg=k)
+    # the next pass, with momentum: its move plus beta times this pass's (kept in mixing, by feature)
+    nodes2 = [M.state_of(_son_learn(algo, p, start=moved), {}) for p in (son_lines[1700:1850], son_lines[1850:2000])]
+    merged2 = M.merge_states(nodes2, base=moved)
+    q0, q1 = pred(moved), pred(merged2)
+    keys2, wcols = merged2.arrays["keys"], [j for j, n in enumerate(names) if n in ("w", "c", "snap")]
+
+    def at(st):  # a state's weight columns at merged2's features (0 where it has none)
+        out = np.zeros((len(keys2), len(wcols)))
+        pos = {int(k): i for i, k in enumerate(st.arrays["keys"])}
+        for i, k in enumerate(keys2):
+            if int(k) in pos:
+                out[i] = st.arrays["rows"][pos[int(k)], wcols]
+        return out
+
+    def with_weights(W):  # merged2 with its weight columns replaced
+        rows = np.array(merged2.arrays["rows"], copy=True)
+        rows[:, wcols] = W
+        return M.State(merged2.algo, merged2.meta, dict(merged2.arrays, rows=rows), merged2.reader)
+    # this pass's move (moved - base, feature by feature) as weights: its share of the margins
+    qd = pred(with_weights(at(moved) - at(base))) - pred(with_weights(0.0))
+    np.testing.assert_allclose(pred(table_moved(moved, merged2, 2.0, 0.5)), q0 + 2.0 * (q1 - q0) + 0.5 * qd,
+                               rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("algo", ["bear", "mission"])
+def test_sketch_line_search_moves_the_sketch_with_momentum_and_picks_the_least_loss(algo, son_lines):
+    """``sketch_moved(base, merged, alpha, beta)``: the sketch and intercept are ``S_0 + alpha (S_avg - S_0) +
+    beta d_prev`` cell by cell (``d_prev``: the previous pass's move, kept in ``mixing``), each heap member's weight
+    the QUERY of the moved sketch (the members the merge's), the rest the merge's. ``search``: the (alpha, beta)
+    of the grid whose moved learner has the least logistic loss on the sample (computed here from the learners'
+    predictions; beta only once a previous move is kept)."""
+    from streamlearn.distributed.linesearch import BETAS, alpha_grid, search, sketch_moved
+
+    lines = son_lines
+
+    def learn(start, part):
+        lr = M.learner_of(start)
+        for b in _son_batches(part):
+            lr.learn_batch(b)
+        return M.state_of(lr, {})
+
+    fresh = M.state_of(make_learner(algo, {"loss_function": "logistic", "bit_precision": 12, "top_k": 30}), {})
+    merged = M.merge_states([learn(fresh, lines[:300]), learn(fresh, lines[300:700])], base=fresh)
+    one = sketch_moved(fresh, merged, 2.0)
+    S0, I0 = fresh.arrays["sketch"], fresh.arrays["intercept"]
+    np.testing.assert_allclose(one.arrays["sketch"], S0 + 2.0 * (merged.arrays["sketch"] - S0), rtol=1e-12)
+    np.testing.assert_allclose(one.arrays["intercept"], I0 + 2.0 * (merged.arrays["intercept"] - I0), rtol=1e-12)
+    n = int(one.arrays["hsize"][0])
+    assert n > 5 and n == int(merged.arrays["hsize"][0])
+    keys = one.arrays["hkeys"][0, :n]
+    assert set(keys.tolist()) == set(merged.arrays["hkeys"][0, :n].tolist())
+    np.testing.assert_array_equal(one.arrays["hw"][0, :n], M.sketch_query(one.arrays["sketch"][0], one.arrays["seeds"], keys))
+    assert not np.allclose(one.arrays["hw"][0, :n], merged.arrays["hw"][0, :n])
+    for k in ("counters", "hll", "lrange", "seeds"):
+        np.testing.assert_array_equal(one.arrays[k], merged.arrays[k], err_msg=k)
+    merged2 = M.merge_states([learn(one, lines[700:1000]), learn(one, lines[1000:1300])], base=one)
+    two = sketch_moved(one, merged2, 1.5, 0.5)
+    S1 = one.arrays["sketch"]
+    np.testing.assert_allclose(two.arrays["sketch"], S1 + 1.5 * (merged2.arrays["sketch"] - S1) + 0.5 * (S1 - S0),
+                               rtol=1e-12, atol=1e-15)
+    sample = _son_batches(lines[1300:1700])[0]
+    grid = alpha_grid(2)
+    losses = np.zeros((len(BETAS), len(grid)))
+    for j, b in enumerate(BETAS):
+        for i, a in enumerate(grid):
+            p = np.asarray(M.learner_of(sketch_moved(one, merged2, float(a), b)).predict_batch(sample)[0], np.float64)
+            losses[j, i] = np.sum(sample.weights * np.log1p(np.exp(-sample.labels * p)))
+    j, i = np.unravel_index(int(np.argmin(losses)), losses.shape)
+    out, a, b = search(one, merged2, [sample], 2)
+    assert (a, b) == (float(grid[i]), BETAS[j]) and len(set(np.round(losses.ravel(), 9))) > 1
+    np.testing.assert_array_equal(out.arrays["sketch"], sketch_moved(one, merged2, a, b).arrays["sketch"])
+    assert search(fresh, merged, [sample], 2)[2] == 0.0  # no previous move kept yet: beta 0
 
 
 def test_son_line_search_picks_the_least_loss_and_the_engine_defaults_to_it(parquet_dir, tmp_path):
@@ -1621,7 +1694,9 @@ def test_son_line_search_picks_the_least_loss_and_the_engine_defaults_to_it(parq
     assert alpha == float(grid[int(np.argmin(losses))]) and beta == 0.0
     assert len(set(np.round(losses, 9))) > 1
     np.testing.assert_array_equal(out.arrays["rows"], table_moved(fresh, merged, alpha).arrays["rows"])
-    assert search(fresh, merged, [], 3)[0] is merged and search(fresh, merged, [sample], 1)[1] == 1.0
+    none = search(fresh, merged, [], 3)
+    np.testing.assert_array_equal(none[0].arrays["rows"], merged.arrays["rows"])
+    assert none[1:] == (1.0, 0.0) and search(fresh, merged, [sample], 1)[1] == 1.0
 
     said = []
     run = train_dask(RunConfig(data=[str(parquet_dir)], final_model=str(tmp_path / "o.slm"), table=False,
@@ -1630,6 +1705,11 @@ def test_son_line_search_picks_the_least_loss_and_the_engine_defaults_to_it(parq
     assert run["engine"]["mix"] == "linesearch" and run["examples"] == 5400
     assert all(ps["alpha"] is not None and 1.0 <= ps["alpha"] <= 2.0 for ps in run["engine"]["passes"])
     assert any(line.startswith("mixing rule linesearch (the default") for line in said), said
+    bear = train_dask(RunConfig(data=[str(parquet_dir)], final_model=str(tmp_path / "b.slm"), quiet=True,
+                                algo="bear", hyper={"loss_function": "logistic"}, passes=2),
+                      workers=2, worker_threads=True)
+    assert bear["engine"]["mix"] == "linesearch" and bear["examples"] == 5400
+    assert [ps["beta"] is not None for ps in bear["engine"]["passes"]] == [True, True]
     with pytest.raises(ConfigError, match="--mix linesearch-last.*--algo oja-son searches with --mix linesearch"):
         train_dask(RunConfig(data=[str(parquet_dir)], final_model=str(tmp_path / "x.slm"), quiet=True,
                              algo="oja-son", passes=2), workers=2, worker_threads=True, mix="linesearch-last")

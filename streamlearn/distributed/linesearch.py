@@ -26,12 +26,15 @@ one-against-all labels; one alpha for all classes, their losses summed, or, :dat
 the benchmark measures it, but the engine does not offer it, as it made multiclass news20 worse than VW's rule);
 the softmax learner keeps VW's rule (alpha = 1).
 
-Oja-SON, FD-SON and RFD-SON (binary or regression, :func:`by_prediction`): their merge (a table of the features
-seen, re-based: each feature's weight columns hold its weight) is moved feature by feature to
-``w_0 + alpha (w_avg - w_0)`` (:func:`table_moved`; beta = 0, no previous move kept), and each alpha of the grid is
-scored by the learner's own predictions of the sample (:func:`predicted_losses`: its pre-scaling and clip apply),
-one prediction pass per alpha. The leave-one-chain-out rules are adagrad's only. BEAR and MISSION keep their merge:
-the same search measured no gain for BEAR and a mixed result for MISSION (README, "More than one machine").
+Oja-SON, FD-SON, RFD-SON, BEAR and MISSION (binary or regression, :func:`by_prediction`): their merge is moved to
+``w_0 + alpha (w_avg - w_0) + beta d_prev`` in the arrays that hold the weights, feature by feature in the SON
+learners' tables (re-based: each feature's weight columns hold its weight; :func:`table_moved`), cell by cell in
+the Count Sketches (linear in the weights; the heaps re-QUERYed; :func:`sketch_moved`), and each pair of the grid
+is scored by the learner's own predictions of the sample (:func:`predicted_losses`: the pre-scaling, the
+sketch's median QUERY and the clip apply), one prediction pass per pair. The previous move travels in
+``State.mixing`` as adagrad's does. The leave-one-chain-out rules are adagrad's only. Without beta (alpha
+alone) BEAR gained nothing (news20_binary, 4 workers); with it, BEAR, MISSION and the SON learners end within 0.5
+point of the sequential run, or better, on most of the accuracy table (README, "More than one machine").
 
 Which rows are sampled, and whether they are learned, is the rule's :func:`sample_plan`, pass by pass:
 ``linesearch`` holds rows 9, 19, ... of every partition out of every pass; ``linesearch-learned`` learns them
@@ -133,7 +136,9 @@ def sample_plan(mix: str, p: int, passes: int):
 def auto_rule(base: State, passes: int, chains: int) -> str:
     """``--mix``'s default for a run of ``passes`` passes over ``chains`` chains (or independent partitions) from
     ``base``: :data:`LAST` for plain adagrad with VW's adaptive merge (binary or regression, not ``--oaa``, softmax
-    or an update without ``--adaptive``'s squared gradients: ``--sgd``, ``--normalized`` alone, ...) when ``passes`` >= 2 and ``chains`` >= 2, else ``"vw"``, VW's rule. One pass: ``LAST`` would
+    or an update without ``--adaptive``'s squared gradients: ``--sgd``, ``--normalized`` alone, ...) and ``linesearch``
+    for the learners scored by their predictions (:func:`by_prediction`) when ``passes`` >= 2 and ``chains`` >= 2,
+    else ``"vw"``, VW's rule (the learner's own merge). One pass: ``LAST`` would
     only rescale the merged move (the same errors as VW's rule, measured); one chain: there is nothing to average,
     and the engine equals one sequential run (``benchmarks/distributed.py --section mixing`` has the table)."""
     if passes < 2 or chains < 2 or not supported(base) or base.meta.get("reduction"):
@@ -147,58 +152,102 @@ def auto_rule(base: State, passes: int, chains: int) -> str:
 
 def supported(state: State) -> bool:
     """Whether the line search applies to ``state``'s learner: adagrad, plain (binary or regression) or
-    ``--oaa``, and the sketched second-order learners (:func:`by_prediction`); the others (bear, mission: measured,
-    no gain) and softmax keep their merge (alpha = 1)."""
+    ``--oaa``, and the SON and Count Sketch learners (:func:`by_prediction`); softmax and the sketch learners'
+    ``--oaa`` keep their merge (alpha = 1)."""
     return by_prediction(state) or (state.algo == "adagrad" and state.meta.get("reduction") in (None, "oaa"))
 
 
 #: the learners whose alpha is scored by their own predictions (:func:`by_prediction`)
-PREDICTED = ("oja-son", "fd-son", "rfd-son")
+PREDICTED = ("oja-son", "fd-son", "rfd-son", "bear", "mission")
+#: of those, the Count Sketch learners (their move is the sketch's, with the previous move: :func:`sketch_moved`)
+SKETCHED = ("bear", "mission")
 
 
 def by_prediction(state: State) -> bool:
-    """Oja-SON, FD-SON and RFD-SON (binary or regression): the search scores each alpha by the learner's own
-    predictions of the sampled rows under :func:`table_moved` (one prediction pass over the sample per alpha:
-    their margins are not a function of the weights alone, the pre-scaling's frame and the clip apply)."""
-    return state.algo in PREDICTED and not state.meta.get("reduction")
+    """Oja-SON, FD-SON, RFD-SON, BEAR and MISSION (binary or regression, not ``--oaa``): the search scores each
+    (alpha, beta) by the learner's own predictions of the sampled rows under :func:`moved` (one prediction pass
+    over the sample per pair: their margins are not a function of the weights alone: the pre-scaling's frame,
+    the Count Sketch's median QUERY and the clip apply)."""
+    return (state.algo in PREDICTED and not state.meta.get("reduction")
+            and not int(state.meta.get("hyper", {}).get("oaa") or 0))
 
 
-def table_moved(base: State, merged: State, alpha: float) -> State:
+def table_moved(base: State, merged: State, alpha: float, beta: float = 0.0) -> State:
     """``merged`` (a re-based table state: ``b = 0``, an empty buffer, so each feature's weight columns hold its
-    weight) with every weight column moved to ``base + alpha (merged - base)`` feature by feature (a feature the
-    base lacks: 0 there): the effective weight ``w``, the pre-scaling's original-coordinate weight ``c`` and its
-    snapshot (:data:`~streamlearn.distributed.merge.TABLE_COLUMN_RULES` ``weight`` / ``mean`` / ``snap``); the
-    sketch, accumulators and scales stay the merge's. The base is a fresh state or the previous pass's merge,
-    itself re-based."""
+    weight) with every weight column moved to ``base + alpha (merged - base) + beta d_prev`` feature by feature (a
+    feature the base lacks: 0 there; ``d_prev``: the previous pass's move of the feature, ``base.mixing``, 0 where
+    it had none): the effective weight ``w``, the pre-scaling's original-coordinate weight ``c`` and its snapshot
+    (:data:`~streamlearn.distributed.merge.TABLE_COLUMN_RULES` ``weight`` / ``mean`` / ``snap``); the sketch,
+    accumulators and scales stay the merge's. The base is a fresh state or the previous pass's merge, itself
+    re-based. The result carries its move in ``mixing`` (``tkeys``, ``tmove``: the features and their weight
+    columns' move, the next pass's ``d_prev``)."""
     from .merge import _rows_at, _table_layout, learner_of
 
-    if alpha == 1.0:
-        return merged
     layout = _table_layout(merged.algo, learner_of(merged).m, merged.arrays["rows"].shape[1])
+    cols = [j for j, (_, rule) in enumerate(layout) if rule in ("weight", "mean", "snap")]
     keys = np.asarray(merged.arrays["keys"], np.int64)
     rows = np.array(merged.arrays["rows"], np.float64, copy=True)
     bkeys = np.asarray(base.arrays["keys"], np.int64)
-    brows = _rows_at(bkeys, np.asarray(base.arrays["rows"], np.float64), keys)
-    for j, (_, rule) in enumerate(layout):
-        if rule in ("weight", "mean", "snap"):
-            rows[:, j] = brows[:, j] + alpha * (rows[:, j] - brows[:, j])
+    brows = _rows_at(bkeys, np.asarray(base.arrays["rows"], np.float64), keys)[:, cols]
+    if alpha != 1.0 or beta != 0.0:
+        w = brows + alpha * (rows[:, cols] - brows)
+        if beta != 0.0:
+            w = w + beta * _rows_at(np.asarray(base.mixing["tkeys"], np.int64),
+                                    np.asarray(base.mixing["tmove"], np.float64), keys)
+        rows[:, cols] = w
+    mixing = dict(merged.mixing, tkeys=keys.copy(), tmove=rows[:, cols] - brows)
     return State(merged.algo, merged.meta, dict(merged.arrays, rows=rows.astype(merged.arrays["rows"].dtype)),
-                 merged.reader, dict(merged.mixing))
+                 merged.reader, mixing)
 
 
-def predicted_losses(base: State, merged: State, batch, grid) -> np.ndarray:
-    """Per alpha of ``grid``, the summed (importance-weighted) loss of the learner of
-    :func:`table_moved` ``(base, merged, alpha)`` predicting ``batch``'s labeled rows."""
+#: the Count Sketch arrays a line search moves (the weights of every class: a sketch is linear in them)
+SKETCH_WEIGHTS = ("sketch", "intercept")
+
+
+def sketch_moved(base: State, merged: State, alpha: float, beta: float = 0.0) -> State:
+    """``merged`` (bear's merge) with its sketch and intercept moved to ``S_0 + alpha (S_avg - S_0) + beta d_prev``
+    (``d_prev``: the previous pass's move, ``base.mixing``): a Count Sketch is linear, so this is the sketch of the
+    weights so moved; the heaps re-QUERYed over their members (:func:`~streamlearn.distributed.merge.requery_heaps`).
+    The result carries its move in ``mixing`` (the next pass's ``d_prev``)."""
+    from .merge import requery_heaps
+
+    arrays, mixing = dict(merged.arrays), dict(merged.mixing)
+    for k in SKETCH_WEIGHTS:
+        if k not in arrays:
+            continue
+        a0 = np.asarray(base.arrays[k], np.float64)
+        if alpha != 1.0 or beta != 0.0:
+            w = a0 + alpha * (np.asarray(merged.arrays[k], np.float64) - a0)
+            if beta != 0.0:
+                w = w + beta * np.asarray(base.mixing[k], np.float64)
+            arrays[k] = w.astype(merged.arrays[k].dtype)
+        mixing[k] = np.asarray(arrays[k], np.float64) - a0
+    if alpha != 1.0 or beta != 0.0:
+        requery_heaps(arrays)
+    return State(merged.algo, merged.meta, arrays, merged.reader, mixing)
+
+
+def moved(base: State, merged: State, alpha: float, beta: float = 0.0) -> State:
+    """:func:`sketch_moved` or :func:`table_moved` by ``merged``'s learner."""
+    if merged.algo in SKETCHED:
+        return sketch_moved(base, merged, alpha, beta)
+    return table_moved(base, merged, alpha, beta)
+
+
+def predicted_losses(base: State, merged: State, batch, grid, betas=(0.0,)) -> np.ndarray:
+    """``[beta, alpha]``: the summed (importance-weighted) loss of the learner of :func:`moved`
+    ``(base, merged, alpha, beta)`` predicting ``batch``'s labeled rows."""
     from .merge import learner_of
 
     loss, _ = _loss_of(merged)
     lab = np.asarray(batch.labels, np.float64)
     ok = ~np.isnan(lab)
     h = np.asarray(batch.weights, np.float64)[ok]
-    out = np.zeros(len(grid))
-    for i, a in enumerate(np.asarray(grid, np.float64)):
-        pred, _ = learner_of(table_moved(base, merged, float(a))).predict_batch(batch)
-        out[i] = float((loss.value(np.asarray(pred, np.float64)[ok], lab[ok]) * h).sum())
+    out = np.zeros((len(betas), len(grid)))
+    for j, b in enumerate(np.asarray(betas, np.float64)):
+        for i, a in enumerate(np.asarray(grid, np.float64)):
+            pred, _ = learner_of(moved(base, merged, float(a), float(b))).predict_batch(batch)
+            out[j, i] = float((loss.value(np.asarray(pred, np.float64)[ok], lab[ok]) * h).sum())
     return out
 
 
@@ -383,15 +432,18 @@ def search(base: State, merged: State, samples, nodes: int, cap: float | None = 
     grid = alpha_grid(nodes, cap)
     betas = np.asarray(BETAS if keys and all(k in base.mixing for k in keys) else (0.0,))
     if not samples or int(nodes) <= 1:  # one chain: its state is a sequential pass's, nothing to search
-        return (merged if by_prediction(base) else apply_alpha(base, merged, 1.0)), 1.0, 0.0
+        return (moved(base, merged, 1.0) if by_prediction(base) else apply_alpha(base, merged, 1.0)), 1.0, 0.0
     from ..batch import concat_batches
 
-    if by_prediction(base):  # (no previous move kept: beta = 0; ties: the smallest alpha)
-        t = predicted_losses(base, merged, concat_batches(list(samples)), grid)
+    if by_prediction(base):  # (tables: no previous move kept, beta = 0; ties: the smallest beta, then alpha)
+        kept = [k for k in SKETCH_WEIGHTS if k in base.arrays] if base.algo in SKETCHED else ["tmove"]
+        pb = np.asarray(BETAS if all(k in base.mixing for k in kept) else (0.0,))
+        t = predicted_losses(base, merged, concat_batches(list(samples)), grid, pb)
         if not np.all(np.isfinite(t)):
-            return merged, 1.0, 0.0
-        a = float(grid[int(np.argmin(t))])
-        return table_moved(base, merged, a), a, 0.0
+            return moved(base, merged, 1.0), 1.0, 0.0
+        j, i = np.unravel_index(int(np.argmin(t)), t.shape)
+        a, b = float(grid[i]), float(pb[j])
+        return moved(base, merged, a, b), a, b
     sums = loss_table(base, merged, concat_batches(list(samples)), grid, betas, md=md)  # (the sums of the batches')
     if not np.all(np.isfinite(sums)):
         return apply_alpha(base, merged, 1.0), 1.0, 0.0

@@ -476,6 +476,26 @@ def _sketch_lift(meta, arrays, base_meta, base_arrays, lam) -> dict:
             "Isum": np.asarray(arrays.get("intercept", np.zeros(kc)), np.float64).copy()}
 
 
+def requery_heaps(arrays: dict) -> None:
+    """A bear / mission state's heaps (in ``arrays``, replaced) rebuilt over their members with weights QUERYed from
+    ``arrays["sketch"]`` (after the sketch was moved: a line search, :mod:`~streamlearn.distributed.linesearch`)."""
+    sk, seeds = arrays["sketch"], arrays["seeds"]
+    kc, k = arrays["hkeys"].shape
+    T = arrays["htbl"].shape[1]
+    for name in ("hkeys", "hw", "htpos", "hname", "htbl", "hsize", "names", "name_len"):
+        arrays[name] = np.array(arrays[name], copy=True)
+    for c in range(kc):
+        n = int(arrays["hsize"][c])
+        ids = arrays["hname"][c, :n]
+        keys = arrays["hkeys"][c, :n].copy()
+        names, lens = arrays["names"][c, ids].copy(), arrays["name_len"][c, ids].copy()
+        w = sketch_query(sk[c], seeds, keys)
+        keep = w != 0.0  # the heap never holds a zero weight (_offer_class)
+        hk, hw, hp, hn, ht, m, nm, nl = _heap_arrays(keys[keep], w[keep], names[keep], lens[keep], k, T)
+        arrays["hkeys"][c], arrays["hw"][c], arrays["htpos"][c], arrays["hname"][c] = hk, hw, hp, hn
+        arrays["htbl"][c], arrays["hsize"][c], arrays["names"][c], arrays["name_len"][c] = ht, m, nm, nl
+
+
 def _union_candidates(a, b):
     out = []
     for (ka, na, la), (kb, nb, lb) in zip(a, b):
