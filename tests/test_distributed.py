@@ -1670,6 +1670,28 @@ def test_sketch_line_search_moves_the_sketch_with_momentum_and_picks_the_least_l
     assert search(fresh, merged, [sample], 2)[2] == 0.0  # no previous move kept yet: beta 0
 
 
+def test_predicted_search_cost_is_bounded():
+    """The learners scored by their predictions search at most PREDICTED_ALPHAS alphas (even from 1 to the chains,
+    on the grid's steps) over at most PREDICTED_ROWS sampled rows (every k-th): the grid and sample of 4 chains
+    and a small pass unchanged."""
+    from streamlearn.batch import Batch
+    from streamlearn.distributed import linesearch as LS
+
+    np.testing.assert_array_equal(LS.predicted_grid(LS.alpha_grid(4)), LS.alpha_grid(4))
+    g = LS.predicted_grid(LS.alpha_grid(100))
+    assert len(g) == LS.PREDICTED_ALPHAS and g[0] == 1.0 and g[-1] == 100.0
+    assert np.all(np.diff(g) > 0) and np.all(np.isin(g, LS.alpha_grid(100)))
+    n = 2 * LS.PREDICTED_ROWS + 5
+    b = Batch(np.arange(n + 1, dtype=np.int64), np.zeros(n, np.uint32), np.arange(n, dtype=np.float64),
+              np.ones(n), np.ones(n))
+    t = LS.thinned(b)
+    # every 2nd row would leave PREDICTED_ROWS + 3: every 3rd is the least that fits
+    assert len(range(0, n, 2)) > LS.PREDICTED_ROWS >= t.n
+    np.testing.assert_array_equal(t.values, np.arange(0, n, 3, dtype=np.float64))
+    small = b.take(np.arange(100))
+    assert LS.thinned(small) is small
+
+
 def test_son_line_search_picks_the_least_loss_and_the_engine_defaults_to_it(parquet_dir, tmp_path):
     """``search`` for oja-son: the alpha of the grid whose moved learner has the least summed logistic loss on the
     sample (computed here from the moved learners' predictions); the engine's default for it over 2 passes and 2

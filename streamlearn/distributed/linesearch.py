@@ -234,6 +234,31 @@ def moved(base: State, merged: State, alpha: float, beta: float = 0.0) -> State:
     return table_moved(base, merged, alpha, beta)
 
 
+#: the learners scored by their predictions: at most this many alphas (an even grid from 1 to the chains, on
+#: multiples of ALPHA_STEP) and sampled rows (every k-th of the pass's sample) a search, so that its cost, one
+#: prediction pass over the sample per (alpha, beta) pair, stays bounded however many chains and partitions
+PREDICTED_ALPHAS = 13
+PREDICTED_ROWS = 16384
+
+
+def predicted_grid(grid) -> np.ndarray:
+    """``grid`` (:func:`alpha_grid`) cut to :data:`PREDICTED_ALPHAS` points evenly from its first to its last
+    (rounded to multiples of ALPHA_STEP), itself when it has no more."""
+    grid = np.asarray(grid, np.float64)
+    if len(grid) <= PREDICTED_ALPHAS:
+        return grid
+    return np.unique(np.round(np.linspace(grid[0], grid[-1], PREDICTED_ALPHAS) / ALPHA_STEP) * ALPHA_STEP)
+
+
+def thinned(batch):
+    """``batch`` with every k-th row kept (rows 0, k, 2k, ...), k the least that leaves at most
+    :data:`PREDICTED_ROWS`; itself when it has no more."""
+    if batch.n <= PREDICTED_ROWS:
+        return batch
+    k = -(-batch.n // PREDICTED_ROWS)
+    return batch.take(np.arange(0, batch.n, k))
+
+
 def predicted_losses(base: State, merged: State, batch, grid, betas=(0.0,)) -> np.ndarray:
     """``[beta, alpha]``: the summed (importance-weighted) loss of the learner of :func:`moved`
     ``(base, merged, alpha, beta)`` predicting ``batch``'s labeled rows."""
@@ -435,10 +460,11 @@ def search(base: State, merged: State, samples, nodes: int, cap: float | None = 
         return (moved(base, merged, 1.0) if by_prediction(base) else apply_alpha(base, merged, 1.0)), 1.0, 0.0
     from ..batch import concat_batches
 
-    if by_prediction(base):  # (tables: no previous move kept, beta = 0; ties: the smallest beta, then alpha)
+    if by_prediction(base):  # (beta 0 until a previous move is kept; ties: the smallest beta, then alpha)
         kept = [k for k in SKETCH_WEIGHTS if k in base.arrays] if base.algo in SKETCHED else ["tmove"]
         pb = np.asarray(BETAS if all(k in base.mixing for k in kept) else (0.0,))
-        t = predicted_losses(base, merged, concat_batches(list(samples)), grid, pb)
+        grid = predicted_grid(grid)
+        t = predicted_losses(base, merged, thinned(concat_batches(list(samples))), grid, pb)
         if not np.all(np.isfinite(t)):
             return moved(base, merged, 1.0), 1.0, 0.0
         j, i = np.unravel_index(int(np.argmin(t)), t.shape)
