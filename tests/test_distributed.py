@@ -1670,6 +1670,41 @@ def test_sketch_line_search_moves_the_sketch_with_momentum_and_picks_the_least_l
     assert search(fresh, merged, [sample], 2)[2] == 0.0  # no previous move kept yet: beta 0
 
 
+@pytest.mark.parametrize("algo,loss", [("oja-son", "squared"), ("fd-son", "logistic"), ("rfd-son", "squared")])
+def test_son_search_predicts_three_times_and_equals_predicting_every_pair(algo, loss, son_lines, monkeypatch):
+    """The SON learners' losses over the (beta, alpha) grid come from three raw predictions (their margin is affine
+    in the moved weight columns) plus two checks: equal to predicting every pair with the learner itself, the
+    squared loss's clip to the label range included."""
+    from streamlearn.distributed import linesearch as LS
+
+    def learn(start, part):
+        lr = M.learner_of(start) if start is not None else \
+            make_learner(algo, {"loss_function": loss, "sketch_size": 5, "bit_precision": 10})
+        for b in _son_batches(part):
+            lr.learn_batch(b)
+        return M.state_of(lr, {})
+
+    fresh = M.state_of(make_learner(algo, {"loss_function": loss, "sketch_size": 5, "bit_precision": 10}), {})
+    one = LS.table_moved(fresh, M.merge_states([learn(None, son_lines[:500]), learn(None, son_lines[500:1000])],
+                                              base=fresh), 2.0)
+    two = M.merge_states([learn(one, son_lines[1000:1500]), learn(one, son_lines[1500:2000])], base=one)
+    sample = _son_batches(son_lines[2000:2600])[0]
+    grid = LS.alpha_grid(4)
+    built = []
+    real = M.learner_of
+    monkeypatch.setattr(M, "learner_of", lambda st: built.append(1) or real(st))
+    fast = LS.predicted_losses(one, two, sample, grid, LS.BETAS)
+    assert len(built) == 5
+    monkeypatch.setattr(LS, "_affine_predictions", lambda *a: None)
+    slow = LS.predicted_losses(one, two, sample, grid, LS.BETAS)
+    assert len(built) == 5 + len(grid) * len(LS.BETAS)
+    np.testing.assert_allclose(fast, slow, rtol=1e-12)
+    if loss == "squared":  # the clip acts on this grid (far moves leave the label range)
+        lo, hi = LS._label_range(two)
+        far = np.asarray(real(LS.table_moved(one, two, 4.0, 1.0)).predict_batch(sample)[0])
+        assert lo < hi and (far.max() == hi or far.min() == lo)
+
+
 def test_predicted_search_cost_is_bounded():
     """The learners scored by their predictions search at most PREDICTED_ALPHAS alphas (even from 1 to the chains,
     on the grid's steps) over at most PREDICTED_ROWS sampled rows (every k-th): the grid and sample of 4 chains

@@ -181,9 +181,10 @@ def table_moved(base: State, merged: State, alpha: float, beta: float = 0.0) -> 
     accumulators and scales stay the merge's. The base is a fresh state or the previous pass's merge, itself
     re-based. The result carries its move in ``mixing`` (``tkeys``, ``tmove``: the features and their weight
     columns' move, the next pass's ``d_prev``)."""
-    from .merge import _rows_at, _table_layout, learner_of
+    from .merge import _rows_at, _table_layout
 
-    layout = _table_layout(merged.algo, learner_of(merged).m, merged.arrays["rows"].shape[1])
+    # (m: the length of b, as in every table state; no learner built for the layout)
+    layout = _table_layout(merged.algo, len(merged.arrays["b"]), merged.arrays["rows"].shape[1])
     cols = [j for j, (_, rule) in enumerate(layout) if rule in ("weight", "mean", "snap")]
     keys = np.asarray(merged.arrays["keys"], np.int64)
     rows = np.array(merged.arrays["rows"], np.float64, copy=True)
@@ -268,12 +269,61 @@ def predicted_losses(base: State, merged: State, batch, grid, betas=(0.0,)) -> n
     lab = np.asarray(batch.labels, np.float64)
     ok = ~np.isnan(lab)
     h = np.asarray(batch.weights, np.float64)[ok]
+    grid, betas = np.asarray(grid, np.float64), np.asarray(betas, np.float64)
+
+    def predict(a, b, state=None):
+        return np.asarray(learner_of(state or moved(base, merged, float(a), float(b))).predict_batch(batch)[0],
+                          np.float64)
+
     out = np.zeros((len(betas), len(grid)))
-    for j, b in enumerate(np.asarray(betas, np.float64)):
-        for i, a in enumerate(np.asarray(grid, np.float64)):
-            pred, _ = learner_of(moved(base, merged, float(a), float(b))).predict_batch(batch)
-            out[j, i] = float((loss.value(np.asarray(pred, np.float64)[ok], lab[ok]) * h).sum())
+    P = None if merged.algo in SKETCHED else _affine_predictions(base, merged, batch, grid, betas, predict)
+    for j, b in enumerate(betas):
+        for i, a in enumerate(grid):
+            pred = P[j, i] if P is not None else predict(a, b)
+            out[j, i] = float((loss.value(pred[ok], lab[ok]) * h).sum())
     return out
+
+
+def _affine_predictions(base: State, merged: State, batch, grid, betas, predict):
+    """The SON learners' predictions of ``batch`` at every (beta, alpha) from three raw ones: their margin is affine in
+    the weight columns :func:`table_moved` moves (the sketch and the rest fixed), so with ``--no_clip`` scoring
+    states ``r(a, b) = r00 + a (r10 - r00) + b (r01 - r00)``, then clipped as the learner clips (squared loss: to
+    the label range learned). Checked against the learner's own predictions at two more points (the merge itself
+    and the grid's far corner); None (predict every pair) when they differ by more than 1e-9 relative."""
+    raw_meta = dict(merged.meta, hyper=dict(merged.meta.get("hyper", {}), no_clip=True))
+
+    def raw(a, b):
+        st = moved(base, merged, a, b)
+        return predict(a, b, State(st.algo, raw_meta, st.arrays, st.reader, st.mixing))
+
+    try:
+        r00, r10 = raw(0.0, 0.0), raw(1.0, 0.0)
+        r01 = raw(0.0, 1.0) if np.any(betas != 0.0) else r00
+    except ValueError:
+        return None
+    lo_hi = None
+    _, no_clip = _loss_of(merged)
+    if not no_clip and (merged.meta.get("hyper", {}).get("loss_function") or "squared") in ("squared", "quantile"):
+        lo, hi = _label_range(merged)
+        lo_hi = (lo, hi) if lo is not None and lo < hi else None
+    P = (r00[None, None, :] + grid[None, :, None] * (r10 - r00)[None, None, :]
+         + betas[:, None, None] * (r01 - r00)[None, None, :])
+    if lo_hi is not None:
+        P = np.clip(P, *lo_hi)
+    for (j, i) in ((0, int(np.argmin(np.abs(grid - 1.0)))), (len(betas) - 1, len(grid) - 1)):
+        want = predict(grid[i], betas[j])
+        if not np.allclose(P[j, i], want, rtol=1e-9, atol=1e-9 * max(1.0, float(np.abs(want).max(initial=0.0)))):
+            return None
+    return P
+
+
+def _label_range(state: State):
+    """The label range a SON state has learned (``(lo, hi)``; ``(None, None)``: not kept)."""
+    from .merge import _label_range as idx
+
+    flt = np.asarray(state.arrays["flt"], np.float64)
+    lo, hi = idx(state.algo, len(flt))
+    return (None, None) if lo is None else (float(flt[lo]), float(flt[hi]))
 
 
 #: ``--oaa``: one alpha per class (each class's summed loss), or one for all (the classes' losses summed)
