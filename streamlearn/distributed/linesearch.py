@@ -212,20 +212,27 @@ def sketch_moved(base: State, merged: State, alpha: float, beta: float = 0.0) ->
     The result carries its move in ``mixing`` (the next pass's ``d_prev``)."""
     from .merge import requery_heaps
 
-    arrays, mixing = dict(merged.arrays), dict(merged.mixing)
-    for k in SKETCH_WEIGHTS:
-        if k not in arrays:
-            continue
-        a0 = np.asarray(base.arrays[k], np.float64)
-        if alpha != 1.0 or beta != 0.0:
-            w = a0 + alpha * (np.asarray(merged.arrays[k], np.float64) - a0)
-            if beta != 0.0:
-                w = w + beta * np.asarray(base.mixing[k], np.float64)
-            arrays[k] = w.astype(merged.arrays[k].dtype)
-        mixing[k] = np.asarray(arrays[k], np.float64) - a0
+    arrays, mixing = _moved_arrays(base, merged, [(k, alpha, beta) for k in SKETCH_WEIGHTS if k in merged.arrays],
+                                   np.float64)
     if alpha != 1.0 or beta != 0.0:
         requery_heaps(arrays)
     return State(merged.algo, merged.meta, arrays, merged.reader, mixing)
+
+
+def _moved_arrays(base: State, merged: State, moves, mix_dtype):
+    """``(arrays, mixing)``: ``merged``'s arrays with each ``(name, alpha, beta)`` of ``moves`` at
+    ``w_0 + alpha (w_avg - w_0) + beta d_prev`` (``w_0``: ``base``'s; ``d_prev``: ``base.mixing``'s; alpha = 1, beta = 0:
+    ``merged``'s own array), and ``merged.mixing`` with each such array's move from ``w_0`` (in ``mix_dtype``)."""
+    arrays, mixing = dict(merged.arrays), dict(merged.mixing)
+    for k, a, b in moves:
+        w0 = np.asarray(base.arrays[k], np.float64)
+        if a != 1.0 or b != 0.0:
+            w = w0 + a * (np.asarray(merged.arrays[k], np.float64) - w0)
+            if b != 0.0:
+                w = w + b * np.asarray(base.mixing[k], np.float64)
+            arrays[k] = w.astype(merged.arrays[k].dtype)
+        mixing[k] = (np.asarray(arrays[k], np.float64) - w0).astype(mix_dtype)
+    return arrays, mixing
 
 
 def moved(base: State, merged: State, alpha: float, beta: float = 0.0) -> State:
@@ -393,15 +400,7 @@ def apply_alpha(base: State, merged: State, alpha, beta=0.0) -> State:
     keys = _weight_keys(base)
     alphas = [float(a) for a in alpha] if np.ndim(alpha) else [float(alpha)] * len(keys)
     betas = [float(b) for b in beta] if np.ndim(beta) else [float(beta)] * len(keys)
-    arrays, mixing = dict(merged.arrays), dict(merged.mixing)
-    for k, a, b in zip(keys, alphas, betas):
-        w0 = np.asarray(base.arrays[k], np.float64)
-        if a != 1.0 or b != 0.0:
-            w = w0 + a * (np.asarray(merged.arrays[k], np.float64) - w0)
-            if b != 0.0:
-                w = w + b * np.asarray(base.mixing[k], np.float64)
-            arrays[k] = w.astype(merged.arrays[k].dtype)
-        mixing[k] = (np.asarray(arrays[k], np.float64) - w0).astype(np.float32)
+    arrays, mixing = _moved_arrays(base, merged, zip(keys, alphas, betas), np.float32)
     return State(merged.algo, merged.meta, arrays, merged.reader, mixing)
 
 
