@@ -40,7 +40,7 @@ from ._loss_kernels import loss_deriv, loss_value, target
 __all__ = [
     "NAME_BYTES", "HLL_BITS", "SOFTMAX", "murmur3_u32_array",
     "sketch_positions", "sketch_query", "sketch_query_keys", "sketch_query_class", "sketch_add_keys",
-    "tbl_find", "heap_offer", "heap_lookup", "hll_add", "build_active", "const_index", "eff_weights",
+    "tbl_find", "heap_offer", "hll_add", "build_active", "const_index", "eff_weights",
     "mb_predict", "mb_gradient",
     "SketchState", "Spans", "minibatch_update", "implements_update", "minibatch_run", "DRIVER_HYPER",
 ]
@@ -62,11 +62,10 @@ class SketchState(NamedTuple):
 
     sketch: np.ndarray  # float64 (R, W, K): the Count Sketch of each class's weights, classes adjacent
     seeds: np.ndarray  # uint32 (R, 2): [row, 0] bucket seed, [row, 1] sign seed
-    hkeys: np.ndarray  # uint32 (K, k): heap members' feature hashes
-    hw: np.ndarray  # float64 (K, k): their weights at their last minibatch
+    hrec: np.ndarray  # float64 (K, k, 2): heap slot -> (weight at its last minibatch, feature hash)
     htpos: np.ndarray  # int32 (K, k): heap slot -> position-map slot
     hname: np.ndarray  # int32 (K, k): heap slot -> name id
-    htbl: np.ndarray  # int32 (K, T): position map (hash -> heap slot), -1 = empty
+    htk: np.ndarray  # int64 (K, T): position map, entries slot << 32 | hash, -1 = empty
     hsize: np.ndarray  # int64 (K,): heap sizes
     names: np.ndarray  # uint8 (K, k, NAME_BYTES): members' namespace^name
     name_len: np.ndarray  # int32 (K, k): full name lengths
@@ -286,63 +285,73 @@ def sketch_add_keys(sk, seeds, keys, deltas):
 
 
 # ------------------------------------------------------------------------------------------
-# Top-k heap with a position map (one class's arrays; all 1-D views)
-#   hkeys[slot] uint32, hw[slot] float64, htpos[slot] int32 (index of its table entry),
-#   hname[slot] int32 (stable name id), tbl[T] int32 (slot or -1), T a power of two >= 2k,
-#   size[0] the number of members.
+# Top-k heap with a position map (one class's arrays; all views of one class)
+#   In memory, a heap slot is one record: hrec[slot] = (weight, key) as two float64 (the key, a
+#   uint32, is exact in a float64), so an offer reads a member's key and weight from one cache
+#   line; htpos[slot] int32 (index of its table entry) and hname[slot] int32 (stable name id)
+#   are apart (read and written only when an entry moves); the position map tbl[T] int64 holds
+#   slot << 32 | key (-1: empty), so a look-up compares the key in the entry itself: one cache
+#   line per probe, the heap not touched. T a power of two >= 2k, size[0] the number of members.
+#   Model files keep the arrays hkeys / hw / htpos / hname / htbl (sketch.py converts).
 # ------------------------------------------------------------------------------------------
+_LO32 = np.int64(0xFFFFFFFF)
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _home(key, tmask):
     return np.int64(((np.uint64(key) * _FIB) & _M32) >> np.uint64(8)) & tmask
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _tbl_entry(slot, key):
+    """The position map's entry of a member in heap slot ``slot`` (``slot << 32 | key``)."""
+    return (np.int64(slot) << 32) | np.int64(key)
+
+
 @njit(**INNER)
-def _tbl_find(tbl, hkeys, key):
+def _tbl_find(tbl, key):
     """Heap slot of ``key`` or -1."""
     tmask = tbl.shape[0] - 1
     i = _home(key, tmask)
+    kk = np.int64(key)
     while True:
-        s = tbl[i]
-        if s < 0:
-            return -1
-        if hkeys[s] == key:
-            return s
+        e = tbl[i]
+        if e < 0:
+            return np.int64(-1)
+        if (e & _LO32) == kk:
+            return e >> 32
         i = (i + 1) & tmask
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _tbl_find_c(htbl, hkeys, c, key):
-    """:func:`_tbl_find` in class ``c``'s table and heap of the ``(K, T)`` / ``(K, k)`` arrays
-    (indexed in place: no views per call)."""
+def _tbl_find_c(htbl, c, key):
+    """:func:`_tbl_find` in class ``c``'s table of the ``(K, T)`` array (indexed in place: no views
+    per call)."""
     tmask = htbl.shape[1] - 1
     i = _home(key, tmask)
+    kk = np.int64(key)
     while True:
-        s = htbl[c, i]
-        if s < 0:
-            return -1
-        if hkeys[c, s] == key:
-            return s
+        e = htbl[c, i]
+        if e < 0:
+            return np.int64(-1)
+        if (e & _LO32) == kk:
+            return e >> 32
         i = (i + 1) & tmask
-
-
-@njit(cache=True, nogil=True)
-def heap_lookup(tbl, hkeys, key):
-    """Alias of :func:`tbl_find` (is ``key`` a member; its slot)."""
-    return _tbl_find(tbl, hkeys, key)
 
 
 @njit(**INNER)
-def _tbl_insert(tbl, hkeys, htpos, slot):
+def _tbl_insert(tbl, hrec, htpos, slot):
     tmask = tbl.shape[0] - 1
-    i = _home(hkeys[slot], tmask)
+    key = np.uint32(hrec[slot, 1])
+    i = _home(key, tmask)
     while tbl[i] >= 0:
         i = (i + 1) & tmask
-    tbl[i] = slot
+    tbl[i] = _tbl_entry(slot, key)
     htpos[slot] = i
 
 
 @njit(**INNER)
-def _tbl_delete(tbl, hkeys, htpos, e):
+def _tbl_delete(tbl, htpos, e):
     """Remove table entry ``e`` by backward-shift deletion (no tombstones)."""
     tmask = tbl.shape[0] - 1
     i = e
@@ -350,10 +359,10 @@ def _tbl_delete(tbl, hkeys, htpos, e):
     j = i
     while True:
         j = (j + 1) & tmask
-        s = tbl[j]
-        if s < 0:
+        x = tbl[j]
+        if x < 0:
             return
-        home = _home(hkeys[s], tmask)
+        home = _home(x & _LO32, tmask)
         # entry j may stay if its home lies cyclically in (i, j]
         if i <= j:
             if i < home <= j:
@@ -361,52 +370,52 @@ def _tbl_delete(tbl, hkeys, htpos, e):
         else:
             if home > i or home <= j:
                 continue
-        tbl[i] = s
-        htpos[s] = i
+        tbl[i] = x
+        htpos[x >> 32] = i
         tbl[j] = -1
         i = j
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _heap_put(hkeys, hw, htpos, hname, tbl, i, key, w, tp, nm):
+def _heap_put(hrec, htpos, hname, tbl, i, key, w, tp, nm):
     """Heap slot ``i`` holds the entry (key, weight, position-map slot, name); the map points at it."""
-    hkeys[i], hw[i], htpos[i], hname[i] = key, w, tp, nm
-    tbl[tp] = i
+    hrec[i, 0], hrec[i, 1], htpos[i], hname[i] = w, key, tp, nm
+    tbl[tp] = _tbl_entry(i, np.uint32(key))
 
 
 @njit(**INNER)
-def _sift_up(hkeys, hw, htpos, hname, tbl, i):
-    """Restore the min-heap order (by ``|hw|``) above entry ``i``, whose weight may have shrunk: the
+def _sift_up(hrec, htpos, hname, tbl, i):
+    """Restore the min-heap order (by ``|weight|``) above entry ``i``, whose weight may have shrunk: the
     entry is carried up in a hole (each level moves its parent down one slot, not a swap of two)."""
-    key, w, tp, nm = hkeys[i], hw[i], htpos[i], hname[i]
+    w, key, tp, nm = hrec[i, 0], hrec[i, 1], htpos[i], hname[i]
     aw = abs(w)
     while i > 0:
         p = (i - 1) >> 1
-        if not aw < abs(hw[p]):
+        if not aw < abs(hrec[p, 0]):
             break
-        _heap_put(hkeys, hw, htpos, hname, tbl, i, hkeys[p], hw[p], htpos[p], hname[p])
+        _heap_put(hrec, htpos, hname, tbl, i, hrec[p, 1], hrec[p, 0], htpos[p], hname[p])
         i = p
-    _heap_put(hkeys, hw, htpos, hname, tbl, i, key, w, tp, nm)
+    _heap_put(hrec, htpos, hname, tbl, i, key, w, tp, nm)
 
 
 @njit(**INNER)
-def _sift_down(hkeys, hw, htpos, hname, tbl, i, n):
-    """Restore the min-heap order (by ``|hw|``, ``n`` entries) below entry ``i``, whose weight may
+def _sift_down(hrec, htpos, hname, tbl, i, n):
+    """Restore the min-heap order (by ``|weight|``, ``n`` entries) below entry ``i``, whose weight may
     have grown: carried down in a hole, towards the smaller child."""
-    key, w, tp, nm = hkeys[i], hw[i], htpos[i], hname[i]
+    w, key, tp, nm = hrec[i, 0], hrec[i, 1], htpos[i], hname[i]
     aw = abs(w)
     while True:
         l = 2 * i + 1
         if l >= n:
             break
         m = l
-        if l + 1 < n and abs(hw[l + 1]) < abs(hw[l]):
+        if l + 1 < n and abs(hrec[l + 1, 0]) < abs(hrec[l, 0]):
             m = l + 1
-        if not abs(hw[m]) < aw:
+        if not abs(hrec[m, 0]) < aw:
             break
-        _heap_put(hkeys, hw, htpos, hname, tbl, i, hkeys[m], hw[m], htpos[m], hname[m])
+        _heap_put(hrec, htpos, hname, tbl, i, hrec[m, 1], hrec[m, 0], htpos[m], hname[m])
         i = m
-    _heap_put(hkeys, hw, htpos, hname, tbl, i, key, w, tp, nm)
+    _heap_put(hrec, htpos, hname, tbl, i, key, w, tp, nm)
 
 
 #: how many active features ahead :func:`_offer_class` prefetches a member's heap lines
@@ -414,83 +423,83 @@ _HEAP_AHEAD = 6
 
 
 @njit(**INNER)
-def _offer_class(c, hkeys, hw, htpos, hname, tbl, size, names, name_len, akeys, aocc, V, keep, slot, aconst,
+def _offer_class(c, hrec, htpos, hname, tbl, size, names, name_len, akeys, aocc, V, keep, slot, aconst,
                  text, name_start, name_end, ns_start, ns_end, ev, nev):
     """Offer the active features ``akeys`` with weights ``V[:, c]`` to class ``c``'s heap (BEAR Alg. 2 line
     10): the heap's one offer code, which the run kernels (:func:`_offer_active_map`, once per class and
     minibatch) and the tests (:func:`heap_offer`, one key) call.
 
-    The heap is one class's arrays (1-D views; ``names`` ``(k, NAME_BYTES)``, ``size[0]`` its size). A member
-    gets its weight replaced and is re-sifted; ``keep[c, a]`` says ``a`` was a member when its slot
-    ``slot[c, a]`` was found (used while that slot still holds it, else looked up again); the others are
-    offered without a look-up. A non-member enters if the heap is not full (and its weight is not 0) or if
-    its ``|weight|`` beats the smallest member's, which is evicted and whose name id it takes; the entering
-    feature's ``namespace^name`` (its first occurrence ``aocc[a]`` in the spans ``text``, ``name_start``,
-    ...; empty spans: no name, length 0) is copied to that name id: at most ``NAME_BYTES`` bytes, the full
-    length in ``name_len`` (so a reader can tell a truncated name). The constant feature (``aconst``, -1:
-    none) is not offered. Each change of membership is appended to ``ev`` from ``nev`` on (``c << 33 |
-    1 << 32 | hash``: entered; without the ``1 << 32``: evicted); returns the new ``nev``.
+    The heap is one class's arrays (views: ``hrec`` ``(k, 2)`` its records (weight, key), ``names``
+    ``(k, NAME_BYTES)``, ``size[0]`` its size). A member gets its weight replaced and is re-sifted;
+    ``keep[c, a]`` says ``a`` was a member when its slot ``slot[c, a]`` was found (used while that slot still
+    holds it, else looked up again); the others are offered without a look-up. A non-member enters if the
+    heap is not full (and its weight is not 0) or if its ``|weight|`` beats the smallest member's, which is
+    evicted and whose name id it takes; the entering feature's ``namespace^name`` (its first occurrence
+    ``aocc[a]`` in the spans ``text``, ``name_start``, ...; empty spans: no name, length 0) is copied to that
+    name id: at most ``NAME_BYTES`` bytes, the full length in ``name_len`` (so a reader can tell a truncated
+    name). The constant feature (``aconst``, -1: none) is not offered. Each change of membership is appended
+    to ``ev`` from ``nev`` on (``c << 33 | 1 << 32 | hash``: entered; without the ``1 << 32``: evicted);
+    returns the new ``nev``.
 
     Written out in one function, no helper taking the heap's arrays per member but the sifts and the
     position map's insert and delete (rare): each call passes its arrays by value, an atomic reference
     count increment and decrement each, which numba does not prune in functions with several ways out or
     calls (per-member calls were a quarter of MISSION's run kernel samples on 20 Newsgroups ``--oaa 20``)."""
     nA = akeys.shape[0]
-    k = hkeys.shape[0]
+    k = hrec.shape[0]
     L = names.shape[1]
     for a in range(nA):
         if a + _HEAP_AHEAD < nA and keep[c, a + _HEAP_AHEAD]:
-            # the heap lines a member's update will read (its slot, parent, children): a member's
-            # update is a chain of dependent reads in heaps larger than the core's caches
+            # the heap lines a member's update will read (its record, its parent's, its children's): a
+            # member's update is a chain of dependent reads in heaps larger than the core's caches
             s2 = slot[c, a + _HEAP_AHEAD]
             if s2 >= 0:
-                _prefetch(hw, s2)
-                _prefetch(hkeys, s2)
-                _prefetch(hw, (s2 - 1) >> 1)
-                _prefetch(hw, min(2 * s2 + 1, k - 1))
+                _prefetch(hrec, 2 * s2)
+                _prefetch(hrec, 2 * ((s2 - 1) >> 1))
+                _prefetch(hrec, 2 * min(2 * s2 + 1, k - 1))
         if a == aconst:
             continue
         v = V[a, c]
         if keep[c, a]:  # a member when its slot was found: updated, if it still is one
             s = slot[c, a]
-            if hkeys[s] != akeys[a]:  # moved by a sift or evicted since
-                s = _tbl_find(tbl, hkeys, akeys[a])
+            if hrec[s, 1] != akeys[a]:  # moved by a sift or evicted since
+                s = _tbl_find(tbl, akeys[a])
             if s >= 0:
                 # its weight replaced, the heap order restored: a sift is entered only when the entry must
                 # move (its parent now heavier, or a child lighter), as most re-sifts of a member move nothing
                 n = size[0]
-                old = abs(hw[s])
-                hw[s] = v
+                old = abs(hrec[s, 0])
+                hrec[s, 0] = v
                 av = abs(v)
                 if av < old:
-                    if s > 0 and av < abs(hw[(s - 1) >> 1]):
-                        _sift_up(hkeys, hw, htpos, hname, tbl, s)
+                    if s > 0 and av < abs(hrec[(s - 1) >> 1, 0]):
+                        _sift_up(hrec, htpos, hname, tbl, s)
                 elif av > old:
                     l = 2 * s + 1
-                    if l < n and (abs(hw[l]) < av or (l + 1 < n and abs(hw[l + 1]) < av)):
-                        _sift_down(hkeys, hw, htpos, hname, tbl, s, n)
+                    if l < n and (abs(hrec[l, 0]) < av or (l + 1 < n and abs(hrec[l + 1, 0]) < av)):
+                        _sift_down(hrec, htpos, hname, tbl, s, n)
                 continue
-        if v == 0.0 or k == 0 or (size[0] >= k and abs(v) <= abs(hw[0])):
+        if v == 0.0 or k == 0 or (size[0] >= k and abs(v) <= abs(hrec[0, 0])):
             continue  # zeros take no slot; a full heap keeps its members against a weight no heavier
         n = size[0]
         key = akeys[a]
         if n < k:
-            hkeys[n] = key
-            hw[n] = v
-            _tbl_insert(tbl, hkeys, htpos, n)
+            hrec[n, 0] = v
+            hrec[n, 1] = key
+            _tbl_insert(tbl, hrec, htpos, n)
             size[0] = n + 1
             nid = hname[n]  # slots >= size hold the free name ids; the id moves with the element
-            _sift_up(hkeys, hw, htpos, hname, tbl, n)
+            _sift_up(hrec, htpos, hname, tbl, n)
         else:
-            ev[nev] = (np.int64(c) << 33) | np.int64(hkeys[0])  # the member a full heap evicts
+            ev[nev] = (np.int64(c) << 33) | np.int64(np.uint32(hrec[0, 1]))  # the member a full heap evicts
             nev += 1
-            _tbl_delete(tbl, hkeys, htpos, htpos[0])
-            hkeys[0] = key
-            hw[0] = v
+            _tbl_delete(tbl, htpos, htpos[0])
+            hrec[0, 0] = v
+            hrec[0, 1] = key
             root = np.int64(0)  # not the literal 0: that would compile another _tbl_insert and _sift_down
-            _tbl_insert(tbl, hkeys, htpos, root)
+            _tbl_insert(tbl, hrec, htpos, root)
             nid = hname[0]
-            _sift_down(hkeys, hw, htpos, hname, tbl, root, n)
+            _sift_down(hrec, htpos, hname, tbl, root, n)
         ev[nev] = (np.int64(c) << 33) | (np.int64(1) << 32) | np.int64(key)
         nev += 1
         e = aocc[a]  # the name: entry e's namespace^name
@@ -641,7 +650,7 @@ _EFF_AHEAD = 3
 
 
 @njit(**INNER)
-def _eff_weights_map(sketch, htbl, hkeys, akeys, abk, asg, amask, beta, inheap, slot, tmp, intercept, aconst):
+def _eff_weights_map(sketch, htbl, akeys, abk, asg, amask, beta, inheap, slot, tmp, intercept, aconst):
     """Effective weights on A_t (Alg. 2 line 3): QUERY for members of the class's top-k, 0 for the others
     (``beta``, ``inheap``, ``slot`` are ``K x nA``); the constant feature (active index ``aconst``, -1:
     none) has the intercept, always in the model. Given each active feature's class mask ``amask[a]`` (bit
@@ -652,6 +661,7 @@ def _eff_weights_map(sketch, htbl, hkeys, akeys, abk, asg, amask, beta, inheap, 
     nA = akeys.shape[0]
     T = htbl.shape[1]
     every = amask.shape[0] == 0
+    vq = np.empty((1, K), np.float64)
     for a in range(nA):
         if a + _EFF_AHEAD < nA:  # a later feature's sketch cells and position-map entries
             a2 = a + _EFF_AHEAD
@@ -663,15 +673,6 @@ def _eff_weights_map(sketch, htbl, hkeys, akeys, abk, asg, amask, beta, inheap, 
                     for c in range(K):
                         if (m2 >> np.uint64(c)) & np.uint64(1):
                             _prefetch(htbl, c * T + h2)
-        if not every and a + 1 < nA and a + 1 != aconst:  # then its members' heap keys (entries prefetched above)
-            m1 = amask[a + 1]
-            if m1 != np.uint64(0):
-                h1 = _home(akeys[a + 1], T - 1)
-                for c in range(K):
-                    if (m1 >> np.uint64(c)) & np.uint64(1):
-                        s1 = htbl[c, h1]
-                        if s1 >= 0:
-                            _prefetch(hkeys, c * hkeys.shape[1] + s1)
         if a == aconst:
             for c in range(K):
                 inheap[c, a] = True
@@ -679,14 +680,16 @@ def _eff_weights_map(sketch, htbl, hkeys, akeys, abk, asg, amask, beta, inheap, 
                 slot[c, a] = -1  # not a heap member
             continue
         m = np.uint64(0) if every else amask[a]
+        if every or m != np.uint64(0):  # every class's weight at once (vectorised), the members' kept
+            _query_all(sketch, abk, asg, a, tmp, vq, 0)
         for c in range(K):
             s = -1
             if every or (m >> np.uint64(c)) & np.uint64(1):
-                s = _tbl_find_c(htbl, hkeys, c, akeys[a])
+                s = _tbl_find_c(htbl, c, akeys[a])
             slot[c, a] = s
             if s >= 0:
                 inheap[c, a] = True
-                beta[c, a] = _query_ca(sketch, c, abk, asg, a, tmp)
+                beta[c, a] = vq[0, c]
             else:
                 inheap[c, a] = False
                 beta[c, a] = 0.0
@@ -726,14 +729,14 @@ def _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, beta, keep, slot
     ns_start = spans.ns_start
     ns_end = spans.ns_end
     for c in range(K):
-        nev = _offer_class(c, state.hkeys[c], state.hw[c], state.htpos[c], state.hname[c], state.htbl[c],
+        nev = _offer_class(c, state.hrec[c], state.htpos[c], state.hname[c], state.htk[c],
                            state.hsize[c:c + 1], state.names[c], state.name_len[c], akeys, aocc, V, keep, slot, aconst,
                            text, name_start, name_end, ns_start, ns_end, ev, nev)
     return nev
 
 
 @njit(**INNER)
-def _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp, intercept, const_key):
+def _predict_example(offsets, indices, values, i, sketch, seeds, htbl, p, bk, sg, tmp, intercept, const_key):
     """Raw scores ``p[c]`` of example ``i``: sum over its features that are in class ``c``'s
     top-k of the QUERYed weight times the value, plus the intercept times the constant
     feature's value (the model's prediction rule)."""
@@ -749,7 +752,7 @@ def _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p,
             continue
         computed = False
         for c in range(K):
-            if _tbl_find_c(htbl, hkeys, c, key) >= 0:
+            if _tbl_find_c(htbl, c, key) >= 0:
                 if not computed:
                     _sketch_positions(key, seeds, W, bk, sg)
                     computed = True
@@ -943,8 +946,7 @@ def minibatch_run(offsets, indices, values, labels, weights, spans, state, extra
     tmp = np.empty(R, np.float64)
     out = np.empty(2, np.float64)
     seeds = state.seeds
-    htbl = state.htbl
-    hkeys = state.hkeys
+    htbl = state.htk
     intercept = state.intercept
     P0 = np.empty((min(hyper.b, n) + 1, K), np.float64)
     for i in range(n + 1):
@@ -952,7 +954,7 @@ def minibatch_run(offsets, indices, values, labels, weights, spans, state, extra
         if not last:
             labeled = learn and not math.isnan(labels[i])
             if i >= skip and not labeled:  # rows < skip were predicted and recorded by an earlier call
-                _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp, intercept,
+                _predict_example(offsets, indices, values, i, sketch, seeds, htbl, p, bk, sg, tmp, intercept,
                                  hyper.const_key)
                 _record(code, p, K, labels[i], i, out, pred_out, loss_out, score_out)
             if labeled:
@@ -972,7 +974,7 @@ def minibatch_run(offsets, indices, values, labels, weights, spans, state, extra
         i = mb[q]
         pending_out[q] = i
         if i >= skip:  # learned by a later call, from this model
-            _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp, intercept,
+            _predict_example(offsets, indices, values, i, sketch, seeds, htbl, p, bk, sg, tmp, intercept,
                                  hyper.const_key)
             _record(code, p, K, labels[i], i, out, pred_out, loss_out, score_out)
     return learned, nmb, extra
@@ -990,35 +992,65 @@ def sketch_query(sk, bk, sg, tmp):
     return _sketch_query(sk, bk, sg, tmp)
 
 
+@njit(**INNER)
+def _packed_table(tbl, hkeys):
+    """A model file's position map ``tbl`` (heap slot or -1) of the heap keys ``hkeys`` as the kernels'
+    (``slot << 32 | hash``, -1), for the Python-callable entries below (tests, benchmarks)."""
+    out = np.empty(tbl.shape, np.int64)
+    ft = tbl.ravel()
+    fo = out.ravel()
+    T = tbl.shape[-1]
+    for i in range(ft.shape[0]):
+        s = ft[i]
+        if s < 0:
+            fo[i] = -1
+        else:
+            fo[i] = _tbl_entry(s, hkeys.ravel()[(i // T) * hkeys.shape[-1] + s])
+    return out
+
+
 @njit(**KERNEL)
 def tbl_find(tbl, hkeys, key):
-    """:func:`_tbl_find` callable from Python (tests, benchmarks)."""
-    return _tbl_find(tbl, hkeys, key)
+    """:func:`_tbl_find` callable from Python (tests, benchmarks) on a model file's arrays (``tbl``: heap
+    slot or -1; ``hkeys``: the heap's keys)."""
+    return _tbl_find(_packed_table(tbl, hkeys), key)
 
 
 @njit(**KERNEL)
 def heap_offer(hkeys, hw, htpos, hname, tbl, size, names, name_len, key, val, spans, entry):
-    """Offer ``(key, val)`` to one heap through :func:`_offer_class`, the run kernels' offer code (tests,
-    benchmarks): its slot, if a member, from :func:`_tbl_find`; an entering key's name from entry ``entry``
-    of ``spans`` (empty spans: none). Returns the new member's name id, or -1 if ``key`` did not newly enter
-    (an update, or refused)."""
+    """Offer ``(key, val)`` to one heap, kept in a model file's arrays (``hkeys``, ``hw``, ``tbl``: heap
+    slot or -1), through :func:`_offer_class`, the run kernels' offer code (tests, benchmarks), on their
+    records and packed position map (converted there and back): its slot, if a member, from
+    :func:`_tbl_find`; an entering key's name from entry ``entry`` of ``spans`` (empty spans: none).
+    Returns the new member's name id, or -1 if ``key`` did not newly enter (an update, or refused)."""
+    k = hkeys.shape[0]
+    hrec = np.empty((k, 2), np.float64)
+    for s in range(k):
+        hrec[s, 0] = hw[s]
+        hrec[s, 1] = hkeys[s]
+    ptbl = _packed_table(tbl, hkeys)
     akeys = np.empty(1, np.uint32)
     akeys[0] = key
     aocc = np.empty(1, np.int64)
     aocc[0] = entry
     V = np.empty((1, 1), np.float64)
     V[0, 0] = val
-    s = _tbl_find(tbl, hkeys, akeys[0])
+    s = _tbl_find(ptbl, akeys[0])
     keep = np.empty((1, 1), np.bool_)
     keep[0, 0] = s >= 0
     slot = np.empty((1, 1), np.int64)
     slot[0, 0] = s
     ev = np.empty(2, np.int64)
-    nev = _offer_class(np.int64(0), hkeys, hw, htpos, hname, tbl, size, names, name_len, akeys, aocc, V, keep, slot,
+    nev = _offer_class(np.int64(0), hrec, htpos, hname, ptbl, size, names, name_len, akeys, aocc, V, keep, slot,
                        np.int64(-1), spans.text, spans.name_start, spans.name_end, spans.ns_start, spans.ns_end, ev,
                        np.int64(0))
+    for s in range(k):
+        hw[s] = hrec[s, 0]
+        hkeys[s] = np.uint32(hrec[s, 1])
+    for i in range(tbl.shape[0]):
+        tbl[i] = -1 if ptbl[i] < 0 else np.int32(ptbl[i] >> 32)
     if nev > 0 and (ev[nev - 1] >> 32) & 1:
-        return np.int64(hname[_tbl_find(tbl, hkeys, akeys[0])])
+        return np.int64(hname[_tbl_find(ptbl, akeys[0])])
     return np.int64(-1)
 
 
@@ -1043,9 +1075,9 @@ def const_index(akeys, const_key):
 @njit(**KERNEL)
 def eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta, inheap, tmp, intercept, aconst):
     """:func:`_eff_weights_map` (every class's position map looked up) callable from Python (tests,
-    benchmarks)."""
+    benchmarks) on a model file's heap arrays (``htbl``: heap slot or -1; ``hkeys``: the heaps' keys)."""
     slot = np.empty(beta.shape, np.int64)
-    _eff_weights_map(sketch, htbl, hkeys, akeys, abk, asg, np.empty(0, np.uint64), beta, inheap, slot, tmp, intercept,
+    _eff_weights_map(sketch, _packed_table(htbl, hkeys), akeys, abk, asg, np.empty(0, np.uint64), beta, inheap, slot, tmp, intercept,
                      aconst)
 
 

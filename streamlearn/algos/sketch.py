@@ -199,11 +199,12 @@ class SketchLearner(Learner):
         self.sketch = _sketch_zeros((R, W, self.kc))
         self.seeds = self._seeds()  # [row, 0] bucket seed, [row, 1] sign seed
         T = _pow2_at_least(2 * k)
-        self.hkeys = np.zeros((self.kc, k), np.uint32)
-        self.hw = np.zeros((self.kc, k), np.float64)
+        # the heaps as the kernels keep them (_sketch_kernels): a slot's (weight, hash) in one record,
+        # the position map's entries slot << 32 | hash; model files hold hkeys, hw, htbl (properties)
+        self.hrec = _heap_records(self.kc, k)
         self.htpos = np.zeros((self.kc, k), np.int32)
         self.hname = np.tile(np.arange(k, dtype=np.int32), (self.kc, 1))
-        self.htbl = np.full((self.kc, T), -1, np.int32)
+        self.htk = np.full((self.kc, T), -1, np.int64)
         self.hsize = np.zeros(self.kc, np.int64)
         self.names = np.zeros((self.kc, k, NAME_BYTES), np.uint8)
         self.name_len = np.zeros((self.kc, k), np.int32)
@@ -410,6 +411,35 @@ class SketchLearner(Learner):
             return None
         occ = self.mmask != 0
         return dict(zip(self.mkeys[occ].tolist(), self.mmask[occ].tolist()))
+
+    # -- the heaps in a model file's arrays (the kernels keep records and a packed position map) ---
+    @property
+    def hkeys(self) -> np.ndarray:
+        """``(K, k)`` uint32: each heap slot's feature hash (a copy of the records')."""
+        return self.hrec[:, :, 1].astype(np.uint32)
+
+    @property
+    def hw(self) -> np.ndarray:
+        """``(K, k)`` float64: each heap slot's weight at its last minibatch (a copy)."""
+        return np.ascontiguousarray(self.hrec[:, :, 0])
+
+    @property
+    def htbl(self) -> np.ndarray:
+        """``(K, T)`` int32: the position map as model files hold it, each entry a heap slot or -1 (a copy)."""
+        t = self.htk
+        return np.where(t < 0, -1, t >> 32).astype(np.int32)
+
+    def _set_heaps(self, hkeys, hw, htbl) -> None:
+        """The kernels' heap records and packed position map from a model file's ``hkeys``, ``hw`` and
+        ``htbl`` (checked: every entry -1 or a slot)."""
+        kc, k = hkeys.shape
+        rec = _heap_records(kc, k)
+        rec[:, :, 0] = hw
+        rec[:, :, 1] = hkeys
+        slots = htbl.astype(np.int64)
+        keys = np.take_along_axis(hkeys.astype(np.int64), np.maximum(slots, 0), axis=1)
+        self.hrec = rec
+        self.htk = np.where(slots < 0, np.int64(-1), (slots << 32) | keys)
 
     def _state(self):
         """The :class:`~streamlearn.algos._sketch_kernels.SketchState` of the attributes."""
@@ -644,7 +674,7 @@ class SketchLearner(Learner):
         """The heap's name ids and position map (filled at construction), the seeds (one hash
         each) and the heap arrays the kernels touch as members enter."""
         K, kc, R, W, k = cls._dims(hyper)
-        return kc * (k * 4 * 5 + _pow2_at_least(2 * k) * 4) + R * 256
+        return kc * (k * 4 * 5 + _pow2_at_least(2 * k) * 8) + R * 256
 
     def _load_arrays(self, arrays):
         """Load the saved state, checking every index the kernels follow: heap sizes within
@@ -652,8 +682,13 @@ class SketchLearner(Learner):
         a valid linear-probing table of exactly the heap's members (so ``tbl_find`` ends and
         never leaves the arrays), the seeds those of the hyper-parameters, the counters, and the
         pending minibatch a valid batch of learnable rows."""
+        heap = {}  # the heaps' arrays as the file holds them: converted for the kernels once checked
         for f in self._STATE_FIELDS:
             cur = getattr(self, f)
+            if f in ("hkeys", "hw", "htbl"):
+                require(f in arrays, f"array {f} is missing")
+                heap[f] = adopt(f, arrays[f], cur.shape, cur.dtype)
+                continue
             if f == "intercept" and not self.keep_intercept:  # saved before: the constant in the sketch
                 require(f not in arrays, "array intercept in a model whose meta.intercept is 'heap'")
                 continue
@@ -668,7 +703,7 @@ class SketchLearner(Learner):
                 "array seeds: not the Count Sketch seeds of --sketch_seed / --random_seed")
         k = self.k
         require(((self.hsize >= 0) & (self.hsize <= k)).all(), f"array hsize: a heap size outside 0..{k}")
-        require(not self.keep_intercept or not (self.hkeys == CONSTANT_HASH)[
+        require(not self.keep_intercept or not (heap["hkeys"] == CONSTANT_HASH)[
             np.arange(k)[None, :] < self.hsize[:, None]].any(),
             "array hkeys: the constant feature in the heap of a model that keeps the intercept apart")
         require(((self.name_len >= 0)).all(), "array name_len: a negative length")
@@ -676,7 +711,8 @@ class SketchLearner(Learner):
         require((ids == np.arange(k, dtype=np.int32)[None, :]).all(),
                 "array hname: the name ids are not a permutation of 0..top_k-1")
         for c in range(self.kc):
-            _check_position_map(c, int(self.hsize[c]), self.hkeys[c], self.htpos[c], self.htbl[c])
+            _check_position_map(c, int(self.hsize[c]), heap["hkeys"][c], self.htpos[c], heap["htbl"][c])
+        self._set_heaps(heap["hkeys"], heap["hw"], heap["htbl"])
         cnt = self.counters
         require((cnt >= 0).all(), "array counters: a negative counter")
         self._check_counters()
@@ -695,6 +731,16 @@ class SketchLearner(Learner):
 
 
 _FIB = 0x9E3779B1
+
+
+def _heap_records(kc: int, k: int) -> np.ndarray:
+    """Zeroed heap records, ``(kc, k, 2)`` float64 (a slot's weight and hash: 16 bytes), placed so that
+    slot 0 starts 48 bytes into a 64-byte cache line: then, ``k`` a multiple of 4, the two children
+    ``2s + 1``, ``2s + 2`` of every slot share one line (one read for a member's sift-down test)."""
+    n = kc * k * 16
+    buf = np.zeros(n + 64, np.uint8)
+    off = (48 - buf.ctypes.data) % 64
+    return buf[off:off + n].view(np.float64).reshape(kc, k, 2)
 
 
 def heap_homes(keys, tmask: int) -> np.ndarray:
