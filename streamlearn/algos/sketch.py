@@ -590,6 +590,10 @@ class SketchLearner(Learner):
     # -- state --------------------------------------------------------------------------------
     def _arrays(self):
         a = {f: getattr(self, f) for f in self._STATE_FIELDS}
+        # the heaps' arrays a snapshot, consistent with one another (hkeys, hw, htbl are copies of the
+        # kernels' records and packed map, which learning on goes on changing)
+        for f in ("htpos", "hname", "hsize", "names", "name_len"):
+            a[f] = a[f].copy()
         if not self.keep_intercept:  # a model saved before: its format
             del a["intercept"]
         a["sketch"] = self.saved_sketch()
