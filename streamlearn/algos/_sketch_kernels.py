@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import overload
 
 from ..kernels._jit import INNER, KERNEL
@@ -448,15 +449,17 @@ def _offer_class(c, hrec, htpos, hname, tbl, size, names, name_len, akeys, aocc,
     nA = akeys.shape[0]
     k = hrec.shape[0]
     L = names.shape[1]
+    last = nA - 1
+    last_slot = max(k - 1, 0)
     for a in range(nA):
-        if a + _HEAP_AHEAD < nA and keep[c, a + _HEAP_AHEAD]:
-            # the heap lines a member's update will read (its record, its parent's, its children's): a
-            # member's update is a chain of dependent reads in heaps larger than the core's caches
-            s2 = slot[c, a + _HEAP_AHEAD]
-            if s2 >= 0:
-                _prefetch(hrec, 2 * s2)
-                _prefetch(hrec, 2 * ((s2 - 1) >> 1))
-                _prefetch(hrec, 2 * min(2 * s2 + 1, k - 1))
+        # the heap lines a later member's update will read (its record, its parent's, its children's): a
+        # member's update is a chain of dependent reads in heaps larger than the core's caches. Asked for
+        # every feature, without a test of its membership (a branch on random data): a non-member's slot
+        # -1 asks for the root's lines, in cache
+        s2 = max(slot[c, min(a + _HEAP_AHEAD, last)], 0)
+        _prefetch(hrec, 2 * s2)
+        _prefetch(hrec, 2 * ((s2 - 1) >> 1))
+        _prefetch(hrec, 2 * min(2 * s2 + 1, last_slot))
         if a == aconst:
             continue
         v = V[a, c]
@@ -668,31 +671,40 @@ def _eff_weights_map(sketch, htbl, akeys, abk, asg, amask, beta, inheap, slot, t
             _prefetch_cells(sketch, abk, a2)
             if not every:
                 m2 = amask[a2]
-                if m2 != np.uint64(0):
-                    h2 = _home(akeys[a2], T - 1)
-                    for c in range(K):
-                        if (m2 >> np.uint64(c)) & np.uint64(1):
-                            _prefetch(htbl, c * T + h2)
+                h2 = _home(akeys[a2], T - 1)
+                while m2 != np.uint64(0):  # its classes: the mask's set bits (no test per class)
+                    _prefetch(htbl, np.int64(trailing_zeros(m2)) * T + h2)
+                    m2 &= m2 - np.uint64(1)
         if a == aconst:
             for c in range(K):
                 inheap[c, a] = True
                 beta[c, a] = intercept[c]
                 slot[c, a] = -1  # not a heap member
             continue
-        m = np.uint64(0) if every else amask[a]
-        if every or m != np.uint64(0):  # every class's weight at once (vectorised), the members' kept
-            _query_all(sketch, abk, asg, a, tmp, vq, 0)
-        for c in range(K):
-            s = -1
-            if every or (m >> np.uint64(c)) & np.uint64(1):
+        if every:
+            _query_all(sketch, abk, asg, a, tmp, vq, 0)  # every class's weight at once (vectorised)
+            for c in range(K):
                 s = _tbl_find_c(htbl, c, akeys[a])
+                slot[c, a] = s
+                inheap[c, a] = s >= 0
+                beta[c, a] = vq[0, c] if s >= 0 else 0.0
+            continue
+        for c in range(K):
+            slot[c, a] = -1
+            inheap[c, a] = False
+            beta[c, a] = 0.0
+        m = amask[a]
+        if m == np.uint64(0):
+            continue
+        _query_all(sketch, abk, asg, a, tmp, vq, 0)  # every class's weight at once (vectorised), the members' kept
+        while m != np.uint64(0):  # the classes whose heaps hold it: the mask's set bits, lowest first
+            c = np.int64(trailing_zeros(m))
+            m &= m - np.uint64(1)
+            s = _tbl_find_c(htbl, c, akeys[a])
             slot[c, a] = s
             if s >= 0:
                 inheap[c, a] = True
                 beta[c, a] = vq[0, c]
-            else:
-                inheap[c, a] = False
-                beta[c, a] = 0.0
 
 
 @njit(**INNER)
