@@ -199,11 +199,11 @@ class SketchLearner(Learner):
         self.sketch = _sketch_zeros((R, W, self.kc))
         self.seeds = self._seeds()  # [row, 0] bucket seed, [row, 1] sign seed
         T = _pow2_at_least(2 * k)
-        # the heaps as the kernels keep them (_sketch_kernels): a slot's (weight, hash) in one record,
-        # the position map's entries slot << 32 | hash; model files hold hkeys, hw, htbl (properties)
+        # the heaps as the kernels keep them (_sketch_kernels): a slot's (weight, hash, position-map
+        # entry, name id) in one record, the position map's entries slot << 32 | hash; model files hold
+        # hkeys, hw, htpos, hname, htbl (properties)
         self.hrec = _heap_records(self.kc, k)
-        self.htpos = np.zeros((self.kc, k), np.int32)
-        self.hname = np.tile(np.arange(k, dtype=np.int32), (self.kc, 1))
+        self.hrec[:, :, 3] = np.arange(k)  # the name ids
         self.htk = np.full((self.kc, T), -1, np.int64)
         self.hsize = np.zeros(self.kc, np.int64)
         self.names = np.zeros((self.kc, k, NAME_BYTES), np.uint8)
@@ -424,18 +424,30 @@ class SketchLearner(Learner):
         return np.ascontiguousarray(self.hrec[:, :, 0])
 
     @property
+    def htpos(self) -> np.ndarray:
+        """``(K, k)`` int32: each heap slot's entry in the position map (a copy of the records')."""
+        return self.hrec[:, :, 2].astype(np.int32)
+
+    @property
+    def hname(self) -> np.ndarray:
+        """``(K, k)`` int32: each heap slot's name id (a copy of the records')."""
+        return self.hrec[:, :, 3].astype(np.int32)
+
+    @property
     def htbl(self) -> np.ndarray:
         """``(K, T)`` int32: the position map as model files hold it, each entry a heap slot or -1 (a copy)."""
         t = self.htk
         return np.where(t < 0, -1, t >> 32).astype(np.int32)
 
-    def _set_heaps(self, hkeys, hw, htbl) -> None:
-        """The kernels' heap records and packed position map from a model file's ``hkeys``, ``hw`` and
-        ``htbl`` (checked: every entry -1 or a slot)."""
+    def _set_heaps(self, hkeys, hw, htpos, hname, htbl) -> None:
+        """The kernels' heap records and packed position map from a model file's ``hkeys``, ``hw``,
+        ``htpos``, ``hname`` and ``htbl`` (checked: every entry -1 or a slot)."""
         kc, k = hkeys.shape
         rec = _heap_records(kc, k)
         rec[:, :, 0] = hw
         rec[:, :, 1] = hkeys
+        rec[:, :, 2] = htpos
+        rec[:, :, 3] = hname
         slots = htbl.astype(np.int64)
         keys = np.take_along_axis(hkeys.astype(np.int64), np.maximum(slots, 0), axis=1)
         self.hrec = rec
@@ -530,15 +542,16 @@ class SketchLearner(Learner):
         from the sketch now (a member's heap weight dates from its last minibatch). ``cls`` is
         0-based; names are ``str`` (``""`` if unknown; a trailing ``"..."`` marks truncation)."""
         cls_l, keys_l, w_l, names = [], [], [], []
+        hkeys, hw, hname = self.hkeys, self.hw, self.hname  # (copies of the heap records: taken once)
         for c in range(self.kc):
             n = int(self.hsize[c])
-            keys = self.hkeys[c, :n].copy()
-            w = self.hw[c, :n].copy()
+            keys = hkeys[c, :n].copy()
+            w = hw[c, :n].copy()
             if refresh and n:
                 _kernels.sketch_query_class(self.sketch, c, self.seeds, keys, w)
             order = np.lexsort((keys, -np.abs(w)))
             for s in order:
-                nid = int(self.hname[c, s])
+                nid = int(hname[c, s])
                 L = int(self.name_len[c, nid])
                 raw = bytes(self.names[c, nid, :min(L, NAME_BYTES)])
                 nm = raw.decode("utf-8", "replace") + ("..." if L > NAME_BYTES else "")
@@ -590,9 +603,9 @@ class SketchLearner(Learner):
     # -- state --------------------------------------------------------------------------------
     def _arrays(self):
         a = {f: getattr(self, f) for f in self._STATE_FIELDS}
-        # the heaps' arrays a snapshot, consistent with one another (hkeys, hw, htbl are copies of the
+        # the heaps' arrays a snapshot, consistent with one another (hkeys, ..., htbl are copies of the
         # kernels' records and packed map, which learning on goes on changing)
-        for f in ("htpos", "hname", "hsize", "names", "name_len"):
+        for f in ("hsize", "names", "name_len"):
             a[f] = a[f].copy()
         if not self.keep_intercept:  # a model saved before: its format
             del a["intercept"]
@@ -678,7 +691,7 @@ class SketchLearner(Learner):
         """The heap's name ids and position map (filled at construction), the seeds (one hash
         each) and the heap arrays the kernels touch as members enter."""
         K, kc, R, W, k = cls._dims(hyper)
-        return kc * (k * 4 * 5 + _pow2_at_least(2 * k) * 8) + R * 256
+        return kc * (k * 36 + _pow2_at_least(2 * k) * 8) + R * 256
 
     def _load_arrays(self, arrays):
         """Load the saved state, checking every index the kernels follow: heap sizes within
@@ -689,7 +702,7 @@ class SketchLearner(Learner):
         heap = {}  # the heaps' arrays as the file holds them: converted for the kernels once checked
         for f in self._STATE_FIELDS:
             cur = getattr(self, f)
-            if f in ("hkeys", "hw", "htbl"):
+            if f in ("hkeys", "hw", "htpos", "hname", "htbl"):
                 require(f in arrays, f"array {f} is missing")
                 heap[f] = adopt(f, arrays[f], cur.shape, cur.dtype)
                 continue
@@ -711,12 +724,12 @@ class SketchLearner(Learner):
             np.arange(k)[None, :] < self.hsize[:, None]].any(),
             "array hkeys: the constant feature in the heap of a model that keeps the intercept apart")
         require(((self.name_len >= 0)).all(), "array name_len: a negative length")
-        ids = np.sort(self.hname, axis=1)
+        ids = np.sort(heap["hname"], axis=1)
         require((ids == np.arange(k, dtype=np.int32)[None, :]).all(),
                 "array hname: the name ids are not a permutation of 0..top_k-1")
         for c in range(self.kc):
-            _check_position_map(c, int(self.hsize[c]), heap["hkeys"][c], self.htpos[c], heap["htbl"][c])
-        self._set_heaps(heap["hkeys"], heap["hw"], heap["htbl"])
+            _check_position_map(c, int(self.hsize[c]), heap["hkeys"][c], heap["htpos"][c], heap["htbl"][c])
+        self._set_heaps(heap["hkeys"], heap["hw"], heap["htpos"], heap["hname"], heap["htbl"])
         cnt = self.counters
         require((cnt >= 0).all(), "array counters: a negative counter")
         self._check_counters()
@@ -738,13 +751,14 @@ _FIB = 0x9E3779B1
 
 
 def _heap_records(kc: int, k: int) -> np.ndarray:
-    """Zeroed heap records, ``(kc, k, 2)`` float64 (a slot's weight and hash: 16 bytes), placed so that
-    slot 0 starts 48 bytes into a 64-byte cache line: then, ``k`` a multiple of 4, the two children
-    ``2s + 1``, ``2s + 2`` of every slot share one line (one read for a member's sift-down test)."""
-    n = kc * k * 16
+    """Zeroed heap records, ``(kc, k, 4)`` float64 (a slot's weight, hash, position-map entry and name
+    id: 32 bytes), placed so that slot 0 starts 32 bytes into a 64-byte cache line: then, ``k`` even, the
+    two children ``2s + 1``, ``2s + 2`` of every slot share one line (one read for a member's sift-down
+    test)."""
+    n = kc * k * 32
     buf = np.zeros(n + 64, np.uint8)
-    off = (48 - buf.ctypes.data) % 64
-    return buf[off:off + n].view(np.float64).reshape(kc, k, 2)
+    off = (32 - buf.ctypes.data) % 64
+    return buf[off:off + n].view(np.float64).reshape(kc, k, 4)
 
 
 def heap_homes(keys, tmask: int) -> np.ndarray:
