@@ -65,7 +65,7 @@ class SketchState(NamedTuple):
     seeds: np.ndarray  # uint32 (R, 2): [row, 0] bucket seed, [row, 1] sign seed
     hrec: np.ndarray  # float64 (K, k, 4): heap slot -> (weight at its last minibatch, feature hash,
     #                   position-map slot, name id): one 32-byte record
-    htk: np.ndarray  # int64 (K, T): position map, entries slot << 32 | hash, -1 = empty
+    htk: np.ndarray  # int64 (T, K): position maps, entries slot << 32 | hash, -1 = empty; classes adjacent
     hsize: np.ndarray  # int64 (K,): heap sizes
     names: np.ndarray  # uint8 (K, k, NAME_BYTES): members' namespace^name
     name_len: np.ndarray  # int32 (K, k): full name lengths
@@ -291,7 +291,10 @@ def sketch_add_keys(sk, seeds, keys, deltas):
 #   member's key and weight from one cache line and a sift moves an entry by writing one record;
 #   the position map tbl[T] int64 holds slot << 32 | key (-1: empty), so a look-up compares the
 #   key in the entry itself: one cache line per probe, the heap not touched. T a power of two
-#   >= 2k, size[0] the number of members. Model files keep the arrays hkeys / hw / htpos / hname /
+#   >= 2k, size[0] the number of members. The learners keep the K classes' maps interleaved,
+#   (T, K): a feature's home entry is the same in every class's map, so looking it up in all the
+#   classes whose heaps hold it reads K adjacent entries (3 lines for K = 20), not one line each;
+#   a class's map is the strided view htk[:, c]. Model files keep the arrays hkeys / hw / htpos / hname /
 #   htbl (sketch.py converts).
 # ------------------------------------------------------------------------------------------
 _LO32 = np.int64(0xFFFFFFFF)
@@ -325,13 +328,13 @@ def _tbl_find(tbl, key):
 
 @njit(cache=True, nogil=True, inline="always")
 def _tbl_find_c(htbl, c, key):
-    """:func:`_tbl_find` in class ``c``'s table of the ``(K, T)`` array (indexed in place: no views
-    per call)."""
-    tmask = htbl.shape[1] - 1
+    """:func:`_tbl_find` in class ``c``'s table of the interleaved ``(T, K)`` array (indexed in place: no
+    views per call)."""
+    tmask = htbl.shape[0] - 1
     i = _home(key, tmask)
     kk = np.int64(key)
     while True:
-        e = htbl[c, i]
+        e = htbl[i, c]
         if e < 0:
             return np.int64(-1)
         if (e & _LO32) == kk:
@@ -661,19 +664,18 @@ def _eff_weights_map(sketch, htbl, akeys, abk, asg, amask, beta, inheap, slot, t
     receives the member's heap slot (-1: none), which :func:`_offer_active_map` uses."""
     K = sketch.shape[2]
     nA = akeys.shape[0]
-    T = htbl.shape[1]
+    T = htbl.shape[0]
     every = amask.shape[0] == 0
     vq = np.empty((1, K), np.float64)
     for a in range(nA):
         if a + _EFF_AHEAD < nA:  # a later feature's sketch cells and position-map entries
             a2 = a + _EFF_AHEAD
             _prefetch_cells(sketch, abk, a2)
-            if not every:
-                m2 = amask[a2]
-                h2 = _home(akeys[a2], T - 1)
-                while m2 != np.uint64(0):  # its classes: the mask's set bits (no test per class)
-                    _prefetch(htbl, np.int64(trailing_zeros(m2)) * T + h2)
-                    m2 &= m2 - np.uint64(1)
+            if every or amask[a2] != np.uint64(0):  # its home entries of every class: adjacent
+                base = _home(akeys[a2], T - 1) * K
+                for c in range(0, K, 8):
+                    _prefetch(htbl, base + c)
+                _prefetch(htbl, base + K - 1)
         if a == aconst:
             for c in range(K):
                 inheap[c, a] = True
@@ -740,7 +742,7 @@ def _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, beta, keep, slot
     ns_start = spans.ns_start
     ns_end = spans.ns_end
     for c in range(K):
-        nev = _offer_class(c, state.hrec[c], state.htk[c],
+        nev = _offer_class(c, state.hrec[c], state.htk[:, c],
                            state.hsize[c:c + 1], state.names[c], state.name_len[c], akeys, aocc, V, keep, slot, aconst,
                            text, name_start, name_end, ns_start, ns_end, ev, nev)
     return nev
@@ -1005,18 +1007,15 @@ def sketch_query(sk, bk, sg, tmp):
 
 @njit(**INNER)
 def _packed_table(tbl, hkeys):
-    """A model file's position map ``tbl`` (heap slot or -1) of the heap keys ``hkeys`` as the kernels'
-    (``slot << 32 | hash``, -1), for the Python-callable entries below (tests, benchmarks)."""
-    out = np.empty(tbl.shape, np.int64)
-    ft = tbl.ravel()
-    fo = out.ravel()
-    T = tbl.shape[-1]
-    for i in range(ft.shape[0]):
-        s = ft[i]
-        if s < 0:
-            fo[i] = -1
-        else:
-            fo[i] = _tbl_entry(s, hkeys.ravel()[(i // T) * hkeys.shape[-1] + s])
+    """A model file's position maps ``tbl`` ``(K, T)`` (heap slot or -1) of the heap keys ``hkeys``
+    ``(K, k)`` as the kernels' ``(T, K)`` (``slot << 32 | hash``, -1), for the Python-callable entries
+    below (tests, benchmarks)."""
+    K, T = tbl.shape
+    out = np.empty((T, K), np.int64)
+    for c in range(K):
+        for i in range(T):
+            s = tbl[c, i]
+            out[i, c] = -1 if s < 0 else _tbl_entry(s, hkeys[c, s])
     return out
 
 
@@ -1024,7 +1023,7 @@ def _packed_table(tbl, hkeys):
 def tbl_find(tbl, hkeys, key):
     """:func:`_tbl_find` callable from Python (tests, benchmarks) on a model file's arrays (``tbl``: heap
     slot or -1; ``hkeys``: the heap's keys)."""
-    return _tbl_find(_packed_table(tbl, hkeys), key)
+    return _tbl_find(_packed_table(tbl.reshape(1, tbl.shape[0]), hkeys.reshape(1, hkeys.shape[0]))[:, 0], key)
 
 
 @njit(**KERNEL)
@@ -1041,7 +1040,7 @@ def heap_offer(hkeys, hw, htpos, hname, tbl, size, names, name_len, key, val, sp
         hrec[s, 1] = hkeys[s]
         hrec[s, 2] = htpos[s]
         hrec[s, 3] = hname[s]
-    ptbl = _packed_table(tbl, hkeys)
+    ptbl = _packed_table(tbl.reshape(1, tbl.shape[0]), hkeys.reshape(1, k))[:, 0]  # (a strided view, as the runs')
     akeys = np.empty(1, np.uint32)
     akeys[0] = key
     aocc = np.empty(1, np.int64)

@@ -200,11 +200,11 @@ class SketchLearner(Learner):
         self.seeds = self._seeds()  # [row, 0] bucket seed, [row, 1] sign seed
         T = _pow2_at_least(2 * k)
         # the heaps as the kernels keep them (_sketch_kernels): a slot's (weight, hash, position-map
-        # entry, name id) in one record, the position map's entries slot << 32 | hash; model files hold
+        # entry, name id) in one record, the position maps' entries slot << 32 | hash, (T, K): a feature's
+        # home entries of all the classes adjacent; model files hold
         # hkeys, hw, htpos, hname, htbl (properties)
-        self.hrec = _heap_records(self.kc, k)
-        self.hrec[:, :, 3] = np.arange(k)  # the name ids
-        self.htk = np.full((self.kc, T), -1, np.int64)
+        self._T = T  # the position maps' entries per class
+        self._hrec = self._htk = None  # built at first use (a loaded model's are its file's, converted)
         self.hsize = np.zeros(self.kc, np.int64)
         self.names = np.zeros((self.kc, k, NAME_BYTES), np.uint8)
         self.name_len = np.zeros((self.kc, k), np.int32)
@@ -414,6 +414,21 @@ class SketchLearner(Learner):
 
     # -- the heaps in a model file's arrays (the kernels keep records and a packed position map) ---
     @property
+    def hrec(self) -> np.ndarray:
+        """``(K, k, 4)`` float64: the heaps' records, as the kernels keep them (empty heaps at first use)."""
+        if self._hrec is None:
+            self._hrec = _heap_records(self.kc, self.k)
+            self._hrec[:, :, 3] = np.arange(self.k)  # the name ids
+        return self._hrec
+
+    @property
+    def htk(self) -> np.ndarray:
+        """``(T, K)`` int64: the heaps' position maps, as the kernels keep them (empty at first use)."""
+        if self._htk is None:
+            self._htk = np.full((self._T, self.kc), -1, np.int64)
+        return self._htk
+
+    @property
     def hkeys(self) -> np.ndarray:
         """``(K, k)`` uint32: each heap slot's feature hash (a copy of the records')."""
         return self.hrec[:, :, 1].astype(np.uint32)
@@ -436,22 +451,25 @@ class SketchLearner(Learner):
     @property
     def htbl(self) -> np.ndarray:
         """``(K, T)`` int32: the position map as model files hold it, each entry a heap slot or -1 (a copy)."""
-        t = self.htk
+        t = self.htk.T
         return np.where(t < 0, -1, t >> 32).astype(np.int32)
 
     def _set_heaps(self, hkeys, hw, htpos, hname, htbl) -> None:
         """The kernels' heap records and packed position map from a model file's ``hkeys``, ``hw``,
         ``htpos``, ``hname`` and ``htbl`` (checked: every entry -1 or a slot)."""
         kc, k = hkeys.shape
+        self._hrec = self._htk = None
         rec = _heap_records(kc, k)
         rec[:, :, 0] = hw
         rec[:, :, 1] = hkeys
         rec[:, :, 2] = htpos
         rec[:, :, 3] = hname
-        slots = htbl.astype(np.int64)
-        keys = np.take_along_axis(hkeys.astype(np.int64), np.maximum(slots, 0), axis=1)
-        self.hrec = rec
-        self.htk = np.where(slots < 0, np.int64(-1), (slots << 32) | keys)
+        tk = np.full((htbl.shape[1], kc), -1, np.int64)
+        for c in range(kc):  # class by class: small temporaries (loading costs about the file's size)
+            at = np.flatnonzero(htbl[c] >= 0)
+            slots = htbl[c, at].astype(np.int64)
+            tk[at, c] = (slots << 32) | hkeys[c, slots].astype(np.int64)
+        self._hrec, self._htk = rec, tk
 
     def _state(self):
         """The :class:`~streamlearn.algos._sketch_kernels.SketchState` of the attributes."""
@@ -701,11 +719,12 @@ class SketchLearner(Learner):
         pending minibatch a valid batch of learnable rows."""
         heap = {}  # the heaps' arrays as the file holds them: converted for the kernels once checked
         for f in self._STATE_FIELDS:
-            cur = getattr(self, f)
             if f in ("hkeys", "hw", "htpos", "hname", "htbl"):
                 require(f in arrays, f"array {f} is missing")
-                heap[f] = adopt(f, arrays[f], cur.shape, cur.dtype)
+                heap[f] = adopt(f, arrays[f], (self.kc, self._T if f == "htbl" else self.k),
+                                {"hkeys": np.uint32, "hw": np.float64}.get(f, np.int32))
                 continue
+            cur = getattr(self, f)
             if f == "intercept" and not self.keep_intercept:  # saved before: the constant in the sketch
                 require(f not in arrays, "array intercept in a model whose meta.intercept is 'heap'")
                 continue
