@@ -682,22 +682,23 @@ def _eff_weights_map(sketch, htbl, akeys, abk, asg, amask, beta, inheap, slot, t
                 beta[c, a] = intercept[c]
                 slot[c, a] = -1  # not a heap member
             continue
+        m = np.uint64(0)
+        if not every:
+            for c in range(K):
+                slot[c, a] = -1
+                inheap[c, a] = False
+                beta[c, a] = 0.0
+            m = amask[a]
+            if m == np.uint64(0):
+                continue
+        _query_all(sketch, abk, asg, a, tmp, vq, 0)  # every class's weight at once (vectorised), the members' kept
         if every:
-            _query_all(sketch, abk, asg, a, tmp, vq, 0)  # every class's weight at once (vectorised)
             for c in range(K):
                 s = _tbl_find_c(htbl, c, akeys[a])
                 slot[c, a] = s
                 inheap[c, a] = s >= 0
                 beta[c, a] = vq[0, c] if s >= 0 else 0.0
             continue
-        for c in range(K):
-            slot[c, a] = -1
-            inheap[c, a] = False
-            beta[c, a] = 0.0
-        m = amask[a]
-        if m == np.uint64(0):
-            continue
-        _query_all(sketch, abk, asg, a, tmp, vq, 0)  # every class's weight at once (vectorised), the members' kept
         while m != np.uint64(0):  # the classes whose heaps hold it: the mask's set bits, lowest first
             c = np.int64(trailing_zeros(m))
             m &= m - np.uint64(1)
