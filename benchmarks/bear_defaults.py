@@ -15,7 +15,16 @@ BEAR a slower MISSION (at step 0.1 on unit-norm news20_binary it predicted the b
 Delta 0.01 loses to delta 1 on dense a9a and ijcnn1 by up to 2 points and on raw-count news20
 with 20 classes (0.257 against 0.418 at step 0.1), where unit-norm rows (the paper's) fix it.
 
-Run: python benchmarks/bear_defaults.py [--steps 0.03,0.1,0.3,1] [--losses logistic,hinge]
+``--example_norm``: instead, binary bear's ``--example_norm`` default (version 3 of its step defaults, 2026-11-27:
+``auto`` is unit for binary runs too, as for ``--oaa``): one pass of ``streamlearn train --algo bear`` at every
+default but ``--example_norm none`` / ``unit``, squared and logistic loss, on every binary set (train file, shuffled
+copies of label-sorted sets): average progressive loss, progressive error and test error (where a test file
+exists). Measured (2026-11-27, about 3 minutes): with the rows as given, bear's progressive loss exploded
+(1e4-1e8) on cod-rna, news20_binary, spambase and magic (errors 23-48%), unit rows 13-34%; on sets already
+scaled unit rows moved test error by -4.2 (agaricus, logistic) to +6.7 (agaricus, squared) points, rcv1_small
+(1,000 rows) +3.8 / +9.0, the others within about 1.3.
+
+Run: python benchmarks/bear_defaults.py [--steps 0.03,0.1,0.3,1] [--losses logistic,hinge] [--example_norm]
 """
 from __future__ import annotations
 
@@ -57,11 +66,68 @@ def score(L, tr, te, K):
     return float(np.mean(p == te.labels)) if K else float(np.mean((p > 0) != (te.labels > 0)))
 
 
+#: ``--example_norm``'s sets: name -> (train, test or None)
+NORM_SETS = {
+    "a9a": ("a9a/a9a_train.libsvm.gz", "a9a/a9a_test.libsvm.gz"),
+    "ijcnn1": ("ijcnn1/ijcnn1_train.libsvm.gz", "ijcnn1/ijcnn1_test.libsvm.gz"),
+    "w8a": ("w8a/w8a_shuffled.libsvm.gz", None),
+    "covtype20k": ("covtype_subset20k/covtype_subset20k.libsvm.gz", None),
+    "splice": ("splice/splice.libsvm.gz", None),
+    "cod-rna": ("cod-rna/cod-rna_shuffled.libsvm.gz", None),
+    "reuters": ("reuters/reuters_train_shuffled.libsvm.gz", "reuters/reuters_test.libsvm.gz"),
+    "news20_binary": ("news20/news20_binary_train.vw.gz", "news20/news20_binary_test.vw.gz"),
+    "agaricus": ("agaricus/agaricus_train.libsvm.gz", "agaricus/agaricus_test.libsvm.gz"),
+    "rcv1_small": ("vw_rcv1_small/rcv1_small_train.vw.gz", "vw_rcv1_small/rcv1_small_test.vw.gz"),
+    "spambase": ("pmlb_spambase/spambase_shuffled.libsvm.gz", None),
+    "magic": ("pmlb_magic/magic_shuffled.libsvm.gz", None),
+}
+
+
+def example_norm_table(losses):
+    """One pass of the CLI's bear with ``--example_norm none`` and ``unit`` (every other option at its default)."""
+    import re
+    import tempfile
+
+    from _common import DATASETS, need_shared, run, streamlearn_cmd
+
+    need_shared()
+
+    def num(pat, text):
+        m = re.search(pat, text)
+        return float(m.group(1)) if m else float("nan")
+
+    print("\n## binary bear, one pass: --example_norm none (the rows as given) against unit (the default from "
+          "2026-11-27)")
+    print("| data | loss | none: prog. loss | none: prog. error | none: test error | unit: prog. loss "
+          "| unit: prog. error | unit: test error |")
+    print("|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, "m.slm")
+        for loss in losses:
+            for name, (trp, tep) in NORM_SETS.items():
+                cells = []
+                for norm in ("none", "unit"):
+                    _, _, err = run(streamlearn_cmd("train", DATASETS / trp, "--algo", "bear", "--loss_function", loss,
+                                                    "--example_norm", norm, "-f", model))
+                    test = float("nan")
+                    if tep:
+                        _, _, perr = run(streamlearn_cmd("predict", "-i", model, DATASETS / tep))
+                        test = num(r"error rate = ([-\d.e+naif]+)", perr)
+                    cells += [num(r"average loss = ([-\d.e+naif]+)", err), num(r"error rate = ([-\d.e+naif]+)", err), test]
+                fmt = lambda x: "-" if x != x else (f"{x:.3g}" if x > 10 else f"{x:.4f}")  # noqa: E731
+                print(f"| {name} | {loss} | " + " | ".join(fmt(x) for x in cells) + " |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", default="0.03,0.1,0.3,1")
     ap.add_argument("--losses", default="logistic,hinge")
+    ap.add_argument("--example_norm", action="store_true",
+                    help="only the table of binary bear's --example_norm none / unit (squared and logistic loss)")
     a = ap.parse_args()
+    if a.example_norm:
+        example_norm_table(["squared", "logistic"])
+        return
     steps = [float(x) for x in a.steps.split(",")]
     tables = [(loss, BINARY, 0, (1.0, 0.1, 0.01, 0.0)) for loss in a.losses.split(",")]
     tables.append(("softmax (--oaa 20)", MULTI, 20, (1.0, 0.1, 0.01)))
@@ -76,7 +142,7 @@ def main():
             if nrm:
                 tr, te = unit_norm_rows(tr), unit_norm_rows(te)
             for i, lr in enumerate(steps):
-                kw = dict(learning_rate=lr, **({"oaa": K} if K else {"loss_function": loss}))
+                kw = dict(learning_rate=lr, **({"oaa": K} if K else {"loss_function": loss, "example_norm": "none"}))
                 r = [score(Mission(**kw), tr, te, K)]
                 r += [score(Bear(curvature_damping=d, **kw), tr, te, K) for d in damps]
                 means[i] += np.array(r) / len(sets)

@@ -101,7 +101,8 @@ def direction(tr, a, extra):
     p = len(np.unique(tr.indices))
     W = max(1, int(round(p / a.cf / 5)))
     L = Bear(sketch_rows=5, sketch_width=W, top_k=a.top_k, minibatch=a.minibatch,
-             learning_rate=a.lr, loss_function=a.loss, curvature_damping=a.damping, **extra)
+             learning_rate=a.lr, loss_function=a.loss, curvature_damping=a.damping,
+             **{"example_norm": "none", **extra})  # rows normalised (or not) here
     nq = min(a.minibatches, (tr.n // 2) // a.minibatch)
     start = ((tr.n - nq * a.minibatch) // a.minibatch) * a.minibatch
     with np.errstate(all="ignore"):

@@ -57,7 +57,7 @@ def run_one(args):
     batch, beta, keys = problem(seed)
     cls = Bear if algo == "bear" else Mission
     L = cls(sketch_rows=ROWS, sketch_width=width, sketch_seed=seed, top_k=K_TRUE, minibatch=b,
-            learning_rate=lr, **extra)
+            learning_rate=lr, **{"example_norm": "none", **extra})  # the design's rows as given
     used = 0
     for ep in range(passes):
         with np.errstate(all="ignore"):

@@ -132,7 +132,8 @@ def fit(cls, tr, K, W, k, lr, b, passes, extra, seed=0):
     """Train ``passes`` epochs with the hash functions of ``--sketch_seed seed``; returns
     (learner, last-pass progressive train loss, seconds)."""
     L = cls(sketch_rows=5, sketch_width=W, top_k=k, minibatch=b, learning_rate=lr, oaa=K,
-            loss_function="logistic", sketch_seed=seed, **extra)
+            loss_function="logistic", sketch_seed=seed,
+            **{**({} if K else {"example_norm": "none"}), **extra})  # binary rows as --normalize made them
     t = time.time()
     with np.errstate(all="ignore"):
         for _ in range(passes):

@@ -254,7 +254,7 @@ def sketch_fit(d, name, W, rows, k, lr, b, passes, extra, seed, stop=False):
     """Train BEAR / MISSION; returns (learner, last-pass progressive loss)."""
     L = LEARNERS[name](sketch_rows=rows, sketch_width=W, top_k=k,
                        minibatch=b, learning_rate=lr, oaa=d.K, loss_function=d.loss,
-                       sketch_seed=seed, **extra)
+                       sketch_seed=seed, **{**({} if d.K else {"example_norm": "none"}), **extra})
     pl = np.inf
     with np.errstate(all="ignore"):
         for _ in range(passes):

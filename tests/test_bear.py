@@ -165,7 +165,7 @@ def test_bear_equals_olbfgs_without_collisions(loss, code, damping, const, colli
     if const:  # the constant as a feature (before issue 21's fix) gives another model: no pair at t = 0
         assert not np.allclose(dense_olbfgs(X, y, 0, code, b, eta, passes, damping=damping)[1], pref)
     L = Bear(sketch_rows=R, sketch_width=W, top_k=p, minibatch=b, learning_rate=eta,
-             loss_function=loss, curvature_damping=damping)
+             loss_function=loss, curvature_damping=damping, example_norm="none")
     batch = Batch.from_dense(X, y, hashes=keys)
     preds = np.concatenate([L.learn_batch(batch)[0] for _ in range(passes)])
     L.finish()
@@ -245,7 +245,7 @@ def test_secant_topk_equals_masked_olbfgs_without_collisions(collision_free_keys
     keys = collision_free_keys(p, R, W, seed=3)
     Bref, pref = dense_olbfgs(X, y, 0, 1, 10, 0.2, 2, damping=0.5, mask_r=True)
     L = _BearTopkR(sketch_rows=R, sketch_width=W, top_k=p, minibatch=10, learning_rate=0.2,
-                   loss_function="logistic", curvature_damping=0.5)
+                   loss_function="logistic", curvature_damping=0.5, example_norm="none")
     batch = Batch.from_dense(X, y, hashes=keys)
     preds = np.concatenate([L.learn_batch(batch)[0] for _ in range(2)])
     np.testing.assert_allclose(preds, pref, rtol=1e-7, atol=1e-9)
@@ -291,7 +291,7 @@ def test_prediction_uses_only_top_k(collision_free_keys):
     beta[:3] = [2.0, -1.5, 1.0]
     y = X @ beta
     keys = collision_free_keys(p, 3, 160, seed=2)
-    L = Bear(sketch_rows=3, sketch_width=160, top_k=3, minibatch=10, learning_rate=0.1)
+    L = Bear(sketch_rows=3, sketch_width=160, top_k=3, minibatch=10, learning_rate=0.1, example_norm="none")
     batch = Batch.from_dense(X, y, hashes=keys)
     for _ in range(5):
         L.learn_batch(batch)
@@ -475,7 +475,8 @@ def test_clip_does_not_blow_up_curvature_pairs(seed):
     two data seeds reached weights of 7e27 and 1e5 (losses 1e56 and 1e10). With r from the
     unclipped derivative every weight stays below 10 (the true weights are in [0.8, 1.2])."""
     batch = _sec6_problem(seed)
-    L = Bear(sketch_rows=3, sketch_width=111, sketch_seed=0, top_k=8, minibatch=10, learning_rate=0.1)
+    L = Bear(sketch_rows=3, sketch_width=111, sketch_seed=0, top_k=8, minibatch=10, learning_rate=0.1,
+             example_norm="none")
     for _ in range(50):
         _, loss = L.learn_batch(batch)
         L.finish()
@@ -502,7 +503,7 @@ def test_curvature_pairs_unclipped_equal_reference(collision_free_keys, learner_
     Bnc, pnc = dense_olbfgs(X, y, 0, 0, 10, 0.3, 1, clip=False)
     assert not np.allclose(Bref, Bold) and not np.allclose(Bref, Bnc)
     for kw, (Bexp, pexp) in (({}, (Bref, pref)), ({"no_clip": True}, (Bnc, pnc))):
-        L = Bear(sketch_rows=R, sketch_width=W, top_k=p, minibatch=10, learning_rate=0.3, **kw)
+        L = Bear(sketch_rows=R, sketch_width=W, top_k=p, minibatch=10, learning_rate=0.3, example_norm="none", **kw)
         pred = L.learn_batch(Batch.from_dense(X, y, hashes=keys))[0]
         L.finish()
         np.testing.assert_allclose(pred, pexp, rtol=1e-8, atol=1e-10)

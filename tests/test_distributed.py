@@ -1552,8 +1552,88 @@ def test_default_mixing_is_linesearch_last_only_where_it_was_measured_to_help():
     assert auto_rule(plain, 1, 4) == auto_rule(plain, 3, 1) == "vw"
     assert auto_rule(base(adaptive=True, loss_function="logistic"), 2, 2) == LAST
     for other in (base(oaa=3), base(loss_function="multiclass_logistic", oaa=3), base(sgd=True),
-                  base(normalized=True), base(invariant=True), base("bear"), base("oja-son")):
+                  base(normalized=True), base(invariant=True), base("bear"), base("mission"), base("oja-son", oaa=3)):
         assert auto_rule(other, 3, 4) == "vw", other.algo
+    # the sketched second-order learners: the held-out tenth's line search, scored by their own predictions
+    for algo in SON:
+        assert auto_rule(base(algo), 3, 4) == auto_rule(base(algo), 2, 2) == "linesearch", algo
+        assert auto_rule(base(algo), 1, 4) == auto_rule(base(algo), 3, 1) == "vw", algo
+
+
+@pytest.mark.parametrize("algo", SON)
+def test_son_line_search_moves_every_weight_column(algo, son_lines):
+    """``table_moved(base, merged, alpha)`` (the SON learners' line search): each feature's weights moved to
+    ``base + alpha (merged - base)``. Prediction is linear in the weights (re-based states: b = 0), so the moved
+    learner predicts ``p_base + alpha (p_merged - p_base)`` row by row: at alpha = 0 exactly the base learner's
+    predictions (the merged sketch, accumulators and scales kept; a weight column left unmoved fails this),
+    at 1 the merge's; the other columns are the merge's; a feature the base lacks starts from 0."""
+    from streamlearn.distributed.linesearch import table_moved
+
+    fresh = M.state_of(_son_learn(algo, [], m=5), {})
+    first = [M.state_of(_son_learn(algo, p, m=5), {}) for p in (son_lines[:400], son_lines[400:700])]
+    base = M.merge_states(first, base=fresh)  # a pass's merge: re-based, as the engine's every base
+    nodes = [M.state_of(_son_learn(algo, p, start=base), {}) for p in (son_lines[700:1300], son_lines[1300:1700])]
+    merged = M.merge_states(nodes, base=base)
+    rows = _son_batches(son_lines[2000:2400])[0]
+    pred = lambda st: np.asarray(M.learner_of(st).predict_batch(rows)[0], np.float64)  # noqa: E731
+    p0, p1 = pred(base), pred(merged)
+    assert np.abs(p1 - p0).max() > 1e-3  # the pass moved the predictions
+    assert table_moved(base, merged, 1.0) is merged
+    np.testing.assert_allclose(pred(table_moved(base, merged, 0.0)), p0, rtol=1e-9, atol=1e-12)
+    for a in (2.5, 4.0):
+        np.testing.assert_allclose(pred(table_moved(base, merged, a)), p0 + a * (p1 - p0), rtol=1e-9, atol=1e-9)
+    moved = table_moved(base, merged, 3.0)
+    names = [n for n, _ in M._table_layout(algo, 5, merged.arrays["rows"].shape[1])]
+    new = ~np.isin(merged.arrays["keys"], base.arrays["keys"])
+    assert new.any()
+    for j, n in enumerate(names):
+        got, m1 = moved.arrays["rows"][:, j], merged.arrays["rows"][:, j]
+        if n in ("w", "c", "snap"):
+            np.testing.assert_allclose(got[new], 3.0 * m1[new], rtol=1e-12, err_msg=n)
+        else:
+            np.testing.assert_array_equal(got, m1, err_msg=n)
+    for k in merged.arrays:
+        if k != "rows":
+            np.testing.assert_array_equal(moved.arrays[k], merged.arrays[k], err_msg=k)
+
+
+def test_son_line_search_picks_the_least_loss_and_the_engine_defaults_to_it(parquet_dir, tmp_path):
+    """``search`` for oja-son: the alpha of the grid whose moved learner has the least summed logistic loss on the
+    sample (computed here from the moved learners' predictions); the engine's default for it over 2 passes and 2
+    chains is ``linesearch`` (a tenth held out of every pass: 2 x 2,700 rows learned), printed with each pass's
+    alpha; the leave-one-chain-out rules are refused for it, naming the one that applies."""
+    from streamlearn.api import RunConfig
+    from streamlearn.distributed.engine import train_dask
+    from streamlearn.distributed.linesearch import alpha_grid, search, table_moved
+    from streamlearn.errors import ConfigError
+
+    lines = gzip.open(A9A, "rt").read().splitlines(True)
+    fresh = M.state_of(_son_learn("oja-son", [], m=4), {})
+    nodes = [M.state_of(_son_learn("oja-son", p, m=4), {}) for p in (lines[:300], lines[300:600], lines[600:900])]
+    merged = M.merge_states(nodes, base=fresh)
+    sample = _son_batches(lines[900:1300])[0]
+    grid = alpha_grid(3)
+    losses = []
+    for a in grid:
+        p = np.asarray(M.learner_of(table_moved(fresh, merged, float(a))).predict_batch(sample)[0], np.float64)
+        losses.append(float(np.sum(sample.weights * np.log1p(np.exp(-sample.labels * p)))))
+    out, alpha, beta = search(fresh, merged, [sample], 3)
+    assert alpha == float(grid[int(np.argmin(losses))]) and beta == 0.0
+    assert len(set(np.round(losses, 9))) > 1
+    np.testing.assert_array_equal(out.arrays["rows"], table_moved(fresh, merged, alpha).arrays["rows"])
+    assert search(fresh, merged, [], 3)[0] is merged and search(fresh, merged, [sample], 1)[1] == 1.0
+
+    said = []
+    run = train_dask(RunConfig(data=[str(parquet_dir)], final_model=str(tmp_path / "o.slm"), table=False,
+                               algo="oja-son", hyper={"loss_function": "logistic", "sketch_size": 4}, passes=2),
+                     workers=2, worker_threads=True, log=said.append)
+    assert run["engine"]["mix"] == "linesearch" and run["examples"] == 5400
+    assert all(ps["alpha"] is not None and 1.0 <= ps["alpha"] <= 2.0 for ps in run["engine"]["passes"])
+    assert any(line.startswith("mixing rule linesearch (the default") for line in said), said
+    with pytest.raises(ConfigError, match="--mix linesearch-last.*--algo oja-son searches with --mix linesearch"):
+        train_dask(RunConfig(data=[str(parquet_dir)], final_model=str(tmp_path / "x.slm"), quiet=True,
+                             algo="oja-son", passes=2), workers=2, worker_threads=True, mix="linesearch-last")
+    assert not (tmp_path / "x.slm").exists()
 
 
 def test_engine_default_mixing_resolves_and_says_so(parquet_dir, tmp_path):

@@ -279,7 +279,7 @@ def test_bear_step_default_version_is_saved_and_old_models_keep_their_scaling():
     assert Bear(oaa=3).k == 6000 and Bear().k == 1000
     new.learn_batch(batch)
     meta, arrays = new.state_dict()
-    assert meta["step_defaults"] == 2 and meta["hyper"]["initial_scaling"] == "auto" and "acc" in arrays
+    assert meta["step_defaults"] == 3 and meta["hyper"]["initial_scaling"] == "auto" and "acc" in arrays
     back = Bear.from_state(meta, arrays)
     assert (back.h0, back.eta, back.damping) == (1, 1.0, 1.0)
     np.testing.assert_array_equal(back.learn_batch(batch)[1], new.learn_batch(batch)[1])
@@ -296,6 +296,33 @@ def test_bear_step_default_version_is_saved_and_old_models_keep_their_scaling():
     np.testing.assert_array_equal(old.sketch, v1.sketch)
     with pytest.raises(ValueError, match="acc"):  # a version-2 model's squared sums in a version-1 file
         Bear.from_state({**meta, "step_defaults": 1}, arrays)
+
+
+def test_bear_binary_examples_are_unit_norm_by_default_and_old_models_keep_theirs():
+    """Step defaults version 3: ``--example_norm auto`` is unit for binary bear too (raw counts blew it up:
+    ``benchmarks/bear_defaults.py --example_norm``): it learns what ``--example_norm unit`` learns. A binary model
+    saved before (version 2 or none recorded, ``auto`` in its hyper-parameters) loads with the examples as given
+    and continues exactly as a learner given ``--example_norm none``; binary mission keeps them as given."""
+    from streamlearn.algos.bear import Bear
+    from streamlearn.algos.mission import Mission
+    rng = np.random.default_rng(3)
+    X = rng.poisson(2.0, size=(60, 10)).astype(float)
+    y = np.where(X[:, 0] > X[:, 1], 1.0, -1.0)
+    batch = Batch.from_dense(X, y, hashes=(np.arange(1, 11) * 2654435761 % 2**32).astype(np.uint32))
+    kw = dict(sketch_rows=2, sketch_width=40, top_k=6, loss_function="logistic")
+    auto, unit, none = Bear(**kw), Bear(**kw, example_norm="unit"), Bear(**kw, example_norm="none")
+    assert auto.unit and not none.unit and not Mission(**kw).unit
+    got = [lr.learn_batch(batch)[0] for lr in (auto, unit, none)]
+    np.testing.assert_array_equal(got[0], got[1])
+    assert not np.allclose(got[0], got[2])
+    meta, arrays = auto.state_dict()
+    assert meta["step_defaults"] == 3 and meta["hyper"]["example_norm"] == "auto"
+    np.testing.assert_array_equal(Bear.from_state(meta, arrays).learn_batch(batch)[1], auto.learn_batch(batch)[1])
+    m2, a2 = none.state_dict()
+    for old in ({**m2, "step_defaults": 2}, {k: v for k, v in m2.items() if k != "step_defaults"}):
+        back = Bear.from_state({**old, "hyper": {**old["hyper"], "example_norm": "auto"}}, a2)
+        assert not back.unit
+        np.testing.assert_array_equal(back.learn_batch(batch)[1], Bear.from_state(m2, a2).learn_batch(batch)[1])
 
 
 def test_settings_show_what_defaults_and_auto_resolve_to(tmp_path, invoke_cli):

@@ -53,8 +53,9 @@ def test_intercept_kept_apart_equals_topk_reference(algo, K, collision_free_keys
     inside = [any(0 in h for h in step) for step in hist]
     assert any(a and not c for a, c in zip(inside, inside[1:])), "the stream must evict the constant"
     assert not np.array_equal(pold, pref)
-    kw = dict(oaa=K, example_norm="none") if K else dict(loss_function="logistic")
-    L = LEARNERS[algo](sketch_rows=R, sketch_width=W, top_k=k, minibatch=b, learning_rate=eta, **kw, **extra)
+    kw = dict(oaa=K) if K else dict(loss_function="logistic")
+    L = LEARNERS[algo](sketch_rows=R, sketch_width=W, top_k=k, minibatch=b, learning_rate=eta, example_norm="none",
+                       **kw, **extra)
     pred = L.learn_batch(Batch.from_dense(X, y, hashes=keys))[0]
     L.finish()
     np.testing.assert_allclose(pred, pref, rtol=1e-9, atol=1e-12)

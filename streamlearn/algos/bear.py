@@ -82,7 +82,10 @@ class Bear(SketchLearner):
     #: 0.01 and --top_k 1000 (models saved before record no version); 2 (2026-11-28): --initial_scaling
     #: auto is adagrad there, with -l 1, --curvature_damping 1 and --top_k 6000 per class
     #: (benchmarks/bear_multiclass.py: the one setting within 5 points of VW on letter, satimage and news20)
-    STEP_DEFAULTS = 2
+    #: 3 (2026-11-27): --example_norm auto is unit for binary runs too (raw counts blew binary BEAR up:
+    #: benchmarks/bear_defaults.py --example_norm)
+    STEP_DEFAULTS = 3
+    unit_binary_from = 3
     default_top_k_oaa = 6000
     default_lr_adagrad_unit_oaa = 1.0
     default_damping_adagrad_unit_oaa = 1.0

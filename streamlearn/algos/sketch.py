@@ -142,7 +142,9 @@ SKETCH_PARAMS = (
 SKETCH_PARAMS += (
     Param("example_norm", ("auto", "unit", "none"), "auto",
           "bear/mission: scale each example's feature values to unit L2 norm inside the learner (unit; as "
-          "--unit_norm, saved with the model) or not (none). auto: unit with --oaa K, none otherwise. With "
+          "--unit_norm, saved with the model) or not (none). auto: unit for bear (binary runs: models saved "
+          "before 2026-11-27 none) and for mission with --oaa K, none for binary mission "
+          "(benchmarks/bear_defaults.py --example_norm). With "
           "unit under --oaa the step defaults are --step_rule adagrad, --learning_rate 0.6 and --top_k 6000 "
           "(mission; models saved before 2026-11-27: sgd, -l 3, or -l 1 before that) and --minibatch 1, "
           "--initial_scaling adagrad, --learning_rate 1, --curvature_damping 1 and --top_k 6000 (bear; models "
@@ -318,10 +320,13 @@ class SketchLearner(Learner):
     STEP_DEFAULTS = 1
     #: ``default_lr_unit_oaa`` of earlier versions (version -> step)
     default_lr_unit_oaa_before: dict = {}
+    #: the step-defaults version from which ``--example_norm auto`` is unit for binary runs too (None: never)
+    unit_binary_from = None
 
     def _apply_hyper(self):
         norm = self.hyper.get("example_norm") or "auto"
-        self.unit = norm == "unit" or (norm == "auto" and self.multiclass)
+        ub = self.unit_binary_from
+        self.unit = norm == "unit" or (norm == "auto" and (self.multiclass or (ub is not None and self.step_defaults >= ub)))
         mc = self.unit and self.multiclass
         lr = self.hyper["learning_rate"]
         unit_lr = self.default_lr_unit_oaa_before.get(self.step_defaults, self.default_lr_unit_oaa)

@@ -67,12 +67,14 @@ from .options import (FEATURES, LEARNER, NAMESPACE_FIELDS, OUTPUT, VWCommand, al
 @click.option("--mix", type=click.Choice(["auto", "vw", "bmuf", "bmuf-nesterov", "linesearch", "linesearch-learned",
                                         "linesearch-last"]),
               default=None,
-              help="--engine dask, adagrad learners: how each pass's chains mix. auto (default): linesearch-last "
-                   "for plain adagrad (binary or regression, not --oaa or --sgd) with 2 or more passes and chains, "
-                   "else vw. vw: VW's AllReduce "
+              help="--engine dask, adagrad and SON learners: how each pass's chains mix. auto (default): "
+                   "linesearch-last for plain adagrad (binary or regression, not --oaa or --sgd) and linesearch for "
+                   "oja-son, fd-son and rfd-son (binary or regression), with 2 or more passes and chains, "
+                   "else vw. vw: VW's AllReduce (the other learners: their own merge) "
                    "average; bmuf / bmuf-nesterov: that average's update filtered by block momentum 1 - 1/chains "
-                   "(BMUF, Chen & Huo 2016; classical or Nesterov); linesearch (plain adagrad, not --oaa): the average's move "
-                   "from the pass's start times alpha in [1, chains], plus the previous pass's move times beta in "
+                   "(BMUF, Chen & Huo 2016; classical or Nesterov); linesearch (plain adagrad, not --oaa; oja-son, fd-son, "
+                   "rfd-son): the average's move "
+                   "from the pass's start times alpha in [1, chains], plus (adagrad) the previous pass's move times beta in "
                    "[0, 1], the pair with the least loss on every 10th row of each partition, held out of learning "
                    "(linesearch-learned: those rows learned too; linesearch-last, not --sgd: held out until the last "
                    "pass, which learns them and judges each by the merge of the other chains).")

@@ -530,8 +530,8 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     ``dask.distributed`` instead (what ``worker_threads`` was before; ``benchmarks/distributed.py``
     compares the two).
     ``mix``: how adaptive adagrad states mix (:data:`~streamlearn.distributed.merge.MIX_RULES`, or ``"auto"``,
-    the default: :func:`~streamlearn.distributed.linesearch.auto_rule`, ``linesearch-last`` for plain adagrad over
-    two or more passes and chains, else VW's rule). ``chain_order``: :data:`~streamlearn.distributed.partitions.CHAIN_ORDERS` (``strided``,
+    the default: :func:`~streamlearn.distributed.linesearch.auto_rule`, ``linesearch-last`` for plain adagrad and
+    ``linesearch`` for oja-son, fd-son and rfd-son over two or more passes and chains, else the learner's own merge). ``chain_order``: :data:`~streamlearn.distributed.partitions.CHAIN_ORDERS` (``strided``,
     the default: the partitions dealt out to the chains in turn; ``consecutive``: runs of consecutive
     partitions; :func:`~streamlearn.distributed.partitions.chains`). ``read_ahead`` (``worker_threads``,
     chained): each partition's reading starts before its task does, the chains' first while dask is
@@ -588,9 +588,13 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
                           "news20 1-2.6 points worse than VW's rule); leave --mix out")
     from .linesearch import sample_plan, supported as _searched
     if mix in LINESEARCH_RULES and not _searched(base):
-        raise ConfigError(f"--mix {mix}: only plain adagrad (VW's gd) searches along the merged move; "
+        raise ConfigError(f"--mix {mix}: only plain adagrad (VW's gd) and oja-son, fd-son, rfd-son search along the merged move; "
                           f"--algo {base.algo}" + (f" ({base.meta['reduction']})" if base.meta.get("reduction") else "")
                           + " merges by its own rule (leave --mix out)")
+    from .linesearch import by_prediction
+    if mix in ("linesearch-cross", "linesearch-last") and by_prediction(base):
+        raise ConfigError(f"--mix {mix}: the leave-one-chain-out margins are adagrad's (VW's merge without one chain); "
+                          f"--algo {base.algo} searches with --mix linesearch (the default with 2+ passes and chains)")
     if mix in ("linesearch-cross", "linesearch-last") and base.arrays["G"].shape != base.arrays["w"].shape:
         raise ConfigError(f"--mix {mix}: the leave-one-chain-out margins need adagrad's per-coordinate squared "
                           "gradients (VW's adaptive merge: --adaptive, on by default), which --sgd, or --normalized / "
@@ -669,8 +673,8 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
             from .linesearch import auto_rule
             mix = auto_rule(base, cfg.passes, units)
             if not cfg.quiet and mix != "vw":
-                log(f"mixing rule {mix} (the default for plain adagrad over 2 or more passes and chains; --mix vw: "
-                    "VW's average)")
+                log(f"mixing rule {mix} (the default for plain adagrad, oja-son, fd-son and rfd-son over 2 or more "
+                    "passes and chains; --mix vw: the learner's own merge)")
         for p in range(cfg.passes):
             t0 = time.perf_counter()
             for attempt in range(1 + PASS_RESTARTS):

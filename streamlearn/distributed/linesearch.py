@@ -26,6 +26,13 @@ one-against-all labels; one alpha for all classes, their losses summed, or, :dat
 the benchmark measures it, but the engine does not offer it, as it made multiclass news20 worse than VW's rule);
 the softmax learner keeps VW's rule (alpha = 1).
 
+Oja-SON, FD-SON and RFD-SON (binary or regression, :func:`by_prediction`): their merge (a table of the features
+seen, re-based: each feature's weight columns hold its weight) is moved feature by feature to
+``w_0 + alpha (w_avg - w_0)`` (:func:`table_moved`; beta = 0, no previous move kept), and each alpha of the grid is
+scored by the learner's own predictions of the sample (:func:`predicted_losses`: its pre-scaling and clip apply),
+one prediction pass per alpha. The leave-one-chain-out rules are adagrad's only. BEAR and MISSION keep their merge:
+the same search measured no gain for BEAR and a mixed result for MISSION (README, "More than one machine").
+
 Which rows are sampled, and whether they are learned, is the rule's :func:`sample_plan`, pass by pass:
 ``linesearch`` holds rows 9, 19, ... of every partition out of every pass; ``linesearch-learned`` learns them
 (the search then favours long steps: the move was fitted to them); ``linesearch-last`` holds them out until the
@@ -131,6 +138,8 @@ def auto_rule(base: State, passes: int, chains: int) -> str:
     and the engine equals one sequential run (``benchmarks/distributed.py --section mixing`` has the table)."""
     if passes < 2 or chains < 2 or not supported(base) or base.meta.get("reduction"):
         return "vw"
+    if by_prediction(base):
+        return "linesearch"
     if base.arrays["G"].shape != base.arrays["w"].shape:  # no per-coordinate squared gradients (not adaptive)
         return "vw"
     return LAST
@@ -138,8 +147,59 @@ def auto_rule(base: State, passes: int, chains: int) -> str:
 
 def supported(state: State) -> bool:
     """Whether the line search applies to ``state``'s learner: adagrad, plain (binary or regression) or
-    ``--oaa``; the other learners, and softmax, keep their merge (alpha = 1)."""
-    return state.algo == "adagrad" and state.meta.get("reduction") in (None, "oaa")
+    ``--oaa``, and the sketched second-order learners (:func:`by_prediction`); the others (bear, mission: measured,
+    no gain) and softmax keep their merge (alpha = 1)."""
+    return by_prediction(state) or (state.algo == "adagrad" and state.meta.get("reduction") in (None, "oaa"))
+
+
+#: the learners whose alpha is scored by their own predictions (:func:`by_prediction`)
+PREDICTED = ("oja-son", "fd-son", "rfd-son")
+
+
+def by_prediction(state: State) -> bool:
+    """Oja-SON, FD-SON and RFD-SON (binary or regression): the search scores each alpha by the learner's own
+    predictions of the sampled rows under :func:`table_moved` (one prediction pass over the sample per alpha:
+    their margins are not a function of the weights alone, the pre-scaling's frame and the clip apply)."""
+    return state.algo in PREDICTED and not state.meta.get("reduction")
+
+
+def table_moved(base: State, merged: State, alpha: float) -> State:
+    """``merged`` (a re-based table state: ``b = 0``, an empty buffer, so each feature's weight columns hold its
+    weight) with every weight column moved to ``base + alpha (merged - base)`` feature by feature (a feature the
+    base lacks: 0 there): the effective weight ``w``, the pre-scaling's original-coordinate weight ``c`` and its
+    snapshot (:data:`~streamlearn.distributed.merge.TABLE_COLUMN_RULES` ``weight`` / ``mean`` / ``snap``); the
+    sketch, accumulators and scales stay the merge's. The base is a fresh state or the previous pass's merge,
+    itself re-based."""
+    from .merge import _rows_at, _table_layout, learner_of
+
+    if alpha == 1.0:
+        return merged
+    layout = _table_layout(merged.algo, learner_of(merged).m, merged.arrays["rows"].shape[1])
+    keys = np.asarray(merged.arrays["keys"], np.int64)
+    rows = np.array(merged.arrays["rows"], np.float64, copy=True)
+    bkeys = np.asarray(base.arrays["keys"], np.int64)
+    brows = _rows_at(bkeys, np.asarray(base.arrays["rows"], np.float64), keys)
+    for j, (_, rule) in enumerate(layout):
+        if rule in ("weight", "mean", "snap"):
+            rows[:, j] = brows[:, j] + alpha * (rows[:, j] - brows[:, j])
+    return State(merged.algo, merged.meta, dict(merged.arrays, rows=rows.astype(merged.arrays["rows"].dtype)),
+                 merged.reader, dict(merged.mixing))
+
+
+def predicted_losses(base: State, merged: State, batch, grid) -> np.ndarray:
+    """Per alpha of ``grid``, the summed (importance-weighted) loss of the learner of
+    :func:`table_moved` ``(base, merged, alpha)`` predicting ``batch``'s labeled rows."""
+    from .merge import learner_of
+
+    loss, _ = _loss_of(merged)
+    lab = np.asarray(batch.labels, np.float64)
+    ok = ~np.isnan(lab)
+    h = np.asarray(batch.weights, np.float64)[ok]
+    out = np.zeros(len(grid))
+    for i, a in enumerate(np.asarray(grid, np.float64)):
+        pred, _ = learner_of(table_moved(base, merged, float(a))).predict_batch(batch)
+        out[i] = float((loss.value(np.asarray(pred, np.float64)[ok], lab[ok]) * h).sum())
+    return out
 
 
 #: ``--oaa``: one alpha per class (each class's summed loss), or one for all (the classes' losses summed)
@@ -321,11 +381,17 @@ def search(base: State, merged: State, samples, nodes: int, cap: float | None = 
         return merged, 1.0, 0.0
     keys = _weight_keys(base)
     grid = alpha_grid(nodes, cap)
-    betas = np.asarray(BETAS if all(k in base.mixing for k in keys) else (0.0,))
+    betas = np.asarray(BETAS if keys and all(k in base.mixing for k in keys) else (0.0,))
     if not samples or int(nodes) <= 1:  # one chain: its state is a sequential pass's, nothing to search
-        return apply_alpha(base, merged, 1.0), 1.0, 0.0
+        return (merged if by_prediction(base) else apply_alpha(base, merged, 1.0)), 1.0, 0.0
     from ..batch import concat_batches
 
+    if by_prediction(base):  # (no previous move kept: beta = 0; ties: the smallest alpha)
+        t = predicted_losses(base, merged, concat_batches(list(samples)), grid)
+        if not np.all(np.isfinite(t)):
+            return merged, 1.0, 0.0
+        a = float(grid[int(np.argmin(t))])
+        return table_moved(base, merged, a), a, 0.0
     sums = loss_table(base, merged, concat_batches(list(samples)), grid, betas, md=md)  # (the sums of the batches')
     if not np.all(np.isfinite(sums)):
         return apply_alpha(base, merged, 1.0), 1.0, 0.0
