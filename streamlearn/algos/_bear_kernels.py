@@ -530,7 +530,7 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     amask = np.empty(nA if use_map else 0, np.uint64)
     if use_map:
         if mcount[0] < 0 or 2 * (mcount[0] + nA) > mkeys.shape[0]:
-            mkeys, mmask = _mask_rebuild(state.hrec, state.hsize, mcount, nA)
+            mkeys, mmask = _mask_rebuild(state.hkeys, state.hsize, mcount, nA)
         _map_masks(mkeys, mmask, akeys, amask)
     slot = np.empty((K, nA), np.int64)  # members' heap slots
     _eff_weights_map(sketch, state.htk, akeys, abk, asg, amask, beta0, inheap, slot, tmp,

@@ -129,10 +129,10 @@ def _mask_clear(mkeys, mmask, mcount, key, c):
 
 
 @njit(**INNER)
-def _mask_rebuild(hrec, hsize, mcount, room):
-    """A membership map of the heaps (records ``hrec[c, :hsize[c]]``, keys in ``[..., 1]``) with room for
-    ``room`` more features, at most half full: ``(mkeys, mmask)``; ``mcount[0]`` = its number of features."""
-    K = hrec.shape[0]
+def _mask_rebuild(hkeys, hsize, mcount, room):
+    """A membership map of the heaps ``hkeys[c, :hsize[c]]`` with room for ``room`` more
+    features, at most half full: ``(mkeys, mmask)``; ``mcount[0]`` = its number of features."""
+    K = hkeys.shape[0]
     n = 0
     for c in range(K):
         n += hsize[c]
@@ -144,18 +144,14 @@ def _mask_rebuild(hrec, hsize, mcount, room):
     mcount[0] = 0
     for c in range(K):
         for s in range(hsize[c]):
-            _mask_set(mkeys, mmask, mcount, np.uint32(hrec[c, s, 1]), c)
+            _mask_set(mkeys, mmask, mcount, hkeys[c, s], c)
     return mkeys, mmask
 
 
 @njit(**KERNEL)
 def mask_rebuild(hkeys, hsize, mcount, room):
-    """:func:`_mask_rebuild` callable from Python (tests) on the heaps' keys ``hkeys`` (``(K, k)``)."""
-    hrec = np.zeros(hkeys.shape + (2,), np.float64)
-    for c in range(hkeys.shape[0]):
-        for s in range(hkeys.shape[1]):
-            hrec[c, s, 1] = hkeys[c, s]
-    return _mask_rebuild(hrec, hsize, mcount, room)
+    """:func:`_mask_rebuild` callable from Python (tests)."""
+    return _mask_rebuild(hkeys, hsize, mcount, room)
 
 
 @njit(**INNER)
@@ -285,7 +281,7 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
     amask = np.empty(nA if use_mask else 0, np.uint64)  # empty: every class's position map looked up
     if use_mask:
         if mcount[0] < 0 or 2 * (mcount[0] + nA) > mkeys.shape[0]:
-            mkeys, mmask = _mask_rebuild(state.hrec, state.hsize, mcount, nA)
+            mkeys, mmask = _mask_rebuild(state.hkeys, state.hsize, mcount, nA)
         _map_masks(mkeys, mmask, akeys, amask)
     _eff_weights_map(sketch, state.htk, akeys, abk, asg, amask, beta, inheap, slot, tmp,
                      state.intercept, aconst)

@@ -63,8 +63,10 @@ class SketchState(NamedTuple):
 
     sketch: np.ndarray  # float64 (R, W, K): the Count Sketch of each class's weights, classes adjacent
     seeds: np.ndarray  # uint32 (R, 2): [row, 0] bucket seed, [row, 1] sign seed
-    hrec: np.ndarray  # float64 (K, k, 4): heap slot -> (weight at its last minibatch, feature hash,
-    #                   position-map slot, name id): one 32-byte record
+    hkeys: np.ndarray  # uint32 (K, k): heap members' feature hashes
+    hw: np.ndarray  # float64 (K, k): their weights at their last minibatch
+    htpos: np.ndarray  # int32 (K, k): heap slot -> position-map slot
+    hname: np.ndarray  # int32 (K, k): heap slot -> name id
     htk: np.ndarray  # int64 (T, K): position maps, entries slot << 32 | hash, -1 = empty; classes adjacent
     hsize: np.ndarray  # int64 (K,): heap sizes
     names: np.ndarray  # uint8 (K, k, NAME_BYTES): members' namespace^name
@@ -286,16 +288,14 @@ def sketch_add_keys(sk, seeds, keys, deltas):
 
 # ------------------------------------------------------------------------------------------
 # Top-k heap with a position map (one class's arrays; all views of one class)
-#   In memory, a heap slot is one 32-byte record of four float64 (integers, exact in a float64):
-#   hrec[slot] = (weight, key, index of its table entry, stable name id), so an offer reads a
-#   member's key and weight from one cache line and a sift moves an entry by writing one record;
-#   the position map tbl[T] int64 holds slot << 32 | key (-1: empty), so a look-up compares the
-#   key in the entry itself: one cache line per probe, the heap not touched. T a power of two
-#   >= 2k, size[0] the number of members. The learners keep the K classes' maps interleaved,
-#   (T, K): a feature's home entry is the same in every class's map, so looking it up in all the
-#   classes whose heaps hold it reads K adjacent entries (3 lines for K = 20), not one line each;
-#   a class's map is the strided view htk[:, c]. Model files keep the arrays hkeys / hw / htpos / hname /
-#   htbl (sketch.py converts).
+#   hkeys[slot] uint32, hw[slot] float64, htpos[slot] int32 (index of its table entry),
+#   hname[slot] int32 (stable name id); the position map tbl[T] int64 holds slot << 32 | key
+#   (-1: empty), so a look-up compares the key in the entry itself: one cache line per probe,
+#   the heap not touched. T a power of two >= 2k, size[0] the number of members. The learners
+#   keep the K classes' maps interleaved, (T, K): a feature's home entry is the same in every
+#   class's map, so looking it up in all the classes whose heaps hold it reads K adjacent entries
+#   (3 lines for K = 20), not one line each; a class's map is the strided view htk[:, c]. Model
+#   files keep the maps as htbl, (K, T) int32 heap slots (sketch.py converts).
 # ------------------------------------------------------------------------------------------
 _LO32 = np.int64(0xFFFFFFFF)
 
@@ -343,18 +343,17 @@ def _tbl_find_c(htbl, c, key):
 
 
 @njit(**INNER)
-def _tbl_insert(tbl, hrec, slot):
+def _tbl_insert(tbl, hkeys, htpos, slot):
     tmask = tbl.shape[0] - 1
-    key = np.uint32(hrec[slot, 1])
-    i = _home(key, tmask)
+    i = _home(hkeys[slot], tmask)
     while tbl[i] >= 0:
         i = (i + 1) & tmask
-    tbl[i] = _tbl_entry(slot, key)
-    hrec[slot, 2] = i
+    tbl[i] = _tbl_entry(slot, hkeys[slot])
+    htpos[slot] = i
 
 
 @njit(**INNER)
-def _tbl_delete(tbl, hrec, e):
+def _tbl_delete(tbl, htpos, e):
     """Remove table entry ``e`` by backward-shift deletion (no tombstones)."""
     tmask = tbl.shape[0] - 1
     i = e
@@ -374,51 +373,51 @@ def _tbl_delete(tbl, hrec, e):
             if home > i or home <= j:
                 continue
         tbl[i] = x
-        hrec[x >> 32, 2] = i
+        htpos[x >> 32] = i
         tbl[j] = -1
         i = j
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _heap_put(hrec, tbl, i, w, key, tp, nm):
-    """Heap slot ``i`` holds the entry (weight, key, position-map slot, name); the map points at it."""
-    hrec[i, 0], hrec[i, 1], hrec[i, 2], hrec[i, 3] = w, key, tp, nm
-    tbl[np.int64(tp)] = _tbl_entry(i, np.uint32(key))
+def _heap_put(hkeys, hw, htpos, hname, tbl, i, key, w, tp, nm):
+    """Heap slot ``i`` holds the entry (key, weight, position-map slot, name); the map points at it."""
+    hkeys[i], hw[i], htpos[i], hname[i] = key, w, tp, nm
+    tbl[tp] = _tbl_entry(i, key)
 
 
 @njit(**INNER)
-def _sift_up(hrec, tbl, i):
-    """Restore the min-heap order (by ``|weight|``) above entry ``i``, whose weight may have shrunk: the
+def _sift_up(hkeys, hw, htpos, hname, tbl, i):
+    """Restore the min-heap order (by ``|hw|``) above entry ``i``, whose weight may have shrunk: the
     entry is carried up in a hole (each level moves its parent down one slot, not a swap of two)."""
-    w, key, tp, nm = hrec[i, 0], hrec[i, 1], hrec[i, 2], hrec[i, 3]
+    key, w, tp, nm = hkeys[i], hw[i], htpos[i], hname[i]
     aw = abs(w)
     while i > 0:
         p = (i - 1) >> 1
-        if not aw < abs(hrec[p, 0]):
+        if not aw < abs(hw[p]):
             break
-        _heap_put(hrec, tbl, i, hrec[p, 0], hrec[p, 1], hrec[p, 2], hrec[p, 3])
+        _heap_put(hkeys, hw, htpos, hname, tbl, i, hkeys[p], hw[p], htpos[p], hname[p])
         i = p
-    _heap_put(hrec, tbl, i, w, key, tp, nm)
+    _heap_put(hkeys, hw, htpos, hname, tbl, i, key, w, tp, nm)
 
 
 @njit(**INNER)
-def _sift_down(hrec, tbl, i, n):
-    """Restore the min-heap order (by ``|weight|``, ``n`` entries) below entry ``i``, whose weight may
+def _sift_down(hkeys, hw, htpos, hname, tbl, i, n):
+    """Restore the min-heap order (by ``|hw|``, ``n`` entries) below entry ``i``, whose weight may
     have grown: carried down in a hole, towards the smaller child."""
-    w, key, tp, nm = hrec[i, 0], hrec[i, 1], hrec[i, 2], hrec[i, 3]
+    key, w, tp, nm = hkeys[i], hw[i], htpos[i], hname[i]
     aw = abs(w)
     while True:
         l = 2 * i + 1
         if l >= n:
             break
         m = l
-        if l + 1 < n and abs(hrec[l + 1, 0]) < abs(hrec[l, 0]):
+        if l + 1 < n and abs(hw[l + 1]) < abs(hw[l]):
             m = l + 1
-        if not abs(hrec[m, 0]) < aw:
+        if not abs(hw[m]) < aw:
             break
-        _heap_put(hrec, tbl, i, hrec[m, 0], hrec[m, 1], hrec[m, 2], hrec[m, 3])
+        _heap_put(hkeys, hw, htpos, hname, tbl, i, hkeys[m], hw[m], htpos[m], hname[m])
         i = m
-    _heap_put(hrec, tbl, i, w, key, tp, nm)
+    _heap_put(hkeys, hw, htpos, hname, tbl, i, key, w, tp, nm)
 
 
 #: how many active features ahead :func:`_offer_class` prefetches a member's heap lines
@@ -426,85 +425,86 @@ _HEAP_AHEAD = 6
 
 
 @njit(**INNER)
-def _offer_class(c, hrec, tbl, size, names, name_len, akeys, aocc, V, keep, slot, aconst,
+def _offer_class(c, hkeys, hw, htpos, hname, tbl, size, names, name_len, akeys, aocc, V, keep, slot, aconst,
                  text, name_start, name_end, ns_start, ns_end, ev, nev):
     """Offer the active features ``akeys`` with weights ``V[:, c]`` to class ``c``'s heap (BEAR Alg. 2 line
     10): the heap's one offer code, which the run kernels (:func:`_offer_active_map`, once per class and
     minibatch) and the tests (:func:`heap_offer`, one key) call.
 
-    The heap is one class's arrays (views: ``hrec`` ``(k, 4)`` its records, ``names``
-    ``(k, NAME_BYTES)``, ``size[0]`` its size). A member gets its weight replaced and is re-sifted;
-    ``keep[c, a]`` says ``a`` was a member when its slot ``slot[c, a]`` was found (used while that slot still
-    holds it, else looked up again); the others are offered without a look-up. A non-member enters if the
-    heap is not full (and its weight is not 0) or if its ``|weight|`` beats the smallest member's, which is
-    evicted and whose name id it takes; the entering feature's ``namespace^name`` (its first occurrence
-    ``aocc[a]`` in the spans ``text``, ``name_start``, ...; empty spans: no name, length 0) is copied to that
-    name id: at most ``NAME_BYTES`` bytes, the full length in ``name_len`` (so a reader can tell a truncated
-    name). The constant feature (``aconst``, -1: none) is not offered. Each change of membership is appended
-    to ``ev`` from ``nev`` on (``c << 33 | 1 << 32 | hash``: entered; without the ``1 << 32``: evicted);
-    returns the new ``nev``.
+    The heap is one class's arrays (1-D views, ``tbl`` a strided one; ``names`` ``(k, NAME_BYTES)``, ``size[0]``
+    its size). A member
+    gets its weight replaced and is re-sifted; ``keep[c, a]`` says ``a`` was a member when its slot
+    ``slot[c, a]`` was found (used while that slot still holds it, else looked up again); the others are
+    offered without a look-up. A non-member enters if the heap is not full (and its weight is not 0) or if
+    its ``|weight|`` beats the smallest member's, which is evicted and whose name id it takes; the entering
+    feature's ``namespace^name`` (its first occurrence ``aocc[a]`` in the spans ``text``, ``name_start``,
+    ...; empty spans: no name, length 0) is copied to that name id: at most ``NAME_BYTES`` bytes, the full
+    length in ``name_len`` (so a reader can tell a truncated name). The constant feature (``aconst``, -1:
+    none) is not offered. Each change of membership is appended to ``ev`` from ``nev`` on (``c << 33 |
+    1 << 32 | hash``: entered; without the ``1 << 32``: evicted); returns the new ``nev``.
 
     Written out in one function, no helper taking the heap's arrays per member but the sifts and the
     position map's insert and delete (rare): each call passes its arrays by value, an atomic reference
     count increment and decrement each, which numba does not prune in functions with several ways out or
     calls (per-member calls were a quarter of MISSION's run kernel samples on 20 Newsgroups ``--oaa 20``)."""
     nA = akeys.shape[0]
-    k = hrec.shape[0]
+    k = hkeys.shape[0]
     L = names.shape[1]
     last = nA - 1
     last_slot = max(k - 1, 0)
     for a in range(nA):
-        # the heap lines a later member's update will read (its record, its parent's, its children's): a
-        # member's update is a chain of dependent reads in heaps larger than the core's caches. Asked for
-        # every feature, without a test of its membership (a branch on random data): a non-member's slot
-        # -1 asks for the root's lines, in cache
+        # the heap lines a later member's update will read (its slot, parent, children): a member's
+        # update is a chain of dependent reads in heaps larger than the core's caches. Asked for every
+        # feature, without a test of its membership (a branch on random data): a non-member's slot -1
+        # asks for the root's lines, in cache
         s2 = max(slot[c, min(a + _HEAP_AHEAD, last)], 0)
-        _prefetch(hrec, 4 * s2)
-        _prefetch(hrec, 4 * ((s2 - 1) >> 1))
-        _prefetch(hrec, 4 * min(2 * s2 + 1, last_slot))
+        _prefetch(hw, s2)
+        _prefetch(hkeys, s2)
+        _prefetch(hw, (s2 - 1) >> 1)
+        _prefetch(hw, min(2 * s2 + 1, last_slot))
         if a == aconst:
             continue
         v = V[a, c]
         if keep[c, a]:  # a member when its slot was found: updated, if it still is one
             s = slot[c, a]
-            if hrec[s, 1] != akeys[a]:  # moved by a sift or evicted since
+            if hkeys[s] != akeys[a]:  # moved by a sift or evicted since
                 s = _tbl_find(tbl, akeys[a])
             if s >= 0:
                 # its weight replaced, the heap order restored: a sift is entered only when the entry must
                 # move (its parent now heavier, or a child lighter), as most re-sifts of a member move nothing
                 n = size[0]
-                old = abs(hrec[s, 0])
-                hrec[s, 0] = v
+                old = abs(hw[s])
+                hw[s] = v
                 av = abs(v)
                 if av < old:
-                    if s > 0 and av < abs(hrec[(s - 1) >> 1, 0]):
-                        _sift_up(hrec, tbl, s)
+                    if s > 0 and av < abs(hw[(s - 1) >> 1]):
+                        _sift_up(hkeys, hw, htpos, hname, tbl, s)
                 elif av > old:
                     l = 2 * s + 1
-                    if l < n and (abs(hrec[l, 0]) < av or (l + 1 < n and abs(hrec[l + 1, 0]) < av)):
-                        _sift_down(hrec, tbl, s, n)
+                    if l < n and (abs(hw[l]) < av or (l + 1 < n and abs(hw[l + 1]) < av)):
+                        _sift_down(hkeys, hw, htpos, hname, tbl, s, n)
                 continue
-        if v == 0.0 or k == 0 or (size[0] >= k and abs(v) <= abs(hrec[0, 0])):
+        if v == 0.0 or k == 0 or (size[0] >= k and abs(v) <= abs(hw[0])):
             continue  # zeros take no slot; a full heap keeps its members against a weight no heavier
         n = size[0]
         key = akeys[a]
         if n < k:
-            hrec[n, 0] = v
-            hrec[n, 1] = key
-            _tbl_insert(tbl, hrec, n)
+            hkeys[n] = key
+            hw[n] = v
+            _tbl_insert(tbl, hkeys, htpos, n)
             size[0] = n + 1
-            nid = np.int64(hrec[n, 3])  # slots >= size hold the free name ids; the id moves with the element
-            _sift_up(hrec, tbl, n)
+            nid = hname[n]  # slots >= size hold the free name ids; the id moves with the element
+            _sift_up(hkeys, hw, htpos, hname, tbl, n)
         else:
-            ev[nev] = (np.int64(c) << 33) | np.int64(np.uint32(hrec[0, 1]))  # the member a full heap evicts
+            ev[nev] = (np.int64(c) << 33) | np.int64(hkeys[0])  # the member a full heap evicts
             nev += 1
-            _tbl_delete(tbl, hrec, np.int64(hrec[0, 2]))
-            hrec[0, 0] = v
-            hrec[0, 1] = key
+            _tbl_delete(tbl, htpos, htpos[0])
+            hkeys[0] = key
+            hw[0] = v
             root = np.int64(0)  # not the literal 0: that would compile another _tbl_insert and _sift_down
-            _tbl_insert(tbl, hrec, root)
-            nid = np.int64(hrec[0, 3])
-            _sift_down(hrec, tbl, root, n)
+            _tbl_insert(tbl, hkeys, htpos, root)
+            nid = hname[0]
+            _sift_down(hkeys, hw, htpos, hname, tbl, root, n)
         ev[nev] = (np.int64(c) << 33) | (np.int64(1) << 32) | np.int64(key)
         nev += 1
         e = aocc[a]  # the name: entry e's namespace^name
@@ -743,7 +743,7 @@ def _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, beta, keep, slot
     ns_start = spans.ns_start
     ns_end = spans.ns_end
     for c in range(K):
-        nev = _offer_class(c, state.hrec[c], state.htk[:, c],
+        nev = _offer_class(c, state.hkeys[c], state.hw[c], state.htpos[c], state.hname[c], state.htk[:, c],
                            state.hsize[c:c + 1], state.names[c], state.name_len[c], akeys, aocc, V, keep, slot, aconst,
                            text, name_start, name_end, ns_start, ns_end, ev, nev)
     return nev
@@ -1035,12 +1035,6 @@ def heap_offer(hkeys, hw, htpos, hname, tbl, size, names, name_len, key, val, sp
     :func:`_tbl_find`; an entering key's name from entry ``entry`` of ``spans`` (empty spans: none).
     Returns the new member's name id, or -1 if ``key`` did not newly enter (an update, or refused)."""
     k = hkeys.shape[0]
-    hrec = np.empty((k, 4), np.float64)
-    for s in range(k):
-        hrec[s, 0] = hw[s]
-        hrec[s, 1] = hkeys[s]
-        hrec[s, 2] = htpos[s]
-        hrec[s, 3] = hname[s]
     ptbl = _packed_table(tbl.reshape(1, tbl.shape[0]), hkeys.reshape(1, k))[:, 0]  # (a strided view, as the runs')
     akeys = np.empty(1, np.uint32)
     akeys[0] = key
@@ -1054,14 +1048,9 @@ def heap_offer(hkeys, hw, htpos, hname, tbl, size, names, name_len, key, val, sp
     slot = np.empty((1, 1), np.int64)
     slot[0, 0] = s
     ev = np.empty(2, np.int64)
-    nev = _offer_class(np.int64(0), hrec, ptbl, size, names, name_len, akeys, aocc, V, keep, slot,
+    nev = _offer_class(np.int64(0), hkeys, hw, htpos, hname, ptbl, size, names, name_len, akeys, aocc, V, keep, slot,
                        np.int64(-1), spans.text, spans.name_start, spans.name_end, spans.ns_start, spans.ns_end, ev,
                        np.int64(0))
-    for s in range(k):
-        hw[s] = hrec[s, 0]
-        hkeys[s] = np.uint32(hrec[s, 1])
-        htpos[s] = np.int32(hrec[s, 2])
-        hname[s] = np.int32(hrec[s, 3])
     for i in range(tbl.shape[0]):
         tbl[i] = -1 if ptbl[i] < 0 else np.int32(ptbl[i] >> 32)
     if nev > 0 and (ev[nev - 1] >> 32) & 1:

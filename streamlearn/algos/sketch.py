@@ -201,12 +201,15 @@ class SketchLearner(Learner):
         self.sketch = _sketch_zeros((R, W, self.kc))
         self.seeds = self._seeds()  # [row, 0] bucket seed, [row, 1] sign seed
         T = _pow2_at_least(2 * k)
-        # the heaps as the kernels keep them (_sketch_kernels): a slot's (weight, hash, position-map
-        # entry, name id) in one record, the position maps' entries slot << 32 | hash, (T, K): a feature's
-        # home entries of all the classes adjacent; model files hold
-        # hkeys, hw, htpos, hname, htbl (properties)
-        self._T = T  # the position maps' entries per class
-        self._hrec = self._htk = None  # built at first use (a loaded model's are its file's, converted)
+        self.hkeys = np.zeros((self.kc, k), np.uint32)
+        self.hw = np.zeros((self.kc, k), np.float64)
+        self.htpos = np.zeros((self.kc, k), np.int32)
+        self.hname = np.tile(np.arange(k, dtype=np.int32), (self.kc, 1))
+        # the position maps as the kernels keep them (_sketch_kernels): entries slot << 32 | hash, the
+        # classes interleaved, (T, K), built at first use (a loaded model's from its file's htbl); model
+        # files hold htbl, (K, T) heap slots (a property)
+        self._T = T
+        self._htk = None
         self.hsize = np.zeros(self.kc, np.int64)
         self.names = np.zeros((self.kc, k, NAME_BYTES), np.uint8)
         self.name_len = np.zeros((self.kc, k), np.int32)
@@ -417,64 +420,30 @@ class SketchLearner(Learner):
         occ = self.mmask != 0
         return dict(zip(self.mkeys[occ].tolist(), self.mmask[occ].tolist()))
 
-    # -- the heaps in a model file's arrays (the kernels keep records and a packed position map) ---
-    @property
-    def hrec(self) -> np.ndarray:
-        """``(K, k, 4)`` float64: the heaps' records, as the kernels keep them (empty heaps at first use)."""
-        if self._hrec is None:
-            self._hrec = _heap_records(self.kc, self.k)
-            self._hrec[:, :, 3] = np.arange(self.k)  # the name ids
-        return self._hrec
-
     @property
     def htk(self) -> np.ndarray:
-        """``(T, K)`` int64: the heaps' position maps, as the kernels keep them (empty at first use)."""
+        """``(T, K)`` int64: the heaps' position maps as the kernels keep them, entries ``slot << 32 |
+        hash`` (-1: empty), a feature's home entries of every class adjacent (empty maps at first use)."""
         if self._htk is None:
             self._htk = np.full((self._T, self.kc), -1, np.int64)
         return self._htk
 
     @property
-    def hkeys(self) -> np.ndarray:
-        """``(K, k)`` uint32: each heap slot's feature hash (a copy of the records')."""
-        return self.hrec[:, :, 1].astype(np.uint32)
-
-    @property
-    def hw(self) -> np.ndarray:
-        """``(K, k)`` float64: each heap slot's weight at its last minibatch (a copy)."""
-        return np.ascontiguousarray(self.hrec[:, :, 0])
-
-    @property
-    def htpos(self) -> np.ndarray:
-        """``(K, k)`` int32: each heap slot's entry in the position map (a copy of the records')."""
-        return self.hrec[:, :, 2].astype(np.int32)
-
-    @property
-    def hname(self) -> np.ndarray:
-        """``(K, k)`` int32: each heap slot's name id (a copy of the records')."""
-        return self.hrec[:, :, 3].astype(np.int32)
-
-    @property
     def htbl(self) -> np.ndarray:
-        """``(K, T)`` int32: the position map as model files hold it, each entry a heap slot or -1 (a copy)."""
+        """``(K, T)`` int32: the position maps as model files hold them, each entry a heap slot or -1 (a copy)."""
         t = self.htk.T
         return np.where(t < 0, -1, t >> 32).astype(np.int32)
 
-    def _set_heaps(self, hkeys, hw, htpos, hname, htbl) -> None:
-        """The kernels' heap records and packed position map from a model file's ``hkeys``, ``hw``,
-        ``htpos``, ``hname`` and ``htbl`` (checked: every entry -1 or a slot)."""
-        kc, k = hkeys.shape
-        self._hrec = self._htk = None
-        rec = _heap_records(kc, k)
-        rec[:, :, 0] = hw
-        rec[:, :, 1] = hkeys
-        rec[:, :, 2] = htpos
-        rec[:, :, 3] = hname
-        tk = np.full((htbl.shape[1], kc), -1, np.int64)
-        for c in range(kc):  # class by class: small temporaries (loading costs about the file's size)
+    def _set_table(self, htbl) -> None:
+        """The kernels' position maps from a model file's ``htbl`` (checked: every entry -1 or a member's
+        slot) and the heaps' keys."""
+        self._htk = None
+        tk = np.full((htbl.shape[1], self.kc), -1, np.int64)
+        for c in range(self.kc):  # class by class: small temporaries (loading costs about the file's size)
             at = np.flatnonzero(htbl[c] >= 0)
             slots = htbl[c, at].astype(np.int64)
-            tk[at, c] = (slots << 32) | hkeys[c, slots].astype(np.int64)
-        self._hrec, self._htk = rec, tk
+            tk[at, c] = (slots << 32) | self.hkeys[c, slots].astype(np.int64)
+        self._htk = tk
 
     def _state(self):
         """The :class:`~streamlearn.algos._sketch_kernels.SketchState` of the attributes."""
@@ -565,16 +534,15 @@ class SketchLearner(Learner):
         from the sketch now (a member's heap weight dates from its last minibatch). ``cls`` is
         0-based; names are ``str`` (``""`` if unknown; a trailing ``"..."`` marks truncation)."""
         cls_l, keys_l, w_l, names = [], [], [], []
-        hkeys, hw, hname = self.hkeys, self.hw, self.hname  # (copies of the heap records: taken once)
         for c in range(self.kc):
             n = int(self.hsize[c])
-            keys = hkeys[c, :n].copy()
-            w = hw[c, :n].copy()
+            keys = self.hkeys[c, :n].copy()
+            w = self.hw[c, :n].copy()
             if refresh and n:
                 _kernels.sketch_query_class(self.sketch, c, self.seeds, keys, w)
             order = np.lexsort((keys, -np.abs(w)))
             for s in order:
-                nid = int(hname[c, s])
+                nid = int(self.hname[c, s])
                 L = int(self.name_len[c, nid])
                 raw = bytes(self.names[c, nid, :min(L, NAME_BYTES)])
                 nm = raw.decode("utf-8", "replace") + ("..." if L > NAME_BYTES else "")
@@ -626,9 +594,9 @@ class SketchLearner(Learner):
     # -- state --------------------------------------------------------------------------------
     def _arrays(self):
         a = {f: getattr(self, f) for f in self._STATE_FIELDS}
-        # the heaps' arrays a snapshot, consistent with one another (hkeys, ..., htbl are copies of the
-        # kernels' records and packed map, which learning on goes on changing)
-        for f in ("hsize", "names", "name_len"):
+        # the heaps' arrays a snapshot, consistent with htbl (a copy of the kernels' packed maps, which
+        # learning on goes on changing)
+        for f in ("hkeys", "hw", "htpos", "hname", "hsize", "names", "name_len"):
             a[f] = a[f].copy()
         if not self.keep_intercept:  # a model saved before: its format
             del a["intercept"]
@@ -714,7 +682,7 @@ class SketchLearner(Learner):
         """The heap's name ids and position map (filled at construction), the seeds (one hash
         each) and the heap arrays the kernels touch as members enter."""
         K, kc, R, W, k = cls._dims(hyper)
-        return kc * (k * 36 + _pow2_at_least(2 * k) * 8) + R * 256
+        return kc * (k * 4 * 5 + _pow2_at_least(2 * k) * 8) + R * 256
 
     def _load_arrays(self, arrays):
         """Load the saved state, checking every index the kernels follow: heap sizes within
@@ -722,12 +690,11 @@ class SketchLearner(Learner):
         a valid linear-probing table of exactly the heap's members (so ``tbl_find`` ends and
         never leaves the arrays), the seeds those of the hyper-parameters, the counters, and the
         pending minibatch a valid batch of learnable rows."""
-        heap = {}  # the heaps' arrays as the file holds them: converted for the kernels once checked
+        htbl = None  # the file's position maps: converted for the kernels once checked
         for f in self._STATE_FIELDS:
-            if f in ("hkeys", "hw", "htpos", "hname", "htbl"):
+            if f == "htbl":
                 require(f in arrays, f"array {f} is missing")
-                heap[f] = adopt(f, arrays[f], (self.kc, self._T if f == "htbl" else self.k),
-                                {"hkeys": np.uint32, "hw": np.float64}.get(f, np.int32))
+                htbl = adopt(f, arrays[f], (self.kc, self._T), np.int32)
                 continue
             cur = getattr(self, f)
             if f == "intercept" and not self.keep_intercept:  # saved before: the constant in the sketch
@@ -744,16 +711,16 @@ class SketchLearner(Learner):
                 "array seeds: not the Count Sketch seeds of --sketch_seed / --random_seed")
         k = self.k
         require(((self.hsize >= 0) & (self.hsize <= k)).all(), f"array hsize: a heap size outside 0..{k}")
-        require(not self.keep_intercept or not (heap["hkeys"] == CONSTANT_HASH)[
+        require(not self.keep_intercept or not (self.hkeys == CONSTANT_HASH)[
             np.arange(k)[None, :] < self.hsize[:, None]].any(),
             "array hkeys: the constant feature in the heap of a model that keeps the intercept apart")
         require(((self.name_len >= 0)).all(), "array name_len: a negative length")
-        ids = np.sort(heap["hname"], axis=1)
+        ids = np.sort(self.hname, axis=1)
         require((ids == np.arange(k, dtype=np.int32)[None, :]).all(),
                 "array hname: the name ids are not a permutation of 0..top_k-1")
         for c in range(self.kc):
-            _check_position_map(c, int(self.hsize[c]), heap["hkeys"][c], heap["htpos"][c], heap["htbl"][c])
-        self._set_heaps(heap["hkeys"], heap["hw"], heap["htpos"], heap["hname"], heap["htbl"])
+            _check_position_map(c, int(self.hsize[c]), self.hkeys[c], self.htpos[c], htbl[c])
+        self._set_table(htbl)
         cnt = self.counters
         require((cnt >= 0).all(), "array counters: a negative counter")
         self._check_counters()
@@ -772,17 +739,6 @@ class SketchLearner(Learner):
 
 
 _FIB = 0x9E3779B1
-
-
-def _heap_records(kc: int, k: int) -> np.ndarray:
-    """Zeroed heap records, ``(kc, k, 4)`` float64 (a slot's weight, hash, position-map entry and name
-    id: 32 bytes), placed so that slot 0 starts 32 bytes into a 64-byte cache line: then, ``k`` even, the
-    two children ``2s + 1``, ``2s + 2`` of every slot share one line (one read for a member's sift-down
-    test)."""
-    n = kc * k * 32
-    buf = np.zeros(n + 64, np.uint8)
-    off = (32 - buf.ctypes.data) % 64
-    return buf[off:off + n].view(np.float64).reshape(kc, k, 4)
 
 
 def heap_homes(keys, tmask: int) -> np.ndarray:
