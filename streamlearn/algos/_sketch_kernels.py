@@ -1029,11 +1029,11 @@ def tbl_find(tbl, hkeys, key):
 
 @njit(**KERNEL)
 def heap_offer(hkeys, hw, htpos, hname, tbl, size, names, name_len, key, val, spans, entry):
-    """Offer ``(key, val)`` to one heap, kept in a model file's arrays (``hkeys``, ``hw``, ``tbl``: heap
-    slot or -1), through :func:`_offer_class`, the run kernels' offer code (tests, benchmarks), on their
-    records and packed position map (converted there and back): its slot, if a member, from
-    :func:`_tbl_find`; an entering key's name from entry ``entry`` of ``spans`` (empty spans: none).
-    Returns the new member's name id, or -1 if ``key`` did not newly enter (an update, or refused)."""
+    """Offer ``(key, val)`` to one heap, kept in a model file's arrays (``tbl``: heap slot or -1), through
+    :func:`_offer_class`, the run kernels' offer code (tests, benchmarks), its position map packed as the
+    kernels keep it (converted there and back): its slot, if a member, from :func:`_tbl_find`; an entering
+    key's name from entry ``entry`` of ``spans`` (empty spans: none). Returns the new member's name id, or
+    -1 if ``key`` did not newly enter (an update, or refused)."""
     k = hkeys.shape[0]
     ptbl = _packed_table(tbl.reshape(1, tbl.shape[0]), hkeys.reshape(1, k))[:, 0]  # (a strided view, as the runs')
     akeys = np.empty(1, np.uint32)
