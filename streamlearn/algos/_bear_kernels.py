@@ -533,7 +533,7 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
             mkeys, mmask = _mask_rebuild(state.hkeys, state.hsize, mcount, nA)
         _map_masks(mkeys, mmask, akeys, amask)
     slot = np.empty((K, nA), np.int64)  # members' heap slots
-    _eff_weights_map(sketch, state.htbl, state.hkeys, akeys, abk, asg, amask, beta0, inheap, slot, tmp,
+    _eff_weights_map(sketch, state.htk, akeys, abk, asg, amask, beta0, inheap, slot, tmp,
                      state.intercept, aconst)
     _mb_predict(offsets, values, mb, nmb, loc, beta0, P0)  # the scores before the step (reported)
     G0 = np.empty((K, nA), np.float64)
@@ -597,7 +597,7 @@ def bear_update(offsets, indices, values, labels, weights, mb, nmb, spans, state
     if use_map:
         _map_changes(mkeys, mmask, mcount, ev, nev)
     if not hyper.same_set:  # the set after it (every class's heap looked up)
-        _eff_weights_map(sketch, state.htbl, state.hkeys, akeys, abk, asg, amask[:0], beta1, inheap, slot, tmp,
+        _eff_weights_map(sketch, state.htk, akeys, abk, asg, amask[:0], beta1, inheap, slot, tmp,
                          state.intercept, aconst)
     P = np.empty((nmb, K), np.float64)
     _mb_predict(offsets, values, mb, nmb, loc, beta1, P)

@@ -283,7 +283,7 @@ def mission_update(offsets, indices, values, labels, weights, mb, nmb, spans, st
         if mcount[0] < 0 or 2 * (mcount[0] + nA) > mkeys.shape[0]:
             mkeys, mmask = _mask_rebuild(state.hkeys, state.hsize, mcount, nA)
         _map_masks(mkeys, mmask, akeys, amask)
-    _eff_weights_map(sketch, state.htbl, state.hkeys, akeys, abk, asg, amask, beta, inheap, slot, tmp,
+    _eff_weights_map(sketch, state.htk, akeys, abk, asg, amask, beta, inheap, slot, tmp,
                      state.intercept, aconst)
     P = P0  # the scores before the step: the driver reports them
     _mb_predict(offsets, values, mb, nmb, loc, beta, P)

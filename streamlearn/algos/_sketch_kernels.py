@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import overload
 
 from ..kernels._jit import INNER, KERNEL
@@ -40,7 +41,7 @@ from ._loss_kernels import loss_deriv, loss_value, target
 __all__ = [
     "NAME_BYTES", "HLL_BITS", "SOFTMAX", "murmur3_u32_array",
     "sketch_positions", "sketch_query", "sketch_query_keys", "sketch_query_class", "sketch_add_keys",
-    "tbl_find", "heap_offer", "heap_lookup", "hll_add", "build_active", "const_index", "eff_weights",
+    "tbl_find", "heap_offer", "hll_add", "build_active", "const_index", "eff_weights",
     "mb_predict", "mb_gradient",
     "SketchState", "Spans", "minibatch_update", "implements_update", "minibatch_run", "DRIVER_HYPER",
 ]
@@ -66,7 +67,7 @@ class SketchState(NamedTuple):
     hw: np.ndarray  # float64 (K, k): their weights at their last minibatch
     htpos: np.ndarray  # int32 (K, k): heap slot -> position-map slot
     hname: np.ndarray  # int32 (K, k): heap slot -> name id
-    htbl: np.ndarray  # int32 (K, T): position map (hash -> heap slot), -1 = empty
+    htk: np.ndarray  # int64 (T, K): position maps, entries slot << 32 | hash, -1 = empty; classes adjacent
     hsize: np.ndarray  # int64 (K,): heap sizes
     names: np.ndarray  # uint8 (K, k, NAME_BYTES): members' namespace^name
     name_len: np.ndarray  # int32 (K, k): full name lengths
@@ -286,49 +287,59 @@ def sketch_add_keys(sk, seeds, keys, deltas):
 
 
 # ------------------------------------------------------------------------------------------
-# Top-k heap with a position map (one class's arrays; all 1-D views)
+# Top-k heap with a position map (one class's arrays; all views of one class)
 #   hkeys[slot] uint32, hw[slot] float64, htpos[slot] int32 (index of its table entry),
-#   hname[slot] int32 (stable name id), tbl[T] int32 (slot or -1), T a power of two >= 2k,
-#   size[0] the number of members.
+#   hname[slot] int32 (stable name id); the position map tbl[T] int64 holds slot << 32 | key
+#   (-1: empty), so a look-up compares the key in the entry itself: one cache line per probe,
+#   the heap not touched. T a power of two >= 2k, size[0] the number of members. The learners
+#   keep the K classes' maps interleaved, (T, K): a feature's home entry is the same in every
+#   class's map, so looking it up in all the classes whose heaps hold it reads K adjacent entries
+#   (3 lines for K = 20), not one line each; a class's map is the strided view htk[:, c]. Model
+#   files keep the maps as htbl, (K, T) int32 heap slots (sketch.py converts).
 # ------------------------------------------------------------------------------------------
+_LO32 = np.int64(0xFFFFFFFF)
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _home(key, tmask):
     return np.int64(((np.uint64(key) * _FIB) & _M32) >> np.uint64(8)) & tmask
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _tbl_entry(slot, key):
+    """The position map's entry of a member in heap slot ``slot`` (``slot << 32 | key``)."""
+    return (np.int64(slot) << 32) | np.int64(key)
+
+
 @njit(**INNER)
-def _tbl_find(tbl, hkeys, key):
+def _tbl_find(tbl, key):
     """Heap slot of ``key`` or -1."""
     tmask = tbl.shape[0] - 1
     i = _home(key, tmask)
+    kk = np.int64(key)
     while True:
-        s = tbl[i]
-        if s < 0:
-            return -1
-        if hkeys[s] == key:
-            return s
+        e = tbl[i]
+        if e < 0:
+            return np.int64(-1)
+        if (e & _LO32) == kk:
+            return e >> 32
         i = (i + 1) & tmask
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _tbl_find_c(htbl, hkeys, c, key):
-    """:func:`_tbl_find` in class ``c``'s table and heap of the ``(K, T)`` / ``(K, k)`` arrays
-    (indexed in place: no views per call)."""
-    tmask = htbl.shape[1] - 1
+def _tbl_find_c(htbl, c, key):
+    """:func:`_tbl_find` in class ``c``'s table of the interleaved ``(T, K)`` array (indexed in place: no
+    views per call)."""
+    tmask = htbl.shape[0] - 1
     i = _home(key, tmask)
+    kk = np.int64(key)
     while True:
-        s = htbl[c, i]
-        if s < 0:
-            return -1
-        if hkeys[c, s] == key:
-            return s
+        e = htbl[i, c]
+        if e < 0:
+            return np.int64(-1)
+        if (e & _LO32) == kk:
+            return e >> 32
         i = (i + 1) & tmask
-
-
-@njit(cache=True, nogil=True)
-def heap_lookup(tbl, hkeys, key):
-    """Alias of :func:`tbl_find` (is ``key`` a member; its slot)."""
-    return _tbl_find(tbl, hkeys, key)
 
 
 @njit(**INNER)
@@ -337,12 +348,12 @@ def _tbl_insert(tbl, hkeys, htpos, slot):
     i = _home(hkeys[slot], tmask)
     while tbl[i] >= 0:
         i = (i + 1) & tmask
-    tbl[i] = slot
+    tbl[i] = _tbl_entry(slot, hkeys[slot])
     htpos[slot] = i
 
 
 @njit(**INNER)
-def _tbl_delete(tbl, hkeys, htpos, e):
+def _tbl_delete(tbl, htpos, e):
     """Remove table entry ``e`` by backward-shift deletion (no tombstones)."""
     tmask = tbl.shape[0] - 1
     i = e
@@ -350,10 +361,10 @@ def _tbl_delete(tbl, hkeys, htpos, e):
     j = i
     while True:
         j = (j + 1) & tmask
-        s = tbl[j]
-        if s < 0:
+        x = tbl[j]
+        if x < 0:
             return
-        home = _home(hkeys[s], tmask)
+        home = _home(x & _LO32, tmask)
         # entry j may stay if its home lies cyclically in (i, j]
         if i <= j:
             if i < home <= j:
@@ -361,8 +372,8 @@ def _tbl_delete(tbl, hkeys, htpos, e):
         else:
             if home > i or home <= j:
                 continue
-        tbl[i] = s
-        htpos[s] = i
+        tbl[i] = x
+        htpos[x >> 32] = i
         tbl[j] = -1
         i = j
 
@@ -371,7 +382,7 @@ def _tbl_delete(tbl, hkeys, htpos, e):
 def _heap_put(hkeys, hw, htpos, hname, tbl, i, key, w, tp, nm):
     """Heap slot ``i`` holds the entry (key, weight, position-map slot, name); the map points at it."""
     hkeys[i], hw[i], htpos[i], hname[i] = key, w, tp, nm
-    tbl[tp] = i
+    tbl[tp] = _tbl_entry(i, key)
 
 
 @njit(**INNER)
@@ -420,7 +431,8 @@ def _offer_class(c, hkeys, hw, htpos, hname, tbl, size, names, name_len, akeys, 
     10): the heap's one offer code, which the run kernels (:func:`_offer_active_map`, once per class and
     minibatch) and the tests (:func:`heap_offer`, one key) call.
 
-    The heap is one class's arrays (1-D views; ``names`` ``(k, NAME_BYTES)``, ``size[0]`` its size). A member
+    The heap is one class's arrays (1-D views, ``tbl`` a strided one; ``names`` ``(k, NAME_BYTES)``, ``size[0]``
+    its size). A member
     gets its weight replaced and is re-sifted; ``keep[c, a]`` says ``a`` was a member when its slot
     ``slot[c, a]`` was found (used while that slot still holds it, else looked up again); the others are
     offered without a look-up. A non-member enters if the heap is not full (and its weight is not 0) or if
@@ -438,23 +450,25 @@ def _offer_class(c, hkeys, hw, htpos, hname, tbl, size, names, name_len, akeys, 
     nA = akeys.shape[0]
     k = hkeys.shape[0]
     L = names.shape[1]
+    last = nA - 1
+    last_slot = max(k - 1, 0)
     for a in range(nA):
-        if a + _HEAP_AHEAD < nA and keep[c, a + _HEAP_AHEAD]:
-            # the heap lines a member's update will read (its slot, parent, children): a member's
-            # update is a chain of dependent reads in heaps larger than the core's caches
-            s2 = slot[c, a + _HEAP_AHEAD]
-            if s2 >= 0:
-                _prefetch(hw, s2)
-                _prefetch(hkeys, s2)
-                _prefetch(hw, (s2 - 1) >> 1)
-                _prefetch(hw, min(2 * s2 + 1, k - 1))
+        # the heap lines a later member's update will read (its slot, parent, children): a member's
+        # update is a chain of dependent reads in heaps larger than the core's caches. Asked for every
+        # feature, without a test of its membership (a branch on random data): a non-member's slot -1
+        # asks for the root's lines, in cache
+        s2 = max(slot[c, min(a + _HEAP_AHEAD, last)], 0)
+        _prefetch(hw, s2)
+        _prefetch(hkeys, s2)
+        _prefetch(hw, (s2 - 1) >> 1)
+        _prefetch(hw, min(2 * s2 + 1, last_slot))
         if a == aconst:
             continue
         v = V[a, c]
         if keep[c, a]:  # a member when its slot was found: updated, if it still is one
             s = slot[c, a]
             if hkeys[s] != akeys[a]:  # moved by a sift or evicted since
-                s = _tbl_find(tbl, hkeys, akeys[a])
+                s = _tbl_find(tbl, akeys[a])
             if s >= 0:
                 # its weight replaced, the heap order restored: a sift is entered only when the entry must
                 # move (its parent now heavier, or a child lighter), as most re-sifts of a member move nothing
@@ -484,7 +498,7 @@ def _offer_class(c, hkeys, hw, htpos, hname, tbl, size, names, name_len, akeys, 
         else:
             ev[nev] = (np.int64(c) << 33) | np.int64(hkeys[0])  # the member a full heap evicts
             nev += 1
-            _tbl_delete(tbl, hkeys, htpos, htpos[0])
+            _tbl_delete(tbl, htpos, htpos[0])
             hkeys[0] = key
             hw[0] = v
             root = np.int64(0)  # not the literal 0: that would compile another _tbl_insert and _sift_down
@@ -641,7 +655,7 @@ _EFF_AHEAD = 3
 
 
 @njit(**INNER)
-def _eff_weights_map(sketch, htbl, hkeys, akeys, abk, asg, amask, beta, inheap, slot, tmp, intercept, aconst):
+def _eff_weights_map(sketch, htbl, akeys, abk, asg, amask, beta, inheap, slot, tmp, intercept, aconst):
     """Effective weights on A_t (Alg. 2 line 3): QUERY for members of the class's top-k, 0 for the others
     (``beta``, ``inheap``, ``slot`` are ``K x nA``); the constant feature (active index ``aconst``, -1:
     none) has the intercept, always in the model. Given each active feature's class mask ``amask[a]`` (bit
@@ -650,46 +664,49 @@ def _eff_weights_map(sketch, htbl, hkeys, akeys, abk, asg, amask, beta, inheap, 
     receives the member's heap slot (-1: none), which :func:`_offer_active_map` uses."""
     K = sketch.shape[2]
     nA = akeys.shape[0]
-    T = htbl.shape[1]
+    T = htbl.shape[0]
     every = amask.shape[0] == 0
+    vq = np.empty((1, K), np.float64)
     for a in range(nA):
         if a + _EFF_AHEAD < nA:  # a later feature's sketch cells and position-map entries
             a2 = a + _EFF_AHEAD
             _prefetch_cells(sketch, abk, a2)
-            if not every:
-                m2 = amask[a2]
-                if m2 != np.uint64(0):
-                    h2 = _home(akeys[a2], T - 1)
-                    for c in range(K):
-                        if (m2 >> np.uint64(c)) & np.uint64(1):
-                            _prefetch(htbl, c * T + h2)
-        if not every and a + 1 < nA and a + 1 != aconst:  # then its members' heap keys (entries prefetched above)
-            m1 = amask[a + 1]
-            if m1 != np.uint64(0):
-                h1 = _home(akeys[a + 1], T - 1)
-                for c in range(K):
-                    if (m1 >> np.uint64(c)) & np.uint64(1):
-                        s1 = htbl[c, h1]
-                        if s1 >= 0:
-                            _prefetch(hkeys, c * hkeys.shape[1] + s1)
+            if every or amask[a2] != np.uint64(0):  # its home entries of every class: adjacent
+                base = _home(akeys[a2], T - 1) * K
+                for c in range(0, K, 8):
+                    _prefetch(htbl, base + c)
+                _prefetch(htbl, base + K - 1)
         if a == aconst:
             for c in range(K):
                 inheap[c, a] = True
                 beta[c, a] = intercept[c]
                 slot[c, a] = -1  # not a heap member
             continue
-        m = np.uint64(0) if every else amask[a]
-        for c in range(K):
-            s = -1
-            if every or (m >> np.uint64(c)) & np.uint64(1):
-                s = _tbl_find_c(htbl, hkeys, c, akeys[a])
+        m = np.uint64(0)
+        if not every:
+            for c in range(K):
+                slot[c, a] = -1
+                inheap[c, a] = False
+                beta[c, a] = 0.0
+            m = amask[a]
+            if m == np.uint64(0):
+                continue
+        _query_all(sketch, abk, asg, a, tmp, vq, 0)  # every class's weight at once (vectorised), the members' kept
+        if every:
+            for c in range(K):
+                s = _tbl_find_c(htbl, c, akeys[a])
+                slot[c, a] = s
+                inheap[c, a] = s >= 0
+                beta[c, a] = vq[0, c] if s >= 0 else 0.0
+            continue
+        while m != np.uint64(0):  # the classes whose heaps hold it: the mask's set bits, lowest first
+            c = np.int64(trailing_zeros(m))
+            m &= m - np.uint64(1)
+            s = _tbl_find_c(htbl, c, akeys[a])
             slot[c, a] = s
             if s >= 0:
                 inheap[c, a] = True
-                beta[c, a] = _query_ca(sketch, c, abk, asg, a, tmp)
-            else:
-                inheap[c, a] = False
-                beta[c, a] = 0.0
+                beta[c, a] = vq[0, c]
 
 
 @njit(**INNER)
@@ -726,14 +743,14 @@ def _offer_active_map(state, akeys, aocc, abk, asg, spans, tmp, beta, keep, slot
     ns_start = spans.ns_start
     ns_end = spans.ns_end
     for c in range(K):
-        nev = _offer_class(c, state.hkeys[c], state.hw[c], state.htpos[c], state.hname[c], state.htbl[c],
+        nev = _offer_class(c, state.hkeys[c], state.hw[c], state.htpos[c], state.hname[c], state.htk[:, c],
                            state.hsize[c:c + 1], state.names[c], state.name_len[c], akeys, aocc, V, keep, slot, aconst,
                            text, name_start, name_end, ns_start, ns_end, ev, nev)
     return nev
 
 
 @njit(**INNER)
-def _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp, intercept, const_key):
+def _predict_example(offsets, indices, values, i, sketch, seeds, htbl, p, bk, sg, tmp, intercept, const_key):
     """Raw scores ``p[c]`` of example ``i``: sum over its features that are in class ``c``'s
     top-k of the QUERYed weight times the value, plus the intercept times the constant
     feature's value (the model's prediction rule)."""
@@ -749,7 +766,7 @@ def _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p,
             continue
         computed = False
         for c in range(K):
-            if _tbl_find_c(htbl, hkeys, c, key) >= 0:
+            if _tbl_find_c(htbl, c, key) >= 0:
                 if not computed:
                     _sketch_positions(key, seeds, W, bk, sg)
                     computed = True
@@ -943,8 +960,7 @@ def minibatch_run(offsets, indices, values, labels, weights, spans, state, extra
     tmp = np.empty(R, np.float64)
     out = np.empty(2, np.float64)
     seeds = state.seeds
-    htbl = state.htbl
-    hkeys = state.hkeys
+    htbl = state.htk
     intercept = state.intercept
     P0 = np.empty((min(hyper.b, n) + 1, K), np.float64)
     for i in range(n + 1):
@@ -952,7 +968,7 @@ def minibatch_run(offsets, indices, values, labels, weights, spans, state, extra
         if not last:
             labeled = learn and not math.isnan(labels[i])
             if i >= skip and not labeled:  # rows < skip were predicted and recorded by an earlier call
-                _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp, intercept,
+                _predict_example(offsets, indices, values, i, sketch, seeds, htbl, p, bk, sg, tmp, intercept,
                                  hyper.const_key)
                 _record(code, p, K, labels[i], i, out, pred_out, loss_out, score_out)
             if labeled:
@@ -972,7 +988,7 @@ def minibatch_run(offsets, indices, values, labels, weights, spans, state, extra
         i = mb[q]
         pending_out[q] = i
         if i >= skip:  # learned by a later call, from this model
-            _predict_example(offsets, indices, values, i, sketch, seeds, htbl, hkeys, p, bk, sg, tmp, intercept,
+            _predict_example(offsets, indices, values, i, sketch, seeds, htbl, p, bk, sg, tmp, intercept,
                                  hyper.const_key)
             _record(code, p, K, labels[i], i, out, pred_out, loss_out, score_out)
     return learned, nmb, extra
@@ -990,35 +1006,55 @@ def sketch_query(sk, bk, sg, tmp):
     return _sketch_query(sk, bk, sg, tmp)
 
 
+@njit(**INNER)
+def _packed_table(tbl, hkeys):
+    """A model file's position maps ``tbl`` ``(K, T)`` (heap slot or -1) of the heap keys ``hkeys``
+    ``(K, k)`` as the kernels' ``(T, K)`` (``slot << 32 | hash``, -1), for the Python-callable entries
+    below (tests, benchmarks)."""
+    K, T = tbl.shape
+    out = np.empty((T, K), np.int64)
+    for c in range(K):
+        for i in range(T):
+            s = tbl[c, i]
+            out[i, c] = -1 if s < 0 else _tbl_entry(s, hkeys[c, s])
+    return out
+
+
 @njit(**KERNEL)
 def tbl_find(tbl, hkeys, key):
-    """:func:`_tbl_find` callable from Python (tests, benchmarks)."""
-    return _tbl_find(tbl, hkeys, key)
+    """:func:`_tbl_find` callable from Python (tests, benchmarks) on a model file's arrays (``tbl``: heap
+    slot or -1; ``hkeys``: the heap's keys)."""
+    return _tbl_find(_packed_table(tbl.reshape(1, tbl.shape[0]), hkeys.reshape(1, hkeys.shape[0]))[:, 0], key)
 
 
 @njit(**KERNEL)
 def heap_offer(hkeys, hw, htpos, hname, tbl, size, names, name_len, key, val, spans, entry):
-    """Offer ``(key, val)`` to one heap through :func:`_offer_class`, the run kernels' offer code (tests,
-    benchmarks): its slot, if a member, from :func:`_tbl_find`; an entering key's name from entry ``entry``
-    of ``spans`` (empty spans: none). Returns the new member's name id, or -1 if ``key`` did not newly enter
-    (an update, or refused)."""
+    """Offer ``(key, val)`` to one heap, kept in a model file's arrays (``tbl``: heap slot or -1), through
+    :func:`_offer_class`, the run kernels' offer code (tests, benchmarks), its position map packed as the
+    kernels keep it (converted there and back): its slot, if a member, from :func:`_tbl_find`; an entering
+    key's name from entry ``entry`` of ``spans`` (empty spans: none). Returns the new member's name id, or
+    -1 if ``key`` did not newly enter (an update, or refused)."""
+    k = hkeys.shape[0]
+    ptbl = _packed_table(tbl.reshape(1, tbl.shape[0]), hkeys.reshape(1, k))[:, 0]  # (a strided view, as the runs')
     akeys = np.empty(1, np.uint32)
     akeys[0] = key
     aocc = np.empty(1, np.int64)
     aocc[0] = entry
     V = np.empty((1, 1), np.float64)
     V[0, 0] = val
-    s = _tbl_find(tbl, hkeys, akeys[0])
+    s = _tbl_find(ptbl, akeys[0])
     keep = np.empty((1, 1), np.bool_)
     keep[0, 0] = s >= 0
     slot = np.empty((1, 1), np.int64)
     slot[0, 0] = s
     ev = np.empty(2, np.int64)
-    nev = _offer_class(np.int64(0), hkeys, hw, htpos, hname, tbl, size, names, name_len, akeys, aocc, V, keep, slot,
+    nev = _offer_class(np.int64(0), hkeys, hw, htpos, hname, ptbl, size, names, name_len, akeys, aocc, V, keep, slot,
                        np.int64(-1), spans.text, spans.name_start, spans.name_end, spans.ns_start, spans.ns_end, ev,
                        np.int64(0))
+    for i in range(tbl.shape[0]):
+        tbl[i] = -1 if ptbl[i] < 0 else np.int32(ptbl[i] >> 32)
     if nev > 0 and (ev[nev - 1] >> 32) & 1:
-        return np.int64(hname[_tbl_find(tbl, hkeys, akeys[0])])
+        return np.int64(hname[_tbl_find(ptbl, akeys[0])])
     return np.int64(-1)
 
 
@@ -1043,9 +1079,9 @@ def const_index(akeys, const_key):
 @njit(**KERNEL)
 def eff_weights(sketch, htbl, hkeys, akeys, abk, asg, beta, inheap, tmp, intercept, aconst):
     """:func:`_eff_weights_map` (every class's position map looked up) callable from Python (tests,
-    benchmarks)."""
+    benchmarks) on a model file's heap arrays (``htbl``: heap slot or -1; ``hkeys``: the heaps' keys)."""
     slot = np.empty(beta.shape, np.int64)
-    _eff_weights_map(sketch, htbl, hkeys, akeys, abk, asg, np.empty(0, np.uint64), beta, inheap, slot, tmp, intercept,
+    _eff_weights_map(sketch, _packed_table(htbl, hkeys), akeys, abk, asg, np.empty(0, np.uint64), beta, inheap, slot, tmp, intercept,
                      aconst)
 
 

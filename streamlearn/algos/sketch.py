@@ -205,7 +205,11 @@ class SketchLearner(Learner):
         self.hw = np.zeros((self.kc, k), np.float64)
         self.htpos = np.zeros((self.kc, k), np.int32)
         self.hname = np.tile(np.arange(k, dtype=np.int32), (self.kc, 1))
-        self.htbl = np.full((self.kc, T), -1, np.int32)
+        # the position maps as the kernels keep them (_sketch_kernels): entries slot << 32 | hash, the
+        # classes interleaved, (T, K), built at first use (a loaded model's from its file's htbl); model
+        # files hold htbl, (K, T) heap slots (a property)
+        self._T = T
+        self._htk = None
         self.hsize = np.zeros(self.kc, np.int64)
         self.names = np.zeros((self.kc, k, NAME_BYTES), np.uint8)
         self.name_len = np.zeros((self.kc, k), np.int32)
@@ -416,6 +420,31 @@ class SketchLearner(Learner):
         occ = self.mmask != 0
         return dict(zip(self.mkeys[occ].tolist(), self.mmask[occ].tolist()))
 
+    @property
+    def htk(self) -> np.ndarray:
+        """``(T, K)`` int64: the heaps' position maps as the kernels keep them, entries ``slot << 32 |
+        hash`` (-1: empty), a feature's home entries of every class adjacent (empty maps at first use)."""
+        if self._htk is None:
+            self._htk = np.full((self._T, self.kc), -1, np.int64)
+        return self._htk
+
+    @property
+    def htbl(self) -> np.ndarray:
+        """``(K, T)`` int32: the position maps as model files hold them, each entry a heap slot or -1 (a copy)."""
+        t = self.htk.T
+        return np.where(t < 0, -1, t >> 32).astype(np.int32)
+
+    def _set_table(self, htbl) -> None:
+        """The kernels' position maps from a model file's ``htbl`` (checked: every entry -1 or a member's
+        slot) and the heaps' keys."""
+        self._htk = None
+        tk = np.full((htbl.shape[1], self.kc), -1, np.int64)
+        for c in range(self.kc):  # class by class: small temporaries (loading costs about the file's size)
+            at = np.flatnonzero(htbl[c] >= 0)
+            slots = htbl[c, at].astype(np.int64)
+            tk[at, c] = (slots << 32) | self.hkeys[c, slots].astype(np.int64)
+        self._htk = tk
+
     def _state(self):
         """The :class:`~streamlearn.algos._sketch_kernels.SketchState` of the attributes."""
         return _kernels.SketchState(*(getattr(self, f) for f in _kernels.SketchState._fields))
@@ -565,6 +594,10 @@ class SketchLearner(Learner):
     # -- state --------------------------------------------------------------------------------
     def _arrays(self):
         a = {f: getattr(self, f) for f in self._STATE_FIELDS}
+        # the heaps' arrays a snapshot, consistent with htbl (a copy of the kernels' packed maps, which
+        # learning on goes on changing)
+        for f in ("hkeys", "hw", "htpos", "hname", "hsize", "names", "name_len"):
+            a[f] = a[f].copy()
         if not self.keep_intercept:  # a model saved before: its format
             del a["intercept"]
         a["sketch"] = self.saved_sketch()
@@ -649,7 +682,7 @@ class SketchLearner(Learner):
         """The heap's name ids and position map (filled at construction), the seeds (one hash
         each) and the heap arrays the kernels touch as members enter."""
         K, kc, R, W, k = cls._dims(hyper)
-        return kc * (k * 4 * 5 + _pow2_at_least(2 * k) * 4) + R * 256
+        return kc * (k * 4 * 5 + _pow2_at_least(2 * k) * 8) + R * 256
 
     def _load_arrays(self, arrays):
         """Load the saved state, checking every index the kernels follow: heap sizes within
@@ -657,7 +690,12 @@ class SketchLearner(Learner):
         a valid linear-probing table of exactly the heap's members (so ``tbl_find`` ends and
         never leaves the arrays), the seeds those of the hyper-parameters, the counters, and the
         pending minibatch a valid batch of learnable rows."""
+        htbl = None  # the file's position maps: converted for the kernels once checked
         for f in self._STATE_FIELDS:
+            if f == "htbl":
+                require(f in arrays, f"array {f} is missing")
+                htbl = adopt(f, arrays[f], (self.kc, self._T), np.int32)
+                continue
             cur = getattr(self, f)
             if f == "intercept" and not self.keep_intercept:  # saved before: the constant in the sketch
                 require(f not in arrays, "array intercept in a model whose meta.intercept is 'heap'")
@@ -681,7 +719,8 @@ class SketchLearner(Learner):
         require((ids == np.arange(k, dtype=np.int32)[None, :]).all(),
                 "array hname: the name ids are not a permutation of 0..top_k-1")
         for c in range(self.kc):
-            _check_position_map(c, int(self.hsize[c]), self.hkeys[c], self.htpos[c], self.htbl[c])
+            _check_position_map(c, int(self.hsize[c]), self.hkeys[c], self.htpos[c], htbl[c])
+        self._set_table(htbl)
         cnt = self.counters
         require((cnt >= 0).all(), "array counters: a negative counter")
         self._check_counters()
