@@ -1713,6 +1713,7 @@ def test_predicted_search_cost_is_bounded():
     from streamlearn.distributed import linesearch as LS
 
     np.testing.assert_array_equal(LS.predicted_grid(LS.alpha_grid(4)), LS.alpha_grid(4))
+    np.testing.assert_array_equal(LS.predicted_grid(LS.alpha_grid(4), (0.25, 0.5)), [0.25, 0.5, *LS.alpha_grid(4)])
     g = LS.predicted_grid(LS.alpha_grid(100))
     assert len(g) == LS.PREDICTED_ALPHAS and g[0] == 1.0 and g[-1] == 100.0
     assert np.all(np.diff(g) > 0) and np.all(np.isin(g, LS.alpha_grid(100)))
@@ -1742,7 +1743,7 @@ def test_son_line_search_picks_the_least_loss_and_the_engine_defaults_to_it(parq
     nodes = [M.state_of(_son_learn("oja-son", p, m=4), {}) for p in (lines[:300], lines[300:600], lines[600:900])]
     merged = M.merge_states(nodes, base=fresh)
     sample = _son_batches(lines[900:1300])[0]
-    grid = alpha_grid(3)
+    grid = (0.25, 0.5, 0.75) + tuple(alpha_grid(3))  # the SON learners also try shorter steps than the merge's
     losses = []
     for a in grid:
         p = np.asarray(M.learner_of(table_moved(fresh, merged, float(a))).predict_batch(sample)[0], np.float64)
@@ -1760,7 +1761,7 @@ def test_son_line_search_picks_the_least_loss_and_the_engine_defaults_to_it(parq
                                algo="oja-son", hyper={"loss_function": "logistic", "sketch_size": 4}, passes=2),
                      workers=2, worker_threads=True, log=said.append)
     assert run["engine"]["mix"] == "linesearch" and run["examples"] == 5400
-    assert all(ps["alpha"] is not None and 1.0 <= ps["alpha"] <= 2.0 for ps in run["engine"]["passes"])
+    assert all(ps["alpha"] is not None and 0.25 <= ps["alpha"] <= 2.0 for ps in run["engine"]["passes"])
     assert any(line.startswith("mixing rule linesearch (the default") for line in said), said
     bear = train_dask(RunConfig(data=[str(parquet_dir)], final_model=str(tmp_path / "b.slm"), quiet=True,
                                 algo="bear", hyper={"loss_function": "logistic"}, passes=2),

@@ -74,7 +74,7 @@ from .options import (FEATURES, LEARNER, NAMESPACE_FIELDS, OUTPUT, VWCommand, al
                    "average; bmuf / bmuf-nesterov: that average's update filtered by block momentum 1 - 1/chains "
                    "(BMUF, Chen & Huo 2016; classical or Nesterov); linesearch (plain adagrad, not --oaa; binary oja-son, "
                    "fd-son, rfd-son, bear, mission: scored by the learner's own predictions): the average's move "
-                   "from the pass's start times alpha in [1, chains], plus the previous pass's move times beta in "
+                   "from the pass's start times alpha in [1, chains] (SON learners: also 0.25, 0.5, 0.75), plus the previous pass's move times beta in "
                    "[0, 1], the pair with the least loss on every 10th row of each partition, held out of learning "
                    "(linesearch-learned: those rows learned too; linesearch-last, not --sgd: held out until the last "
                    "pass, which learns them and judges each by the merge of the other chains).")

@@ -247,15 +247,20 @@ def moved(base: State, merged: State, alpha: float, beta: float = 0.0) -> State:
 #: prediction pass over the sample per (alpha, beta) pair, stays bounded however many chains and partitions
 PREDICTED_ALPHAS = 13
 PREDICTED_ROWS = 16384
+#: the SON learners' search also tries these alphas below 1 (a shorter step than the merge's own): on ijcnn1, whose
+#: consecutive partitions differ, their later passes drifted with alpha >= 1 (fd-son 2 workers over 4 partitions
+#: +5.6 points after 3 passes, -0.03 with these); BEAR and MISSION do not (MISSION on news20_binary lost 2.4
+#: points with them): ``benchmarks/distributed.py --section accuracy``
+PREDICTED_LOW = (0.25, 0.5, 0.75)
 
 
-def predicted_grid(grid) -> np.ndarray:
+def predicted_grid(grid, low=()) -> np.ndarray:
     """``grid`` (:func:`alpha_grid`) cut to :data:`PREDICTED_ALPHAS` points evenly from its first to its last
-    (rounded to multiples of ALPHA_STEP), itself when it has no more."""
+    (rounded to multiples of ALPHA_STEP; itself when it has no more), after the alphas ``low``."""
     grid = np.asarray(grid, np.float64)
-    if len(grid) <= PREDICTED_ALPHAS:
-        return grid
-    return np.unique(np.round(np.linspace(grid[0], grid[-1], PREDICTED_ALPHAS) / ALPHA_STEP) * ALPHA_STEP)
+    if len(grid) > PREDICTED_ALPHAS:
+        grid = np.unique(np.round(np.linspace(grid[0], grid[-1], PREDICTED_ALPHAS) / ALPHA_STEP) * ALPHA_STEP)
+    return np.concatenate([np.asarray(low, np.float64), grid])
 
 
 def thinned(batch):
@@ -512,7 +517,7 @@ def search(base: State, merged: State, samples, nodes: int, cap: float | None = 
     if by_prediction(base):  # (beta 0 until a previous move is kept; ties: the smallest beta, then alpha)
         kept = [k for k in SKETCH_WEIGHTS if k in base.arrays] if base.algo in SKETCHED else ["tmove"]
         pb = np.asarray(BETAS if all(k in base.mixing for k in kept) else (0.0,))
-        grid = predicted_grid(grid)
+        grid = predicted_grid(grid, () if base.algo in SKETCHED else PREDICTED_LOW)
         t = predicted_losses(base, merged, thinned(concat_batches(list(samples))), grid, pb)
         if not np.all(np.isfinite(t)):
             return moved(base, merged, 1.0), 1.0, 0.0
