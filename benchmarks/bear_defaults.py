@@ -19,7 +19,7 @@ with 20 classes (0.257 against 0.418 at step 0.1), where unit-norm rows (the pap
 ``auto`` is unit for binary runs too, as for ``--oaa``): one pass of ``streamlearn train --algo bear`` at every
 default but ``--example_norm none`` / ``unit``, squared and logistic loss, on every binary set (train file, shuffled
 copies of label-sorted sets): average progressive loss, progressive error and test error (where a test file
-exists). Measured (2026-11-27, about 3 minutes): with the rows as given, bear's progressive loss exploded
+exists). Measured (2026-11-27): with the rows as given, bear's progressive loss exploded
 (1e4-1e8) on cod-rna, news20_binary, spambase and magic (errors 23-48%), unit rows 13-34%; on sets already
 scaled unit rows moved test error by -4.2 (agaricus, logistic) to +6.7 (agaricus, squared) points, rcv1_small
 (1,000 rows) +3.8 / +9.0, the others within about 1.3.

@@ -927,7 +927,9 @@ def main():
                     help="accuracy: how the engine deals the partitions to its chains (train_dask(chain_order=...))")
     ap.add_argument("--acc-mix", default="auto", choices=("auto", "vw", "bmuf", "bmuf-nesterov", "linesearch",
                                                           "linesearch-last"),
-                    help="accuracy: the engine's mixing rule for adagrad (train --mix; auto: the engine's default)")
+                    help="accuracy: the engine's mixing rule (train --mix; auto: the engine's default, for every learner; "
+                         "the others for adagrad, the other learners then merging by their own rule: the table's "
+                         "mix column says what ran)")
     ap.add_argument("--section", nargs="+", choices=("speed", "accuracy", "chaining", "merge_cost", "mixing", "diagnose",
                                                   "linesearch"),
                     default=["speed", "accuracy"], help="what to run (chaining: --chain-* below)")

@@ -444,8 +444,7 @@ BETAS = (0.0, 0.25, 0.5, 0.75, 1.0)
 def own_values(state: State, batch):
     """``linesearch-cross``: a chain's final ``state``'s ``(w, G)`` at ``batch``'s entries (float64), what its
     own share of VW's merge is at the rows it sampled."""
-    idx = np.asarray(batch.indices, np.int64) & (len(state.arrays["w"]) - 1)
-    return (np.asarray(state.arrays["w"])[idx].astype(np.float64), np.asarray(state.arrays["G"])[idx].astype(np.float64))
+    return _touched(state.arrays["w"], batch), _touched(state.arrays["G"], batch)
 
 
 def cross_margins(base: State, acc: dict, batch, own) -> np.ndarray:
@@ -453,14 +452,12 @@ def cross_margins(base: State, acc: dict, batch, own) -> np.ndarray:
     margin of the move of VW's merge without that chain, ``x . (w_-c - w_0)`` with, per coordinate,
     ``w_-c = (sum_i G_i w_i - G_c w_c) / (sum_i G_i - G_c)`` (0 where the others have no squared gradient, as
     VW's merge), from the pass's summed accumulator ``acc``."""
+    from .merge import _rows_at
+
     sp = acc["units"][0]["sp"]
-    n = len(base.arrays["w"])
-    idx = np.asarray(batch.indices, np.int64) & (n - 1)
-    pos = np.searchsorted(sp["idx"], idx)
-    pos_c = np.minimum(pos, max(len(sp["idx"]) - 1, 0))
-    hit = (pos < len(sp["idx"])) & (np.asarray(sp["idx"])[pos_c] == idx) if len(sp["idx"]) else np.zeros(len(idx), bool)
-    SG = np.where(hit, np.asarray(sp["G"], np.float64)[pos_c] if len(sp["idx"]) else 0.0, 0.0)
-    SwG = np.where(hit, np.asarray(sp["wG"], np.float64)[pos_c] if len(sp["idx"]) else 0.0, 0.0)
+    idx = np.asarray(batch.indices, np.int64) & (len(base.arrays["w"]) - 1)
+    SG, SwG = _rows_at(np.asarray(sp["idx"], np.int64),
+                       np.column_stack([np.asarray(sp["G"], np.float64), np.asarray(sp["wG"], np.float64)]), idx).T
     wc, Gc = own
     den = SG - Gc
     ok = den > 1e-12 * np.maximum(SG, 1e-300)

@@ -476,24 +476,33 @@ def _sketch_lift(meta, arrays, base_meta, base_arrays, lam) -> dict:
             "Isum": np.asarray(arrays.get("intercept", np.zeros(kc)), np.float64).copy()}
 
 
+def _set_heap(arrays: dict, c: int, keys, names, lens) -> None:
+    """Class ``c``'s heap in ``arrays`` (written in place) rebuilt from the candidate ``keys`` (with their
+    ``names``, ``lens``): each QUERYed from ``arrays["sketch"]``, zeros dropped (the heap never holds a zero
+    weight, ``_offer_class``), the ``top_k`` largest ``|w|`` kept (ties: the smaller key)."""
+    k, T = arrays["hkeys"].shape[1], arrays["htbl"].shape[1]
+    w = sketch_query(arrays["sketch"][c], arrays["seeds"], keys)
+    keep = w != 0.0
+    keys, w, names, lens = keys[keep], w[keep], names[keep], lens[keep]
+    if len(keys) > k:
+        top = np.lexsort((keys, -np.abs(w)))[:k]
+        keys, w, names, lens = keys[top], w[top], names[top], lens[top]
+    hk, hw, hp, hn, ht, n, nm, nl = _heap_arrays(keys, w, names, lens, k, T)
+    arrays["hkeys"][c], arrays["hw"][c], arrays["htpos"][c], arrays["hname"][c] = hk, hw, hp, hn
+    arrays["htbl"][c], arrays["hsize"][c], arrays["names"][c], arrays["name_len"][c] = ht, n, nm, nl
+
+
 def requery_heaps(arrays: dict) -> None:
-    """A bear / mission state's heaps (in ``arrays``, replaced) rebuilt over their members with weights QUERYed from
-    ``arrays["sketch"]`` (after the sketch was moved: a line search, :mod:`~streamlearn.distributed.linesearch`)."""
-    sk, seeds = arrays["sketch"], arrays["seeds"]
-    kc, k = arrays["hkeys"].shape
-    T = arrays["htbl"].shape[1]
+    """A bear / mission state's heaps (in ``arrays``, replaced by new arrays) rebuilt over their members from
+    ``arrays["sketch"]`` (:func:`_set_heap`; after the sketch was moved: a line search,
+    :mod:`~streamlearn.distributed.linesearch`)."""
     for name in ("hkeys", "hw", "htpos", "hname", "htbl", "hsize", "names", "name_len"):
         arrays[name] = np.array(arrays[name], copy=True)
-    for c in range(kc):
+    for c in range(arrays["hkeys"].shape[0]):
         n = int(arrays["hsize"][c])
         ids = arrays["hname"][c, :n]
-        keys = arrays["hkeys"][c, :n].copy()
-        names, lens = arrays["names"][c, ids].copy(), arrays["name_len"][c, ids].copy()
-        w = sketch_query(sk[c], seeds, keys)
-        keep = w != 0.0  # the heap never holds a zero weight (_offer_class)
-        hk, hw, hp, hn, ht, m, nm, nl = _heap_arrays(keys[keep], w[keep], names[keep], lens[keep], k, T)
-        arrays["hkeys"][c], arrays["hw"][c], arrays["htpos"][c], arrays["hname"][c] = hk, hw, hp, hn
-        arrays["htbl"][c], arrays["hsize"][c], arrays["names"][c], arrays["name_len"][c] = ht, m, nm, nl
+        _set_heap(arrays, c, arrays["hkeys"][c, :n].copy(), arrays["names"][c, ids].copy(),
+                  arrays["name_len"][c, ids].copy())
 
 
 def _union_candidates(a, b):
@@ -513,20 +522,8 @@ def _sketch_finish(acc, base_meta, base_arrays):
     out["sketch"] = sk
     if "intercept" in out:
         out["intercept"] = acc["I"] / lam if lam > 0 else acc["Isum"] / float(acc["n"][0])
-    seeds = base_arrays["seeds"]
-    kc, k = base_arrays["hkeys"].shape
-    T = base_arrays["htbl"].shape[1]
-    for c in range(kc):
-        keys, names, lens = acc["cand"][c]
-        w = sketch_query(sk[c], seeds, keys)
-        keep = w != 0.0  # the heap never holds a zero weight (_offer_class)
-        keys, w, names, lens = keys[keep], w[keep], names[keep], lens[keep]
-        if len(keys) > k:
-            top = np.lexsort((keys, -np.abs(w)))[:k]
-            keys, w, names, lens = keys[top], w[top], names[top], lens[top]
-        hk, hw, hp, hn, ht, n, nm, nl = _heap_arrays(keys, w, names, lens, k, T)
-        out["hkeys"][c], out["hw"][c], out["htpos"][c], out["hname"][c] = hk, hw, hp, hn
-        out["htbl"][c], out["hsize"][c], out["names"][c], out["name_len"][c] = ht, n, nm, nl
+    for c in range(base_arrays["hkeys"].shape[0]):
+        _set_heap(out, c, *acc["cand"][c])
     out["hll"] = acc["hll"]
     for f in ("acc", "iacc"):
         if f"d_{f}" in acc:
@@ -643,7 +640,7 @@ def _table_canonical(algo, meta, arrays):
 
 
 def _rows_at(keys, rows, at):
-    """``rows`` of ``keys`` at the sorted keys ``at`` (zeros where absent)."""
+    """``rows`` of the sorted ``keys`` at the keys ``at`` (in any order; zeros where absent)."""
     out = np.zeros((len(at), rows.shape[1]))
     if len(keys) and len(at):
         pos = np.clip(np.searchsorted(keys, at), 0, len(keys) - 1)
