@@ -8,7 +8,9 @@ and ``--passes 3`` over the same files in the same order. Engine: 3 passes of it
 on a LocalCluster of ``--acc-workers`` (2, 4) worker processes (one cluster per worker count; the model
 after pass 1 is taken from the run). Columns: progressive error of pass 1 (sequential / engine), test error after
 1 and 3 passes (sequential / engine) and the gaps in points, bytes per merge (the largest
-accumulator a task sends), peak worker RSS.
+accumulator a task sends), peak worker RSS. ``--acc-order shuffled-N``: the training rows (sequential and
+engine alike) in one fixed random order, seed N, instead of the file's (whether a gap comes from partitions
+that are not alike: ijcnn1's file is train then validation rows).
 
 Throughput (``--skip-speed``): 1,000,000 examples, gen_sparse.py's 200,000-example file five times, as Parquet (one file,
 its row groups the partitions), one pass of adagrad: the single-process CLI, and the CLI with
@@ -148,6 +150,15 @@ def test_error(model, test):
     return predict(RunConfig(data=[str(test)], initial_model=str(model), quiet=True))["error_rate"]
 
 
+def _acc_data(name, parts, order):
+    """The accuracy section's ``(partition dir, test file)``: the training rows in file order, or
+    (``shuffled-N``) in the fixed random order of seed N (sequential and engine read the same rows)."""
+    if order == "file":
+        return prepare(name, parts)
+    _, d, test = _shuffled(name, parts, int(order.split("-", 1)[1]))
+    return d, test
+
+
 def accuracy(args):
     from distributed import LocalCluster
 
@@ -165,7 +176,7 @@ def accuracy(args):
             for algo in args.learners:
                 hyper = {"loss_function": "logistic", **SET_HYPER.get(name, {})}
                 seq = seq_runs.setdefault((name, algo), {})
-                d1, test = prepare(name, 1)
+                d1, test = _acc_data(name, 1, args.acc_order)
                 for passes in (1, 3):
                     if passes in seq:
                         continue
@@ -174,7 +185,7 @@ def accuracy(args):
                                         final_model=str(m)))
                     seq[passes] = (s["error_rate"], test_error(m, test))
                 for parts in args.parts:
-                    d, _ = prepare(name, parts)
+                    d, _ = _acc_data(name, parts, args.acc_order)
                     m1 = work / "eng1.slm"
                     m3 = work / "eng3.slm"
 
@@ -190,7 +201,8 @@ def accuracy(args):
                     e = s["engine"]["passes"]
                     t1, t3 = test_error(m1, test), test_error(m3, test)
                     rows.append({
-                        "data": name, "algo": algo, "workers": nw, "parts": parts, "chains": args.acc_chain_order,
+                        "data": name + ("" if args.acc_order == "file" else f" ({args.acc_order})"), "algo": algo,
+                        "workers": nw, "parts": parts, "chains": args.acc_chain_order,
                         "mix": s["engine"]["mix"],
                         "prog1 seq": f"{seq[1][0]:.4f}", "prog1 eng": f"{e[0]['progressive_error']:.4f}",
                         "prog3 eng": f"{e[2]['progressive_error']:.4f}",
@@ -916,6 +928,12 @@ def speed(args):
           "cluster's start and stop, the imports and the plan):\n  " + "\n  ".join(over))
 
 
+def _order_arg(v):
+    if v == "file" or (v.startswith("shuffled-") and v[9:].isdigit()):
+        return v
+    raise argparse.ArgumentTypeError(f"{v!r}: file or shuffled-N (N a seed)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sets", nargs="+", default=[k for k in SETS if k not in SET_HYPER], choices=list(SETS),
@@ -923,6 +941,9 @@ def main():
     ap.add_argument("--learners", nargs="+", default=list(LEARNERS), choices=list(LEARNERS))
     ap.add_argument("--parts", nargs="+", type=int, default=list(PARTS))
     ap.add_argument("--acc-workers", nargs="+", type=int, default=[2, 4], help="accuracy: worker processes")
+    ap.add_argument("--acc-order", default="file", type=_order_arg,
+                    help="accuracy: the training rows in file order, or shuffled-N (a fixed random order, seed N: "
+                         "whether a gap comes from partitions that are not alike, e.g. ijcnn1's train then validation rows)")
     ap.add_argument("--acc-chain-order", default="strided", choices=("strided", "consecutive"),
                     help="accuracy: how the engine deals the partitions to its chains (train_dask(chain_order=...))")
     ap.add_argument("--acc-mix", default="auto", choices=("auto", "vw", "bmuf", "bmuf-nesterov", "linesearch",
