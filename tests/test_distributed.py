@@ -561,6 +561,39 @@ def test_son_merge_under_mixing_counts_the_base_once(algo, son_lines):
         np.testing.assert_allclose(lr.weights_dense(keys), sum(e * w for e, w in zip(ex, ws)) / ex.sum(), atol=1e-12)
 
 
+def test_rfd_merge_averages_alpha_by_examples(son_lines):
+    """RFD-SON's adaptive alpha under mixing: the base's, plus the nodes' increments averaged in proportion to
+    the examples each learned (as the weights), plus half of the merge's own shrink (the m-th eigenvalue it
+    discards); the sum of the shrinks (flt[1]) is a sum. A tree of merges gives the same alpha."""
+    m = 5
+    base_lr = _son_learn("rfd-son", son_lines[:600], m=m)
+    base = M.state_of(base_lr, {})
+    parts = (son_lines[600:1200], son_lines[1200:1500], son_lines[1500:2200])
+    states = [M.state_of(_son_learn("rfd-son", p, start=base), {}) for p in parts]
+    flat = M.merge_states(states, base=base)
+    tree = M.finish(M.combine([M.combine([M.lift(states[0], base), M.lift(states[1], base)]),
+                               M.lift(states[2], base)]), base)
+    a0, s0 = base.arrays["flt"][0], base.arrays["flt"][1]
+    inc = np.array([s.arrays["flt"][0] - a0 for s in states])
+    shrinks = np.array([s.arrays["flt"][1] - s0 for s in states])
+    assert (inc > 0).all() and len(set(np.round(inc, 12))) == 3  # each node grew alpha by its own amount
+    ex = np.array([len(p) for p in parts], float)
+    merge_shrink = flat.arrays["flt"][1] - s0 - shrinks.sum()  # what the merge itself discarded
+    assert merge_shrink >= 0
+    want = a0 + (ex * inc).sum() / ex.sum() + 0.5 * merge_shrink
+    assert flat.arrays["flt"][0] == pytest.approx(want, rel=1e-12)
+    assert tree.arrays["flt"][0] == pytest.approx(want, rel=1e-12)
+    assert flat.arrays["flt"][0] < a0 + inc.sum()  # not the sum of the increments
+    # from scratch (streamlearn merge of independent models): the same rule from the fresh learner's alpha0
+    alone = [M.state_of(_son_learn("rfd-son", p, m=m), {}) for p in parts]
+    fresh = M.fresh_state(alone[0])
+    got = M.merge_states(alone)
+    f0 = fresh.arrays["flt"]
+    inc = np.array([s.arrays["flt"][0] - f0[0] for s in alone])
+    mshrink = got.arrays["flt"][1] - f0[1] - sum(s.arrays["flt"][1] - f0[1] for s in alone)
+    assert got.arrays["flt"][0] == pytest.approx(f0[0] + (ex * inc).sum() / ex.sum() + 0.5 * mshrink, rel=1e-12)
+
+
 @pytest.mark.parametrize("algo", ("fd-son", "rfd-son"))
 def test_engine_compacts_fd_sketch_rows_at_every_tree_node(algo, son_lines):
     """lift(compact=True) (what the engine's tasks send): a leaf's m + tau sketch rows and every tree

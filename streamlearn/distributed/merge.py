@@ -44,7 +44,8 @@ Rules (each tested on its own against its definition, ``tests/test_distributed.p
   re-base history). FD-SON / RFD-SON sketches: the frequent-directions merge (Liberty 2013;
   Ghashami et al. 2016: stacking sketches and shrinking keeps the FD error bound), with the base's
   sketch counted once, ``sum_i S_i^T S_i - (k - 1) S_0^T S_0``, shrunk by its m-th eigenvalue (m - 1
-  directions; RFD's alpha grows by half the shrink, as in an eigen step); from a fresh base it is
+  directions; RFD's alpha is the base's plus the nodes' increments averaged in proportion to their
+  examples, as the weights, plus half the merge's shrink, as in an eigen step); from a fresh base it is
   exactly stack-and-shrink. Oja-SON's sketch has no exact merge (Oja's iterate depends on the
   order of the stream): its ``V^T Lambda V`` estimates an average curvature, so the nodes'
   estimates are averaged in proportion to their examples and cut to the top m eigen-pairs
@@ -681,6 +682,7 @@ def _table_lift(algo):
         return {"tsp": sp, "lam": np.array([lam]), "n": np.array([1.0]), "nodes_n": np.array([1], np.int64),
                 "sk": {"keys": keys, "rows": [(lam, S)]},
                 "dints": ints - bints, "maxints": ints.copy(), "dflt": flt - bflt,
+                "dalpha": np.array([lam * (flt[0] - bflt[0])]),
                 "lo": flt[[lo]] if lo is not None else np.zeros(1), "hi": flt[[hi]] if hi is not None else np.zeros(1)}
     return lift_fn
 
@@ -889,10 +891,14 @@ def _table_finish(algo):
             Zt = np.zeros((m, n))
             Zt[:na] = V
             flt[1] += smm
+            b_alpha = float(np.asarray(base_arrays["flt"])[0])
             if base.robust:
-                flt[0] += 0.5 * smm
+                # RFD's alpha: the nodes' increments averaged in proportion to their examples (as the weights;
+                # their sum would count every node's own early shrinks), then half the merge's own shrink
+                d_alpha = float(acc["dalpha"][0]) / lam if lam > 0 else float(acc["dflt"][0]) / max(nodes, 1)
+                flt[0] = b_alpha + d_alpha + 0.5 * smm
             else:
-                flt[0] = float(np.asarray(base_arrays["flt"])[0])
+                flt[0] = b_alpha
             flt[2] = float(ints[0])  # every feature re-based now
             alpha = float(flt[0])
             sst = np.zeros((2 * m, 2 * m))
