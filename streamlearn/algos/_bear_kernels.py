@@ -188,13 +188,39 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
     # unsigned indices from here on: numba wraps a signed index that may be negative (a test and an
     # add per access in the inner loops); an unsigned one it takes as it is
     fmap = np.empty(fofs[count], np.uint64)  # pair j's feature f is U's fmap[fofs[j] + f]
+    # top[u]: the oldest pair (largest j) holding U's feature u; the active features: count (every pair)
+    top = np.empty(tot, np.int64)
+    for a in range(nA):
+        top[a] = count
     for j in range(count):
         slot = head - 1 - j
         if slot < 0:
             slot += tau
         for f in range(pnf[slot]):
-            fmap[fofs[j] + f] = _find_or_add(tbl, ukeys, nU, pfeat[slot, f])
+            u = _find_or_add(tbl, ukeys, nU, pfeat[slot, f])
+            fmap[fofs[j] + f] = u
+            if u >= nA:
+                top[u] = j
     S = nU[0]
+    # the live features of pair j, N_j = the active ones and those of the pairs older than j (top[u] > j):
+    # off N_j, q is 0 (+-0) when the second loop reads pair j's r (only H0 = gamma D, zero off the active
+    # coordinates, and older pairs' s have written into q there), and what the first loop writes with
+    # r_j is read by no older pair's s and is multiplied by H0's 0: r_j's entries off N_j change nothing
+    # but the sign of a zero (a term +-0), and are skipped. Pair j's live features: kf (their index f in
+    # the pair) and ku (their index in U), kofs[j]..kofs[j + 1], in the pair's order (the dot products'
+    # order of summation kept)
+    kofs = np.empty(count + 1, np.int64)
+    kofs[0] = 0
+    kf = np.empty(fofs[count], np.uint64)
+    ku = np.empty(fofs[count], np.uint64)
+    for j in range(count):
+        n = kofs[j]
+        for f in range(fofs[j + 1] - fofs[j]):  # compacted without a branch: written, advanced if live
+            u = fmap[fofs[j] + f]
+            kf[n] = f
+            ku[n] = u
+            n += top[u] > j
+        kofs[j + 1] = n
     q = np.empty(K * S, np.float64)
     for c in range(K):  # two loops without a test, on class c's views (indices from 0): vectorised
         qc = q[c * S:c * S + nA]
@@ -227,12 +253,13 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
         nf = pnf[slot]
         aj = alpha[j]  # (a local: a value the stores into q cannot change, kept in a register)
         if rr_code[slot, 0] == _DENSE and rr_len[slot] == K * nf:  # r on every (class, feature): no codes
-            fm = fmap[fofs[j]:fofs[j] + nf]
+            kfj = kf[kofs[j]:kofs[j + 1]]  # (its live features only)
+            kuj = ku[kofs[j]:kofs[j + 1]]
             for c in range(K):
                 qc = q[c * S:(c + 1) * S]
                 rv = rr_vals[slot, c * nf:(c + 1) * nf]
-                for f in range(nf):
-                    qc[fm[f]] -= aj * rv[f]
+                for t in range(kfj.shape[0]):
+                    qc[kuj[t]] -= aj * rv[kfj[t]]
         else:
             for e in range(rr_len[slot]):
                 code = rr_code[slot, e]
@@ -267,12 +294,13 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
         dot = 0.0
         nf = pnf[slot]
         if rr_code[slot, 0] == _DENSE and rr_len[slot] == K * nf:
-            fm = fmap[fofs[j]:fofs[j] + nf]
+            kfj = kf[kofs[j]:kofs[j + 1]]
+            kuj = ku[kofs[j]:kofs[j + 1]]
             for c in range(K):
                 qc = q[c * S:(c + 1) * S]
                 rv = rr_vals[slot, c * nf:(c + 1) * nf]
-                for f in range(nf):
-                    dot += rv[f] * qc[fm[f]]
+                for t in range(kfj.shape[0]):
+                    dot += rv[kfj[t]] * qc[kuj[t]]
         else:
             for e in range(rr_len[slot]):
                 code = rr_code[slot, e]
