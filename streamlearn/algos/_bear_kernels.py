@@ -188,7 +188,8 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
     # unsigned indices from here on: numba wraps a signed index that may be negative (a test and an
     # add per access in the inner loops); an unsigned one it takes as it is
     fmap = np.empty(fofs[count], np.uint64)  # pair j's feature f is U's fmap[fofs[j] + f]
-    # top[u]: the oldest pair (largest j) holding U's feature u; the active features: count (every pair)
+    # top[u]: the oldest pair (largest j) holding U's feature u; the active features: count (every pair);
+    # with a diagonal H0 only (below)
     top = np.empty(tot, np.int64)
     for a in range(nA):
         top[a] = count
@@ -199,11 +200,12 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
         for f in range(pnf[slot]):
             u = _find_or_add(tbl, ukeys, nU, pfeat[slot, f])
             fmap[fofs[j] + f] = u
-            if u >= nA:
-                top[u] = j
+            if u >= nA:  # (Alg. 1's gamma I is not zero off the active coordinates: every feature live)
+                top[u] = j if diag else count
     S = nU[0]
     # the live features of pair j, N_j = the active ones and those of the pairs older than j (top[u] > j):
-    # off N_j, q is 0 (+-0) when the second loop reads pair j's r (only H0 = gamma D, zero off the active
+    # with a diagonal H0 = gamma D (zero off the active coordinates; Alg. 1's gamma I: every feature is
+    # live), off N_j, q is 0 (+-0) when the second loop reads pair j's r (only H0, zero off the active
     # coordinates, and older pairs' s have written into q there), and what the first loop writes with
     # r_j is read by no older pair's s and is multiplied by H0's 0: r_j's entries off N_j change nothing
     # but the sign of a zero (a term +-0), and are skipped. Pair j's live features: kf (their index f in
