@@ -193,10 +193,14 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
     top = np.empty(tot, np.int64)
     for a in range(nA):
         top[a] = count
+    # U's size before pair j's features were added: pair j's feature u is active or held by a newer pair
+    # iff u < ustart[j]
+    ustart = np.empty(count, np.uint64)
     for j in range(count):
         slot = head - 1 - j
         if slot < 0:
             slot += tau
+        ustart[j] = nU[0]
         for f in range(pnf[slot]):
             u = _find_or_add(tbl, ukeys, nU, pfeat[slot, f])
             fmap[fofs[j] + f] = u
@@ -235,8 +239,14 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
     alpha = np.empty(count, np.float64)
     lo = np.int64(0xFFFFFFFF)
     uS = np.uint64(S)
-    # each s entry's index in q (c |U| + u), found in the first loop, used again in the second
+    # pair j's s entries on features that are active or held by a newer pair (u < ustart[j]): their
+    # index in q (c |U| + u) and value, found in the first loop, used again in the second (sq, sv from
+    # sofs[j], slen[j] of them). On the others (only pair j and older pairs hold the feature, which is
+    # not active) q is 0 in the first loop (no newer r has written there: a term +-0, summed as before)
+    # and what the second loop adds there is read by no newer pair's r nor by z: not written
     sq = np.empty(sofs[count], np.uint64)
+    sv = np.empty(sofs[count], np.float64)
+    slen = np.empty(count, np.int64)
     # first loop: newest (j = 0) to oldest
     for j in range(count):
         slot = head - 1 - j
@@ -244,13 +254,21 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
             slot += tau
         ub = np.uint64(fofs[j])
         sqj = sq[sofs[j]:sofs[j + 1]]
+        svj = sv[sofs[j]:sofs[j + 1]]
+        us = ustart[j]
         rho = 1.0 / ring_sr[slot]
         dot = 0.0
+        n = np.uint64(0)
         for e in range(rs_len[slot]):
             code = rs_code[slot, e]
-            qi = np.uint64(code >> 32) * uS + fmap[ub + np.uint64(code & lo)]
-            sqj[e] = qi
-            dot += rs_vals[slot, e] * q[qi]
+            u = fmap[ub + np.uint64(code & lo)]
+            qi = np.uint64(code >> 32) * uS + u
+            v = rs_vals[slot, e]
+            sqj[n] = qi  # compacted without a branch: written, advanced if kept
+            svj[n] = v
+            n += np.uint64(u < us)
+            dot += v * q[qi]
+        slen[j] = np.int64(n)
         alpha[j] = rho * dot
         nf = pnf[slot]
         aj = alpha[j]  # (a local: a value the stores into q cannot change, kept in a register)
@@ -291,7 +309,8 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
         if slot < 0:
             slot += tau
         ub = np.uint64(fofs[j])
-        sqj = sq[sofs[j]:sofs[j + 1]]
+        sqj = sq[sofs[j]:sofs[j] + slen[j]]
+        svj = sv[sofs[j]:sofs[j] + slen[j]]
         rho = 1.0 / ring_sr[slot]
         dot = 0.0
         nf = pnf[slot]
@@ -309,8 +328,8 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
                 dot += rr_vals[slot, e] * q[np.uint64(code >> 32) * uS + fmap[ub + np.uint64(code & lo)]]
         bj = rho * dot
         ab = alpha[j] - bj  # (a local: a value the stores into q cannot change, kept in a register)
-        for e in range(rs_len[slot]):
-            q[sqj[e]] += rs_vals[slot, e] * ab
+        for t in range(sqj.shape[0]):
+            q[sqj[t]] += svj[t] * ab
     for c in range(K):
         qc = q[c * S:(c + 1) * S]
         zc = z[c * nA:(c + 1) * nA]
