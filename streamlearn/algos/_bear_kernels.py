@@ -151,6 +151,14 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
     ``gamma = s.r / r.D r`` of the newest pair (``ring_rdr``); with no pairs ``z = D g``. (A positive
     semi-definite initial matrix keeps the BFGS updates positive semi-definite: z is still a descent
     direction.)
+
+    Entries that cannot change the result are skipped, the others summed in the same order: an s_j
+    entry on a feature that neither the active set nor a newer pair holds (q is 0 there when the
+    first loop reads it; the second loop's write there is read by no newer r and is not in z), and,
+    with ``dvec`` (zero off the active coordinates), a dense r_j's entries on the features that
+    neither the active set nor an older pair holds (the first loop's write there is read by no older
+    s and multiplied by 0; q is +-0 there when the second loop reads it). A skipped term is +-0 or a
+    write nobody reads: only the sign of a zero sum can differ.
     """
     diag = dvec.shape[0] > 0
     # Scratch is 1-D int64 / float64 only, filled by loops and slots wrapped by hand: every
