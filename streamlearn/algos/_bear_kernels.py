@@ -151,6 +151,14 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
     ``gamma = s.r / r.D r`` of the newest pair (``ring_rdr``); with no pairs ``z = D g``. (A positive
     semi-definite initial matrix keeps the BFGS updates positive semi-definite: z is still a descent
     direction.)
+
+    Entries that cannot change the result are skipped, the others summed in the same order: an s_j
+    entry on a feature that neither the active set nor a newer pair holds (q is 0 there when the
+    first loop reads it; the second loop's write there is read by no newer r and is not in z), and,
+    with ``dvec`` (zero off the active coordinates), a dense r_j's entries on the features that
+    neither the active set nor an older pair holds (the first loop's write there is read by no older
+    s and multiplied by 0; q is +-0 there when the second loop reads it). A skipped term is +-0 or a
+    write nobody reads: only the sign of a zero sum can differ.
     """
     diag = dvec.shape[0] > 0
     # Scratch is 1-D int64 / float64 only, filled by loops and slots wrapped by hand: every
@@ -188,13 +196,45 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
     # unsigned indices from here on: numba wraps a signed index that may be negative (a test and an
     # add per access in the inner loops); an unsigned one it takes as it is
     fmap = np.empty(fofs[count], np.uint64)  # pair j's feature f is U's fmap[fofs[j] + f]
+    # top[u]: the oldest pair (largest j) holding U's feature u; the active features: count (every pair);
+    # with a diagonal H0 only (below)
+    top = np.empty(tot, np.int64)
+    for a in range(nA):
+        top[a] = count
+    # U's size before pair j's features were added: pair j's feature u is active or held by a newer pair
+    # iff u < ustart[j]
+    ustart = np.empty(count, np.uint64)
     for j in range(count):
         slot = head - 1 - j
         if slot < 0:
             slot += tau
+        ustart[j] = nU[0]
         for f in range(pnf[slot]):
-            fmap[fofs[j] + f] = _find_or_add(tbl, ukeys, nU, pfeat[slot, f])
+            u = _find_or_add(tbl, ukeys, nU, pfeat[slot, f])
+            fmap[fofs[j] + f] = u
+            if u >= nA:  # (Alg. 1's gamma I is not zero off the active coordinates: every feature live)
+                top[u] = j if diag else count
     S = nU[0]
+    # the live features of pair j, N_j = the active ones and those of the pairs older than j (top[u] > j):
+    # with a diagonal H0 = gamma D (zero off the active coordinates; Alg. 1's gamma I: every feature is
+    # live), off N_j, q is 0 (+-0) when the second loop reads pair j's r (only H0, zero off the active
+    # coordinates, and older pairs' s have written into q there), and what the first loop writes with
+    # r_j is read by no older pair's s and is multiplied by H0's 0: r_j's entries off N_j change nothing
+    # but the sign of a zero (a term +-0), and are skipped. Pair j's live features: kf (their index f in
+    # the pair) and ku (their index in U), kofs[j]..kofs[j + 1], in the pair's order (the dot products'
+    # order of summation kept)
+    kofs = np.empty(count + 1, np.int64)
+    kofs[0] = 0
+    kf = np.empty(fofs[count], np.uint64)
+    ku = np.empty(fofs[count], np.uint64)
+    for j in range(count):
+        n = kofs[j]
+        for f in range(fofs[j + 1] - fofs[j]):  # compacted without a branch: written, advanced if live
+            u = fmap[fofs[j] + f]
+            kf[n] = f
+            ku[n] = u
+            n += top[u] > j
+        kofs[j + 1] = n
     q = np.empty(K * S, np.float64)
     for c in range(K):  # two loops without a test, on class c's views (indices from 0): vectorised
         qc = q[c * S:c * S + nA]
@@ -207,8 +247,14 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
     alpha = np.empty(count, np.float64)
     lo = np.int64(0xFFFFFFFF)
     uS = np.uint64(S)
-    # each s entry's index in q (c |U| + u), found in the first loop, used again in the second
+    # pair j's s entries on features that are active or held by a newer pair (u < ustart[j]): their
+    # index in q (c |U| + u) and value, found in the first loop, used again in the second (sq, sv from
+    # sofs[j], slen[j] of them). On the others (only pair j and older pairs hold the feature, which is
+    # not active) q is 0 in the first loop (no newer r has written there: a term +-0, summed as before)
+    # and what the second loop adds there is read by no newer pair's r nor by z: not written
     sq = np.empty(sofs[count], np.uint64)
+    sv = np.empty(sofs[count], np.float64)
+    slen = np.empty(count, np.int64)
     # first loop: newest (j = 0) to oldest
     for j in range(count):
         slot = head - 1 - j
@@ -216,23 +262,32 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
             slot += tau
         ub = np.uint64(fofs[j])
         sqj = sq[sofs[j]:sofs[j + 1]]
+        svj = sv[sofs[j]:sofs[j + 1]]
+        us = ustart[j]
         rho = 1.0 / ring_sr[slot]
         dot = 0.0
+        n = np.uint64(0)
         for e in range(rs_len[slot]):
             code = rs_code[slot, e]
-            qi = np.uint64(code >> 32) * uS + fmap[ub + np.uint64(code & lo)]
-            sqj[e] = qi
-            dot += rs_vals[slot, e] * q[qi]
+            u = fmap[ub + np.uint64(code & lo)]
+            qi = np.uint64(code >> 32) * uS + u
+            v = rs_vals[slot, e]
+            sqj[n] = qi  # compacted without a branch: written, advanced if kept
+            svj[n] = v
+            n += np.uint64(u < us)
+            dot += v * q[qi]
+        slen[j] = np.int64(n)
         alpha[j] = rho * dot
         nf = pnf[slot]
         aj = alpha[j]  # (a local: a value the stores into q cannot change, kept in a register)
         if rr_code[slot, 0] == _DENSE and rr_len[slot] == K * nf:  # r on every (class, feature): no codes
-            fm = fmap[fofs[j]:fofs[j] + nf]
+            kfj = kf[kofs[j]:kofs[j + 1]]  # (its live features only)
+            kuj = ku[kofs[j]:kofs[j + 1]]
             for c in range(K):
                 qc = q[c * S:(c + 1) * S]
                 rv = rr_vals[slot, c * nf:(c + 1) * nf]
-                for f in range(nf):
-                    qc[fm[f]] -= aj * rv[f]
+                for t in range(kfj.shape[0]):
+                    qc[kuj[t]] -= aj * rv[kfj[t]]
         else:
             for e in range(rr_len[slot]):
                 code = rr_code[slot, e]
@@ -262,25 +317,27 @@ def _two_loop(g, akeys, K, rs_keys, rs_vals, rs_len, rr_keys, rr_vals, rr_len, r
         if slot < 0:
             slot += tau
         ub = np.uint64(fofs[j])
-        sqj = sq[sofs[j]:sofs[j + 1]]
+        sqj = sq[sofs[j]:sofs[j] + slen[j]]
+        svj = sv[sofs[j]:sofs[j] + slen[j]]
         rho = 1.0 / ring_sr[slot]
         dot = 0.0
         nf = pnf[slot]
         if rr_code[slot, 0] == _DENSE and rr_len[slot] == K * nf:
-            fm = fmap[fofs[j]:fofs[j] + nf]
+            kfj = kf[kofs[j]:kofs[j + 1]]
+            kuj = ku[kofs[j]:kofs[j + 1]]
             for c in range(K):
                 qc = q[c * S:(c + 1) * S]
                 rv = rr_vals[slot, c * nf:(c + 1) * nf]
-                for f in range(nf):
-                    dot += rv[f] * qc[fm[f]]
+                for t in range(kfj.shape[0]):
+                    dot += rv[kfj[t]] * qc[kuj[t]]
         else:
             for e in range(rr_len[slot]):
                 code = rr_code[slot, e]
                 dot += rr_vals[slot, e] * q[np.uint64(code >> 32) * uS + fmap[ub + np.uint64(code & lo)]]
         bj = rho * dot
         ab = alpha[j] - bj  # (a local: a value the stores into q cannot change, kept in a register)
-        for e in range(rs_len[slot]):
-            q[sqj[e]] += rs_vals[slot, e] * ab
+        for t in range(sqj.shape[0]):
+            q[sqj[t]] += svj[t] * ab
     for c in range(K):
         qc = q[c * S:(c + 1) * S]
         zc = z[c * nA:(c + 1) * nA]
