@@ -237,8 +237,10 @@ READ_AHEAD_DEPTH = 1
 #: batches the chains' first partitions may decode ahead while the client imports dask and builds the
 #: graph (:func:`train_dask`): the import runs on the GIL, on one core, and the Parquet decoding, off it,
 #: can use the other; once dask is imported they go back to :data:`READ_AHEAD_DEPTH` (what was read stays
-#: queued for the task). Deeper than 4 (8) faulted in about 10,000 more pages (more batches in flight than
-#: the run ever holds later) for ~0.1 s more CPU per 1M examples (``benchmarks/distributed.py --section speed``)
+#: queued for the task). 8 faulted in ~8,000 more pages than 1 or 4 (more batches in flight than the run
+#: holds later) and took ~0.2 s more CPU per 1M examples (6 interleaved rounds at load 5.8); with 4, each chain has
+#: 4-5 batches decoded when its task starts, against 1-2 (the import itself takes a few ms longer: the batches'
+#: conversion shares the GIL with it)
 READ_AHEAD_START_DEPTH = 4
 
 
