@@ -15,9 +15,10 @@ that are not alike: ijcnn1's file is train then validation rows).
 Throughput (``--skip-speed``): 1,000,000 examples, gen_sparse.py's 200,000-example file five times, as Parquet (one file,
 its row groups the partitions), one pass of adagrad: the single-process CLI, and the CLI with
 ``--engine dask --workers 1`` and ``2`` (embedded cluster, started and stopped by the run; worker
-processes, then ``--worker_threads``, on Dask's threaded scheduler, and two "(before)" variants of it: every task
-reading its partition when it starts (``train_dask(read_ahead=False)``), and the same threads on a dask.distributed
-``LocalCluster(processes=False)``; ``--speed-runs "workers 2 --worker_threads"`` for just these three); with any
+processes, then ``--worker_threads``, on Dask's threaded scheduler, and three "(before)" variants of it: every task
+reading its partition when it starts (``train_dask(read_ahead=False)``), the chains' first partitions read one batch
+ahead while dask is imported (``read_ahead_start=1``), and the same threads on a dask.distributed
+``LocalCluster(processes=False)``; ``--speed-runs "workers 2 --worker_threads"`` for just these four); with any
 2-worker run, also two CLI processes at once, each on half of the file's row groups (no engine, nothing merged or
 shared: the most two workers could do on this machine):
 wall seconds, examples/s, CPU-seconds per example (the command's own CPU and its children's,
@@ -815,6 +816,9 @@ def speed(args):
             ("--engine dask --workers 2 --worker_threads", threads2, None),
             # every task reads its partition when it starts (what --worker_threads did before the read-ahead)
             ("--engine dask --workers 2 --worker_threads, no read-ahead (before)", threads2, "read_ahead=False"),
+            # the chains' first partitions read one batch ahead while dask is imported (as every read-ahead does)
+            ("--engine dask --workers 2 --worker_threads, start read-ahead 1 batch (before)", threads2,
+             "read_ahead_start=1"),
             # the same threads on a dask.distributed LocalCluster(processes=False), what --worker_threads ran
             # on before it used dask's threaded scheduler
             ("--engine dask --workers 2 --worker_threads, on dask.distributed (before)", threads2,

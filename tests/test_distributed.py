@@ -916,9 +916,12 @@ def test_worker_threads_read_each_partition_once_ahead_of_its_task(parquet_dir, 
 
     rows = []
 
+    depths = []
+
     def spy(part, *a, **k):
         reads.append((os.path.basename(part.path), bool(k.get("now"))))
         rows.append(k.get("batch_rows"))
+        depths.append((os.path.basename(part.path), a[3] if len(a) > 3 else k.get("depth", 1)))
         return real(part, *a, **k)
     monkeypatch.setattr(E, "_partition_reader", spy)
     hyper = {"loss_function": "logistic"}
@@ -937,7 +940,19 @@ def test_worker_threads_read_each_partition_once_ahead_of_its_task(parquet_dir, 
         assert E._READ_AHEAD == {}
         # two chains in one process share the CLI's batch memory: half the rows per batch
         assert set(rows) == {8192} == {E.batch_rows_for(2)}
+        if ahead:  # the chains' first partitions of pass 1 (p0, p2) read deeper ahead while dask is imported
+            first = dict(reversed(depths))  # each file's first reader (pass 1), in whatever order the threads ran
+            assert first == {"p0.parquet": E.READ_AHEAD_START_DEPTH, "p1.parquet": E.READ_AHEAD_DEPTH,
+                             "p2.parquet": E.READ_AHEAD_START_DEPTH, "p3.parquet": E.READ_AHEAD_DEPTH}
+            assert E.READ_AHEAD_DEPTH < E.READ_AHEAD_START_DEPTH
+            assert sorted(d for _, d in depths) == [E.READ_AHEAD_DEPTH] * 6 + [E.READ_AHEAD_START_DEPTH] * 2
+        depths.clear()
     assert models[True].read_bytes() == models[False].read_bytes()
+    E.train_dask(RunConfig(data=[str(parquet_dir)], hyper=hyper, passes=2, quiet=True,
+                           final_model=str(tmp_path / "start1.slm")), workers=2, worker_threads=True,
+                 chain_order="consecutive", read_ahead_start=1)
+    assert {d for _, d in depths} == {1}
+    assert (tmp_path / "start1.slm").read_bytes() == models[True].read_bytes()
     assert E.batch_rows_for(1) is None and E.batch_rows_for(3) == 5461 and E.batch_rows_for(16) == E.MIN_BATCH_ROWS
     # the batches do not change what is learned: 750-row partitions cut into batches of 97 rows, same bytes
     monkeypatch.setattr(E, "batch_rows_for", lambda n: 97)

@@ -383,6 +383,27 @@ def test_prefetch_close_stops_producer_early():
     assert len(produced) < 100
 
 
+def test_prefetch_shrink_reads_less_ahead_from_then_on():
+    """Prefetcher.shrink: what is queued stays, in order; the producer puts no more until the queue is
+    below the new depth (the engine's start-up read-ahead, deeper until dask is imported)."""
+    pf = Prefetcher(iter(range(50)), depth=4)
+    deadline = time.monotonic() + 5
+    while pf._q.qsize() < 4 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert pf._q.qsize() == 4
+    pf.shrink(1)
+    assert [next(pf) for _ in range(3)] == [0, 1, 2]
+    time.sleep(0.02)
+    assert pf._q.qsize() == 1  # (3 was queued before the shrink; the producer holds 4 back)
+    assert next(pf) == 3
+    deadline = time.monotonic() + 5
+    while pf._q.qsize() < 1 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    time.sleep(0.02)
+    assert pf._q.qsize() == 1
+    assert list(pf) == list(range(4, 50))
+
+
 def test_prefetch_generator_closed_by_consumer():
     g = prefetch(iter(range(100)), depth=2)
     assert next(g) == 0

@@ -32,7 +32,8 @@ memory limit or crash isolation; they run on dask's local threaded scheduler (``
 over the same task graph, :func:`_pass_graph`), so ``dask.distributed``, whose import costs more CPU
 than a short run's learning, is not imported at all. There, each partition's reading starts before its
 task does (:func:`_read_ahead`): the chains' first partitions while the client imports dask (about 0.2 s
-of CPU, on the GIL, beside the Parquet decoding, which is off it) and builds the graph, every other one
+of CPU, on the GIL, beside the Parquet decoding, which is off it; :data:`READ_AHEAD_START_DEPTH` batches
+ahead until dask is imported) and builds the graph, every other one
 while the link before it learns its last batches; the tasks learn the same batches, so the same model.
 The tasks that learn at once in this one process read smaller Parquet batches (:func:`batch_rows_for`: 8,192
 rows for two, where the CLI reads 16,384), so that their batches in flight take one CLI run's memory; the
@@ -233,6 +234,14 @@ _READ_AHEAD_LOCK = threading.Lock()
 #: task's own reader goes on ahead; a deeper queue cost about 7 % more CPU per example at 2 workers
 #: (more batches in flight; ``benchmarks/distributed.py --section speed`` under load 7.7)
 READ_AHEAD_DEPTH = 1
+#: batches the chains' first partitions may decode ahead while the client imports dask and builds the
+#: graph (:func:`train_dask`): the import runs on the GIL, on one core, and the Parquet decoding, off it,
+#: can use the other; once dask is imported they go back to :data:`READ_AHEAD_DEPTH` (what was read stays
+#: queued for the task). 8 faulted in ~8,000 more pages than 1 or 4 (more batches in flight than the run
+#: holds later) and took ~0.2 s more CPU per 1M examples (6 interleaved rounds at load 5.8); with 4, each chain has
+#: 4-5 batches decoded when its task starts, against 1-2 (the import itself takes a few ms longer: the batches'
+#: conversion shares the GIL with it)
+READ_AHEAD_START_DEPTH = 4
 
 
 @dataclass(frozen=True)
@@ -269,11 +278,24 @@ def _end_reads(run: str) -> None:
 
 
 def _take_read(ahead):
-    """The reader started for the link ``ahead`` (a :class:`ReadAhead`), or None."""
+    """The reader started for the link ``ahead`` (a :class:`ReadAhead`), or None; from now on it reads
+    :data:`READ_AHEAD_DEPTH` batches ahead of its task (the batches it queued stay)."""
     if ahead is None:
         return None
     with _READ_AHEAD_LOCK:
-        return _READ_AHEAD.get(ahead.run, {}).pop(ahead.key, None)
+        reader = _READ_AHEAD.get(ahead.run, {}).pop(ahead.key, None)
+    if reader is not None:
+        reader.shrink(READ_AHEAD_DEPTH)
+    return reader
+
+
+def _settle_reads(run: str) -> None:
+    """The run's read-aheads not yet taken read :data:`READ_AHEAD_DEPTH` batches ahead from now on (the
+    client is through with its start-up: the tasks are about to take them)."""
+    with _READ_AHEAD_LOCK:
+        readers = list(_READ_AHEAD.get(run, {}).values())
+    for reader in readers:
+        reader.shrink(READ_AHEAD_DEPTH)
 
 
 def _partition_reader(part, cfg, base_reader: dict, keep_names: bool, depth: int = 1, now: bool = False,
@@ -312,16 +334,17 @@ def _drained(reader):
         reader.close()
 
 
-def _read_ahead(ahead, cfg, base_reader: dict, keep_names: bool) -> None:
+def _read_ahead(ahead, cfg, base_reader: dict, keep_names: bool, depth: int = READ_AHEAD_DEPTH) -> None:
     """Start reading the partition of the link ``ahead`` (:class:`ReadAhead` whose ``then[0]`` is
-    ``(key, partition)``; ``READ_AHEAD_DEPTH`` batches ahead) for its task, unless the run is over: a
-    scheduling choice, the task learns the same batches either way."""
+    ``(key, partition)``; ``depth`` batches ahead, :data:`READ_AHEAD_DEPTH` once its task takes it,
+    :func:`_take_read`) for its task, unless the run is over: a scheduling choice, the task learns the
+    same batches either way."""
     key, part = ahead.then[0]
     nxt = ReadAhead(ahead.run, key, ahead.then[1:], ahead.batch_rows) if len(ahead.then) > 1 else None
     with _READ_AHEAD_LOCK:
         reads = _READ_AHEAD.get(ahead.run)
         if reads is not None and key not in reads:
-            reads[key] = _partition_reader(part, cfg, base_reader, keep_names, READ_AHEAD_DEPTH, now=True,
+            reads[key] = _partition_reader(part, cfg, base_reader, keep_names, depth, now=True,
                                            then=nxt, batch_rows=ahead.batch_rows)
 
 
@@ -516,7 +539,7 @@ def _start_cluster(scheduler, workers, log, processes=True):
 
 def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, save_every_pass=False, log=None,
                on_pass=None, chain=True, n_chains=None, worker_threads=False, mix="auto", chain_order="strided",
-               threads_on="dask", read_ahead=True):
+               threads_on="dask", read_ahead=True, read_ahead_start=None):
     """``train`` over ``cfg`` (:class:`streamlearn.api.RunConfig`) with iterative parameter
     mixing on Dask (module docstring); returns the run summary (``summary['engine']``: per-pass
     losses, partitions, chains, bytes per merge, seconds, peak worker RSS). ``on_pass(p, state)`` is
@@ -538,7 +561,8 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     chained): each partition's reading starts before its task does, the chains' first while dask is
     imported, every other while the link before it finishes (:func:`_read_ahead`; the same batches, so
     the same model; False: every task reads its partition when it starts, which
-    ``benchmarks/distributed.py`` compares)."""
+    ``benchmarks/distributed.py`` compares); ``read_ahead_start``: batches the chains' first partitions decode
+    ahead while dask is imported (None: :data:`READ_AHEAD_START_DEPTH`; 1: what the read-ahead did before)."""
     from ..api import _check_inputs, _output_plan, initial_learner
     from ..evaluate import Evaluation, ProgressSchedule
     from ..io.model_file import encode_model
@@ -634,10 +658,14 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
             if ahead is not None:
                 # the first partition of every chain starts reading (and decoding, off the GIL) now, while
                 # this thread imports dask and builds the graph: the tasks take these readers over
+                # (deeper while dask is imported: that import holds the GIL on one core, the decoding uses the other)
+                start = READ_AHEAD_START_DEPTH if read_ahead_start is None else max(1, int(read_ahead_start))
                 for c in chains:
                     _read_ahead(ReadAhead(ahead, "", tuple((_ahead_key(0, i), parts[i]) for i in c), batch_rows),
-                                cfg, base.reader, keep_names)
+                                cfg, base.reader, keep_names, start)
             import dask
+            if ahead is not None:
+                _settle_reads(ahead)
         except BaseException:
             if ahead is not None:
                 _end_reads(ahead)

@@ -118,6 +118,11 @@ class Prefetcher:
             # a daemon, so give up waiting after a while
             self._thread.join(timeout=0.2)
 
+    def shrink(self, depth: int) -> None:
+        """From now on read at most ``depth`` items ahead (what is already queued stays)."""
+        with self._q.mutex:
+            self._q.maxsize = max(1, int(depth))
+
     @property
     def alive(self) -> bool:
         """Whether the worker thread is still running."""
