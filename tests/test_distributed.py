@@ -834,6 +834,33 @@ def cluster():
         yield c
 
 
+def test_worker_threads_run_on_one_blas_thread_and_give_it_back(parquet_dir, tmp_path, monkeypatch):
+    """--worker_threads: the tasks call BLAS at once (the SON learners' canonical forms, searches and merges), so the
+    whole run holds BLAS to one thread, whatever a task (the merge's own limit) takes and gives back: no call's
+    rounding depends on how many threads it got (fd-son's searched models differed from run to run), and the end of
+    the run gives the process's setting back."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from streamlearn.api import RunConfig
+    from streamlearn.distributed import engine as E
+
+    def blas_threads():
+        return {i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"}
+    before = blas_threads()
+    real_link = E.train_link
+    seen = []
+
+    def link(*a, **k):
+        seen.append(blas_threads())
+        out = real_link(*a, **k)
+        seen.append(blas_threads())
+        return out
+    monkeypatch.setattr(E, "train_link", link)
+    E.train_dask(RunConfig(data=[str(parquet_dir)], algo="fd-son", hyper={"loss_function": "logistic"}, passes=2,
+                           quiet=True, final_model=str(tmp_path / "fd.slm")), workers=2, worker_threads=True)
+    assert len(seen) == 16 and all(b <= {1} for b in seen)  # 4 links a pass, before and after each
+    assert blas_threads() == before
+
+
 def test_engine_equals_merge_of_models_trained_by_hand(parquet_dir, tmp_path, invoke_cli):
     """An embedded cluster of 2 worker processes, 4 Parquet partitions, one pass: two chains of
     two partitions (strided: files 0, 2 and 1, 3); the engine's model is the merge of the 2 models

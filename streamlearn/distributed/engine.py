@@ -37,10 +37,12 @@ ahead until dask is imported) and builds the graph, every other one
 while the link before it learns its last batches; the tasks learn the same batches, so the same model.
 The tasks that learn at once in this one process read smaller Parquet batches (:func:`batch_rows_for`: 8,192
 rows for two, where the CLI reads 16,384), so that their batches in flight take one CLI run's memory; the
-learners learn the same whatever the batches.
+learners learn the same whatever the batches. The run holds BLAS to one thread (``threadpoolctl``, in the
+``dask`` extra): its tasks call it at once, and a call's rounding must not depend on how many threads it got.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -648,6 +650,13 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
         once (one per worker, at most one per chain or partition) share the CLI's batch memory."""
         return batch_rows_for(min(n_workers, len(chains) if chain else len(parts)))
 
+    # worker threads of this process call BLAS at once (the SON learners' canonical forms, searches and merges): one
+    # BLAS thread for the whole run, so that no call's rounding depends on how many threads it got (the merge's own
+    # limit, taken and given back by one task, changed the others': fd-son / rfd-son models differed run to run)
+    blas = contextlib.ExitStack()
+    if local:
+        from .merge import _one_blas_thread
+        blas.enter_context(_one_blas_thread())
     if local:
         client = cluster = None
         n_workers = int(workers or os.cpu_count() or 1)
@@ -669,6 +678,7 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
         except BaseException:
             if ahead is not None:
                 _end_reads(ahead)
+            blas.close()
             raise
         if not cfg.quiet:
             log(f"dask: {n_workers} worker threads in this process on dask's local threaded scheduler "
@@ -783,6 +793,7 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     finally:
         if ahead is not None:
             _end_reads(ahead)  # none left unless a pass failed
+        blas.close()
         t_up = time.perf_counter()
         if client is not None:
             client.close()
