@@ -655,14 +655,13 @@ def train_dask(cfg, scheduler=None, workers=None, skip_bad_partitions=False, sav
     # limit, taken and given back by one task, changed the others': fd-son / rfd-son models differed run to run)
     blas = contextlib.ExitStack()
     if local:
-        from .merge import _one_blas_thread
-        blas.enter_context(_one_blas_thread())
-    if local:
         client = cluster = None
         n_workers = int(workers or os.cpu_count() or 1)
         chains = plan_chains(parts, n_chains or n_workers, chain_order)
         batch_rows = shared_batch_rows()
         try:
+            from .merge import _one_blas_thread
+            blas.enter_context(_one_blas_thread())
             _prepare_worker()
             if ahead is not None:
                 # the first partition of every chain starts reading (and decoding, off the GIL) now, while
