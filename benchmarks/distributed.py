@@ -151,9 +151,10 @@ def test_error(model, test):
     return predict(RunConfig(data=[str(test)], initial_model=str(model), quiet=True))["error_rate"]
 
 
-def _acc_data(name, parts, order):
-    """The accuracy section's ``(partition dir, test file)``: the training rows in file order, or
-    (``shuffled-N``) in the fixed random order of seed N (sequential and engine read the same rows)."""
+def _ordered_data(name, parts, order):
+    """``(partition dir, test file)`` of ``name`` in ``parts`` partitions (accuracy and diagnose sections): the
+    training rows in file order, or (``shuffled-N``) in the fixed random order of seed N (sequential and engine
+    read the same rows)."""
     if order == "file":
         return prepare(name, parts)
     _, d, test = _shuffled(name, parts, int(order.split("-", 1)[1]))
@@ -177,7 +178,7 @@ def accuracy(args):
             for algo in args.learners:
                 hyper = {"loss_function": "logistic", **SET_HYPER.get(name, {})}
                 seq = seq_runs.setdefault((name, algo), {})
-                d1, test = _acc_data(name, 1, args.acc_order)
+                d1, test = _ordered_data(name, 1, args.acc_order)
                 for passes in (1, 3):
                     if passes in seq:
                         continue
@@ -186,7 +187,7 @@ def accuracy(args):
                                         final_model=str(m)))
                     seq[passes] = (s["error_rate"], test_error(m, test))
                 for parts in args.parts:
-                    d, _ = _acc_data(name, parts, args.acc_order)
+                    d, _ = _ordered_data(name, parts, args.acc_order)
                     m1 = work / "eng1.slm"
                     m3 = work / "eng3.slm"
 
@@ -688,11 +689,8 @@ def diagnose(args):
         variants = [("vw", "vw", k) for k in ["1"] + args.diag_steps]
     for name in args.chain_sets:
         for order in args.diag_orders:
-            if order == "file":
-                d1, test = prepare(name, 1)
-                dn, _ = prepare(name, args.chain_parts)
-            else:
-                d1, dn, test = _shuffled(name, args.chain_parts, int(order.split("-")[1]))
+            d1, test = _ordered_data(name, 1, order)
+            dn, _ = _ordered_data(name, args.chain_parts, order)
             seq = _sequential_errors(d1, test, hyper, P)
             rows.append({"data": name, "order": order, "workers": "CLI", "weights": "", "G": "", "step": "",
                          **{f"test err % p{p}": f"{e:.2f}" for p, e in enumerate(seq, 1)}})
@@ -973,7 +971,7 @@ def main():
                     help="linesearch: variants, comma-separated key=value (sample=learned|holdout, cap=N|none, "
                          "first=0|1, every=N, sample_cap=N, fixed=ALPHA); vw: alpha = 1 (VW's rule)")
     ap.add_argument("--diag-workers", nargs="+", type=int, default=[1, 4])
-    ap.add_argument("--diag-orders", nargs="+", default=["file", "shuffled-1"],
+    ap.add_argument("--diag-orders", nargs="+", default=["file", "shuffled-1"], type=_order_arg,
                     help="diagnose: the rows in file order, or shuffled with seed N (shuffled-N)")
     ap.add_argument("--diag-steps", nargs="*", default=["2"], help="diagnose: step multipliers (numbers or sqrtk)")
     ap.add_argument("--diag-strided", action="store_true",
