@@ -280,15 +280,12 @@ def _end_reads(run: str) -> None:
 
 
 def _take_read(ahead):
-    """The reader started for the link ``ahead`` (a :class:`ReadAhead`), or None; from now on it reads
-    :data:`READ_AHEAD_DEPTH` batches ahead of its task (the batches it queued stay)."""
+    """The reader started for the link ``ahead`` (a :class:`ReadAhead`), or None (a start-up reader already
+    back to :data:`READ_AHEAD_DEPTH`: :func:`_settle_reads` ran before any task)."""
     if ahead is None:
         return None
     with _READ_AHEAD_LOCK:
-        reader = _READ_AHEAD.get(ahead.run, {}).pop(ahead.key, None)
-    if reader is not None:
-        reader.shrink(READ_AHEAD_DEPTH)
-    return reader
+        return _READ_AHEAD.get(ahead.run, {}).pop(ahead.key, None)
 
 
 def _settle_reads(run: str) -> None:
@@ -338,8 +335,8 @@ def _drained(reader):
 
 def _read_ahead(ahead, cfg, base_reader: dict, keep_names: bool, depth: int = READ_AHEAD_DEPTH) -> None:
     """Start reading the partition of the link ``ahead`` (:class:`ReadAhead` whose ``then[0]`` is
-    ``(key, partition)``; ``depth`` batches ahead, :data:`READ_AHEAD_DEPTH` once its task takes it,
-    :func:`_take_read`) for its task, unless the run is over: a scheduling choice, the task learns the
+    ``(key, partition)``; ``depth`` batches ahead, :data:`READ_AHEAD_DEPTH` once the start-up is over,
+    :func:`_settle_reads`) for its task, unless the run is over: a scheduling choice, the task learns the
     same batches either way."""
     key, part = ahead.then[0]
     nxt = ReadAhead(ahead.run, key, ahead.then[1:], ahead.batch_rows) if len(ahead.then) > 1 else None
