@@ -53,7 +53,10 @@ and k, and reused; each grid holds the learner's own ``--oaa`` defaults (BEAR: A
 scaling with damping 1; MISSION: AdaGrad steps, -l 0.6), which the earlier grids (damping 0.01;
 MISSION steps 3-30, sgd-sized) missed once those defaults changed.
 
-Targets checked per row (means over the seeds): BEAR >= MISSION; at CF <= 10 BEAR within 2
+Targets checked per row (means over the seeds): BEAR >= MISSION (a cell below also gives the
+paired t of the seeds' differences, seed s giving both learners the same sketch hashes, and says
+"a tie" when the seeds cannot tell the difference from 0 at two-sided 5%; the run ends with one
+line counting the cells below and the real differences among them); at CF <= 10 BEAR within 2
 points of the oracle; BEAR well above random, taken as BEAR - random >= half of oracle - random.
 
 ``--diagnose DATASET`` (one cell: the first ``--ks``, ``--diagnose_cf``) looks for why BEAR
@@ -329,15 +332,43 @@ def nf(r, d):
     return f" [{np.mean(r['features']):.0f}]" if d.K else ""
 
 
-def versus(res):
-    """The BEAR >= MISSION cell: the difference of the means, and whether it is inside the
-    larger of the two seed sds (a tie the seeds cannot separate)."""
-    b, m = res["BEAR"]["acc"], res["MISSION"]["acc"]
-    diff = float(np.mean(b) - np.mean(m))
-    if diff >= 0:
-        return f"ok ({diff:+.2f})"
-    tie = len(b) > 1 and -diff <= max(np.std(b), np.std(m))
-    return f"MISS ({diff:+.2f}{', within seed sd' if tie else ''})"
+#: every BEAR >= MISSION cell of the run: (cell, mean paired difference, paired t or None, significant)
+VERSUS = []
+
+
+def versus(res, cell=""):
+    """The BEAR >= MISSION cell: the mean over the seeds of BEAR's minus MISSION's score. The
+    seeds are paired (seed s gives both learners the same sketch hashes and, on the synthetic
+    design, the same data), so a difference below 0 is also given its paired t statistic; when
+    |t| is under Student's two-sided 5% point with seeds - 1 degrees of freedom the seeds cannot
+    tell it from 0, and the cell says "a tie". Each cell is also kept in ``VERSUS`` for the
+    run's summary line."""
+    b, m = np.asarray(res["BEAR"]["acc"], float), np.asarray(res["MISSION"]["acc"], float)
+    diff = b - m
+    mu = float(diff.mean())
+    t = sig = None
+    if len(diff) > 1:
+        from scipy.stats import t as student
+
+        sd = float(diff.std(ddof=1))
+        t = mu / (sd / math.sqrt(len(diff))) if sd > 0 else (0.0 if mu == 0 else math.copysign(math.inf, mu))
+        sig = abs(t) >= float(student.ppf(0.975, len(diff) - 1))
+    VERSUS.append((cell, mu, t, sig))
+    if mu >= 0:
+        return f"ok ({mu:+.2f})"
+    if t is None:
+        return f"MISS ({mu:+.2f})"
+    return f"MISS ({mu:+.2f}, paired t {t:+.1f}{'' if sig else ': a tie'})"
+
+
+def versus_summary():
+    """One line: how many cells have BEAR's mean below MISSION's, and which of them the paired
+    seeds show to be a real difference."""
+    below = [v for v in VERSUS if v[1] < 0]
+    real = [v for v in below if v[3]]
+    print(f"\nBEAR >= MISSION over the run: BEAR's mean below in {len(below)} of {len(VERSUS)} cells; "
+          f"below by more than its paired seeds can tell from 0 (two-sided 5%) in {len(real)}"
+          + (": " + "; ".join(f"{c} ({mu:+.2f}, t {t:+.1f})" for c, mu, t, _ in real) if real else ""))
 
 
 def ms(v):
@@ -408,7 +439,7 @@ def text_dataset(name, a, out):
                            "own": runs["own"], "recall": rc,
                            "features": [nunion(sel) for sel in runs["sel"]]}
             b = np.mean(res["BEAR"]["acc"])
-            t1 = versus(res)
+            t1 = versus(res, f"{d.name} k {k} CF {cf:g}")
             t2 = ("ok" if b >= o - 2 else f"MISS ({b - o:+.1f})") if cf <= 10 else "-"
             t3 = "ok" if b - r >= 0.5 * (o - r) else f"MISS ({b - r:+.1f} vs {0.5 * (o - r):.1f})"
             dmp = res["BEAR"]["extra"].get("curvature_damping")
@@ -471,7 +502,7 @@ def synthetic_dataset(a, out):
                 tr_.append(recall(sel, [d.truth]))
             res[nm] = {"acc": acc, "recall": rc, "truth": tr_}
         b = np.mean(res["BEAR"]["acc"])
-        t1 = versus(res)
+        t1 = versus(res, f"synthetic CF {cf:g}")
         t2 = ("ok" if b >= o - 2 else f"MISS ({b - o:+.1f})") if cf <= 10 else "-"
         t3 = "ok" if b - r >= 0.5 * (o - r) else f"MISS ({b - r:+.1f} vs {0.5 * (o - r):.1f})"
         succ = {n: np.mean([t == 100 for t in res[n]["truth"]]) for n in res}
@@ -698,6 +729,7 @@ def main():
         a.cfs = floats(a.news20_cfs if name == "news20" else a.cfs)
         text_dataset(name, a, out)
         a.cfs = a_cfs
+    versus_summary()
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1, default=float)
