@@ -67,12 +67,14 @@ DEFAULT_ARGS = ["-b", "18", "--loss_function", "logistic"]
 #: and the clock is read as the block's first statement. A name may come back (the phase resumes).
 FD_RUN = [
     ("hash look-up (+ new keys)", "a = offsets[i]", "before"),
-    ("pre-scaling: scales (share, grow)", "if precond and do_learn:  # the scales grow", "before"),
+    ("pre-scaling: buffer share (G^T c)_j", "if precond and do_learn:  # the scales grow", "before"),
+    ("pre-scaling: scales grow", "_grow_scale(tab, slot_buf, values, a, s, b, m)", "before"),
     ("scatter x, w.x, Z x", "# scatter x (x~ = f x", "before"),
     ("prediction: buffer dots / share, loss", "tau = ints[I_TAU]", "before"),
     ("pre-scaling: flush", "if precond and dl != 0.0:", "before"),
     ("pre-scaling: G_j, frames", "nx = _accumulate_g(", "before"),
-    ("pre-scaling: x~, Z x~, G x~ again", "for k in range(s):", "before"),
+    ("pre-scaling: x~, Z x~ again", "for k in range(s):", "before"),
+    ("pre-scaling: G x~ again (buffer dots)", "_buffer_dots(tab, boff, bslot, bval, tau, m, gx)", "before"),
     ("buffer insert", "heta = imp * eta", "before"),
     ("eigen: rest (Z x after, S x)", "if outcome == EIG_FULL or tau + 1 == m:", "before"),
     ("eigen: tail (drift, clear, H)", "_eigen_tail(F, K, D, c, H, ZG, GG, boff, ints, flt)", "before"),
@@ -468,50 +470,66 @@ def main():
     sl = lambda f, extra: [sys.executable, "-m", "streamlearn", "train", str(f), *extra, *args, "--quiet"]  # noqa: E731
     vwc = vw_cmd(data, "--OjaNewton", "--sketch_size", "10", *args)
     whole = {k: [] for k in list(runs) + ["VW --OjaNewton --sketch_size 10"]}
+    fd_labs = {s: f"FD-SON m=10{' --no_diag' if s == 'no_diag' else ''}" for s in fd_sets}
+
+    def kid(s, mode, tag):
+        j, mf = tmp / f"{s}.{mode}.{tag}.json", tmp / f"{s}.{mode}.{tag}.model"
+        cmd = [sys.executable, __file__, "--clock", a.clock, "--_child", mode, str(j), "--", str(data),
+               "--algo", "fd-son", *settings[s], *args, "-f", str(mf)]
+        p = subprocess.run(cmd, env=dict(env, FDPROF_WARM=str(head)), capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"{' '.join(cmd)} failed:\n{p.stderr[-3000:]}")
+        res = json.loads(j.read_text())
+        res["md5"] = md5(mf)
+        return res
+
+    splits = {lab: [] for lab in fd_labs.values()}
+    heads = {}
     if not a.no_peers:
         for lab, extra in runs.items():  # numba's cache (a tree's first run compiles)
             timed_proc(sl(head, extra), env)
-        for r in range(a.rounds):
+        heads = {lab: timed_proc(sl(head, extra), env)[:3] for lab, extra in runs.items()}
+        heads["VW --OjaNewton --sketch_size 10"] = timed_proc(vw_cmd(head, *vwc[2:]))[:3]
+        print("  start-up: the same runs on the file's first 2,000 lines: " + ", ".join(
+            f"{k} {v[0]:.2f} s wall {v[1] + v[2]:.2f} CPU" for k, v in heads.items()), flush=True)
+    for r in range(a.rounds if not a.no_peers else 1):
+        if not a.no_peers:
             for lab, extra in runs.items():
-                w, u, s, _ = timed_proc(sl(data, extra), env)
-                whole[lab].append((w, u, s))
-            w, u, s, err = timed_proc(vwc)
-            whole["VW --OjaNewton --sketch_size 10"].append((w, u, s))
-            print(f"  round {r + 1}: " + ", ".join(f"{k} {v[-1][0]:.2f} s" for k, v in whole.items())
-                  + f" (load {load()})", flush=True)
-    # split and profile children
+                w, u, s_, _ = timed_proc(sl(data, extra), env)
+                whole[lab].append((w, u, s_))
+            w, u, s_, err = timed_proc(vwc)
+            whole["VW --OjaNewton --sketch_size 10"].append((w, u, s_))
+        for s in fd_sets:  # the learning's thread CPU (split runs), interleaved with the rest
+            splits[fd_labs[s]].append(kid(s, "split", r))
+        print(f"  round {r + 1}: " + ", ".join(f"{k} {v[-1][0]:.2f} s wall {v[-1][1] + v[-1][2]:.2f} CPU"
+                                               for k, v in whole.items() if v)
+              + "; learning " + ", ".join(f"{k} {v[-1]['acc']['_run']:.2f} s" for k, v in splits.items())
+              + f" (load {load()})", flush=True)
     kids = {}
     for s in fd_sets:
-        lab = f"FD-SON m=10{' --no_diag' if s == 'no_diag' else ''}"
-        out = {}
-        for mode in ("split", "profile"):
-            j, mf = tmp / f"{s}.{mode}.json", tmp / f"{s}.{mode}.model"
-            cmd = [sys.executable, __file__, "--clock", a.clock, "--_child", mode, str(j), "--", str(data),
-                   "--algo", "fd-son", *settings[s], *args, "-f", str(mf)]
-            t = time.perf_counter()
-            p = subprocess.run(cmd, env=dict(env, FDPROF_WARM=str(head)), capture_output=True,
-                               text=True)
-            if p.returncode != 0:
-                sys.exit(f"{' '.join(cmd)} failed:\n{p.stderr[-3000:]}")
-            out[mode] = json.loads(j.read_text())
-            out[mode]["md5"] = md5(mf)
-            print(f"  {lab}: {mode} run {time.perf_counter() - t:.1f} s (load {load()})", flush=True)
-        kids[lab] = out
+        lab = fd_labs[s]
+        t = time.perf_counter()
+        best = min(splits[lab], key=lambda x: x["acc"]["_run"])
+        kids[lab] = {"split": best, "profile": kid(s, "profile", 0),
+                     "learn_all": [x["acc"]["_run"] for x in splits[lab]]}
+        print(f"  {lab}: profile run {time.perf_counter() - t:.1f} s (load {load()})", flush=True)
     n_ex = None
     # -- whole processes
     med = {}
     if not a.no_peers:
         rows = []
         for lab, v in whole.items():
-            w = statistics.median(x[0] for x in v)
-            c = statistics.median(x[1] + x[2] for x in v)
+            w = min(x[0] for x in v)
+            c = min(x[1] + x[2] for x in v)
             med[lab] = (w, c)
             rows.append({"run": lab, "wall s": f"{w:.2f}", "user + sys s": f"{c:.2f}",
+                         "median wall": f"{statistics.median(x[0] for x in v):.2f}",
+                         "median CPU": f"{statistics.median(x[1] + x[2] for x in v):.2f}",
                          "walls": " ".join(f"{x[0]:.2f}" for x in v),
                          "CPUs": " ".join(f"{x[1] + x[2]:.2f}" for x in v)})
-        print(f"\nWhole processes, median of {a.rounds} interleaved rounds (/usr/bin/time; VW = vw_run, its Python "
-              f"start-up included)")
-        print(table(rows, ["run", "wall s", "user + sys s", "walls", "CPUs"]))
+        print(f"\nWhole processes, best of {a.rounds} interleaved rounds (wall and CPU each the least; /usr/bin/time; "
+              f"VW = vw_run, its Python start-up included)")
+        print(table(rows, ["run", "wall s", "user + sys s", "median wall", "median CPU", "walls", "CPUs"]))
     # -- profiles
     for lab, out in kids.items():
         sp, pr = out["split"], out["profile"]
@@ -529,6 +547,8 @@ def main():
         out["cpu"] = cpu
         rows = []
         learn = sp["acc"]["_run"]
+        print(f"\n(learning thread CPU of the split runs: {' '.join(f'{x:.2f}' for x in out['learn_all'])} s; the least "
+              f"is used)")
         for n in names + [k for k, _ in PY_KERNELS] + [PY_REST]:
             i = names.index(n) if n in names else None
             rows.append({"phase": n, "CPU s": f"{cpu[n]:.3f}", "us/ex": f"{1e6 * cpu[n] / n_ex:.2f}",
@@ -565,29 +585,42 @@ def main():
         reb = sum(cpu.get(n, 0.0) for n in REBASE_ONLY)
         dense = sum(cpu.get(n, 0.0) for n in DENSE)
         reading = sp["proc_cpu_run"] - sp["main_thread_cpu"] if sp["run_on_main"] else float("nan")
+        # the learning inside the whole process: its CPU less the start-up (the same run on 2,000 lines) and the
+        # reading thread (split run); the cuts are the profile's shares of the learning applied to it, so that the
+        # whole process and what is taken from it come from the same runs (the machine's load inflates both)
+        start_c = heads[lab][1] + heads[lab][2]
+        L = c - start_c - reading
+        fr, fdn = reb / learn, dense / learn
         rows = []
-        for name, cut in (("whole run", 0.0), ("- re-base-only phases", reb), ("- also the eigen step's dense part",
-                                                                               reb + dense)):
+        for name, f in (("whole run", 0.0), ("- re-base-only phases", fr), ("- also the eigen step's dense part",
+                                                                            fr + fdn)):
+            cut = f * L
             cw, cc = w - cut, c - cut
-            rows.append({"FD-SON": name, "removed s": f"{cut:.2f}", "wall s": f"{cw:.2f}", "CPU s": f"{cc:.2f}",
-                         "ex/s (wall)": f"{n_ex / cw:,.0f}", "/ VW wall": f"{vw_w / cw:.2f}x",
+            rows.append({"FD-SON": name, "share cut": f"{100 * f:.1f}%", "removed s": f"{cut:.2f}", "wall s": f"{cw:.2f}",
+                         "CPU s": f"{cc:.2f}", "ex/s (wall)": f"{n_ex / cw:,.0f}", "/ VW wall": f"{vw_w / cw:.2f}x",
                          "/ VW CPU": f"{vw_c / cc:.2f}x", "/ Oja-SON wall": f"{oj_w / cw:.2f}x",
                          "/ Oja-SON CPU": f"{oj_c / cc:.2f}x"})
-        print(f"\nCeiling, {lab} (whole-process medians; VW {vw_w:.2f} s wall {vw_c:.2f} s CPU = {n_ex / vw_w:,.0f} "
-              f"ex/s; Oja-SON {oj_w:.2f} / {oj_c:.2f} s). Re-base-only: {' + '.join(f'{n} {cpu.get(n, 0):.2f}' for n in REBASE_ONLY)}. "
-              f"Dense: {' + '.join(f'{n} {cpu.get(n, 0):.2f}' for n in DENSE)}")
-        print(table(rows, ["FD-SON", "removed s", "wall s", "CPU s", "ex/s (wall)", "/ VW wall", "/ VW CPU",
+        print(f"\nCeiling, {lab} (whole processes, best of {a.rounds}: {w:.2f} s wall, {c:.2f} s CPU; VW {vw_w:.2f} s wall "
+              f"{vw_c:.2f} s CPU = {n_ex / vw_w:,.0f} ex/s; Oja-SON {oj_w:.2f} / {oj_c:.2f} s). Learning in the whole process "
+              f"{L:.2f} s CPU = {c:.2f} - start-up {start_c:.2f} (2,000 lines) - reading thread {reading:.2f}. Shares of the "
+              f"learning (profile x split run): re-base-only {100 * fr:.1f}% ("
+              + ", ".join(f"{n} {100 * cpu.get(n, 0) / learn:.1f}%" for n in REBASE_ONLY) + f"); dense {100 * fdn:.1f}% ("
+              + ", ".join(f"{n} {100 * cpu.get(n, 0) / learn:.1f}%" for n in DENSE) + ")")
+        print(table(rows, ["FD-SON", "share cut", "removed s", "wall s", "CPU s", "ex/s (wall)", "/ VW wall", "/ VW CPU",
                            "/ Oja-SON wall", "/ Oja-SON CPU"]))
-        cw, cc = w - reb - dense, c - reb - dense
-        other = c - learn  # reading, start-up, the driver (CPU)
+        cut = (fr + fdn) * L
+        cw, cc = w - cut, c - cut
+        left_L = L - cut
         left = {n: v for n, v in cpu.items() if n not in REBASE_ONLY and n not in DENSE}
-        big = sorted(left.items(), key=lambda kv: -kv[1])[:6]
-        print(f"Outside the learning: {other:.2f} s CPU of the {c:.2f} (reading thread {reading:.2f} s, the rest "
-              f"start-up and driver); learning left after both cuts {learn - reb - dense:.2f} s "
-              f"({1e6 * (learn - reb - dense) / n_ex:.2f} us/example). For 1.0x VW by wall another {max(cw - vw_w, 0):.2f} s "
-              f"({1e6 * max(cw - vw_w, 0) / n_ex:.2f} us/example, {100 * max(cw - vw_w, 0) / max(learn - reb - dense, 1e-9):.0f}% of "
-              f"the learning left) must go; by CPU {max(cc - vw_c, 0):.2f} s ({100 * max(cc - vw_c, 0) / max(learn - reb - dense, 1e-9):.0f}%). "
-              f"The largest phases left: " + ", ".join(f"{n} {v:.2f} s ({1e6 * v / n_ex:.2f} us)" for n, v in big))
+        big = sorted(left.items(), key=lambda kv: -kv[1])[:8]
+        print(f"After both cuts: learning left {left_L:.2f} s ({1e6 * left_L / n_ex:.2f} us/example), start-up {start_c:.2f} s "
+              f"(VW's on the same 2,000 lines: {heads['VW --OjaNewton --sketch_size 10'][1] + heads['VW --OjaNewton --sketch_size 10'][2]:.2f}). "
+              f"For 1.0x VW by wall another {max(cw - vw_w, 0):.2f} s ({1e6 * max(cw - vw_w, 0) / n_ex:.2f} us/example, "
+              f"{100 * max(cw - vw_w, 0) / max(left_L, 1e-9):.0f}% of the learning left) must go; by CPU "
+              f"{max(cc - vw_c, 0):.2f} s ({100 * max(cc - vw_c, 0) / max(left_L, 1e-9):.0f}%); with only the re-base-only cut: "
+              f"by wall {max(w - fr * L - vw_w, 0):.2f} s ({100 * max(w - fr * L - vw_w, 0) / max(L - fr * L, 1e-9):.0f}% of the "
+              f"learning left then), by CPU {max(c - fr * L - vw_c, 0):.2f} s. The largest phases left (share of the "
+              f"learning): " + ", ".join(f"{n} {100 * v / learn:.1f}%" for n, v in big))
 
 
 if __name__ == "__main__":
