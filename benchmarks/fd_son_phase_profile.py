@@ -29,13 +29,18 @@ intervals times it). The cycle counter counts wall time (a preempted thread's wa
 as their shares of the net sum, applied to the split run's ``fd_run`` thread CPU (the 'CPU s' column); the raw
 seconds (cycles / the counter's measured rate) are printed next to them.
 
-The ceiling: FD-SON's whole process less what a representation that never re-bases would save at best (the catch-up,
-cond(N1), the lazy and full re-bases, the history compactions), then less also the eigen step's dense m x m algebra
-(the residual's Gram and eigh, Mt^T Mt and its eigh, N1 N2, the new K, the tail: drift guard, buffer cleared, H), as
-ratios of examples/s to VW's and to Oja-SON's, by CPU (user + sys) and by wall (the learning runs on the main thread,
-reading beside it in the prefetch thread: a second removed from the learning is taken as a second of wall, which
-holds while the learning thread is the longer of the two; the reading thread's CPU is printed). Then what would still
-have to go for 1.0x VW.
+The ceiling: FD-SON's whole process (best of the rounds) less what a representation that never re-bases would save at
+best (the catch-up, cond(N1), the lazy and full re-bases, the history compactions), then less also the eigen step's
+dense m x m algebra (the residual's Gram and eigh, Mt^T Mt and its eigh, N1 N2, the new K, the tail: drift guard,
+buffer cleared, H), as ratios of examples/s to VW's and to Oja-SON's, by CPU (user + sys) and by wall. The cuts are
+those phases' shares of the learning (profile x split run) applied to the whole process's own learning, estimated as
+its CPU less the start-up (the same command on the file's first 2,000 lines) and less the reading thread's CPU (split
+run), so that what is removed and what it is removed from come from the same runs. The learning runs on the main
+thread, the reading beside it in the prefetch thread: a second removed from the learning is taken as a second of
+wall (it holds while the learning thread is the longer of the two). Then what would still have to go for 1.0x VW.
+
+Each run leaves nothing behind (its models are written in a temporary folder under the benchmark cache, removed at
+the end). A run takes ~5 minutes (two uncached compiles of the instrumented kernel, ~35 s each).
 
     python3 benchmarks/fd_son_phase_profile.py [FILE] [--rounds 3] [--clock tsc|cpu] [--no-peers] [-- ARGS]
 """
@@ -48,6 +53,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -452,10 +458,17 @@ def main():
         child(a._child[0], a._child[1], a.clock == "cpu", rest)
         return
     need_shared()
+    tmp = Path(tempfile.mkdtemp(prefix="fdprof_", dir=CACHE))
+    try:
+        report(a, rest, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # (the runs' models: ~30 MB each)
+
+
+def report(a, rest, tmp):
     data = Path(a.file) if a.file else gen_sparse()[0]
     args = rest or DEFAULT_ARGS
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    tmp = Path(tempfile.mkdtemp(prefix="fdprof_", dir=CACHE))
     head = tmp / "head.vw"
     with open(data, "rb") as f, open(head, "wb") as g:
         for _, ln in zip(range(2000), f):
