@@ -61,7 +61,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
-from sketched_adagrad import DATASETS, read_libsvm, sparse_stream, timed  # noqa: E402
+from sketched_adagrad import DATASETS, read_libsvm, sparse_stream, timed, update_fraction  # noqa: E402
 from streamlearn.algos import make_learner  # noqa: E402
 from streamlearn.batch import Batch  # noqa: E402
 
@@ -380,10 +380,7 @@ def ada_update_fraction(batch):
     L = ada()
     for _ in range(6):
         L.learn_batch(batch)
-    p, _ = L.learn_batch(batch)
-    m = batch.labels * p
-    e = np.exp(np.minimum(-m, 700.0)).astype(np.float32)
-    return float(np.mean(np.float32(1.0) + e > np.float32(1.0)))
+    return update_fraction(L.learn_batch(batch)[0], batch.labels)
 
 
 def main():
@@ -499,8 +496,7 @@ def main():
                 t0 = time.thread_time()
                 fl.learn_batch(fb)
                 f_l = min(f_l, 1e6 * (time.thread_time() - t0) / fb.n)
-            e32 = np.exp(np.minimum(-fb.labels * pa, 700.0)).astype(np.float32)
-            f_upd = float(np.mean(np.float32(1.0) + e32 > np.float32(1.0)))
+            f_upd = update_fraction(pa, fb.labels)
             fresh = (f_ada, f_l, fl.n_rebase, fl.n_fold, f_upd, fb.n)
         print(f"\n## stream {sname}: s = {s:.1f}, load {load0:.2f} -> {load1:.2f}")
         print(f"adagrad --adaptive (timed, best of 5): {t_ada:.2f} us/ex; it updates on {100 * upd:.0f}% of a pass")
