@@ -17,7 +17,6 @@ uncached (~20 s), so the process's CPU time and page faults printed at the end i
 """
 from __future__ import annotations
 
-import ctypes
 import inspect
 import resource
 import sys
@@ -26,10 +25,10 @@ import time
 from collections import namedtuple
 
 import numpy as np
-from llvmlite import ir
 from numba import njit
-from numba.core import cgutils, types
-from numba.extending import intrinsic
+
+from _phase_clock import CLOCK_THREAD_CPUTIME_ID as _CLOCK_THREAD_CPUTIME_ID
+from _phase_clock import clock_gettime as _clock_gettime, rdtsc as _rdtsc
 
 #: (phase name, the stripped first line of the phase in bear_update's source)
 PHASES = [
@@ -59,24 +58,6 @@ NESTED = [
         ("  offers: heaps", "nev = "),  # (nev = np.int64(0) since heap10; its first assignment)
     ]),
 ]
-
-
-@intrinsic
-def _rdtsc(typingctx):
-    sig = types.int64()
-
-    def codegen(context, builder, signature, args):
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(64), []),
-                                            "llvm.readcyclecounter")
-        return builder.call(fn, [])
-    return sig, codegen
-
-
-_libc = ctypes.CDLL(None)
-_clock_gettime = _libc.clock_gettime
-_clock_gettime.argtypes = [ctypes.c_int, ctypes.c_void_p]
-_clock_gettime.restype = ctypes.c_int
-_CLOCK_THREAD_CPUTIME_ID = 3
 
 
 @njit(inline="always")

@@ -211,28 +211,10 @@ def instrument(src: str, name: str, anchors, index, entry, ret, catch=None) -> s
 def build_profiled(fk, clock_cpu):
     """The instrumented ``fd_run`` (and ``_eigen_step``), compiled; returns (fd_run_prof, names, prof array,
     timer's cost per interval in clock units)."""
-    import ctypes
-
     import numpy as np
-    from llvmlite import ir
-    from numba import njit, types
-    from numba.core import cgutils
-    from numba.extending import intrinsic
+    from numba import njit
 
-    @intrinsic
-    def _rdtsc(typingctx):
-        sig = types.int64()
-
-        def codegen(context, builder, signature, args):
-            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(64), []),
-                                                "llvm.readcyclecounter")
-            return builder.call(fn, [])
-        return sig, codegen
-
-    libc = ctypes.CDLL(None)
-    cg = libc.clock_gettime
-    cg.argtypes = [ctypes.c_int, ctypes.c_void_p]
-    cg.restype = ctypes.c_int
+    from _phase_clock import CLOCK_THREAD_CPUTIME_ID, rdtsc as _rdtsc, clock_gettime as cg
 
     # prof: [0:P] the phases' sums, [P:2P] their interval counts, then t0, the running phase, timespec (2), clock
     @njit(inline="always")
@@ -241,7 +223,7 @@ def build_profiled(fk, clock_cpu):
         if prof[n - 1] == 0:
             return _rdtsc()
         ts = prof[n - 3:n - 1]
-        cg(3, ts.ctypes)  # CLOCK_THREAD_CPUTIME_ID
+        cg(CLOCK_THREAD_CPUTIME_ID, ts.ctypes)
         return ts[0] * 1000000000 + ts[1]
 
     @njit(inline="always")
@@ -303,22 +285,13 @@ def build_profiled(fk, clock_cpu):
 
 # -- the children ------------------------------------------------------------------------------------------------
 def _tsc_reader():
-    from numba import njit, types
-    from numba.core import cgutils
-    from numba.extending import intrinsic
-    from llvmlite import ir
+    from numba import njit
 
-    @intrinsic
-    def _rd(typingctx):
-        def codegen(context, builder, signature, args):
-            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(64), []),
-                                                "llvm.readcyclecounter")
-            return builder.call(fn, [])
-        return types.int64(), codegen
+    from _phase_clock import rdtsc
 
     @njit
     def rd():
-        return _rd()
+        return rdtsc()
     rd()
     return rd
 

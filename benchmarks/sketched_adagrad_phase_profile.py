@@ -39,7 +39,6 @@ the same kind, where AdaGrad updates on most examples.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import gzip
 import inspect
 import os
@@ -52,10 +51,7 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
 
 import numpy as np  # noqa: E402
-from llvmlite import ir  # noqa: E402
 from numba import njit  # noqa: E402
-from numba.core import cgutils, types  # noqa: E402
-from numba.extending import intrinsic  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
@@ -111,21 +107,7 @@ T_PEND, T_CTHR, T_CTSC = -14, -15, -16
 N_TAIL = 16
 
 
-@intrinsic
-def _rdtsc(typingctx):
-    sig = types.int64()
-
-    def codegen(context, builder, signature, args):
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(64), []),
-                                            "llvm.readcyclecounter")
-        return builder.call(fn, [])
-    return sig, codegen
-
-
-_libc = ctypes.CDLL(None)
-_clock_gettime = _libc.clock_gettime
-_clock_gettime.argtypes = [ctypes.c_int, ctypes.c_void_p]
-_clock_gettime.restype = ctypes.c_int
+from _phase_clock import CLOCK_THREAD_CPUTIME_ID, clock_gettime as _clock_gettime, rdtsc as _rdtsc  # noqa: E402
 
 
 @njit(inline="always")
@@ -138,7 +120,7 @@ def _tsc(ticks):
 def _thr(ticks):
     ticks[T_NTHR] += 1
     ts = ticks[T_TS:]
-    _clock_gettime(3, ts.ctypes)  # CLOCK_THREAD_CPUTIME_ID
+    _clock_gettime(CLOCK_THREAD_CPUTIME_ID, ts.ctypes)
     return ts[0] * 1000000000 + ts[1]
 
 
