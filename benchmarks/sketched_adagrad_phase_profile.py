@@ -33,7 +33,7 @@ passes have made separable, most examples are a prediction only; its update frac
 and ``fresh`` rows time one pass of a fresh learner (compiled before) over 10,000 new examples of
 the same kind, where AdaGrad updates on most examples.
 
-    python3 benchmarks/sketched_adagrad_phase_profile.py [--streams u100000,u10000,u1000,u200,mnist]
+    python3 benchmarks/sketched_adagrad_phase_profile.py [--streams u100000,u10000,u1000,u200,mnist,news20b]
         [--algo ftfsl] [--tau 10] [--clock tsc|thread] [--passes 5]
 """
 from __future__ import annotations
@@ -332,9 +332,16 @@ def stream(name, n=2000, seed=0):
     """``uD``: the cost part's uniform stream over d = D (``seed`` 0: the benchmark's; 1: fresh data);
     ``mnist``: mnist_test10k's first 2,000 rows (seed 1: the rows after them), digit 0 (file label 1)
     against the rest, a constant feature, random 32-bit hashes; ``mnistpos``: the same rows with every
-    label +1 (``read_libsvm``'s label > 0 on the file's labels 1..10)."""
+    label +1 (``read_libsvm``'s label > 0 on the file's labels 1..10); ``news20b``: news20_binary's
+    training rows (real text, s ~ 147): the first ``n`` (seed 1: the rows after them)."""
     if name.startswith("u"):
         return sparse_stream(n, int(name[1:]), 149, seed)
+    if name == "news20b":
+        from streamlearn.batch import concat_batches
+        from streamlearn.io import ReaderConfig, read_batches
+        bs = list(read_batches([str(DATASETS / "news20/news20_binary_train.vw.gz")], ReaderConfig(fmt="vw")))
+        b = concat_batches(bs) if len(bs) > 1 else bs[0]
+        return b.slice(0, min(n, b.n)) if seed == 0 else b.slice(min(2000, b.n), min(2000 + n, b.n))
     path = DATASETS / "mnist_test10k/mnist_test10k.libsvm.gz"
     X, y = read_libsvm(str(path))
     if name == "mnist":
