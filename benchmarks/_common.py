@@ -19,6 +19,16 @@ GEN_SPARSE = SHARED / "tools" / "gen_sparse.py"
 CACHE = Path(os.environ.get("STREAMLEARN_BENCH_DIR", "/tmp/streamlearn_bench"))
 
 
+def read_batch(path, fmt="vw", keep_names=False):
+    """One ``Batch`` with every row of the file ``path``, read as the CLI reads it (the constant feature
+    added)."""
+    from streamlearn.batch import concat_batches
+    from streamlearn.io import ReaderConfig, read_batches
+
+    bs = list(read_batches([str(path)], ReaderConfig(fmt=fmt, keep_names=keep_names)))
+    return concat_batches(bs, names=keep_names) if len(bs) > 1 else bs[0]
+
+
 def need_shared():
     if not DATASETS.exists() or not VW_RUN.exists():
         sys.exit(f"benchmarks need the shared folder with datasets and tools (looked in {SHARED}); "

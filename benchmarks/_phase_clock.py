@@ -1,7 +1,7 @@
 """The clocks of the phase profiles (``bear_phase_profile.py``, ``fd_son_phase_profile.py``,
 ``sketched_adagrad_phase_profile.py``), for use inside numba kernels.
 
-``rdtsc()``: the CPU's cycle counter (``llvm.readcyclecounter``): ~12 ns a read on this machine's VM,
+``rdtsc()``: the CPU's cycle counter (``read_tsc()`` from Python) (``llvm.readcyclecounter``): ~12 ns a read on this machine's VM,
 but wall time (a preempted thread's wait is counted too). ``clock_gettime(CLOCK_THREAD_CPUTIME_ID,
 timespec)``: the calling thread's CPU time through libc (a ctypes function, callable from a kernel
 with a 2-element int64 array's ``.ctypes`` as the timespec); a system call here, ~0.6-1 us a read.
@@ -9,6 +9,7 @@ with a 2-element int64 array's ``.ctypes`` as the timespec); a system call here,
 import ctypes
 
 from llvmlite import ir
+from numba import njit
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
@@ -24,6 +25,12 @@ def rdtsc(typingctx):
                                             "llvm.readcyclecounter")
         return builder.call(fn, [])
     return sig, codegen
+
+
+@njit
+def read_tsc():
+    """The cycle counter, called from Python (its rate against ``time.perf_counter``)."""
+    return rdtsc()
 
 
 clock_gettime = ctypes.CDLL(None).clock_gettime

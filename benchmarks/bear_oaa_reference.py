@@ -41,15 +41,13 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from _common import DATASETS, need_shared, table  # noqa: E402
+from _common import DATASETS, need_shared, read_batch, table  # noqa: E402
 
-from streamlearn.batch import CONSTANT_HASH, concat_batches  # noqa: E402
-from streamlearn.io import ReaderConfig, read_batches  # noqa: E402
+from streamlearn.batch import CONSTANT_HASH  # noqa: E402
 
 
 def load_rows(path, n):
-    bs = list(read_batches([str(path)], ReaderConfig(fmt="vw")))
-    b = concat_batches(bs) if len(bs) > 1 else bs[0]
+    b = read_batch(path)
     n = b.n if not n else min(n, b.n)
     off, ind = b.offsets, b.indices.astype(np.int64)
     uniq, inv = np.unique(np.concatenate([ind[:off[n]], [CONSTANT_HASH]]), return_inverse=True)
@@ -140,8 +138,7 @@ def check(path, K, n):
     from streamlearn.algos.bear import Bear
     from streamlearn.batch import Batch
 
-    bs = list(read_batches([str(path)], ReaderConfig(fmt="vw")))
-    b = concat_batches(bs) if len(bs) > 1 else bs[0]
+    b = read_batch(path)
     off = b.offsets
     keys = np.unique(b.indices[:off[n]])  # the constant feature included (the reader adds it)
     X = np.zeros((n, len(keys)))

@@ -83,8 +83,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from streamlearn.algos import AdaGrad  # noqa: E402
 from streamlearn.algos.bear import Bear  # noqa: E402
 from streamlearn.algos.mission import Mission  # noqa: E402
-from streamlearn.batch import concat_batches, unit_norm_rows  # noqa: E402
-from streamlearn.io import ReaderConfig, read_batches  # noqa: E402
+from streamlearn.batch import unit_norm_rows  # noqa: E402
+from _common import read_batch  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "datasets")
 if not os.path.isdir(ROOT):
@@ -108,8 +108,7 @@ class BearTopkR(Bear):
 
 def load(path, names=False, fmt="vw"):
     """One Batch with every row of ``ROOT/path``."""
-    bs = list(read_batches([os.path.join(ROOT, path)], ReaderConfig(fmt=fmt, keep_names=names)))
-    return concat_batches(bs, names=True) if len(bs) > 1 else bs[0]
+    return read_batch(os.path.join(ROOT, path), fmt, keep_names=names)
 
 
 def accuracy(pred, labels, K):

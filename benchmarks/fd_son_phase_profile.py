@@ -284,18 +284,6 @@ def build_profiled(fk, clock_cpu):
 
 
 # -- the children ------------------------------------------------------------------------------------------------
-def _tsc_reader():
-    from numba import njit
-
-    from _phase_clock import rdtsc
-
-    @njit
-    def rd():
-        return rdtsc()
-    rd()
-    return rd
-
-
 def _cli(cli_main, argv):
     try:
         cli_main(["train", *argv, "--quiet"])
@@ -316,7 +304,7 @@ def child(mode, out, clock_cpu, argv):
     run_threads = set()
     if mode == "profile":
         prof_run, names, prof, cost = build_profiled(fk, clock_cpu)
-        rd = _tsc_reader()
+        from _phase_clock import read_tsc as rd
         res.update(names=names, cost_per_interval=cost, clock="cpu" if clock_cpu else "tsc")
         orig_fd_run = prof_run
 

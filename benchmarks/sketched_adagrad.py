@@ -27,8 +27,8 @@ with s ~ 150; FTFSL tau = 40 / tau = 10; FTSL / FTFSL at tau = 40 on dense d = 1
 repeated passes over 2,000 examples of the s ~ 150 stream become separable to AdaGrad, which then
 steps on only ~10% of them (VW's rule: no step once the float32 loss is 0; the row prints the
 fraction), so its time there is mostly prediction: the cost part also times one pass of fresh
-learners over data they have not seen (10,000 new examples of the stream, and news20_binary's
-11,314 training rows, s ~ 147), where AdaGrad steps on nearly every example.
+learners over data they have not seen (10,000 new examples of the stream; news20_binary's 11,314
+training rows, s ~ 147, and w8a, s ~ 13: real data), where AdaGrad steps on most examples.
 
 Run: python benchmarks/sketched_adagrad.py [--part accuracy|cost|both] [--seeds 2] [--jobs 2] [--full]
 """
@@ -50,7 +50,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
-from _common import DATASETS, table  # noqa: E402
+from _common import DATASETS, read_batch, table  # noqa: E402
 from naive_fd_son import son_synthetic  # noqa: E402
 from naive_sketched_adagrad import FullAdaGrad  # noqa: E402
 from streamlearn.algos import make_learner  # noqa: E402
@@ -230,18 +230,20 @@ def update_fraction(preds, labels):
     return float(np.mean(np.float32(1.0) + e > np.float32(1.0)))
 
 
-def one_pass(make, batch, reps=3):
+def one_pass(makes, batch, reps=3):
     """Microseconds of CPU time per example of one pass of a fresh learner over ``batch``
-    (``time.thread_time``), the best of ``reps`` (its kernels compiled before): what a streaming
-    run over data the learner has not seen costs, table growth included. Returns (us, learner,
-    predictions of the last pass)."""
-    best_t, L, p = np.inf, None, None
+    (``time.thread_time``), for each of ``makes``, interleaved, the best of ``reps`` (their kernels
+    compiled before): what a streaming run over data the learner has not seen costs, table growth
+    included. Returns one (us, learner, predictions) per maker, of its last pass."""
+    out = [[np.inf, None, None] for _ in makes]
     for _ in range(reps):
-        L = make()
-        t0 = time.thread_time()
-        p, _ = L.learn_batch(batch)
-        best_t = min(best_t, time.thread_time() - t0)
-    return 1e6 * best_t / batch.n, L, p
+        for r, make in zip(out, makes):
+            L = make()
+            t0 = time.thread_time()
+            p, _ = L.learn_batch(batch)
+            r[0] = min(r[0], 1e6 * (time.thread_time() - t0) / batch.n)
+            r[1], r[2] = L, p
+    return [tuple(r) for r in out]
 
 
 def sparse_stream(T, d, s, seed=0):
@@ -297,14 +299,11 @@ def cost(a):
     # AdaGrad makes separable, so it steps on only a fraction of them (printed) and its time is mostly
     # prediction; a stream's learner steps on nearly every example
     fresh = [("sparse s=150, 10,000 unseen", sparse_stream(a.fresh_n, 100_000, 149, seed=1))]
-    if a.news20:
-        from streamlearn.batch import concat_batches
-        from streamlearn.io import ReaderConfig, read_batches
-        bs = list(read_batches([str(DATASETS / "news20/news20_binary_train.vw.gz")], ReaderConfig(fmt="vw")))
-        fresh.append(("news20_binary train", concat_batches(bs) if len(bs) > 1 else bs[0]))
+    if a.real_pass:
+        fresh.append(("news20_binary train", read_batch(DATASETS / "news20/news20_binary_train.vw.gz")))
+        fresh.append(("w8a", read_batch(DATASETS / "w8a/w8a_shuffled.libsvm.gz", fmt="libsvm")))
     for name, fb in fresh:
-        t_a, _, pa = one_pass(ada, fb)
-        t_f, Lf, _ = one_pass(lambda: learner("ftfsl", 0, 0.5, 10), fb)
+        (t_a, _, pa), (t_f, Lf, _) = one_pass([ada, lambda: learner("ftfsl", 0, 0.5, 10)], fb)
         rows.append({"row": f"adagrad --adaptive, one pass, {name} (s={fb.nnz / fb.n:.0f})", "us/ex": f"{t_a:.2f}",
                      "ratio": "", "rebases": f"(steps on {100 * update_fraction(pa, fb.labels):.0f}%)"})
         rows.append({"row": f"ftfsl tau=10, one pass, {name}", "us/ex": f"{t_f:.1f}", "vs adagrad": f"{t_f / t_a:.1f}x",
@@ -347,8 +346,9 @@ def main():
     ap.add_argument("--sparse_n", type=int, default=2000)
     ap.add_argument("--fresh_n", type=int, default=10_000,
                     help="cost: examples of the one-pass rows over unseen data of the s = 150 stream")
-    ap.add_argument("--no_news20", dest="news20", action="store_false",
-                    help="cost: without the one-pass row on news20_binary's training rows (s ~ 147)")
+    ap.add_argument("--no_real_pass", dest="real_pass", action="store_false",
+                    help="cost: without the one-pass rows on real data (news20_binary's training rows, s ~ 147; "
+                         "w8a, s ~ 13)")
     ap.add_argument("--dense_d", type=int, default=10_000)
     ap.add_argument("--dense_n", type=int, default=500)
     a = ap.parse_args()

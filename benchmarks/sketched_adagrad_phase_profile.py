@@ -25,8 +25,9 @@ Each profiled pass's thread CPU time is printed next to the sum of the phases.
 
 Streams (2,000 examples, logistic loss, eta 0.5, ``-b 18``, as ``benchmarks/sketched_adagrad.py --part cost``):
 ``uD`` the cost part's uniform stream (``sparse_stream``: 149 random features of d = D and a
-constant), ``mnist`` the first 2,000 rows of mnist_test10k (label > 0 vs 0, a constant feature,
-random 32-bit hashes). Times: ``timed`` (best of 5 passes after an untimed first) for AdaGrad
+constant), ``mnist`` the first 2,000 rows of mnist_test10k (digit 0 against the rest, a constant
+feature, random 32-bit hashes; ``mnistpos``: every label +1), ``news20b`` the first 2,000 of
+news20_binary's training rows (real text, s ~ 147). Times: ``timed`` (best of 5 passes after an untimed first) for AdaGrad
 (``--adaptive``, the benchmark's reference) and the learner; the profile sums 5 more passes.
 AdaGrad skips its update where its float32 loss is 0 (margin > ~16.6, VW's rule): on a stream its
 passes have made separable, most examples are a prediction only; its update fraction is printed,
@@ -57,7 +58,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
-from sketched_adagrad import DATASETS, read_libsvm, sparse_stream, timed, update_fraction  # noqa: E402
+from _common import read_batch  # noqa: E402
+from sketched_adagrad import DATASETS, one_pass, read_libsvm, sparse_stream, timed, update_fraction  # noqa: E402
 from streamlearn.algos import make_learner  # noqa: E402
 from streamlearn.batch import Batch  # noqa: E402
 
@@ -107,7 +109,7 @@ T_PEND, T_CTHR, T_CTSC = -14, -15, -16
 N_TAIL = 16
 
 
-from _phase_clock import CLOCK_THREAD_CPUTIME_ID, clock_gettime as _clock_gettime, rdtsc as _rdtsc  # noqa: E402
+from _phase_clock import CLOCK_THREAD_CPUTIME_ID, clock_gettime as _clock_gettime, rdtsc as _rdtsc, read_tsc  # noqa: E402
 
 
 @njit(inline="always")
@@ -157,26 +159,13 @@ def _sw(ticks, ph, t0, lv, nb):
 
 
 @njit
-def _tsc_loop(ticks, n):
-    t0 = _tsc(ticks)
+def _read_loop(ticks, n, thread):
+    """n reads of the cycle counter (or, ``thread``, of the thread clock): the clock units they took."""
+    t0 = _thr(ticks) if thread else _tsc(ticks)
     t = t0
     for _ in range(n):
-        t = _tsc(ticks)
+        t = _thr(ticks) if thread else _tsc(ticks)
     return t - t0
-
-
-@njit
-def _thr_loop(ticks, n):
-    t0 = _thr(ticks)
-    t = t0
-    for _ in range(n):
-        t = _thr(ticks)
-    return t - t0
-
-
-@njit
-def _tsc_read():
-    return _rdtsc()
 
 
 TSC_WRAP = """def {fn}_T({ps}, ticks):
@@ -337,10 +326,7 @@ def stream(name, n=2000, seed=0):
     if name.startswith("u"):
         return sparse_stream(n, int(name[1:]), 149, seed)
     if name == "news20b":
-        from streamlearn.batch import concat_batches
-        from streamlearn.io import ReaderConfig, read_batches
-        bs = list(read_batches([str(DATASETS / "news20/news20_binary_train.vw.gz")], ReaderConfig(fmt="vw")))
-        b = concat_batches(bs) if len(bs) > 1 else bs[0]
+        b = read_batch(DATASETS / "news20/news20_binary_train.vw.gz")
         return b.slice(0, min(n, b.n)) if seed == 0 else b.slice(min(2000, b.n), min(2000 + n, b.n))
     path = DATASETS / "mnist_test10k/mnist_test10k.libsvm.gz"
     X, y = read_libsvm(str(path))
@@ -396,15 +382,15 @@ def main():
         return
     ticks = np.zeros(6 * nb + N_TAIL, np.int64)
     # the clocks: the cycle counter's rate (cycles per ns) and each read's cost
-    _tsc_loop(ticks, 10)
-    _thr_loop(ticks, 10)
-    _tsc_read()
-    p0, c0 = time.perf_counter(), _tsc_read()
+    _read_loop(ticks, 10, False)
+    _read_loop(ticks, 10, True)
+    read_tsc()
+    p0, c0 = time.perf_counter(), read_tsc()
     time.sleep(0.2)
-    p1, c1 = time.perf_counter(), _tsc_read()
+    p1, c1 = time.perf_counter(), read_tsc()
     rate = (c1 - c0) / ((p1 - p0) * 1e9)
-    c_tsc = min(_tsc_loop(ticks, 200_000) / 200_000 for _ in range(5))  # cycles per read
-    c_thr = min(_thr_loop(ticks, 20_000) / 20_000 for _ in range(5))  # ns per read
+    c_tsc = min(_read_loop(ticks, 200_000, False) / 200_000 for _ in range(5))  # cycles per read
+    c_thr = min(_read_loop(ticks, 20_000, True) / 20_000 for _ in range(5))  # ns per read
     thr_bucket = np.array([False] * (len(TOP) + len(EIG)) + [c[3] == "thr" for c in CALLS])
 
     class Kern:
@@ -475,16 +461,7 @@ def main():
         fresh = ""
         if a.fresh_n:
             fb = stream(sname, a.fresh_n, seed=1)  # mnist: rows 2,000.. (at most 8,000)
-            f_ada = f_l = np.inf
-            for _ in range(3):  # fresh learners, interleaved; the best of 3
-                fa = ada()
-                t0 = time.thread_time()
-                pa, _ = fa.learn_batch(fb)
-                f_ada = min(f_ada, 1e6 * (time.thread_time() - t0) / fb.n)
-                fl = sketched(a.algo, a.tau)
-                t0 = time.thread_time()
-                fl.learn_batch(fb)
-                f_l = min(f_l, 1e6 * (time.thread_time() - t0) / fb.n)
+            (f_ada, _, pa), (f_l, fl, _) = one_pass([ada, lambda: sketched(a.algo, a.tau)], fb)
             f_upd = update_fraction(pa, fb.labels)
             fresh = (f_ada, f_l, fl.n_rebase, fl.n_fold, f_upd, fb.n)
         print(f"\n## stream {sname}: s = {s:.1f}, load {load0:.2f} -> {load1:.2f}")
@@ -505,11 +482,6 @@ def main():
                   f"folds {fresh[3]})")
         summary.append((sname, s, t_ada, t_l, us, tot, fresh, load1))
     ceiling(summary, a)
-
-
-@njit
-def _tsc_read():
-    return _rdtsc()
 
 
 def ceiling(summary, a):
